@@ -1,0 +1,62 @@
+package llm
+
+import "context"
+
+// ModelInfo describes the model an engine serves.
+type ModelInfo struct {
+	// ID is the model's name (tiny-gpt2, a checkpoint folder's base name).
+	ID string
+	// MaxModelLen is the context length in tokens: prompt plus completion.
+	MaxModelLen int
+	// VocabSize is the number of token ids the model accepts and produces.
+	VocabSize int
+	// EOSTokenID is the end-of-sequence token, or -1 when there is none.
+	EOSTokenID int
+	// RandomWeights is true for built-in models with generated weights, whose
+	// text is meaningless; say so wherever the model is described.
+	RandomWeights bool
+	// Backend names the backend running the model (cpu, cuda, mock).
+	Backend string
+}
+
+// Stats is a snapshot of an engine's state, for metrics and tests.
+type Stats struct {
+	Running          int     // requests with tokens in the running batch
+	Waiting          int     // requests admitted but not running (incl. preempted)
+	KVBlocksTotal    int     // blocks in the pool
+	KVBlocksUsed     int     // blocks held by requests
+	KVUsage          float64 // KVBlocksUsed / KVBlocksTotal, in [0, 1]
+	Preemptions      uint64  // requests preempted since start
+	PromptTokens     uint64  // prompt tokens of requests admitted since start
+	GenerationTokens uint64  // tokens generated since start
+	Steps            uint64  // engine steps run since start
+	Finished         uint64  // requests finished since start, any reason
+}
+
+// Engine is what the OpenAI server serves: it accepts requests and streams
+// their events. Implementations are safe for concurrent use.
+type Engine interface {
+	// Generate submits req and returns its events. It fails at once, with a
+	// typed error (ErrInvalidRequest, ErrContextLength, ErrOverloaded,
+	// ErrDraining, ErrEngineDead, ErrClosed), when the request is not
+	// admitted. Otherwise the channel yields events until one with Finish set,
+	// then closes. Cancelling ctx aborts the request and frees its resources;
+	// the channel then closes, possibly without a final event. The caller must
+	// read until the channel closes or cancel ctx.
+	Generate(ctx context.Context, req Request) (<-chan Event, error)
+	// Info describes the served model.
+	Info() ModelInfo
+	// Tokenizer is the model's tokenizer.
+	Tokenizer() Tokenizer
+	// Health is nil while the engine accepts requests; otherwise it says why
+	// not (ErrDraining, ErrEngineDead wrapping the cause, ErrClosed).
+	Health() error
+	// Stats returns a snapshot of the engine's counters.
+	Stats() Stats
+	// Drain stops admitting requests (Generate returns ErrDraining) and waits
+	// until every accepted request has finished, or ctx ends.
+	Drain(ctx context.Context) error
+	// Close stops the engine: running requests end with an abort event, and
+	// Close returns when the engine's goroutine has exited.
+	Close() error
+}

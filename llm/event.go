@@ -1,0 +1,75 @@
+package llm
+
+import "time"
+
+// FinishReason says why a request ended. The empty value means it is still
+// running.
+type FinishReason string
+
+// Finish reasons, as the OpenAI API spells them, plus abort and error.
+const (
+	FinishStop   FinishReason = "stop"   // EOS, a stop token id or a stop string
+	FinishLength FinishReason = "length" // max_tokens reached
+	FinishAbort  FinishReason = "abort"  // the caller cancelled, or the engine closed
+	FinishError  FinishReason = "error"  // the backend failed; see Event.Err
+)
+
+// TopLogprob is one alternative token and its log-probability.
+type TopLogprob struct {
+	ID      int
+	Logprob float32
+}
+
+// TokenLogprob is the log-probability of one generated token and the most
+// likely alternatives at its position, most likely first. Log-probabilities
+// are of the model's distribution before temperature, top-k and top-p, as in
+// vLLM.
+type TokenLogprob struct {
+	ID      int
+	Logprob float32
+	Top     []TopLogprob
+}
+
+// Timestamps are the moments of a request's life, stamped by the engine. A
+// zero time means the moment has not happened (yet).
+type Timestamps struct {
+	Arrival        time.Time // Generate was called
+	FirstScheduled time.Time // the scheduler first gave the request tokens to run
+	FirstToken     time.Time // the first token was sampled
+	Finish         time.Time // the request ended
+}
+
+// Event is what a running request yields: zero or more new tokens with their
+// text, and, on the last event, why it finished. Events of one request arrive
+// in order; the last one has Finish set and the channel closes after it.
+type Event struct {
+	// TokenIDs are the tokens generated since the previous event. A stop token
+	// id, and tokens whose text was cut by a stop string, are included: they
+	// were generated and count in CompletionTokens.
+	TokenIDs []int
+	// Text is the new text since the previous event. It never ends with half
+	// a UTF-8 character and never contains (part of) a stop string that fired.
+	Text string
+	// Logprobs has one entry per token in TokenIDs when the request asked
+	// for log-probabilities.
+	Logprobs []TokenLogprob
+	// Finish is set on the last event only.
+	Finish FinishReason
+	// StopString is the stop string that ended the request, if one did.
+	StopString string
+	// StopTokenID is the stop token id that ended the request (a member of
+	// StopTokenIDs, not EOS), or -1.
+	StopTokenID int
+	// PromptTokens is the number of prompt tokens.
+	PromptTokens int
+	// CompletionTokens is the number of tokens generated so far, including
+	// this event's.
+	CompletionTokens int
+	// Time is when the event was produced.
+	Time time.Time
+	// Times holds the request's timestamps known so far; on the last event all
+	// of them that happened are set.
+	Times Timestamps
+	// Err is set when Finish is FinishError (and may explain FinishAbort).
+	Err error
+}

@@ -1,0 +1,213 @@
+// Package kv is tinyserve's logical paged KV cache: a pool of fixed-size
+// blocks, per-sequence block tables and reference counts. It owns every block
+// id; backends size their physical KV storage to the same pool and index it
+// by these ids.
+//
+// Follows vLLM's BlockPool and KVCacheManager (vllm/v1/core/block_pool.py,
+// kv_cache_manager.py): ids are minted once, running out of blocks is a normal
+// outcome (ok == false) that the scheduler answers by preempting, and misuse
+// is a typed error that changes nothing.
+//
+// The package is pure: no goroutines, clocks or I/O, and not safe for
+// concurrent use (the engine's one goroutine owns it).
+package kv
+
+import (
+	"errors"
+	"fmt"
+)
+
+// DefaultBlockSize is the number of tokens per block when a config leaves it
+// zero, as in vLLM.
+const DefaultBlockSize = 16
+
+// SeqID identifies a sequence to the KV manager and the scheduler.
+type SeqID uint64
+
+// Errors for misuse. They leave the manager unchanged.
+var (
+	// ErrUnknownSeq: the sequence has no blocks (never allocated, or freed).
+	ErrUnknownSeq = errors.New("kv: unknown sequence")
+	// ErrInvalid: an argument is out of range.
+	ErrInvalid = errors.New("kv: invalid argument")
+)
+
+// Manager is the block pool and the block tables.
+type Manager struct {
+	blockSize int
+	numBlocks int
+	free      []int32 // free block ids, used as a stack (LIFO keeps hot blocks hot)
+	refs      []int32 // reference count of each block
+	tables    map[SeqID][]int32
+}
+
+// New returns a pool of numBlocks blocks of blockSize tokens; blockSize zero
+// means DefaultBlockSize.
+func New(numBlocks, blockSize int) (*Manager, error) {
+	if blockSize == 0 {
+		blockSize = DefaultBlockSize
+	}
+	if numBlocks < 1 {
+		return nil, fmt.Errorf("%w: num_blocks must be at least 1, got %d", ErrInvalid, numBlocks)
+	}
+	if blockSize < 1 {
+		return nil, fmt.Errorf("%w: block_size must be at least 1, got %d", ErrInvalid, blockSize)
+	}
+	m := &Manager{
+		blockSize: blockSize,
+		numBlocks: numBlocks,
+		free:      make([]int32, numBlocks),
+		refs:      make([]int32, numBlocks),
+		tables:    make(map[SeqID][]int32),
+	}
+	// Pop order is 0, 1, 2, ... so traces are easy to read.
+	for i := range m.free {
+		m.free[i] = int32(numBlocks - 1 - i)
+	}
+	return m, nil
+}
+
+// BlockSize is the number of tokens per block.
+func (m *Manager) BlockSize() int { return m.blockSize }
+
+// NumBlocks is the size of the pool.
+func (m *Manager) NumBlocks() int { return m.numBlocks }
+
+// NumFree is the number of blocks no sequence holds.
+func (m *Manager) NumFree() int { return len(m.free) }
+
+// NumUsed is the number of blocks held by at least one sequence.
+func (m *Manager) NumUsed() int { return m.numBlocks - len(m.free) }
+
+// Usage is the fraction of the pool in use, in [0, 1].
+func (m *Manager) Usage() float64 { return float64(m.NumUsed()) / float64(m.numBlocks) }
+
+// NumSeqs is the number of sequences holding blocks.
+func (m *Manager) NumSeqs() int { return len(m.tables) }
+
+// BlocksFor is the number of blocks that numTokens tokens occupy.
+func (m *Manager) BlocksFor(numTokens int) int {
+	return (numTokens + m.blockSize - 1) / m.blockSize
+}
+
+// Allocate makes sure seq has blocks for numTokens tokens in all, adding
+// blocks to its table only when numTokens crosses a block boundary. A new
+// seq gets a new table. It returns false, changing nothing, when the pool has
+// too few free blocks. A table never shrinks: numTokens below what seq already
+// holds is a no-op.
+func (m *Manager) Allocate(seq SeqID, numTokens int) (bool, error) {
+	if numTokens < 0 {
+		return false, fmt.Errorf("%w: numTokens %d is negative", ErrInvalid, numTokens)
+	}
+	table := m.tables[seq]
+	need := m.BlocksFor(numTokens) - len(table)
+	if need <= 0 {
+		return true, nil
+	}
+	if need > len(m.free) {
+		return false, nil
+	}
+	for range need {
+		id := m.free[len(m.free)-1]
+		m.free = m.free[:len(m.free)-1]
+		m.refs[id] = 1
+		table = append(table, id)
+	}
+	m.tables[seq] = table
+	return true, nil
+}
+
+// CanAllocate reports whether Allocate(seq, numTokens) would succeed.
+func (m *Manager) CanAllocate(seq SeqID, numTokens int) bool {
+	return m.BlocksFor(numTokens)-len(m.tables[seq]) <= len(m.free)
+}
+
+// Free releases every block of seq (blocks shared with other sequences stay
+// until their last holder frees them). Freeing an unknown or already freed
+// sequence returns ErrUnknownSeq and changes nothing.
+func (m *Manager) Free(seq SeqID) error {
+	table, ok := m.tables[seq]
+	if !ok {
+		return fmt.Errorf("%w: %d", ErrUnknownSeq, seq)
+	}
+	// Free in reverse so the next allocation reuses the table's first block
+	// first, keeping allocation order readable in traces.
+	for i := len(table) - 1; i >= 0; i-- {
+		id := table[i]
+		m.refs[id]--
+		if m.refs[id] == 0 {
+			m.free = append(m.free, id)
+		}
+	}
+	delete(m.tables, seq)
+	return nil
+}
+
+// Has reports whether seq holds blocks.
+func (m *Manager) Has(seq SeqID) bool {
+	_, ok := m.tables[seq]
+	return ok
+}
+
+// NumSeqBlocks is the number of blocks in seq's table (0 if unknown).
+func (m *Manager) NumSeqBlocks(seq SeqID) int { return len(m.tables[seq]) }
+
+// BlockTable returns a copy of seq's block table.
+func (m *Manager) BlockTable(seq SeqID) []int32 {
+	return append([]int32(nil), m.tables[seq]...)
+}
+
+// AppendBlockTable appends seq's block ids to dst and returns it, so callers
+// can fill a reused buffer without allocating.
+func (m *Manager) AppendBlockTable(dst []int32, seq SeqID) []int32 {
+	return append(dst, m.tables[seq]...)
+}
+
+// RefCount is the number of holders of block id (0 for a free block).
+func (m *Manager) RefCount(id int) int {
+	if id < 0 || id >= m.numBlocks {
+		return 0
+	}
+	return int(m.refs[id])
+}
+
+// Check verifies the pool's invariants: used + free = total, every held
+// block has a positive count equal to its number of holders, and free
+// blocks have none. Tests call it after every operation.
+func (m *Manager) Check() error {
+	holders := make([]int32, m.numBlocks)
+	for seq, table := range m.tables {
+		if len(table) == 0 {
+			return fmt.Errorf("kv: seq %d has an empty table", seq)
+		}
+		for _, id := range table {
+			if id < 0 || int(id) >= m.numBlocks {
+				return fmt.Errorf("kv: seq %d holds block %d out of range", seq, id)
+			}
+			holders[id]++
+		}
+	}
+	seen := make([]bool, m.numBlocks)
+	for _, id := range m.free {
+		if seen[id] {
+			return fmt.Errorf("kv: block %d is free twice", id)
+		}
+		seen[id] = true
+		if holders[id] != 0 || m.refs[id] != 0 {
+			return fmt.Errorf("kv: free block %d has holders", id)
+		}
+	}
+	used := 0
+	for id := range m.numBlocks {
+		if holders[id] != m.refs[id] {
+			return fmt.Errorf("kv: block %d refcount %d, holders %d", id, m.refs[id], holders[id])
+		}
+		if holders[id] > 0 {
+			used++
+		}
+	}
+	if used+len(m.free) != m.numBlocks {
+		return fmt.Errorf("kv: used %d + free %d != total %d", used, len(m.free), m.numBlocks)
+	}
+	return nil
+}

@@ -1,0 +1,140 @@
+package llm
+
+import (
+	"fmt"
+	"math"
+)
+
+// MaxStopStrings bounds the number of stop strings one request may carry, so
+// that the per-token stop check stays cheap.
+const MaxStopStrings = 16
+
+// MaxLogprobs is the largest number of top alternatives a request may ask for
+// (vLLM's default max_logprobs is 20).
+const MaxLogprobs = 20
+
+// SamplingParams says how tokens are chosen and when generation stops. The zero
+// value is greedy decoding of one token; field docs say what zero means.
+// Following vLLM, n (several choices per prompt) is not a sampling parameter:
+// the server submits one [Request] per choice.
+type SamplingParams struct {
+	// MaxTokens is the most tokens to generate. Must be at least 1.
+	MaxTokens int
+	// MinTokens is the number of tokens generated before EOS, stop token ids or
+	// stop strings may end the request. Zero means no minimum.
+	MinTokens int
+	// Temperature scales the logits before sampling. Zero means greedy
+	// (argmax, ties to the lowest id).
+	Temperature float64
+	// TopP keeps the smallest set of most likely tokens whose probabilities sum
+	// to at least TopP. Zero or 1 disables it.
+	TopP float64
+	// TopK keeps the K most likely tokens. Zero or -1 disables it.
+	TopK int
+	// Seed, when set, makes sampling reproducible for this request whatever
+	// else is in the batch. Nil means the engine picks a seed.
+	Seed *int64
+	// Stop ends generation when the generated text contains one of these
+	// strings; the stop string is not included in the output text.
+	Stop []string
+	// StopTokenIDs end generation when one of these tokens is generated. The
+	// token counts as generated but its text is not emitted.
+	StopTokenIDs []int
+	// IgnoreEOS keeps generating after the end-of-sequence token.
+	IgnoreEOS bool
+	// Logprobs, when set to N, returns the log-probability of each chosen token
+	// and of the N most likely alternatives (0 means the chosen token only).
+	// Nil means no log-probabilities.
+	Logprobs *int
+}
+
+// ParamError is a validation error that names the offending field, so that
+// the server can report it as the OpenAI error's param.
+type ParamError struct {
+	// Param is the field name as the OpenAI API spells it (max_tokens, top_p).
+	Param string
+	// Msg says what is wrong.
+	Msg string
+}
+
+// Error implements error.
+func (e *ParamError) Error() string { return e.Param + ": " + e.Msg }
+
+// Is lets errors.Is(err, ErrInvalidRequest) match every ParamError.
+func (e *ParamError) Is(target error) bool { return target == ErrInvalidRequest }
+
+func paramErr(param, format string, args ...any) error {
+	return &ParamError{Param: param, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Validate reports the first invalid field, as a *ParamError.
+func (p *SamplingParams) Validate() error {
+	switch {
+	case p.MaxTokens < 1:
+		return paramErr("max_tokens", "must be at least 1, got %d", p.MaxTokens)
+	case p.MinTokens < 0:
+		return paramErr("min_tokens", "must be non-negative, got %d", p.MinTokens)
+	case p.MinTokens > p.MaxTokens:
+		return paramErr("min_tokens", "must be at most max_tokens (%d), got %d", p.MaxTokens, p.MinTokens)
+	case math.IsNaN(p.Temperature) || p.Temperature < 0 || p.Temperature > 100:
+		return paramErr("temperature", "must be in [0, 100], got %v", p.Temperature)
+	case math.IsNaN(p.TopP) || p.TopP < 0 || p.TopP > 1:
+		return paramErr("top_p", "must be in (0, 1], got %v", p.TopP)
+	case p.TopK < -1:
+		return paramErr("top_k", "must be -1 (disabled) or a positive number, got %d", p.TopK)
+	case len(p.Stop) > MaxStopStrings:
+		return paramErr("stop", "at most %d stop strings, got %d", MaxStopStrings, len(p.Stop))
+	}
+	for _, s := range p.Stop {
+		if s == "" {
+			return paramErr("stop", "stop strings must not be empty")
+		}
+	}
+	for _, id := range p.StopTokenIDs {
+		if id < 0 {
+			return paramErr("stop_token_ids", "token ids must be non-negative, got %d", id)
+		}
+	}
+	if p.Logprobs != nil && (*p.Logprobs < 0 || *p.Logprobs > MaxLogprobs) {
+		return paramErr("logprobs", "must be in [0, %d], got %d", MaxLogprobs, *p.Logprobs)
+	}
+	return nil
+}
+
+// Greedy reports whether the params choose the most likely token every step.
+func (p *SamplingParams) Greedy() bool {
+	return p.Temperature == 0 || p.TopK == 1
+}
+
+// Request is one sequence to generate: a prompt already tokenized and how to
+// continue it.
+type Request struct {
+	// ID names the request in logs and events. The engine does not require it
+	// to be unique, but the server makes it so.
+	ID string
+	// PromptTokens are the prompt's token ids. Must not be empty.
+	PromptTokens []int
+	// Params says how to sample and when to stop.
+	Params SamplingParams
+}
+
+// Validate checks the prompt against the vocabulary size and the params.
+// vocabSize <= 0 skips the range check.
+func (r *Request) Validate(vocabSize int) error {
+	if len(r.PromptTokens) == 0 {
+		return paramErr("prompt", "prompt must not be empty")
+	}
+	if vocabSize > 0 {
+		for _, id := range r.PromptTokens {
+			if id < 0 || id >= vocabSize {
+				return paramErr("prompt", "token id %d is out of vocabulary range [0, %d)", id, vocabSize)
+			}
+		}
+		for _, id := range r.Params.StopTokenIDs {
+			if id >= vocabSize {
+				return paramErr("stop_token_ids", "token id %d is out of vocabulary range [0, %d)", id, vocabSize)
+			}
+		}
+	}
+	return r.Params.Validate()
+}
