@@ -1,0 +1,420 @@
+// Package sched is tinyserve's scheduler: a pure, deterministic state
+// machine in the style of vLLM v1's (vllm/v1/core/sched/scheduler.py). There
+// are no prefill or decode phases: each sequence has tokens it knows
+// (prompt plus generated) and tokens already computed into the KV cache, and
+// one token budget per step closes the gap. Running sequences go first (a
+// decode is one token), then waiting ones are admitted FCFS with their
+// prefill cut to the remaining budget (chunked prefill). When KV blocks run
+// out, the most recently admitted running sequence not yet scheduled in this
+// step is preempted by recompute: its blocks are freed, it returns to the
+// front of the waiting queue and later re-prefills its prompt plus the tokens
+// it had generated.
+//
+// Inputs are method calls (Add, Abort, Schedule, Update), outputs are return
+// values, and time is the caller's step count: the package uses no
+// goroutines, clocks or I/O, and is not safe for concurrent use.
+package sched
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/tinyserve/tinyserve/llm/kv"
+)
+
+// Defaults for zero Config fields, as in vLLM.
+const (
+	DefaultMaxNumSeqs          = 256
+	DefaultMaxNumBatchedTokens = 2048
+)
+
+// Errors returned by Add and Abort. They leave the scheduler unchanged.
+var (
+	// ErrTooLarge: prompt plus max_tokens need more blocks than the whole
+	// pool has, so the request could never finish.
+	ErrTooLarge = errors.New("sched: request can never fit in the KV block pool")
+	// ErrDuplicate: a sequence with this id is already known.
+	ErrDuplicate = errors.New("sched: duplicate sequence id")
+	// ErrUnknown: no sequence with this id is waiting or running.
+	ErrUnknown = errors.New("sched: unknown sequence")
+	// ErrInvalid: an argument is out of range.
+	ErrInvalid = errors.New("sched: invalid argument")
+)
+
+// Config bounds each step. Zero fields take the defaults above.
+type Config struct {
+	// MaxNumSeqs caps the running sequences (vLLM's --max-num-seqs).
+	MaxNumSeqs int
+	// MaxNumBatchedTokens is the token budget of one step
+	// (vLLM's --max-num-batched-tokens).
+	MaxNumBatchedTokens int
+}
+
+type state uint8
+
+const (
+	stateWaiting state = iota
+	stateRunning
+)
+
+type seq struct {
+	id          kv.SeqID
+	tokens      []int // prompt followed by generated tokens
+	numPrompt   int
+	maxTokens   int
+	numComputed int // tokens whose KV is in the cache
+	state       state
+	everRan     bool // scheduled at least once, so a backend may hold state
+}
+
+func (s *seq) numGenerated() int { return len(s.tokens) - s.numPrompt }
+
+// Scheduler decides which tokens run in each step.
+type Scheduler struct {
+	cfg     Config
+	kv      *kv.Manager
+	seqs    map[kv.SeqID]*seq
+	waiting []*seq // front is index 0
+	running []*seq // in admission order
+
+	scheduled []*seq // the last Output's sequences, until Update
+	pending   bool   // an Output awaits its Update
+	dropped   []kv.SeqID
+	out       Output
+	stats     Stats
+}
+
+// Stats are cumulative counters.
+type Stats struct {
+	Preemptions int // sequences preempted since start
+	Steps       int // Schedule calls that scheduled at least one token
+}
+
+// New returns a scheduler that allocates from m. The scheduler must be the
+// only user of m.
+func New(cfg Config, m *kv.Manager) (*Scheduler, error) {
+	if cfg.MaxNumSeqs == 0 {
+		cfg.MaxNumSeqs = DefaultMaxNumSeqs
+	}
+	if cfg.MaxNumBatchedTokens == 0 {
+		cfg.MaxNumBatchedTokens = DefaultMaxNumBatchedTokens
+	}
+	if cfg.MaxNumSeqs < 1 {
+		return nil, fmt.Errorf("%w: MaxNumSeqs must be at least 1, got %d", ErrInvalid, cfg.MaxNumSeqs)
+	}
+	if cfg.MaxNumBatchedTokens < 1 {
+		return nil, fmt.Errorf("%w: MaxNumBatchedTokens must be at least 1, got %d", ErrInvalid, cfg.MaxNumBatchedTokens)
+	}
+	if m == nil {
+		return nil, fmt.Errorf("%w: nil KV manager", ErrInvalid)
+	}
+	return &Scheduler{cfg: cfg, kv: m, seqs: make(map[kv.SeqID]*seq)}, nil
+}
+
+// Config returns the effective configuration (defaults filled in).
+func (s *Scheduler) Config() Config { return s.cfg }
+
+// NumWaiting is the number of waiting sequences, preempted ones included.
+func (s *Scheduler) NumWaiting() int { return len(s.waiting) }
+
+// NumRunning is the number of running sequences.
+func (s *Scheduler) NumRunning() int { return len(s.running) }
+
+// Stats returns the cumulative counters.
+func (s *Scheduler) Stats() Stats { return s.stats }
+
+// Fits reports whether a sequence of numTokens tokens in all could ever fit
+// in the pool; Add rejects those that cannot.
+func (s *Scheduler) Fits(numTokens int) bool {
+	return s.kv.BlocksFor(numTokens) <= s.kv.NumBlocks()
+}
+
+// Add queues a new sequence at the back of the waiting queue. prompt is
+// copied. A sequence whose prompt plus maxTokens can never fit in the pool is
+// rejected with ErrTooLarge, and nothing else is affected.
+func (s *Scheduler) Add(id kv.SeqID, prompt []int, maxTokens int) error {
+	if len(prompt) == 0 {
+		return fmt.Errorf("%w: empty prompt", ErrInvalid)
+	}
+	if maxTokens < 1 {
+		return fmt.Errorf("%w: maxTokens must be at least 1, got %d", ErrInvalid, maxTokens)
+	}
+	if _, ok := s.seqs[id]; ok {
+		return fmt.Errorf("%w: %d", ErrDuplicate, id)
+	}
+	if !s.Fits(len(prompt) + maxTokens) {
+		return fmt.Errorf("%w: %d prompt + %d max tokens need %d blocks of %d tokens, the pool has %d",
+			ErrTooLarge, len(prompt), maxTokens, s.kv.BlocksFor(len(prompt)+maxTokens), s.kv.BlockSize(), s.kv.NumBlocks())
+	}
+	tokens := make([]int, len(prompt), len(prompt)+maxTokens)
+	copy(tokens, prompt)
+	q := &seq{id: id, tokens: tokens, numPrompt: len(prompt), maxTokens: maxTokens}
+	s.seqs[id] = q
+	s.waiting = append(s.waiting, q)
+	return nil
+}
+
+// Abort removes a waiting or running sequence and frees its blocks. It may
+// be called between Schedule and Update; the aborted sequence's results in
+// that Update are then ignored.
+func (s *Scheduler) Abort(id kv.SeqID) error {
+	q, ok := s.seqs[id]
+	if !ok {
+		return fmt.Errorf("%w: %d", ErrUnknown, id)
+	}
+	s.remove(q)
+	return nil
+}
+
+// remove forgets q wherever it is.
+func (s *Scheduler) remove(q *seq) {
+	switch q.state {
+	case stateWaiting:
+		s.waiting = deleteSeq(s.waiting, q)
+	case stateRunning:
+		s.running = deleteSeq(s.running, q)
+	}
+	if s.kv.Has(q.id) {
+		// Cannot fail: the scheduler is the only user and checked Has.
+		_ = s.kv.Free(q.id)
+	}
+	if q.everRan {
+		s.dropped = append(s.dropped, q.id)
+	}
+	delete(s.seqs, q.id)
+}
+
+func deleteSeq(list []*seq, q *seq) []*seq {
+	for i, x := range list {
+		if x == q {
+			return append(list[:i], list[i+1:]...)
+		}
+	}
+	return list
+}
+
+// Output is one step's plan, the scheduler's equivalent of vLLM's
+// SchedulerOutput (vllm/v1/core/sched/output.py) and raft's Ready. Its
+// slices are in batch order and belong to the scheduler: they are valid
+// until the next call to Schedule.
+//
+// The engine acts on it in this order: backends forget Dropped sequences,
+// the forward pass runs Scheduled, the engine samples the rows with Sample
+// set, and Update reports the results. The scheduler assumes nothing ran
+// until Update says so.
+type Output struct {
+	// Scheduled are the sequences to run: previously running ones first, in
+	// admission order, then newly admitted ones, FCFS.
+	Scheduled []Scheduled
+	// NumTokens is the sum of len(Scheduled[i].Tokens); never more than the
+	// token budget.
+	NumTokens int
+	// Preempted are the sequences preempted in this step, now waiting.
+	Preempted []kv.SeqID
+	// Dropped are sequences whose backend state must be forgotten: finished
+	// or aborted since the previous Schedule, and preempted in this one.
+	Dropped []kv.SeqID
+
+	tokenArena []int
+	blockArena []int32
+}
+
+// Scheduled is one sequence's part of a step.
+type Scheduled struct {
+	ID kv.SeqID
+	// Tokens to compute, at positions StartPos, StartPos+1, ...
+	Tokens []int
+	// StartPos is the number of the sequence's tokens already in the cache.
+	StartPos int
+	// BlockTable covers at least StartPos+len(Tokens) positions.
+	BlockTable []int32
+	// Sample is true when this step reaches the end of the sequence's known
+	// tokens, so the engine samples the next token after it.
+	Sample bool
+	// First is true the first time the sequence is ever scheduled.
+	First bool
+	// NumGenerated is the number of tokens generated so far (recomputed ones
+	// after a preemption included).
+	NumGenerated int
+}
+
+// Schedule plans the next step. Calling it again before Update is an
+// error-free no-op that returns the same plan.
+func (s *Scheduler) Schedule() *Output {
+	if s.pending {
+		return &s.out
+	}
+	out := &s.out
+	out.Scheduled = out.Scheduled[:0]
+	out.Preempted = out.Preempted[:0]
+	out.Dropped = append(out.Dropped[:0], s.dropped...)
+	s.dropped = s.dropped[:0]
+	out.NumTokens = 0
+	out.tokenArena = out.tokenArena[:0]
+	out.blockArena = out.blockArena[:0]
+	s.scheduled = s.scheduled[:0]
+
+	budget := s.cfg.MaxNumBatchedTokens
+	preempted := false
+
+	// Running sequences first, in admission order.
+	for i := 0; i < len(s.running) && budget > 0; i++ {
+		q := s.running[i]
+		n := min(len(q.tokens)-q.numComputed, budget)
+		if n <= 0 {
+			continue
+		}
+		selfPreempted := false
+		for !s.kv.CanAllocate(q.id, q.numComputed+n) {
+			// Preempt the most recently admitted running sequence; all of
+			// running[:i] are scheduled this step and are never chosen.
+			victim := s.running[len(s.running)-1]
+			s.preempt(victim, out)
+			preempted = true
+			if victim == q {
+				selfPreempted = true
+				break
+			}
+		}
+		if selfPreempted {
+			break
+		}
+		s.allocate(q, n)
+		s.plan(q, n, out)
+		budget -= n
+	}
+
+	// Then waiting ones, FCFS, unless this step had to preempt (the pool is
+	// short, so admitting more would only thrash).
+	for !preempted && budget > 0 && len(s.waiting) > 0 && len(s.running) < s.cfg.MaxNumSeqs {
+		q := s.waiting[0]
+		n := min(len(q.tokens)-q.numComputed, budget)
+		if !s.kv.CanAllocate(q.id, q.numComputed+n) {
+			break // head-of-line: later requests wait their turn
+		}
+		s.waiting = s.waiting[1:]
+		q.state = stateRunning
+		s.running = append(s.running, q)
+		s.allocate(q, n)
+		s.plan(q, n, out)
+		budget -= n
+	}
+
+	fixArenaViews(out)
+	if len(out.Scheduled) == 0 {
+		// No forward pass will carry the drops to the backend: keep them
+		// for the next step that runs.
+		s.dropped = append(s.dropped, out.Dropped...)
+		out.Dropped = out.Dropped[:0]
+		return out
+	}
+	s.stats.Steps++
+	s.pending = true
+	return out
+}
+
+func (s *Scheduler) allocate(q *seq, n int) {
+	// CanAllocate was checked and the scheduler is the only user of the pool.
+	if ok, err := s.kv.Allocate(q.id, q.numComputed+n); !ok || err != nil {
+		panic(fmt.Sprintf("sched: allocation that was checked failed: ok=%v err=%v", ok, err))
+	}
+}
+
+func (s *Scheduler) plan(q *seq, n int, out *Output) {
+	t0 := len(out.tokenArena)
+	out.tokenArena = append(out.tokenArena, q.tokens[q.numComputed:q.numComputed+n]...)
+	b0 := len(out.blockArena)
+	out.blockArena = s.kv.AppendBlockTable(out.blockArena, q.id)
+	out.Scheduled = append(out.Scheduled, Scheduled{
+		ID:           q.id,
+		StartPos:     q.numComputed,
+		Sample:       q.numComputed+n == len(q.tokens),
+		First:        !q.everRan,
+		NumGenerated: q.numGenerated(),
+		// Tokens and BlockTable are set below, once the arenas stop growing.
+	})
+	out.NumTokens += n
+	s.scheduled = append(s.scheduled, q)
+	q.everRan = true
+	// The views may go stale when an arena grows; only their lengths matter
+	// until fixArenaViews re-slices them at the end of Schedule.
+	last := &out.Scheduled[len(out.Scheduled)-1]
+	last.Tokens = out.tokenArena[t0 : t0+n : t0+n]
+	last.BlockTable = out.blockArena[b0:len(out.blockArena):len(out.blockArena)]
+}
+
+// fixArenaViews re-slices every Scheduled view into the arenas' final arrays.
+func fixArenaViews(out *Output) {
+	t, b := 0, 0
+	for i := range out.Scheduled {
+		sc := &out.Scheduled[i]
+		nt, nb := len(sc.Tokens), len(sc.BlockTable)
+		sc.Tokens = out.tokenArena[t : t+nt : t+nt]
+		sc.BlockTable = out.blockArena[b : b+nb : b+nb]
+		t += nt
+		b += nb
+	}
+}
+
+func (s *Scheduler) preempt(q *seq, out *Output) {
+	s.running = deleteSeq(s.running, q)
+	_ = s.kv.Free(q.id) // a running sequence always holds blocks
+	q.numComputed = 0
+	q.state = stateWaiting
+	// Prepend: victims are taken newest first, so the oldest ends in front.
+	s.waiting = append(s.waiting, nil)
+	copy(s.waiting[1:], s.waiting)
+	s.waiting[0] = q
+	out.Preempted = append(out.Preempted, q.id)
+	out.Dropped = append(out.Dropped, q.id)
+	s.stats.Preemptions++
+}
+
+// Sampled is the engine's result for one sequence of the last Output.
+type Sampled struct {
+	ID kv.SeqID
+	// Token is the token sampled after the sequence's last scheduled token.
+	Token int
+	// Finished ends the sequence after Token (a stop condition fired).
+	Finished bool
+}
+
+// Update records that the last Output ran: every scheduled sequence's
+// tokens are now computed, and each entry of sampled appends its token.
+// Sequences that finish (sampled with Finished, or reaching their
+// maxTokens) are removed and their blocks freed; their ids are returned in
+// the order of sampled. sampled must hold exactly the scheduled sequences
+// with Sample set, in batch order, except sequences aborted since Schedule.
+func (s *Scheduler) Update(sampled []Sampled) ([]kv.SeqID, error) {
+	if !s.pending {
+		if len(sampled) > 0 {
+			return nil, fmt.Errorf("%w: Update without a pending Schedule", ErrInvalid)
+		}
+		return nil, nil
+	}
+	s.pending = false
+	for i, q := range s.scheduled { // index-aligned with s.out.Scheduled
+		if s.seqs[q.id] != q {
+			continue // aborted after Schedule
+		}
+		q.numComputed += len(s.out.Scheduled[i].Tokens)
+	}
+	var finished []kv.SeqID
+	var err error
+	for _, r := range sampled {
+		q, ok := s.seqs[r.ID]
+		if !ok {
+			continue // aborted after Schedule
+		}
+		if q.numComputed != len(q.tokens) {
+			err = fmt.Errorf("%w: seq %d was not due for sampling", ErrInvalid, r.ID)
+			continue
+		}
+		q.tokens = append(q.tokens, r.Token)
+		if r.Finished || q.numGenerated() >= q.maxTokens {
+			finished = append(finished, q.id)
+			s.remove(q)
+		}
+	}
+	return finished, err
+}
