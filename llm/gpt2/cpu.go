@@ -1,0 +1,603 @@
+package gpt2
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+
+	"github.com/tinyserve/tinyserve/llm"
+	"github.com/tinyserve/tinyserve/llm/engine"
+)
+
+// DefaultKVCacheBytes is the KV cache budget when CPUOptions.KVCacheBytes is
+// zero: 1 GiB, capped at what DefaultKVSeqs full-context sequences need.
+const DefaultKVCacheBytes = 1 << 30
+
+// DefaultKVSeqs caps the default KV budget: a small model does not need a
+// whole GiB, only room for this many sequences at the full context length.
+const DefaultKVSeqs = 64
+
+// CPUOptions configures a CPUBackend. The zero value is ready to use.
+type CPUOptions struct {
+	// Threads is the number of goroutines a forward pass is split across.
+	// Zero means runtime.GOMAXPROCS(0) at construction; 1 runs everything
+	// on the engine's goroutine.
+	Threads int
+	// KVCacheBytes is the memory budget, in bytes, for the paged KV cache
+	// (keys and values of every layer). MaxKVBlocks reports how many blocks
+	// fit. Zero means DefaultKVCacheBytes capped at DefaultKVSeqs sequences
+	// of the model's full context length; an explicit value is used as is.
+	// Negative is an error.
+	KVCacheBytes int64
+}
+
+// CPUBackend runs a GPT-2 Model on the CPU as an engine.Backend: a flattened
+// batch of prefill chunks and decodes per step, attention read through the
+// block tables from a paged KV cache preallocated for the whole pool, and
+// the LM head only for the rows the engine samples.
+//
+// Like every backend it is used from one goroutine (the engine's); Forward
+// is not safe for concurrent use. It splits each step across a pool of
+// goroutines created once by NewCPUBackend; Close stops them.
+type CPUBackend struct {
+	m       *Model
+	cfg     Config
+	opts    CPUOptions
+	pool    *pool
+	closed  bool
+	threads int
+
+	// Paged KV cache: kc and vc are [layer][block][head][slot][headDim], so
+	// one head's keys in one block are contiguous for the attention loop.
+	kc, vc    []float32
+	numBlocks int
+	blockSize int
+
+	// Per-step buffers, grown (never shrunk) to the largest batch seen.
+	rows    int       // capacity in rows of the buffers below
+	h       []float32 // residual stream [rows, C]
+	xn      []float32 // LayerNorm output [rows, C]
+	qkv     []float32 // [rows, 3C]
+	att     []float32 // attention output [rows, C]
+	fc      []float32 // MLP hidden [rows, NInner]
+	rowSeq  []int32   // batch index of each row's sequence
+	rowPos  []int32   // position of each row
+	sampled []int32   // rows that go through ln_f and the LM head
+	hs      []float32 // gathered, normalised sampled rows [S, C]
+	logits  []float32 // [S, V]
+	out     []engine.SampleRow
+	scores  [][]float32 // per worker attention scores [NPositions]
+
+	// Tasks are reused structs so that starting one allocates nothing.
+	mm   matmulTask
+	at   attnTask
+	head headTask
+
+	// Test hooks (nil/false in production): hook sees the residual stream
+	// after the embedding (stage 0) and after each block (stage i+1), and
+	// the ln_f output of the sampled rows (stage NLayer+1); allRows samples
+	// every row so tests can read the logits of every prompt position.
+	hook    func(stage int, x []float32, rows int)
+	allRows bool
+}
+
+var _ engine.Backend = (*CPUBackend)(nil)
+
+// NewCPUBackend returns a backend running m. Call AllocateKV (the engine
+// does, with the pool size it chose) before Forward, and Close when done.
+func NewCPUBackend(m *Model, opts CPUOptions) (*CPUBackend, error) {
+	if m == nil {
+		return nil, errors.New("gpt2: nil model")
+	}
+	if opts.Threads < 0 {
+		return nil, fmt.Errorf("gpt2: CPUOptions.Threads must be non-negative, got %d", opts.Threads)
+	}
+	if opts.KVCacheBytes < 0 {
+		return nil, fmt.Errorf("gpt2: CPUOptions.KVCacheBytes must be non-negative, got %d", opts.KVCacheBytes)
+	}
+	cfg := m.Config
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("gpt2: %w", err)
+	}
+	threads := opts.Threads
+	if threads == 0 {
+		threads = runtime.GOMAXPROCS(0)
+	}
+	b := &CPUBackend{m: m, cfg: cfg, opts: opts, threads: threads, pool: newPool(threads)}
+	b.scores = make([][]float32, threads)
+	for i := range b.scores {
+		b.scores[i] = make([]float32, cfg.NPositions)
+	}
+	return b, nil
+}
+
+// Info describes the model, with Backend "cpu".
+func (b *CPUBackend) Info() llm.ModelInfo {
+	info := b.m.Info()
+	info.Backend = "cpu"
+	return info
+}
+
+// Model is the model the backend runs.
+func (b *CPUBackend) Model() *Model { return b.m }
+
+// KVBytesPerBlock is the memory one KV block of blockSize tokens takes:
+// keys and values of every layer, float32.
+func (b *CPUBackend) KVBytesPerBlock(blockSize int) int64 {
+	return 2 * 4 * int64(b.cfg.NLayer) * int64(b.cfg.NEmbd) * int64(blockSize)
+}
+
+// kvBudget is the KV byte budget after applying the defaults.
+func (b *CPUBackend) kvBudget(blockSize int) int64 {
+	if b.opts.KVCacheBytes > 0 {
+		return b.opts.KVCacheBytes
+	}
+	perSeq := b.KVBytesPerBlock(blockSize) * int64((b.cfg.NPositions+blockSize-1)/blockSize)
+	return min(DefaultKVCacheBytes, DefaultKVSeqs*perSeq)
+}
+
+// MaxKVBlocks implements engine.Backend: how many blocks of blockSize
+// tokens fit in the KV budget (CPUOptions.KVCacheBytes).
+func (b *CPUBackend) MaxKVBlocks(blockSize int) (int, error) {
+	if blockSize < 1 {
+		return 0, fmt.Errorf("gpt2: block size must be positive, got %d", blockSize)
+	}
+	per := b.KVBytesPerBlock(blockSize)
+	budget := b.kvBudget(blockSize)
+	n := budget / per
+	if n < 1 {
+		return 0, fmt.Errorf("gpt2: KV cache budget of %d bytes is smaller than one block (%d bytes for %d tokens)", budget, per, blockSize)
+	}
+	return int(min(n, math.MaxInt32)), nil
+}
+
+// AllocateKV implements engine.Backend: it allocates the physical cache for
+// exactly numBlocks blocks (replacing any earlier one). Go hands out fresh
+// zeroed pages lazily, so untouched blocks cost address space, not RAM.
+func (b *CPUBackend) AllocateKV(numBlocks, blockSize int) error {
+	if numBlocks < 1 || blockSize < 1 {
+		return fmt.Errorf("gpt2: AllocateKV needs positive numBlocks and blockSize, got %d and %d", numBlocks, blockSize)
+	}
+	n := int64(b.cfg.NLayer) * int64(numBlocks) * int64(blockSize) * int64(b.cfg.NEmbd)
+	if n > math.MaxInt/4 || n > 1<<40 {
+		return fmt.Errorf("gpt2: KV cache of %d blocks x %d tokens is too large", numBlocks, blockSize)
+	}
+	b.kc, b.vc = nil, nil // let the old cache go before allocating the new one
+	b.kc = make([]float32, n)
+	b.vc = make([]float32, n)
+	b.numBlocks, b.blockSize = numBlocks, blockSize
+	return nil
+}
+
+// Close stops the backend's worker goroutines. The model stays open (the
+// caller owns it). Forward fails after Close.
+func (b *CPUBackend) Close() error {
+	if !b.closed {
+		b.closed = true
+		b.pool.close()
+	}
+	return nil
+}
+
+// grow makes the per-step buffers hold at least rows rows and sampled
+// sampled rows. Buffers only grow, so a steady state allocates nothing.
+func (b *CPUBackend) grow(rows, sampled int) {
+	c := b.cfg
+	if rows > b.rows {
+		n := max(rows, 2*b.rows)
+		b.rows = n
+		b.h = make([]float32, n*c.NEmbd)
+		b.xn = make([]float32, n*c.NEmbd)
+		b.qkv = make([]float32, n*3*c.NEmbd)
+		b.att = make([]float32, n*c.NEmbd)
+		b.fc = make([]float32, n*c.NInner)
+		b.rowSeq = make([]int32, n)
+		b.rowPos = make([]int32, n)
+		b.sampled = make([]int32, 0, n)
+	}
+	if sampled > len(b.out) {
+		n := max(sampled, 2*len(b.out))
+		b.hs = make([]float32, n*c.NEmbd)
+		b.logits = make([]float32, n*c.VocabSize)
+		b.out = make([]engine.SampleRow, n)
+	}
+}
+
+// validate checks a batch against the model and the KV pool, so that bad
+// input is an error rather than an index panic deep in a kernel.
+func (b *CPUBackend) validate(batch *engine.Batch) error {
+	if b.closed {
+		return errors.New("gpt2: Forward on a closed backend")
+	}
+	if b.kc == nil {
+		return errors.New("gpt2: Forward before AllocateKV")
+	}
+	total := 0
+	for i := range batch.Seqs {
+		s := &batch.Seqs[i]
+		if len(s.Tokens) == 0 {
+			return fmt.Errorf("gpt2: batch seq %d (id %d) has no tokens", i, s.ID)
+		}
+		end := s.StartPos + len(s.Tokens)
+		if s.StartPos < 0 || end > b.cfg.NPositions {
+			return fmt.Errorf("gpt2: batch seq %d (id %d): positions [%d, %d) outside the context [0, %d)", i, s.ID, s.StartPos, end, b.cfg.NPositions)
+		}
+		if need := (end + b.blockSize - 1) / b.blockSize; len(s.BlockTable) < need {
+			return fmt.Errorf("gpt2: batch seq %d (id %d): block table has %d blocks, positions up to %d need %d", i, s.ID, len(s.BlockTable), end, need)
+		} else {
+			for _, id := range s.BlockTable[:need] {
+				if id < 0 || int(id) >= b.numBlocks {
+					return fmt.Errorf("gpt2: batch seq %d (id %d): block id %d outside the pool [0, %d)", i, s.ID, id, b.numBlocks)
+				}
+			}
+		}
+		for _, t := range s.Tokens {
+			if t < 0 || t >= b.cfg.VocabSize {
+				return fmt.Errorf("gpt2: batch seq %d (id %d): token id %d outside the vocabulary [0, %d)", i, s.ID, t, b.cfg.VocabSize)
+			}
+		}
+		total += len(s.Tokens)
+	}
+	if total != batch.NumTokens {
+		return fmt.Errorf("gpt2: batch NumTokens is %d, its sequences hold %d tokens", batch.NumTokens, total)
+	}
+	return nil
+}
+
+// Forward implements engine.Backend. Every returned row has Argmax (ties to
+// the lowest id) and Logits set, whether or not NeedLogits asked for them:
+// the CPU computes the full row either way. Rows and logits are reused by
+// the next call.
+func (b *CPUBackend) Forward(batch *engine.Batch) ([]engine.SampleRow, error) {
+	if err := b.validate(batch); err != nil {
+		return nil, err
+	}
+	c := b.cfg
+	C, M := c.NEmbd, batch.NumTokens
+	nSample := 0
+	for i := range batch.Seqs {
+		if b.allRows {
+			nSample += len(batch.Seqs[i].Tokens)
+		} else if batch.Seqs[i].Sample {
+			nSample++
+		}
+	}
+	b.grow(M, nSample)
+	if M == 0 {
+		return b.out[:0], nil
+	}
+	w := &b.m.Weights
+
+	// Embedding and row bookkeeping.
+	b.sampled = b.sampled[:0]
+	r := 0
+	for i := range batch.Seqs {
+		s := &batch.Seqs[i]
+		for j, tok := range s.Tokens {
+			pos := s.StartPos + j
+			b.rowSeq[r], b.rowPos[r] = int32(i), int32(pos)
+			dst := b.h[r*C : (r+1)*C]
+			te := w.WTE[tok*C : (tok+1)*C]
+			pe := w.WPE[pos*C : (pos+1)*C]
+			for k := range dst {
+				dst[k] = te[k] + pe[k]
+			}
+			if b.allRows || (s.Sample && j == len(s.Tokens)-1) {
+				b.sampled = append(b.sampled, int32(r))
+			}
+			r++
+		}
+	}
+	if b.hook != nil {
+		b.hook(0, b.h[:M*C], M)
+	}
+
+	for l := range c.NLayer {
+		lw := &w.Layers[l]
+		layerNorm(b.xn[:M*C], b.h[:M*C], lw.LN1W, lw.LN1B, C, c.LayerNormEpsilon)
+		b.matmul(b.qkv, b.xn, lw.AttnW, lw.AttnB, M, C, 3*C, mmStore)
+		b.writeKV(l, batch, M)
+		b.attention(l, batch, M)
+		b.matmul(b.h, b.att, lw.AttnProjW, lw.AttnProjB, M, C, C, mmAdd)
+		layerNorm(b.xn[:M*C], b.h[:M*C], lw.LN2W, lw.LN2B, C, c.LayerNormEpsilon)
+		mode := mmGeluTanh
+		if c.Activation == GeluErf {
+			mode = mmGeluErf
+		}
+		b.matmul(b.fc, b.xn, lw.FCW, lw.FCB, M, C, c.NInner, mode)
+		b.matmul(b.h, b.fc, lw.ProjW, lw.ProjB, M, c.NInner, C, mmAdd)
+		if b.hook != nil {
+			b.hook(l+1, b.h[:M*C], M)
+		}
+	}
+
+	// Only the sampled rows go through ln_f and the LM head.
+	S := len(b.sampled)
+	for i, row := range b.sampled {
+		layerNorm(b.hs[i*C:(i+1)*C], b.h[int(row)*C:(int(row)+1)*C], w.LNFW, w.LNFB, C, c.LayerNormEpsilon)
+	}
+	if b.hook != nil {
+		b.hook(c.NLayer+1, b.hs[:S*C], S)
+	}
+	V := c.VocabSize
+	b.head = headTask{x: b.hs[:S*C], w: w.LMHead, y: b.logits[:S*V], rows: S, c: C, v: V}
+	b.pool.parallel(&b.head, (V+headGrain-1)/headGrain, 1)
+	out := b.out[:S]
+	for i := range out {
+		row := b.logits[i*V : (i+1)*V]
+		out[i] = engine.SampleRow{Logits: row, Argmax: argmax(row)}
+	}
+	return out, nil
+}
+
+// writeKV stores the K and V of every row of the batch into the paged cache
+// at the row's block and slot, before attention reads them, so that a
+// prefill chunk attends to its own earlier tokens.
+func (b *CPUBackend) writeKV(layer int, batch *engine.Batch, M int) {
+	C, H, D, bs := b.cfg.NEmbd, b.cfg.NHead, b.cfg.HeadDim(), b.blockSize
+	for r := range M {
+		s := &batch.Seqs[b.rowSeq[r]]
+		pos := int(b.rowPos[r])
+		blk := int(s.BlockTable[pos/bs])
+		slot := pos % bs
+		q := b.qkv[r*3*C : (r+1)*3*C]
+		for h := range H {
+			off := b.kvOffset(layer, blk, h) + slot*D
+			copy(b.kc[off:off+D], q[C+h*D:C+(h+1)*D])
+			copy(b.vc[off:off+D], q[2*C+h*D:2*C+(h+1)*D])
+		}
+	}
+}
+
+// kvOffset is where block blk's keys (or values) of one head start.
+func (b *CPUBackend) kvOffset(layer, blk, head int) int {
+	return ((layer*b.numBlocks+blk)*b.cfg.NHead + head) * b.blockSize * b.cfg.HeadDim()
+}
+
+func (b *CPUBackend) attention(layer int, batch *engine.Batch, M int) {
+	scale := float32(1)
+	if b.cfg.ScaleAttnWeights {
+		scale = float32(1 / math.Sqrt(float64(b.cfg.HeadDim())))
+	}
+	if b.cfg.ScaleAttnByInverseLayerIdx {
+		scale /= float32(layer + 1)
+	}
+	b.at = attnTask{b: b, batch: batch, layer: layer, scale: scale}
+	b.pool.parallel(&b.at, M*b.cfg.NHead, 1)
+}
+
+// attnTask computes causal attention for (row, head) units, reading keys
+// and values through the row's block table.
+type attnTask struct {
+	b     *CPUBackend
+	batch *engine.Batch
+	layer int
+	scale float32
+}
+
+func (t *attnTask) run(w, lo, hi int) {
+	b := t.b
+	C, H, D, bs := b.cfg.NEmbd, b.cfg.NHead, b.cfg.HeadDim(), b.blockSize
+	scores := b.scores[w]
+	for u := lo; u < hi; u++ {
+		r, h := u/H, u%H
+		table := t.batch.Seqs[b.rowSeq[r]].BlockTable
+		n := int(b.rowPos[r]) + 1 // causal: positions 0..pos
+		q := b.qkv[r*3*C+h*D : r*3*C+(h+1)*D]
+		sc := scores[:n]
+		maxv := float32(math.Inf(-1))
+		for j0 := 0; j0 < n; j0 += bs {
+			off := b.kvOffset(t.layer, int(table[j0/bs]), h)
+			cnt := min(bs, n-j0)
+			keys := b.kc[off : off+cnt*D]
+			for s := range cnt {
+				v := dot(q, keys[s*D:(s+1)*D]) * t.scale
+				sc[j0+s] = v
+				maxv = max(maxv, v)
+			}
+		}
+		var sum float64
+		for j, v := range sc {
+			e := float32(math.Exp(float64(v - maxv)))
+			sc[j] = e
+			sum += float64(e)
+		}
+		inv := float32(1 / sum)
+		o := b.att[r*C+h*D : r*C+(h+1)*D]
+		clear(o)
+		for j0 := 0; j0 < n; j0 += bs {
+			off := b.kvOffset(t.layer, int(table[j0/bs]), h)
+			cnt := min(bs, n-j0)
+			vals := b.vc[off : off+cnt*D]
+			for s := range cnt {
+				p := sc[j0+s] * inv
+				v := vals[s*D : (s+1)*D]
+				v = v[:len(o)]
+				for k := range o {
+					o[k] += p * v[k]
+				}
+			}
+		}
+	}
+}
+
+// headGrain is the number of vocabulary rows per LM-head unit.
+const headGrain = 256
+
+// headTask computes logits y[s, v] = x[s]·W[v] for vocabulary blocks: each
+// head row is read once for all sampled rows.
+type headTask struct {
+	x, w, y    []float32
+	rows, c, v int
+}
+
+func (t *headTask) run(_, lo, hi int) {
+	C, V := t.c, t.v
+	for v := lo * headGrain; v < min(hi*headGrain, V); v++ {
+		wr := t.w[v*C : (v+1)*C]
+		for s := range t.rows {
+			t.y[s*V+v] = dot(t.x[s*C:(s+1)*C], wr)
+		}
+	}
+}
+
+// argmax returns the index of the largest value, the lowest on ties.
+func argmax(x []float32) int {
+	best, bi := float32(math.Inf(-1)), 0
+	for i, v := range x {
+		if v > best {
+			best, bi = v, i
+		}
+	}
+	return bi
+}
+
+// dot is a float32 dot product with four partial sums, which pipelines
+// better than one chain and rounds no worse.
+func dot(a, b []float32) float32 {
+	b = b[:len(a)]
+	var s0, s1, s2, s3 float32
+	i := 0
+	for ; i+4 <= len(a); i += 4 {
+		s0 += a[i] * b[i]
+		s1 += a[i+1] * b[i+1]
+		s2 += a[i+2] * b[i+2]
+		s3 += a[i+3] * b[i+3]
+	}
+	for ; i < len(a); i++ {
+		s0 += a[i] * b[i]
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+// layerNorm normalises each row of x (width c) into y, accumulating the
+// mean and variance in float64.
+func layerNorm(y, x, g, bias []float32, c int, eps float64) {
+	g, bias = g[:c], bias[:c]
+	for r := 0; r+c <= len(x); r += c {
+		xr, yr := x[r:r+c], y[r:r+c]
+		var sum float64
+		for _, v := range xr {
+			sum += float64(v)
+		}
+		mean := sum / float64(c)
+		var ss float64
+		for _, v := range xr {
+			d := float64(v) - mean
+			ss += d * d
+		}
+		inv := 1 / math.Sqrt(ss/float64(c)+eps)
+		for k, v := range xr {
+			yr[k] = float32((float64(v)-mean)*inv)*g[k] + bias[k]
+		}
+	}
+}
+
+// matmul modes: how the product x·W + b is combined into y.
+const (
+	mmStore    = iota // y = x·W + b
+	mmAdd             // y += x·W + b (residual connections)
+	mmGeluTanh        // y = gelu_new(x·W + b)
+	mmGeluErf         // y = gelu(x·W + b), exact erf form
+)
+
+const (
+	mmRowBlock = 16 // rows per unit
+	mmColBlock = 64 // output columns per unit
+)
+
+// matmul computes y[M,N] (mode) x[M,K]·W[K,N] + b[N], split across the pool
+// by blocks of rows and output columns.
+func (b *CPUBackend) matmul(y, x, w, bias []float32, m, k, n, mode int) {
+	rb := (m + mmRowBlock - 1) / mmRowBlock
+	cb := (n + mmColBlock - 1) / mmColBlock
+	b.mm = matmulTask{y: y, x: x, w: w, b: bias, m: m, k: k, n: n, mode: mode, cb: cb}
+	b.pool.parallel(&b.mm, rb*cb, 1)
+}
+
+type matmulTask struct {
+	y, x, w, b []float32
+	m, k, n    int
+	mode       int
+	cb         int // column blocks
+}
+
+func (t *matmulTask) run(_, lo, hi int) {
+	for u := lo; u < hi; u++ {
+		r0 := (u / t.cb) * mmRowBlock
+		j0 := (u % t.cb) * mmColBlock
+		t.tile(r0, min(r0+mmRowBlock, t.m), j0, min(j0+mmColBlock, t.n))
+	}
+}
+
+// tile computes rows [r0, r1) and columns [j0, j1), four rows at a time so
+// each loaded weight is used four times.
+func (t *matmulTask) tile(r0, r1, j0, j1 int) {
+	K, N := t.k, t.n
+	bias := t.b[j0:j1]
+	for r := r0; r < r1; r++ {
+		yr := t.y[r*N+j0 : r*N+j1]
+		if t.mode == mmAdd {
+			for j := range yr {
+				yr[j] += bias[j]
+			}
+		} else {
+			copy(yr, bias)
+		}
+	}
+	r := r0
+	for ; r+4 <= r1; r += 4 {
+		y0 := t.y[r*N+j0 : r*N+j1]
+		y1 := t.y[(r+1)*N+j0 : (r+1)*N+j1]
+		y2 := t.y[(r+2)*N+j0 : (r+2)*N+j1]
+		y3 := t.y[(r+3)*N+j0 : (r+3)*N+j1]
+		x0, x1, x2, x3 := t.x[r*K:(r+1)*K], t.x[(r+1)*K:(r+2)*K], t.x[(r+2)*K:(r+3)*K], t.x[(r+3)*K:(r+4)*K]
+		for kk := range K {
+			wr := t.w[kk*N+j0 : kk*N+j1]
+			y0, y1, y2, y3 := y0[:len(wr)], y1[:len(wr)], y2[:len(wr)], y3[:len(wr)]
+			a0, a1, a2, a3 := x0[kk], x1[kk], x2[kk], x3[kk]
+			for j, wv := range wr {
+				y0[j] += a0 * wv
+				y1[j] += a1 * wv
+				y2[j] += a2 * wv
+				y3[j] += a3 * wv
+			}
+		}
+	}
+	for ; r < r1; r++ {
+		y0 := t.y[r*N+j0 : r*N+j1]
+		x0 := t.x[r*K : (r+1)*K]
+		for kk, a := range x0 {
+			wr := t.w[kk*N+j0 : kk*N+j1]
+			y0 := y0[:len(wr)]
+			for j, wv := range wr {
+				y0[j] += a * wv
+			}
+		}
+	}
+	switch t.mode {
+	case mmGeluTanh:
+		for r := r0; r < r1; r++ {
+			yr := t.y[r*N+j0 : r*N+j1]
+			for j, v := range yr {
+				yr[j] = geluTanh(v)
+			}
+		}
+	case mmGeluErf:
+		for r := r0; r < r1; r++ {
+			yr := t.y[r*N+j0 : r*N+j1]
+			for j, v := range yr {
+				x := float64(v)
+				yr[j] = float32(0.5 * x * (1 + math.Erf(x/math.Sqrt2)))
+			}
+		}
+	}
+}
+
+// geluTanh is GPT-2's gelu_new: 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x³))),
+// evaluated in float64.
+func geluTanh(v float32) float32 {
+	x := float64(v)
+	return float32(0.5 * x * (1 + math.Tanh(0.7978845608028654*(x+0.044715*x*x*x))))
+}

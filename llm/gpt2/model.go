@@ -1,0 +1,400 @@
+package gpt2
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/tinyserve/tinyserve/llm"
+)
+
+// Weights are a GPT-2 model's parameters in float32, in Hugging Face's
+// layout. Matrices are row-major; the Conv1D matrices (attention and MLP) are
+// stored in×out, so a layer computes y = x·W + b. Slices loaded from a
+// float32 checkpoint may alias a read-only memory mapping: never write to
+// them.
+type Weights struct {
+	WTE []float32 // token embeddings [VocabSize, NEmbd]
+	WPE []float32 // position embeddings [NPositions, NEmbd]
+	// Layers are the transformer blocks, in order.
+	Layers []LayerWeights
+	LNFW   []float32 // final LayerNorm weight [NEmbd]
+	LNFB   []float32 // final LayerNorm bias [NEmbd]
+	// LMHead is the output projection [VocabSize, NEmbd]: a separate
+	// lm_head.weight when the checkpoint has one, otherwise the same slice
+	// as WTE (tied embeddings, as in every released GPT-2).
+	LMHead []float32
+}
+
+// LayerWeights are one transformer block's parameters.
+type LayerWeights struct {
+	LN1W, LN1B []float32 // ln_1 [NEmbd]
+	// AttnW [NEmbd, 3*NEmbd] and AttnB [3*NEmbd]: c_attn, output q|k|v,
+	// heads contiguous within each of q, k and v.
+	AttnW, AttnB []float32
+	// AttnProjW [NEmbd, NEmbd] and AttnProjB [NEmbd]: attention c_proj.
+	AttnProjW, AttnProjB []float32
+	LN2W, LN2B           []float32 // ln_2 [NEmbd]
+	// FCW [NEmbd, NInner] and FCB [NInner]: mlp.c_fc.
+	FCW, FCB []float32
+	// ProjW [NInner, NEmbd] and ProjB [NEmbd]: mlp.c_proj.
+	ProjW, ProjB []float32
+}
+
+// Model is a GPT-2 model: its configuration and weights. It is read-only
+// once built, so one Model may back several backends. Call Close when done
+// with a loaded model to unmap its files.
+type Model struct {
+	// Name is the model's id: the built-in name, or a checkpoint folder's
+	// base name.
+	Name string
+	// Config is the model's shape and numerical settings.
+	Config Config
+	// RandomWeights is true for the built-in models, whose weights are
+	// generated: their text is meaningless.
+	RandomWeights bool
+	// Weights are the parameters.
+	Weights Weights
+
+	release []func() error // unmaps the checkpoint's files
+}
+
+// Info describes the model for an engine. Backend is left empty: the
+// engine's backend fills it in (CPUBackend.Info does).
+func (m *Model) Info() llm.ModelInfo {
+	return llm.ModelInfo{
+		ID:            m.Name,
+		MaxModelLen:   m.Config.NPositions,
+		VocabSize:     m.Config.VocabSize,
+		EOSTokenID:    m.Config.EOSTokenID,
+		RandomWeights: m.RandomWeights,
+	}
+}
+
+// NumParams is the number of distinct parameters (a tied LM head counts
+// once).
+func (m *Model) NumParams() int {
+	w := &m.Weights
+	n := len(w.WTE) + len(w.WPE) + len(w.LNFW) + len(w.LNFB)
+	if !sameSlice(w.LMHead, w.WTE) {
+		n += len(w.LMHead)
+	}
+	for i := range w.Layers {
+		for _, t := range w.Layers[i].tensors() {
+			n += len(*t)
+		}
+	}
+	return n
+}
+
+// Close releases the memory mappings of a loaded checkpoint. The model's
+// weights must not be used afterwards. Closing a built-in model, or closing
+// twice, does nothing.
+func (m *Model) Close() error {
+	var errs []error
+	for _, r := range m.release {
+		errs = append(errs, r())
+	}
+	m.release = nil
+	return errors.Join(errs...)
+}
+
+func sameSlice(a, b []float32) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
+
+func (l *LayerWeights) tensors() []*[]float32 {
+	return []*[]float32{&l.LN1W, &l.LN1B, &l.AttnW, &l.AttnB, &l.AttnProjW, &l.AttnProjB,
+		&l.LN2W, &l.LN2B, &l.FCW, &l.FCB, &l.ProjW, &l.ProjB}
+}
+
+// tensorSpec names one parameter as Hugging Face does (without the
+// "transformer." prefix) with its shape and where it goes in Weights.
+type tensorSpec struct {
+	name  string
+	shape []int64
+	dst   *[]float32
+}
+
+// specs lists every parameter of w for shape c, in the order of Hugging
+// Face's state dict.
+func specs(c Config, w *Weights) []tensorSpec {
+	V, P, C, I := int64(c.VocabSize), int64(c.NPositions), int64(c.NEmbd), int64(c.NInner)
+	s := []tensorSpec{{"wte.weight", []int64{V, C}, &w.WTE}, {"wpe.weight", []int64{P, C}, &w.WPE}}
+	for i := range w.Layers {
+		l := &w.Layers[i]
+		p := "h." + strconv.Itoa(i) + "."
+		s = append(s,
+			tensorSpec{p + "ln_1.weight", []int64{C}, &l.LN1W},
+			tensorSpec{p + "ln_1.bias", []int64{C}, &l.LN1B},
+			tensorSpec{p + "attn.c_attn.weight", []int64{C, 3 * C}, &l.AttnW},
+			tensorSpec{p + "attn.c_attn.bias", []int64{3 * C}, &l.AttnB},
+			tensorSpec{p + "attn.c_proj.weight", []int64{C, C}, &l.AttnProjW},
+			tensorSpec{p + "attn.c_proj.bias", []int64{C}, &l.AttnProjB},
+			tensorSpec{p + "ln_2.weight", []int64{C}, &l.LN2W},
+			tensorSpec{p + "ln_2.bias", []int64{C}, &l.LN2B},
+			tensorSpec{p + "mlp.c_fc.weight", []int64{C, I}, &l.FCW},
+			tensorSpec{p + "mlp.c_fc.bias", []int64{I}, &l.FCB},
+			tensorSpec{p + "mlp.c_proj.weight", []int64{I, C}, &l.ProjW},
+			tensorSpec{p + "mlp.c_proj.bias", []int64{C}, &l.ProjB},
+		)
+	}
+	return append(s, tensorSpec{"ln_f.weight", []int64{C}, &w.LNFW}, tensorSpec{"ln_f.bias", []int64{C}, &w.LNFB})
+}
+
+// Load reads a Hugging Face GPT-2 checkpoint folder: config.json plus
+// model.safetensors, or shards listed in model.safetensors.index.json.
+// Tensors may be float32, float16 or bfloat16 (computed in float32), named
+// with or without the "transformer." prefix; legacy attn.bias and
+// attn.masked_bias buffers are ignored; lm_head.weight is used when present,
+// else the head is tied to wte. float32 tensors are used in place from a
+// read-only memory mapping; call Close to release it.
+//
+// Errors about the checkpoint match ErrBadCheckpoint and name the file and
+// the tensor: missing tensor, wrong shape, unsupported dtype, truncated file,
+// header offsets out of range or overlapping, a header over 100 MB.
+func Load(dir string) (*Model, error) {
+	cfg, err := LoadConfig(dir)
+	if err != nil {
+		return nil, err
+	}
+	files, err := openCheckpointFiles(dir)
+	if err != nil {
+		return nil, err
+	}
+	m := &Model{Name: filepath.Base(filepath.Clean(dir)), Config: cfg}
+	for _, f := range files.files {
+		m.release = append(m.release, f.close)
+	}
+	m.Weights.Layers = make([]LayerWeights, cfg.NLayer)
+	for _, s := range specs(cfg, &m.Weights) {
+		v, err := files.float32s(s.name, s.shape)
+		if err != nil {
+			_ = m.Close()
+			return nil, err
+		}
+		*s.dst = v
+	}
+	if files.has("lm_head.weight") {
+		v, err := files.float32s("lm_head.weight", []int64{int64(cfg.VocabSize), int64(cfg.NEmbd)})
+		if err != nil {
+			_ = m.Close()
+			return nil, err
+		}
+		m.Weights.LMHead = v
+	} else {
+		m.Weights.LMHead = m.Weights.WTE
+	}
+	return m, nil
+}
+
+// checkpointFiles is the set of safetensors files of one checkpoint and,
+// for sharded checkpoints, which file holds which tensor.
+type checkpointFiles struct {
+	dir      string
+	files    map[string]*stFile // by base name
+	weights  map[string]string  // tensor name -> file base name (sharded)
+	single   string             // base name of the one file (unsharded)
+	indexErr string             // the index file's path, for errors
+}
+
+func openCheckpointFiles(dir string) (*checkpointFiles, error) {
+	cf := &checkpointFiles{dir: dir, files: map[string]*stFile{}}
+	closeAll := func() {
+		for _, f := range cf.files {
+			_ = f.close()
+		}
+	}
+	single := filepath.Join(dir, "model.safetensors")
+	if _, err := os.Stat(single); err == nil {
+		f, err := openSafetensors(single)
+		if err != nil {
+			return nil, err
+		}
+		cf.files["model.safetensors"] = f
+		cf.single = "model.safetensors"
+		return cf, nil
+	}
+	indexPath := filepath.Join(dir, "model.safetensors.index.json")
+	data, err := os.ReadFile(indexPath)
+	if errors.Is(err, os.ErrNotExist) {
+		hint := ""
+		if _, err := os.Stat(filepath.Join(dir, "pytorch_model.bin")); err == nil {
+			hint = " (pytorch_model.bin is not supported: convert it to safetensors)"
+		}
+		return nil, fmt.Errorf("%w: %s: neither model.safetensors nor model.safetensors.index.json found%s", ErrBadCheckpoint, dir, hint)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("gpt2: %w", err)
+	}
+	var idx struct {
+		WeightMap map[string]string `json:"weight_map"`
+	}
+	if err := json.Unmarshal(data, &idx); err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrBadCheckpoint, indexPath, err)
+	}
+	if len(idx.WeightMap) == 0 {
+		return nil, fmt.Errorf("%w: %s: empty weight_map", ErrBadCheckpoint, indexPath)
+	}
+	cf.weights = idx.WeightMap
+	cf.indexErr = indexPath
+	names := make([]string, 0, len(idx.WeightMap))
+	for _, file := range idx.WeightMap {
+		names = append(names, file)
+	}
+	sort.Strings(names)
+	for _, file := range names {
+		if _, ok := cf.files[file]; ok {
+			continue
+		}
+		if file != filepath.Base(file) || file == "." || file == ".." {
+			closeAll()
+			return nil, fmt.Errorf("%w: %s: shard %q is not a file name in the checkpoint folder", ErrBadCheckpoint, indexPath, file)
+		}
+		f, err := openSafetensors(filepath.Join(dir, file))
+		if err != nil {
+			closeAll()
+			return nil, err
+		}
+		cf.files[file] = f
+	}
+	return cf, nil
+}
+
+// lookup finds which file holds the tensor called name, with or without the
+// "transformer." prefix, and the key it is stored under.
+func (cf *checkpointFiles) lookup(name string) (*stFile, string, bool) {
+	for _, key := range []string{name, "transformer." + name} {
+		if cf.weights == nil {
+			f := cf.files[cf.single]
+			if _, ok := f.header.Tensors[key]; ok {
+				return f, key, true
+			}
+			continue
+		}
+		if file, ok := cf.weights[key]; ok {
+			return cf.files[file], key, true
+		}
+	}
+	return nil, "", false
+}
+
+func (cf *checkpointFiles) has(name string) bool {
+	_, _, ok := cf.lookup(name)
+	return ok
+}
+
+func (cf *checkpointFiles) float32s(name string, shape []int64) ([]float32, error) {
+	f, key, ok := cf.lookup(name)
+	if !ok {
+		where := filepath.Join(cf.dir, cf.single)
+		if cf.weights != nil {
+			where = cf.indexErr
+		}
+		return nil, fmt.Errorf("%w: %s: missing tensor %q", ErrBadCheckpoint, where, name)
+	}
+	return f.float32s(key, shape)
+}
+
+// WriteCheckpoint writes m as a Hugging Face checkpoint folder that Load,
+// transformers and other engines read: dir/config.json and a float32
+// dir/model.safetensors with a tied LM head (lm_head.weight is written only
+// when the model's head is not tied). dir is created if needed; existing
+// files are replaced.
+func (m *Model) WriteCheckpoint(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("gpt2: %w", err)
+	}
+	cfg, err := marshalConfig(m.Config)
+	if err != nil {
+		return fmt.Errorf("gpt2: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), append(cfg, '\n'), 0o644); err != nil {
+		return fmt.Errorf("gpt2: %w", err)
+	}
+	w := m.Weights
+	var ts []namedTensor
+	for _, s := range specs(m.Config, &w) {
+		ts = append(ts, namedTensor{name: s.name, dtype: "F32", shape: s.shape, data: *s.dst})
+	}
+	if !sameSlice(w.LMHead, w.WTE) {
+		ts = append(ts, namedTensor{name: "lm_head.weight", dtype: "F32",
+			shape: []int64{int64(m.Config.VocabSize), int64(m.Config.NEmbd)}, data: w.LMHead})
+	}
+	return writeSafetensorsFile(filepath.Join(dir, "model.safetensors"), ts)
+}
+
+// namedTensor is one tensor to write: float32 values stored as dtype (F32,
+// F16 or BF16).
+type namedTensor struct {
+	name  string
+	dtype string
+	shape []int64
+	data  []float32
+}
+
+// writeSafetensorsFile writes tensors contiguously in the given order, with
+// a space-padded header as PyTorch's safetensors writer produces.
+func writeSafetensorsFile(path string, ts []namedTensor) error {
+	var hdr strings.Builder
+	hdr.WriteString(`{"__metadata__":{"format":"pt"}`)
+	var off int64
+	for _, t := range ts {
+		size := int64(len(t.data)) * dtypeSizes[t.dtype]
+		shape, _ := json.Marshal(t.shape)
+		fmt.Fprintf(&hdr, `,%q:{"dtype":%q,"shape":%s,"data_offsets":[%d,%d]}`, t.name, t.dtype, shape, off, off+size)
+		off += size
+	}
+	hdr.WriteString("}")
+	for hdr.Len()%8 != 0 {
+		hdr.WriteByte(' ')
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("gpt2: %w", err)
+	}
+	buf := make([]byte, 8, 1<<20)
+	binary.LittleEndian.PutUint64(buf, uint64(hdr.Len()))
+	buf = append(buf, hdr.String()...)
+	flush := func() error {
+		_, err := f.Write(buf)
+		buf = buf[:0]
+		return err
+	}
+	for _, t := range ts {
+		for _, v := range t.data {
+			switch t.dtype {
+			case "F32":
+				buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(v))
+			case "F16":
+				buf = binary.LittleEndian.AppendUint16(buf, float32ToFloat16(v))
+			case "BF16":
+				buf = binary.LittleEndian.AppendUint16(buf, float32ToBFloat16(v))
+			default:
+				f.Close()
+				return fmt.Errorf("gpt2: cannot write dtype %s", t.dtype)
+			}
+			if len(buf) >= 1<<20-8 {
+				if err := flush(); err != nil {
+					f.Close()
+					return fmt.Errorf("gpt2: %w", err)
+				}
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		f.Close()
+		return fmt.Errorf("gpt2: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("gpt2: %w", err)
+	}
+	return nil
+}
