@@ -1,0 +1,487 @@
+package openai
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tinyserve/tinyserve/llm"
+)
+
+// Response shapes of /v1/completions, following vLLM's CompletionResponse and
+// CompletionStreamResponse.
+type completionResponse struct {
+	ID      string             `json:"id"`
+	Object  string             `json:"object"`
+	Created int64              `json:"created"`
+	Model   string             `json:"model"`
+	Choices []completionChoice `json:"choices"`
+	Usage   *usage             `json:"usage,omitempty"`
+}
+
+type completionChoice struct {
+	Index        int                 `json:"index"`
+	Text         string              `json:"text"`
+	Logprobs     *completionLogprobs `json:"logprobs"`
+	FinishReason *string             `json:"finish_reason"`
+	// StopReason is vLLM's: the stop string (a JSON string) or stop token id
+	// (a number) that ended the choice, or null (EOS, length, not yet).
+	StopReason     any   `json:"stop_reason"`
+	PromptTokenIDs []int `json:"prompt_token_ids,omitzero"`
+	TokenIDs       []int `json:"token_ids,omitzero"`
+}
+
+type usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+}
+
+// promptIn is one tokenized prompt; text is what echo returns.
+type promptIn struct {
+	text   string
+	tokens []int
+}
+
+// choice is one sequence of a request (one prompt, one of its n) while it
+// runs: what it produced so far and, when streaming, what is not yet sent.
+type choice struct {
+	index  int
+	prompt int
+	ch     <-chan llm.Event
+	obs    observer
+
+	text     strings.Builder
+	tokenIDs []int
+	lps      []llm.TokenLogprob
+	offset   int // text_offset of the next token, in characters
+	started  bool
+
+	finish           llm.FinishReason
+	stopReason       any
+	promptTokens     int
+	completionTokens int
+	err              error // set when the choice failed
+}
+
+// apply folds one event into the choice and reports whether it finished.
+func (c *choice) apply(ev llm.Event, stopIDs []int, wantIDs, wantLogprobs bool) bool {
+	c.text.WriteString(ev.Text)
+	if wantIDs {
+		c.tokenIDs = append(c.tokenIDs, ev.TokenIDs...)
+	}
+	if wantLogprobs {
+		c.lps = append(c.lps, ev.Logprobs...)
+	}
+	c.promptTokens = ev.PromptTokens
+	c.completionTokens = ev.CompletionTokens
+	if ev.Finish == "" {
+		return false
+	}
+	c.finish = ev.Finish
+	switch {
+	case ev.Finish != llm.FinishStop:
+	case ev.StopString != "":
+		c.stopReason = ev.StopString
+	case ev.StopTokenID >= 0 && slices.Contains(stopIDs, ev.StopTokenID):
+		c.stopReason = ev.StopTokenID
+	}
+	switch ev.Finish {
+	case llm.FinishAbort:
+		c.err = ev.Err
+		if c.err == nil {
+			c.err = fmt.Errorf("request aborted: %w", llm.ErrClosed)
+		}
+	case llm.FinishError:
+		c.err = ev.Err
+		if c.err == nil {
+			c.err = errors.New("the engine reported an error without a cause")
+		}
+	}
+	return true
+}
+
+func (h *handler) completions(w http.ResponseWriter, r *http.Request) {
+	ri := requestInfo(r)
+	body, ok := h.readBody(w, r)
+	if !ok {
+		return
+	}
+	req, e := decodeCompletion(body)
+	if e != nil {
+		writeError(w, r, e)
+		return
+	}
+	if !h.checkModel(w, r, req.model) {
+		return
+	}
+	prompts, e := h.preparePrompts(req)
+	if e != nil {
+		writeError(w, r, e)
+		return
+	}
+
+	k := len(prompts) * req.n
+	if max := h.cfg.maxPending; max > 0 {
+		if h.pending.Add(int64(k)) > int64(max) {
+			h.pending.Add(int64(-k))
+			writeError(w, r, errOverloaded(fmt.Sprintf("the server has %d requests pending, its limit; retry later", max)))
+			return
+		}
+		defer h.pending.Add(int64(-k))
+	}
+
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	choices := make([]*choice, 0, k)
+	for pi, p := range prompts {
+		for j := range req.n {
+			params := req.params
+			if params.Seed != nil && j > 0 {
+				// vLLM gives child j of a seeded n>1 request seed+j, so that
+				// the choices differ yet each is reproducible.
+				s := *params.Seed + int64(j)
+				params.Seed = &s
+			}
+			i := len(choices)
+			lr := llm.Request{ID: fmt.Sprintf("cmpl-%s-%d", ri.id, i), PromptTokens: p.tokens, Params: params}
+			ch, err := h.eng.Generate(ctx, lr)
+			if err != nil {
+				cancel() // aborts the choices already admitted
+				writeError(w, r, engineError(err))
+				return
+			}
+			choices = append(choices, &choice{index: i, prompt: pi, ch: ch, obs: h.m.newObserver()})
+		}
+	}
+	ri.log.Debug("completion admitted", "prompts", len(prompts), "n", req.n, "stream", req.stream, "user", req.user)
+	if req.stream {
+		h.streamCompletion(ctx, cancel, w, r, req, prompts, choices)
+		return
+	}
+	h.finishCompletion(ctx, w, r, req, prompts, choices)
+}
+
+// preparePrompts tokenizes each prompt once and checks it against the
+// vocabulary and the context length.
+func (h *handler) preparePrompts(req *completionRequest) ([]promptIn, *apiError) {
+	prompts := make([]promptIn, 0, req.numPrompts())
+	for _, t := range req.texts {
+		// Special tokens written in the text are parsed as such, as a
+		// Hugging Face tokenizer does in vLLM.
+		prompts = append(prompts, promptIn{text: t, tokens: h.tok.Encode(t, true)})
+	}
+	for _, ids := range req.tokenLists {
+		prompts = append(prompts, promptIn{tokens: ids})
+	}
+	for i := range prompts {
+		p := &prompts[i]
+		lr := llm.Request{PromptTokens: p.tokens, Params: req.params}
+		if err := lr.Validate(h.info.VocabSize); err != nil {
+			return nil, engineError(err)
+		}
+		if h.info.MaxModelLen > 0 {
+			if err := llm.CheckContextLength(h.info.MaxModelLen, len(p.tokens), req.params.MaxTokens); err != nil {
+				return nil, engineError(err)
+			}
+		}
+		if req.echo && p.text == "" {
+			p.text = h.tok.Decode(p.tokens, false)
+		}
+	}
+	return prompts, nil
+}
+
+// eachEvent calls fn with every event of every choice in arrival order until
+// fn returns false, every choice has closed, or ctx ends. ok is false when a
+// choice's channel closed. A single choice is read directly (the common
+// case stays free of goroutines); several are merged by one forwarding
+// goroutine each, all gone when eachEvent returns.
+func eachEvent(ctx context.Context, choices []*choice, fn func(c *choice, ev llm.Event, ok bool) bool) {
+	if len(choices) == 1 {
+		c := choices[0]
+		for {
+			select {
+			case ev, ok := <-c.ch:
+				if !fn(c, ev, ok) || !ok {
+					return
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
+	type tagged struct {
+		c  *choice
+		ev llm.Event
+		ok bool
+	}
+	fctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() {
+		stop()
+		wg.Wait()
+	}()
+	merged := make(chan tagged)
+	for _, c := range choices {
+		wg.Go(func() {
+			send := func(t tagged) bool {
+				select {
+				case merged <- t:
+					return true
+				case <-fctx.Done():
+					return false
+				}
+			}
+			for ev := range c.ch {
+				if !send(tagged{c, ev, true}) {
+					return // not reading on is allowed: the caller cancels the request
+				}
+			}
+			send(tagged{c: c})
+		})
+	}
+	open := len(choices)
+	for open > 0 {
+		select {
+		case t := <-merged:
+			if !t.ok {
+				open--
+			}
+			if !fn(t.c, t.ev, t.ok) {
+				return
+			}
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// finishCompletion waits for every choice and writes one JSON response.
+func (h *handler) finishCompletion(ctx context.Context, w http.ResponseWriter, r *http.Request,
+	req *completionRequest, prompts []promptIn, choices []*choice) {
+	wantLP := req.params.Logprobs != nil
+	var failed *choice
+	done := 0
+	eachEvent(ctx, choices, func(c *choice, ev llm.Event, ok bool) bool {
+		if !ok {
+			if c.finish == "" {
+				c.err = errors.New("the engine ended the request without a final event")
+				failed = c
+				return false
+			}
+			return true
+		}
+		h.m.observe(&c.obs, ev)
+		if c.apply(ev, req.params.StopTokenIDs, req.returnTokenIDs, wantLP) {
+			if c.err != nil {
+				failed = c
+				return false
+			}
+			done++
+		}
+		return done < len(choices)
+	})
+	if err := r.Context().Err(); err != nil {
+		requestLogger(r).Info("client went away; request aborted", "err", context.Cause(r.Context()))
+		return
+	}
+	if failed != nil {
+		writeError(w, r, engineError(failed.err))
+		return
+	}
+	resp := completionResponse{
+		ID: "cmpl-" + requestInfo(r).id, Object: "text_completion", Created: time.Now().Unix(),
+		Model: h.modelName(req.model), Choices: make([]completionChoice, len(choices)),
+	}
+	u := usage{}
+	for _, c := range choices {
+		text := c.text.String()
+		if req.echo {
+			text = prompts[c.prompt].text + text
+		}
+		fr := string(c.finish)
+		cc := completionChoice{Index: c.index, Text: text, FinishReason: &fr, StopReason: c.stopReason}
+		if wantLP {
+			cc.Logprobs = h.logprobs(c.lps, &c.offset)
+		}
+		if req.returnTokenIDs {
+			cc.PromptTokenIDs = nonNil(prompts[c.prompt].tokens)
+			cc.TokenIDs = nonNil(c.tokenIDs)
+		}
+		resp.Choices[c.index] = cc
+		if c.index%req.n == 0 { // a prompt's tokens count once, not once per choice
+			u.PromptTokens += c.promptTokens
+		}
+		u.CompletionTokens += c.completionTokens
+	}
+	u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	resp.Usage = &u
+	h.writeJSON(w, r, http.StatusOK, resp)
+}
+
+func nonNil(ids []int) []int {
+	if ids == nil {
+		return []int{}
+	}
+	return ids
+}
+
+// streamCompletion writes the choices' events as server-sent events, one
+// flushed chunk per piece of new text, vLLM's way.
+func (h *handler) streamCompletion(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter,
+	r *http.Request, req *completionRequest, prompts []promptIn, choices []*choice) {
+	lg := requestLogger(r)
+	sse := &sseWriter{w: w, rc: http.NewResponseController(w), timeout: h.cfg.writeTimeout}
+	defer setWriteDeadline(sse.rc, 0) // see writeJSON
+	hd := w.Header()
+	hd.Set("Content-Type", "text/event-stream")
+	hd.Set("Cache-Control", "no-cache")
+	hd.Set("X-Accel-Buffering", "no") // tell proxies not to buffer the stream
+	w.WriteHeader(http.StatusOK)
+	if err := sse.flush(); err != nil {
+		cancel()
+		lg.Info("stream aborted", "err", err)
+		return
+	}
+
+	base := completionResponse{
+		ID: "cmpl-" + requestInfo(r).id, Object: "text_completion", Created: time.Now().Unix(),
+		Model: h.modelName(req.model),
+	}
+	wantLP := req.params.Logprobs != nil
+	done := 0
+	var failed *choice
+	var writeErr error
+	eachEvent(ctx, choices, func(c *choice, ev llm.Event, ok bool) bool {
+		if !ok {
+			if c.finish == "" {
+				c.err = errors.New("the engine ended the request without a final event")
+				failed = c
+				return false
+			}
+			return true
+		}
+		h.m.observe(&c.obs, ev)
+		finished := c.apply(ev, req.params.StopTokenIDs, req.returnTokenIDs, wantLP)
+		if c.err != nil {
+			failed = c
+			return false
+		}
+		if c.text.Len() == 0 && !finished {
+			return true // no empty deltas: keep the tokens for the next chunk
+		}
+		cc := completionChoice{Index: c.index, Text: c.text.String()}
+		if !c.started {
+			c.started = true
+			if req.echo {
+				cc.Text = prompts[c.prompt].text + cc.Text
+			}
+			if req.returnTokenIDs {
+				cc.PromptTokenIDs = nonNil(prompts[c.prompt].tokens)
+			}
+		}
+		if wantLP {
+			cc.Logprobs = h.logprobs(c.lps, &c.offset)
+		}
+		if req.returnTokenIDs {
+			cc.TokenIDs = nonNil(c.tokenIDs)
+		}
+		if finished {
+			fr := string(c.finish)
+			cc.FinishReason = &fr
+			cc.StopReason = c.stopReason
+			done++
+		}
+		c.text.Reset()
+		c.tokenIDs, c.lps = nil, nil
+		chunk := base
+		chunk.Choices = []completionChoice{cc}
+		if writeErr = sse.event(chunk); writeErr != nil {
+			return false
+		}
+		return done < len(choices)
+	})
+	switch {
+	case writeErr != nil:
+		cancel()
+		lg.Info("stream aborted: writing to the client failed", "err", writeErr)
+		return
+	case r.Context().Err() != nil:
+		lg.Info("client went away; request aborted", "err", context.Cause(r.Context()))
+		return
+	case failed != nil:
+		cancel()
+		e := engineError(failed.err)
+		lg.Error("stream failed after the headers were sent", "status", e.status, "err", e.Message)
+		if err := sse.event(errorBody{e}); err == nil {
+			_ = sse.done()
+		}
+		return
+	}
+	if req.includeUsage {
+		u := usage{}
+		for _, c := range choices {
+			if c.index%req.n == 0 {
+				u.PromptTokens += c.promptTokens
+			}
+			u.CompletionTokens += c.completionTokens
+		}
+		u.TotalTokens = u.PromptTokens + u.CompletionTokens
+		final := base
+		final.Choices = []completionChoice{}
+		final.Usage = &u
+		if err := sse.event(final); err != nil {
+			lg.Info("stream aborted: writing to the client failed", "err", err)
+			return
+		}
+	}
+	if err := sse.done(); err != nil {
+		lg.Info("stream aborted: writing to the client failed", "err", err)
+	}
+}
+
+// sseWriter writes server-sent events, each flushed at once under a write
+// deadline pushed forward before it, so a stalled reader is dropped.
+type sseWriter struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+	buf     bytes.Buffer
+}
+
+func (s *sseWriter) event(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encoding an event: %w", err)
+	}
+	return s.write(b)
+}
+
+func (s *sseWriter) done() error { return s.write([]byte("[DONE]")) }
+
+func (s *sseWriter) write(data []byte) error {
+	s.buf.Reset()
+	s.buf.WriteString("data: ")
+	s.buf.Write(data)
+	s.buf.WriteString("\n\n")
+	setWriteDeadline(s.rc, s.timeout)
+	if _, err := s.w.Write(s.buf.Bytes()); err != nil {
+		return err
+	}
+	return s.flush()
+}
+
+func (s *sseWriter) flush() error {
+	if err := s.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,265 @@
+// Package openai serves an [llm.Engine] over HTTP with the OpenAI completions
+// API as vLLM speaks it: POST /v1/completions (JSON and SSE streaming), GET
+// /v1/models, GET /health, GET /metrics, POST /tokenize and POST /detokenize.
+//
+// Field names, defaults, error shapes and metric names follow vLLM where vLLM
+// has them, so that existing OpenAI clients, benchmark tools and vLLM
+// dashboards work unchanged. [NewHandler] returns a plain [http.Handler] with
+// its own mux, so a Go service can mount it anywhere in its own routing
+// (under a prefix with [http.StripPrefix]) behind its own middleware.
+package openai
+
+import (
+	"log/slog"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tinyserve/tinyserve/llm"
+)
+
+// Defaults of the options; each option's doc says what zero means.
+const (
+	// DefaultMaxBodyBytes bounds a request body: a prompt of a few hundred
+	// thousand token ids written as JSON fits.
+	DefaultMaxBodyBytes = 4 << 20
+	// DefaultStreamWriteTimeout is how long one response write (one SSE
+	// event, or a whole JSON body) may take before the client is dropped.
+	DefaultStreamWriteTimeout = 30 * time.Second
+	// MaxN bounds n, the number of choices per prompt.
+	MaxN = 128
+	// MaxChoices bounds the number of sequences one request may start
+	// (prompts times n), so one request cannot flood the engine's queue.
+	MaxChoices = 1024
+)
+
+// Option configures [NewHandler].
+type Option func(*config)
+
+type config struct {
+	names        []string
+	maxPending   int
+	maxBodyBytes int64
+	writeTimeout time.Duration
+	logger       *slog.Logger
+	registerer   prometheus.Registerer
+	gatherer     prometheus.Gatherer
+}
+
+// WithServedModelNames sets the names clients may put in "model" (vLLM's
+// --served-model-name). The first is the one responses and the model_name
+// metric label carry. Without it the engine's ModelInfo.ID is the only name.
+func WithServedModelNames(names ...string) Option {
+	return func(c *config) {
+		c.names = nil
+		for _, n := range names {
+			if n != "" {
+				c.names = append(c.names, n)
+			}
+		}
+	}
+}
+
+// WithMaxPending bounds the sequences (prompts times n) the handler has
+// submitted to the engine and not yet seen finish, queued or running. A
+// request that would exceed it gets 429 with Retry-After at once, without
+// touching the engine. Zero or negative means no bound here (the engine's
+// own queue bound still answers 429 through llm.ErrOverloaded).
+func WithMaxPending(n int) Option { return func(c *config) { c.maxPending = n } }
+
+// WithMaxBodyBytes bounds a request body; a larger one gets 413. Zero or
+// negative means [DefaultMaxBodyBytes].
+func WithMaxBodyBytes(n int64) Option { return func(c *config) { c.maxBodyBytes = n } }
+
+// WithStreamWriteTimeout sets how long each response write may take: the
+// write deadline is pushed this far forward before every SSE event (and
+// before a JSON body), so a client that stops reading is dropped and its
+// request aborted instead of holding engine capacity. Zero or negative means
+// [DefaultStreamWriteTimeout].
+func WithStreamWriteTimeout(d time.Duration) Option { return func(c *config) { c.writeTimeout = d } }
+
+// WithLogger sets the logger; every line about a request carries its
+// request_id. Nil or absent means logging is discarded.
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
+// WithRegistry sets where the handler registers its metrics and what GET
+// /metrics gathers. Either may be nil; without this option each handler gets
+// a fresh prometheus.NewRegistry() for both, so two handlers in one process
+// never collide. Metrics are registered with a model_name label (the first
+// served name), so several handlers can share one registry.
+func WithRegistry(reg prometheus.Registerer, g prometheus.Gatherer) Option {
+	return func(c *config) { c.registerer, c.gatherer = reg, g }
+}
+
+// handler serves one engine. Its fields are set once in NewHandler; the only
+// state that changes afterwards is the pending count and the metrics.
+type handler struct {
+	eng     llm.Engine
+	info    llm.ModelInfo
+	tok     llm.Tokenizer
+	names   []string
+	created int64
+	cfg     config
+	log     *slog.Logger
+	m       *metrics
+	pending atomic.Int64
+	mux     *http.ServeMux
+}
+
+// NewHandler returns an http.Handler serving eng with the OpenAI completions
+// API. The handler does not own the engine: draining and closing it is the
+// caller's job (see cmd/serve).
+func NewHandler(eng llm.Engine, opts ...Option) http.Handler {
+	cfg := config{}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.maxBodyBytes <= 0 {
+		cfg.maxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.writeTimeout <= 0 {
+		cfg.writeTimeout = DefaultStreamWriteTimeout
+	}
+	if cfg.logger == nil {
+		cfg.logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.registerer == nil && cfg.gatherer == nil {
+		reg := prometheus.NewRegistry()
+		cfg.registerer, cfg.gatherer = reg, reg
+	} else if cfg.registerer == nil {
+		cfg.registerer = prometheus.NewRegistry() // metrics kept but not served
+	} else if cfg.gatherer == nil {
+		cfg.gatherer = prometheus.Gatherers{} // registered elsewhere, served by the host
+	}
+	info := eng.Info()
+	names := cfg.names
+	if len(names) == 0 {
+		names = []string{info.ID}
+	}
+	h := &handler{
+		eng:     eng,
+		info:    info,
+		tok:     eng.Tokenizer(),
+		names:   names,
+		created: time.Now().Unix(),
+		cfg:     cfg,
+		log:     cfg.logger,
+	}
+	h.m = newMetrics(cfg.registerer, names[0], eng, cfg.logger)
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/completions", h.completions)
+	mux.HandleFunc("GET /v1/models", h.models)
+	mux.HandleFunc("GET /health", h.health)
+	mux.Handle("GET /metrics", h.m.handler(cfg.gatherer, cfg.logger))
+	mux.HandleFunc("POST /tokenize", h.tokenize)
+	mux.HandleFunc("POST /detokenize", h.detokenize)
+	// The same paths without a method answer 405 in the OpenAI error shape
+	// rather than the mux's plain text; anything else is a JSON 404.
+	for _, p := range []string{"/v1/completions", "/v1/models", "/health", "/metrics", "/tokenize", "/detokenize"} {
+		mux.HandleFunc(p, methodNotAllowed)
+	}
+	mux.HandleFunc("/", notFound)
+	h.mux = mux
+	return withRequestID(cfg.logger, mux)
+}
+
+// isServed reports whether name may be used in "model"; empty means the
+// default (first) served name, as vLLM allows.
+func (h *handler) isServed(name string) bool {
+	if name == "" {
+		return true
+	}
+	for _, n := range h.names {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+// checkModel writes the 404 for an unknown model and reports whether the
+// request may continue.
+func (h *handler) checkModel(w http.ResponseWriter, r *http.Request, name string) bool {
+	if h.isServed(name) {
+		return true
+	}
+	writeError(w, r, errModelNotFound(name))
+	return false
+}
+
+// modelName is what a response's "model" says: the name the client asked
+// for, or the first served name.
+func (h *handler) modelName(asked string) string {
+	if asked != "" {
+		return asked
+	}
+	return h.names[0]
+}
+
+type modelCard struct {
+	ID          string `json:"id"`
+	Object      string `json:"object"`
+	Created     int64  `json:"created"`
+	OwnedBy     string `json:"owned_by"`
+	Root        string `json:"root"`
+	MaxModelLen int    `json:"max_model_len"`
+}
+
+type modelList struct {
+	Object string      `json:"object"`
+	Data   []modelCard `json:"data"`
+}
+
+func (h *handler) models(w http.ResponseWriter, r *http.Request) {
+	list := modelList{Object: "list", Data: make([]modelCard, 0, len(h.names))}
+	for _, n := range h.names {
+		list.Data = append(list.Data, modelCard{
+			ID: n, Object: "model", Created: h.created, OwnedBy: "tinyserve",
+			Root: h.info.ID, MaxModelLen: h.info.MaxModelLen,
+		})
+	}
+	h.writeJSON(w, r, http.StatusOK, list)
+}
+
+type healthBody struct {
+	Status string `json:"status"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// health answers 200 while the engine admits requests and 503 with the reason
+// otherwise, so a load balancer's readiness probe stops sending traffic as
+// soon as a drain starts.
+func (h *handler) health(w http.ResponseWriter, r *http.Request) {
+	err := h.eng.Health()
+	if err == nil {
+		h.writeJSON(w, r, http.StatusOK, healthBody{Status: "ok"})
+		return
+	}
+	status := "unavailable"
+	switch {
+	case isErr(err, llm.ErrDraining):
+		status = "draining"
+	case isErr(err, llm.ErrEngineDead):
+		status = "dead"
+	case isErr(err, llm.ErrClosed):
+		status = "closed"
+	}
+	h.writeJSON(w, r, http.StatusServiceUnavailable, healthBody{Status: status, Reason: err.Error()})
+}
+
+func methodNotAllowed(w http.ResponseWriter, r *http.Request) {
+	writeError(w, r, &apiError{
+		status: http.StatusMethodNotAllowed, Type: typeInvalidRequest, Code: "method_not_allowed",
+		Message: "method " + r.Method + " is not allowed on " + r.URL.Path,
+	})
+}
+
+func notFound(w http.ResponseWriter, r *http.Request) {
+	writeError(w, r, &apiError{
+		status: http.StatusNotFound, Type: typeNotFound, Code: "not_found",
+		Message: "no route for " + r.Method + " " + r.URL.Path,
+	})
+}

@@ -1,0 +1,178 @@
+package openai
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/tinyserve/tinyserve/llm"
+)
+
+// metrics are the handler's request-level metrics; engine-level ones are read
+// from engine.Stats() at scrape time by engineCollector.
+type metrics struct {
+	success *prometheus.CounterVec
+	ttft    prometheus.Histogram
+	itl     prometheus.Histogram
+	e2e     prometheus.Histogram
+	queue   prometheus.Histogram
+}
+
+// newMetrics registers everything through reg wrapped with the model_name
+// label. A collector already registered (a second handler for the same model
+// on one registry) is reused; any other registration error is logged, and the
+// metric is then kept but not exported, never a panic.
+func newMetrics(reg prometheus.Registerer, model string, eng llm.Engine, log *slog.Logger) *metrics {
+	reg = prometheus.WrapRegistererWith(prometheus.Labels{"model_name": model}, reg)
+	// Buckets as vLLM's (vllm/v1/metrics/loggers.py), so vLLM dashboards'
+	// quantile panels read the same.
+	ttftBuckets := []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5,
+		0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0}
+	itlBuckets := []float64{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75,
+		1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0}
+	latencyBuckets := []float64{0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0,
+		30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0}
+	hist := func(name, help string, buckets []float64) prometheus.Histogram {
+		return register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}), log)
+	}
+	m := &metrics{
+		success: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "vllm:request_success_total",
+			Help: "Count of finished requests, by finish reason.",
+		}, []string{"finished_reason"}), log),
+		ttft:  hist("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", ttftBuckets),
+		itl:   hist("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", itlBuckets),
+		e2e:   hist("vllm:e2e_request_latency_seconds", "Histogram of end to end request latency in seconds.", latencyBuckets),
+		queue: hist("vllm:request_queue_time_seconds", "Histogram of time spent waiting in the queue in seconds.", latencyBuckets),
+	}
+	register(reg, newEngineCollector(eng), log)
+	return m
+}
+
+func register[C prometheus.Collector](reg prometheus.Registerer, c C, log *slog.Logger) C {
+	err := reg.Register(c)
+	if err == nil {
+		return c
+	}
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		if existing, ok := are.ExistingCollector.(C); ok {
+			return existing
+		}
+	}
+	log.Error("registering a metric failed; it will not be exported", "err", err)
+	return c
+}
+
+// observer follows one choice's events for the latency histograms.
+type observer struct {
+	lastToken time.Time
+	sawFirst  bool
+}
+
+func (m *metrics) newObserver() observer { return observer{} }
+
+// observe records what ev tells about its request's latencies. Times come
+// from the engine's stamps, so queueing in the HTTP layer does not blur them.
+func (m *metrics) observe(o *observer, ev llm.Event) {
+	t := ev.Times
+	if !o.sawFirst && !t.FirstToken.IsZero() && !t.Arrival.IsZero() {
+		o.sawFirst = true
+		m.ttft.Observe(t.FirstToken.Sub(t.Arrival).Seconds())
+	}
+	if k := len(ev.TokenIDs); k > 0 && !ev.Time.IsZero() {
+		// Tokens that arrive together share the gap since the previous ones.
+		if !o.lastToken.IsZero() {
+			gap := ev.Time.Sub(o.lastToken).Seconds() / float64(k)
+			for range k {
+				m.itl.Observe(gap)
+			}
+		}
+		o.lastToken = ev.Time
+	}
+	if ev.Finish == "" {
+		return
+	}
+	switch ev.Finish {
+	case llm.FinishStop, llm.FinishLength, llm.FinishAbort:
+		m.success.WithLabelValues(string(ev.Finish)).Inc()
+	}
+	end := t.Finish
+	if end.IsZero() {
+		end = ev.Time
+	}
+	if !t.Arrival.IsZero() && !end.IsZero() {
+		m.e2e.Observe(end.Sub(t.Arrival).Seconds())
+	}
+	if !t.Arrival.IsZero() && !t.FirstScheduled.IsZero() {
+		m.queue.Observe(t.FirstScheduled.Sub(t.Arrival).Seconds())
+	}
+}
+
+// engineCollector turns engine.Stats() into vLLM's engine metrics at scrape
+// time: the engine stays ignorant of Prometheus, and the figures are as fresh
+// as the scrape. Collect may run concurrently; Stats is safe for that.
+type engineCollector struct {
+	eng                                         llm.Engine
+	running, waiting, kvUsage                   *prometheus.Desc
+	preemptions, promptTokens, generationTokens *prometheus.Desc
+}
+
+func newEngineCollector(eng llm.Engine) *engineCollector {
+	d := func(name, help string) *prometheus.Desc { return prometheus.NewDesc(name, help, nil, nil) }
+	return &engineCollector{
+		eng:              eng,
+		running:          d("vllm:num_requests_running", "Number of requests in model execution batches."),
+		waiting:          d("vllm:num_requests_waiting", "Number of requests waiting to be processed."),
+		kvUsage:          d("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage."),
+		preemptions:      d("vllm:num_preemptions_total", "Cumulative number of preemptions from the engine."),
+		promptTokens:     d("vllm:prompt_tokens_total", "Number of prefill tokens processed."),
+		generationTokens: d("vllm:generation_tokens_total", "Number of generation tokens processed."),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.running, c.waiting, c.kvUsage, c.preemptions, c.promptTokens, c.generationTokens} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.eng.Stats()
+	emit := func(d *prometheus.Desc, t prometheus.ValueType, v float64) {
+		m, err := prometheus.NewConstMetric(d, t, v)
+		if err != nil {
+			m = prometheus.NewInvalidMetric(d, err)
+		}
+		ch <- m
+	}
+	emit(c.running, prometheus.GaugeValue, float64(s.Running))
+	emit(c.waiting, prometheus.GaugeValue, float64(s.Waiting))
+	emit(c.kvUsage, prometheus.GaugeValue, s.KVUsage)
+	emit(c.preemptions, prometheus.CounterValue, float64(s.Preemptions))
+	emit(c.promptTokens, prometheus.CounterValue, float64(s.PromptTokens))
+	emit(c.generationTokens, prometheus.CounterValue, float64(s.GenerationTokens))
+}
+
+// handler serves /metrics from g, logging gathering errors on log.
+func (m *metrics) handler(g prometheus.Gatherer, log *slog.Logger) http.Handler {
+	return promhttp.HandlerFor(g, promhttp.HandlerOpts{
+		ErrorLog:      slogPrintln{log},
+		ErrorHandling: promhttp.ContinueOnError,
+	})
+}
+
+// slogPrintln bridges promhttp's Println logger to slog.
+type slogPrintln struct{ log *slog.Logger }
+
+// Println implements promhttp.Logger.
+func (l slogPrintln) Println(v ...any) {
+	l.log.Error("serving metrics", "err", fmt.Sprint(v...))
+}

@@ -1,0 +1,402 @@
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+
+	"github.com/tinyserve/tinyserve/llm"
+)
+
+// Defaults of /v1/completions, as vLLM and the OpenAI API have them.
+const (
+	defaultMaxTokens   = 16
+	defaultTemperature = 1.0
+	defaultTopP        = 1.0
+)
+
+// completionRequest is a decoded, validated /v1/completions body. Prompts
+// are not yet tokenized: that needs the engine's tokenizer, and decoding is
+// kept pure so it can be fuzzed alone.
+type completionRequest struct {
+	model string
+	// Exactly one of texts and tokenLists is set: the prompts as strings, or
+	// as token ids. Each entry is one prompt.
+	texts          []string
+	tokenLists     [][]int
+	params         llm.SamplingParams
+	n              int
+	echo           bool
+	stream         bool
+	includeUsage   bool
+	returnTokenIDs bool
+	user           string
+}
+
+func (c *completionRequest) numPrompts() int { return len(c.texts) + len(c.tokenLists) }
+
+// rawCompletionRequest is the JSON shape. Pointers tell "absent or null"
+// from a zero value; RawMessage fields take more than one JSON type.
+type rawCompletionRequest struct {
+	Model             *string         `json:"model"`
+	Prompt            json.RawMessage `json:"prompt"`
+	MaxTokens         *int            `json:"max_tokens"`
+	Temperature       *float64        `json:"temperature"`
+	TopP              *float64        `json:"top_p"`
+	TopK              *int            `json:"top_k"`
+	Seed              *int64          `json:"seed"`
+	N                 *int            `json:"n"`
+	Stop              json.RawMessage `json:"stop"`
+	StopTokenIDs      []int           `json:"stop_token_ids"`
+	IgnoreEOS         *bool           `json:"ignore_eos"`
+	MinTokens         *int            `json:"min_tokens"`
+	Logprobs          *int            `json:"logprobs"`
+	Echo              *bool           `json:"echo"`
+	Stream            *bool           `json:"stream"`
+	StreamOptions     json.RawMessage `json:"stream_options"`
+	ReturnTokenIDs    *bool           `json:"return_token_ids"`
+	User              *string         `json:"user"`
+	PresencePenalty   *float64        `json:"presence_penalty"`
+	FrequencyPenalty  *float64        `json:"frequency_penalty"`
+	RepetitionPenalty *float64        `json:"repetition_penalty"`
+	BestOf            *int            `json:"best_of"`
+	Suffix            *string         `json:"suffix"`
+	LogitBias         json.RawMessage `json:"logit_bias"`
+}
+
+// knownCompletionField lists the JSON names of rawCompletionRequest. It is
+// checked by exact name because encoding/json matches names without regard
+// to case, which would let "Max_Tokens" through.
+func knownCompletionField(name string) bool {
+	switch name {
+	case "model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "seed", "n",
+		"stop", "stop_token_ids", "ignore_eos", "min_tokens", "logprobs", "echo", "stream",
+		"stream_options", "return_token_ids", "user", "presence_penalty", "frequency_penalty",
+		"repetition_penalty", "best_of", "suffix", "logit_bias":
+		return true
+	}
+	return false
+}
+
+// decodeStrict decodes a JSON object into dst, rejecting unknown fields (all
+// of them named, sorted) and wrong types (with param set to the field).
+func decodeStrict(body []byte, known func(string) bool, dst any) *apiError {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil {
+		if !json.Valid(body) {
+			return badRequest("", "invalid_json", "request body is not valid JSON: %v", err)
+		}
+		return badRequest("", "invalid_json", "request body must be a JSON object, got %s", jsonKind(body))
+	}
+	if fields == nil { // the body was JSON null
+		return badRequest("", "invalid_json", "request body must be a JSON object")
+	}
+	var unknown []string
+	for k := range fields {
+		if !known(k) {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) > 0 {
+		slices.Sort(unknown)
+		quoted := make([]string, len(unknown))
+		for i, u := range unknown {
+			quoted[i] = fmt.Sprintf("%q", u)
+		}
+		return badRequest(unknown[0], "unknown_field", "unknown field(s) %s: tinyserve does not support them", strings.Join(quoted, ", "))
+	}
+	if err := json.Unmarshal(body, dst); err != nil {
+		return typeError(err)
+	}
+	return nil
+}
+
+// typeError turns an encoding/json error into a 400 naming the field.
+func typeError(err error) *apiError {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		param := te.Field
+		if i := strings.IndexByte(param, '['); i >= 0 {
+			param = param[:i]
+		}
+		return badRequest(param, "invalid_type", "%s: expected %s, got %s", param, typeName(te.Type), te.Value)
+	}
+	return badRequest("", "invalid_json", "request body is not valid JSON: %v", err)
+}
+
+func typeName(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int64, reflect.Int32:
+		return "an integer"
+	case reflect.Float64, reflect.Float32:
+		return "a number"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.String:
+		return "a string"
+	case reflect.Slice:
+		return "an array of " + strings.TrimPrefix(strings.TrimPrefix(typeName(t.Elem()), "an "), "a ") + "s"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	}
+	return t.String()
+}
+
+// decodeCompletion decodes and validates everything in a /v1/completions
+// body that does not need the tokenizer.
+func decodeCompletion(body []byte) (*completionRequest, *apiError) {
+	var raw rawCompletionRequest
+	if e := decodeStrict(body, knownCompletionField, &raw); e != nil {
+		return nil, e
+	}
+	c := &completionRequest{n: 1}
+	if raw.Model != nil {
+		c.model = *raw.Model
+	}
+	if raw.User != nil {
+		c.user = *raw.User
+	}
+	var e *apiError
+	if c.texts, c.tokenLists, e = parsePrompt(raw.Prompt); e != nil {
+		return nil, e
+	}
+	if e := checkUnsupported(&raw); e != nil {
+		return nil, e
+	}
+	if raw.N != nil {
+		c.n = *raw.N
+		if c.n < 1 || c.n > MaxN {
+			return nil, badRequest("n", "invalid_value", "n must be in [1, %d], got %d", MaxN, c.n)
+		}
+	}
+	if c.numPrompts()*c.n > MaxChoices {
+		return nil, badRequest("n", "invalid_value", "prompts times n must be at most %d, got %d", MaxChoices, c.numPrompts()*c.n)
+	}
+	c.echo = raw.Echo != nil && *raw.Echo
+	c.stream = raw.Stream != nil && *raw.Stream
+	c.returnTokenIDs = raw.ReturnTokenIDs != nil && *raw.ReturnTokenIDs
+	if e := c.decodeStreamOptions(raw.StreamOptions); e != nil {
+		return nil, e
+	}
+
+	p := &c.params
+	p.MaxTokens = defaultMaxTokens
+	if raw.MaxTokens != nil {
+		p.MaxTokens = *raw.MaxTokens
+	}
+	p.Temperature = defaultTemperature
+	if raw.Temperature != nil {
+		p.Temperature = *raw.Temperature
+	}
+	p.TopP = defaultTopP
+	if raw.TopP != nil {
+		p.TopP = *raw.TopP
+	}
+	if raw.TopK != nil {
+		p.TopK = *raw.TopK
+	}
+	if raw.MinTokens != nil {
+		p.MinTokens = *raw.MinTokens
+	}
+	p.Seed = raw.Seed
+	p.IgnoreEOS = raw.IgnoreEOS != nil && *raw.IgnoreEOS
+	p.StopTokenIDs = raw.StopTokenIDs
+	p.Logprobs = raw.Logprobs
+	if p.Stop, e = parseStop(raw.Stop); e != nil {
+		return nil, e
+	}
+	if err := p.Validate(); err != nil {
+		return nil, engineError(err)
+	}
+	if c.echo && p.Logprobs != nil {
+		// vLLM answers echo+logprobs with the prompt's own log-probabilities;
+		// the engine does not compute those, and half an answer would
+		// mislead scoring tools, so say so.
+		return nil, badRequest("echo", "unsupported_parameter", "echo together with logprobs is not supported: tinyserve does not compute prompt log-probabilities")
+	}
+	return c, nil
+}
+
+// checkUnsupported accepts the standard OpenAI fields tinyserve does not
+// implement only at their default values, so a client never silently gets
+// something other than what it asked for. Penalties are in this group: the
+// engine has no penalty sampling, so presence_penalty and frequency_penalty
+// must be 0 and repetition_penalty 1 (or absent, or null).
+func checkUnsupported(raw *rawCompletionRequest) *apiError {
+	unsupported := func(param string, got any, def string) *apiError {
+		return badRequest(param, "unsupported_parameter", "%s is not supported by tinyserve: only %s is accepted, got %v", param, def, got)
+	}
+	switch {
+	case raw.PresencePenalty != nil && *raw.PresencePenalty != 0:
+		return unsupported("presence_penalty", *raw.PresencePenalty, "0")
+	case raw.FrequencyPenalty != nil && *raw.FrequencyPenalty != 0:
+		return unsupported("frequency_penalty", *raw.FrequencyPenalty, "0")
+	case raw.RepetitionPenalty != nil && *raw.RepetitionPenalty != 1:
+		return unsupported("repetition_penalty", *raw.RepetitionPenalty, "1")
+	case raw.Suffix != nil && *raw.Suffix != "":
+		return unsupported("suffix", fmt.Sprintf("%q", *raw.Suffix), `null or ""`)
+	}
+	if raw.BestOf != nil {
+		n := 1
+		if raw.N != nil {
+			n = *raw.N
+		}
+		if *raw.BestOf != n {
+			return unsupported("best_of", *raw.BestOf, "null or the value of n")
+		}
+	}
+	if lb := bytes.TrimSpace(raw.LogitBias); len(lb) > 0 && !bytes.Equal(lb, []byte("null")) {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(lb, &m); err != nil {
+			return badRequest("logit_bias", "invalid_type", "logit_bias: expected an object, got %s", jsonKind(lb))
+		}
+		if len(m) > 0 {
+			return unsupported("logit_bias", "a non-empty object", "null or {}")
+		}
+	}
+	return nil
+}
+
+func (c *completionRequest) decodeStreamOptions(raw json.RawMessage) *apiError {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return nil
+	}
+	if !c.stream {
+		// vLLM's wording.
+		return badRequest("stream_options", "invalid_value", "Stream options can only be defined when `stream=True`.")
+	}
+	var so struct {
+		IncludeUsage *bool `json:"include_usage"`
+	}
+	known := func(k string) bool { return k == "include_usage" }
+	if e := decodeStrict(raw, known, &so); e != nil {
+		if e.Param != "" && !strings.HasPrefix(e.Param, "stream_options") {
+			e.Param = "stream_options." + e.Param
+		} else if e.Param == "" {
+			e.Param = "stream_options"
+		}
+		return e
+	}
+	c.includeUsage = so.IncludeUsage != nil && *so.IncludeUsage
+	return nil
+}
+
+// jsonKind names the JSON type of a raw value for error messages.
+func jsonKind(raw []byte) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return "nothing"
+	}
+	switch raw[0] {
+	case '"':
+		return "a string"
+	case '[':
+		return "an array"
+	case '{':
+		return "an object"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	}
+	return "a number"
+}
+
+const promptShapes = "a string, an array of strings, an array of token ids, or an array of arrays of token ids"
+
+// parsePrompt accepts the four prompt shapes of the completions API. Token
+// ids are range-checked later, against the vocabulary.
+func parsePrompt(raw json.RawMessage) ([]string, [][]int, *apiError) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return nil, nil, badRequest("prompt", "missing_required_parameter", "prompt is required")
+	}
+	empty := badRequest("prompt", "invalid_value", "prompt must not be empty")
+	wrong := badRequest("prompt", "invalid_type", "prompt must be %s, got %s", promptShapes, jsonKind(raw))
+	switch raw[0] {
+	case '"':
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, nil, wrong
+		}
+		if s == "" {
+			return nil, nil, empty
+		}
+		return []string{s}, nil, nil
+	case '[':
+	default:
+		return nil, nil, wrong
+	}
+	var elems []json.RawMessage
+	if err := json.Unmarshal(raw, &elems); err != nil {
+		return nil, nil, wrong
+	}
+	if len(elems) == 0 {
+		return nil, nil, empty
+	}
+	mixed := badRequest("prompt", "invalid_type", "prompt must be %s; its elements must all be of one kind", promptShapes)
+	switch jsonKind(elems[0]) {
+	case "a string":
+		texts := make([]string, len(elems))
+		for i, el := range elems {
+			if err := json.Unmarshal(el, &texts[i]); err != nil {
+				return nil, nil, mixed
+			}
+			if texts[i] == "" {
+				return nil, nil, empty
+			}
+		}
+		return texts, nil, nil
+	case "a number":
+		ids := make([]int, len(elems))
+		for i, el := range elems {
+			if err := json.Unmarshal(el, &ids[i]); err != nil {
+				return nil, nil, badRequest("prompt", "invalid_type", "prompt: token ids must be integers, got %s", el)
+			}
+		}
+		return nil, [][]int{ids}, nil
+	case "an array":
+		lists := make([][]int, len(elems))
+		for i, el := range elems {
+			if jsonKind(el) != "an array" {
+				return nil, nil, mixed
+			}
+			if err := json.Unmarshal(el, &lists[i]); err != nil {
+				return nil, nil, badRequest("prompt", "invalid_type", "prompt: token ids must be integers: %v", err)
+			}
+			if len(lists[i]) == 0 {
+				return nil, nil, empty
+			}
+		}
+		return nil, lists, nil
+	}
+	return nil, nil, wrong
+}
+
+// parseStop accepts a string or an array of strings (null means none).
+func parseStop(raw json.RawMessage) ([]string, *apiError) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return nil, nil
+	}
+	if raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, badRequest("stop", "invalid_type", "stop must be a string or an array of strings")
+		}
+		return []string{s}, nil
+	}
+	var list []string
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return nil, badRequest("stop", "invalid_type", "stop must be a string or an array of strings, got %s", jsonKind(raw))
+	}
+	return list, nil
+}

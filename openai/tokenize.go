@@ -1,0 +1,112 @@
+package openai
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+)
+
+// POST /tokenize and POST /detokenize follow vLLM's (the completion form of
+// vLLM's TokenizeRequest), so benchmark clients can align their prompts to
+// the server's own tokenizer.
+
+type tokenizeRequest struct {
+	Model            *string `json:"model"`
+	Prompt           *string `json:"prompt"`
+	AddSpecialTokens *bool   `json:"add_special_tokens"`
+	ReturnTokenStrs  *bool   `json:"return_token_strs"`
+}
+
+type tokenizeResponse struct {
+	Count       int      `json:"count"`
+	MaxModelLen int      `json:"max_model_len"`
+	Tokens      []int    `json:"tokens"`
+	TokenStrs   []string `json:"token_strs"`
+}
+
+type detokenizeRequest struct {
+	Model  *string `json:"model"`
+	Tokens []int   `json:"tokens"`
+}
+
+type detokenizeResponse struct {
+	Prompt string `json:"prompt"`
+}
+
+// readBody reads a bounded request body, writing the error answer itself.
+func (h *handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.maxBodyBytes))
+	if err == nil {
+		return body, true
+	}
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		writeError(w, r, &apiError{status: http.StatusRequestEntityTooLarge, Type: typeInvalidRequest,
+			Code: "body_too_large", Message: fmt.Sprintf("request body is larger than %d bytes", mbe.Limit)})
+	} else {
+		writeError(w, r, badRequest("", "invalid_body", "reading the request body: %v", err))
+	}
+	return nil, false
+}
+
+func (h *handler) tokenize(w http.ResponseWriter, r *http.Request) {
+	body, ok := h.readBody(w, r)
+	if !ok {
+		return
+	}
+	var req tokenizeRequest
+	known := func(k string) bool {
+		return k == "model" || k == "prompt" || k == "add_special_tokens" || k == "return_token_strs"
+	}
+	if e := decodeStrict(body, known, &req); e != nil {
+		writeError(w, r, e)
+		return
+	}
+	if req.Model != nil && !h.checkModel(w, r, *req.Model) {
+		return
+	}
+	if req.Prompt == nil {
+		writeError(w, r, badRequest("prompt", "missing_required_parameter", "prompt is required"))
+		return
+	}
+	// add_special_tokens is accepted for vLLM compatibility; GPT-2-style
+	// tokenizers add no BOS/EOS, so it changes nothing here.
+	ids := h.tok.Encode(*req.Prompt, true)
+	resp := tokenizeResponse{Count: len(ids), MaxModelLen: h.info.MaxModelLen, Tokens: nonNil(ids)}
+	if req.ReturnTokenStrs != nil && *req.ReturnTokenStrs {
+		resp.TokenStrs = make([]string, len(ids))
+		for i, id := range ids {
+			resp.TokenStrs[i] = h.tokenText(id)
+		}
+	}
+	h.writeJSON(w, r, http.StatusOK, resp)
+}
+
+func (h *handler) detokenize(w http.ResponseWriter, r *http.Request) {
+	body, ok := h.readBody(w, r)
+	if !ok {
+		return
+	}
+	var req detokenizeRequest
+	known := func(k string) bool { return k == "model" || k == "tokens" }
+	if e := decodeStrict(body, known, &req); e != nil {
+		writeError(w, r, e)
+		return
+	}
+	if req.Model != nil && !h.checkModel(w, r, *req.Model) {
+		return
+	}
+	if req.Tokens == nil {
+		writeError(w, r, badRequest("tokens", "missing_required_parameter", "tokens is required"))
+		return
+	}
+	vocab := h.tok.VocabSize()
+	for _, id := range req.Tokens {
+		if id < 0 || id >= vocab {
+			writeError(w, r, badRequest("tokens", "invalid_value", "token id %d is out of vocabulary range [0, %d)", id, vocab))
+			return
+		}
+	}
+	h.writeJSON(w, r, http.StatusOK, detokenizeResponse{Prompt: h.tok.Decode(req.Tokens, false)})
+}
