@@ -1,0 +1,5 @@
+//go:build !race
+
+package gpt2
+
+const raceEnabled = false
