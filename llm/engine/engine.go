@@ -1,0 +1,426 @@
+// Package engine is tinyserve's inference engine: one goroutine owns the
+// scheduler (llm/sched), the KV block manager (llm/kv) and a Backend, and
+// runs steps: Schedule, Backend.Forward, sample, Update — the shape of
+// vLLM's EngineCore.step (vllm/v1/engine/core.py). Everything else talks to
+// that goroutine: Generate submits a request and streams its events,
+// cancelling the request's context aborts it at the next step boundary,
+// Drain stops admission and waits, Close stops the loop.
+//
+// Sampling (greedy, temperature, top-k, top-p, per-request seeds), stop
+// strings and stop token ids, min/max tokens, ignore_eos and logprobs are
+// done here, the same for every backend.
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/tinyserve/tinyserve/llm"
+	"github.com/tinyserve/tinyserve/llm/kv"
+)
+
+// DefaultMaxPending is the waiting-queue bound when Config.MaxPending is 0.
+const DefaultMaxPending = 1024
+
+// Config tunes an engine. The zero value takes vLLM's defaults.
+type Config struct {
+	// MaxNumSeqs caps the running sequences; 0 means 256.
+	MaxNumSeqs int
+	// MaxNumBatchedTokens is the token budget of one step; 0 means 2048.
+	MaxNumBatchedTokens int
+	// BlockSize is the number of tokens per KV block; 0 means 16.
+	BlockSize int
+	// NumBlocks is the size of the KV block pool; 0 means as many as the
+	// backend can hold. A larger value is capped at what the backend can hold.
+	NumBlocks int
+	// MaxPending bounds the requests admitted but not yet running; Generate
+	// returns ErrOverloaded beyond it. 0 means DefaultMaxPending.
+	MaxPending int
+	// Seed seeds the choice of per-request seeds for requests that set none;
+	// 0 means a seed taken from the clock.
+	Seed uint64
+	// Logger receives the engine's logs; nil discards them.
+	Logger *slog.Logger
+	// Now is the clock for event timestamps; nil means time.Now.
+	Now func() time.Time
+}
+
+// Engine runs a Backend and implements llm.Engine.
+type Engine struct {
+	info      llm.ModelInfo
+	tok       llm.Tokenizer
+	cfg       Config
+	st        *Stepper // owned by the loop goroutine
+	numBlocks int
+	log       *slog.Logger
+	wake      chan struct{}
+	closed    chan struct{} // closed by Close
+	done      chan struct{} // closed when the loop exits
+
+	mu        sync.Mutex
+	inbox     []*request
+	aborts    []kv.SeqID
+	nextID    kv.SeqID
+	pending   int // admitted, not yet scheduled once: bounded by MaxPending
+	inflight  int // admitted, not finished
+	draining  bool
+	closing   bool
+	dead      error
+	idleWait  []chan struct{} // Drain callers waiting for inflight == 0
+	stats     llm.Stats
+	seedState uint64
+}
+
+// New builds an engine over backend and starts its loop. info must give the
+// vocabulary size and context length; tok is the model's tokenizer.
+func New(backend Backend, tok llm.Tokenizer, info llm.ModelInfo, cfg Config) (*Engine, error) {
+	if backend == nil || tok == nil {
+		return nil, errors.New("engine: backend and tokenizer are required")
+	}
+	if info.VocabSize < 1 || info.MaxModelLen < 1 {
+		return nil, fmt.Errorf("engine: model info needs VocabSize and MaxModelLen, got %d and %d", info.VocabSize, info.MaxModelLen)
+	}
+	if cfg.MaxPending == 0 {
+		cfg.MaxPending = DefaultMaxPending
+	}
+	if cfg.MaxPending < 0 {
+		return nil, fmt.Errorf("engine: MaxPending must be positive, got %d", cfg.MaxPending)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Seed == 0 {
+		cfg.Seed = uint64(cfg.Now().UnixNano())
+	}
+	st, err := newStepper(backend, tok, info, &cfg)
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{
+		info: info, tok: tok, cfg: cfg, st: st, log: cfg.Logger,
+		wake: make(chan struct{}, 1), closed: make(chan struct{}), done: make(chan struct{}),
+		seedState: cfg.Seed,
+	}
+	e.numBlocks = st.kv.NumBlocks()
+	e.stats.KVBlocksTotal = e.numBlocks
+	e.log.Info("engine started", "model", info.ID, "backend", info.Backend, "random_weights", info.RandomWeights,
+		"kv_blocks", st.kv.NumBlocks(), "block_size", st.kv.BlockSize(),
+		"max_num_seqs", st.sched.Config().MaxNumSeqs, "max_num_batched_tokens", st.sched.Config().MaxNumBatchedTokens)
+	go e.loop()
+	return e, nil
+}
+
+// Info implements llm.Engine.
+func (e *Engine) Info() llm.ModelInfo { return e.info }
+
+// Tokenizer implements llm.Engine.
+func (e *Engine) Tokenizer() llm.Tokenizer { return e.tok }
+
+// NumKVBlocks is the size of the KV block pool the engine settled on.
+func (e *Engine) NumKVBlocks() int { return e.numBlocks }
+
+// Stats implements llm.Engine.
+func (e *Engine) Stats() llm.Stats {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s := e.stats
+	s.Waiting += len(e.inbox)
+	return s
+}
+
+// Health implements llm.Engine.
+func (e *Engine) Health() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch {
+	case e.closing:
+		return llm.ErrClosed
+	case e.dead != nil:
+		return fmt.Errorf("%w: %w", llm.ErrEngineDead, e.dead)
+	case e.draining:
+		return llm.ErrDraining
+	}
+	return nil
+}
+
+// Generate implements llm.Engine.
+func (e *Engine) Generate(ctx context.Context, r llm.Request) (<-chan llm.Event, error) {
+	if err := r.Validate(e.info.VocabSize); err != nil {
+		return nil, err
+	}
+	if err := llm.CheckContextLength(e.info.MaxModelLen, len(r.PromptTokens), r.Params.MaxTokens); err != nil {
+		return nil, err
+	}
+	if !e.st.sched.Fits(len(r.PromptTokens) + r.Params.MaxTokens) { // the pool size never changes
+		return nil, fmt.Errorf("%w: %d prompt + %d max tokens need %d blocks, the pool has %d",
+			llm.ErrTooLargeForCache, len(r.PromptTokens), r.Params.MaxTokens,
+			e.st.kv.BlocksFor(len(r.PromptTokens)+r.Params.MaxTokens), e.st.kv.NumBlocks())
+	}
+	r.PromptTokens = append([]int(nil), r.PromptTokens...) // the caller keeps its slice
+	r.Params.Stop = append([]string(nil), r.Params.Stop...)
+	r.Params.StopTokenIDs = append([]int(nil), r.Params.StopTokenIDs...)
+	s := newStream(ctx)
+	now := e.cfg.Now()
+
+	e.mu.Lock()
+	switch {
+	case e.closing:
+		e.mu.Unlock()
+		return nil, llm.ErrClosed
+	case e.dead != nil:
+		e.mu.Unlock()
+		return nil, fmt.Errorf("%w: %w", llm.ErrEngineDead, e.dead)
+	case e.draining:
+		e.mu.Unlock()
+		return nil, llm.ErrDraining
+	case e.pending >= e.cfg.MaxPending:
+		e.mu.Unlock()
+		return nil, llm.ErrOverloaded
+	}
+	e.nextID++
+	id := e.nextID
+	e.pending++
+	e.inflight++
+	e.seedState = splitmix(e.seedState)
+	q := newRequest(id, r, e.tok, e.info.EOSTokenID, e.seedState, s.push, now)
+	e.inbox = append(e.inbox, q)
+	e.mu.Unlock()
+	e.signal()
+
+	go s.forward(func() { e.requestAbort(id) })
+	return s.out, nil
+}
+
+// splitmix advances a SplitMix64 state, to derive per-request seeds.
+func splitmix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	z := x
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	return z ^ (z >> 31)
+}
+
+func (e *Engine) signal() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// requestAbort queues an abort for the loop to apply at a step boundary.
+func (e *Engine) requestAbort(id kv.SeqID) {
+	e.mu.Lock()
+	e.aborts = append(e.aborts, id)
+	e.mu.Unlock()
+	e.signal()
+}
+
+// Drain implements llm.Engine.
+func (e *Engine) Drain(ctx context.Context) error {
+	e.mu.Lock()
+	if !e.draining {
+		e.draining = true
+		e.log.Info("engine draining", "in_flight", e.inflight)
+	}
+	if e.inflight == 0 {
+		e.mu.Unlock()
+		return nil
+	}
+	ch := make(chan struct{})
+	e.idleWait = append(e.idleWait, ch)
+	e.mu.Unlock()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Close implements llm.Engine. Running requests end with an abort event
+// carrying ErrClosed. The backend is closed if it implements io.Closer.
+func (e *Engine) Close() error {
+	e.mu.Lock()
+	already := e.closing
+	e.closing = true
+	e.mu.Unlock()
+	if !already {
+		close(e.closed)
+	}
+	<-e.done
+	if already {
+		return nil
+	}
+	if c, ok := e.st.backend.(io.Closer); ok {
+		return c.Close()
+	}
+	return nil
+}
+
+// loop is the engine's one goroutine: it alone touches the Stepper.
+func (e *Engine) loop() {
+	defer close(e.done)
+	st := e.st
+	for {
+		e.mu.Lock()
+		inbox, aborts := e.inbox, e.aborts
+		e.inbox, e.aborts = nil, nil
+		closing, dead := e.closing, e.dead
+		e.mu.Unlock()
+
+		for _, q := range inbox {
+			if err := st.add(q); err != nil {
+				// Generate checked what could fail; this is a last guard.
+				e.mu.Lock()
+				e.pending--
+				e.mu.Unlock()
+				q.sink(llm.Event{Finish: llm.FinishError, Err: err, StopTokenID: -1, Time: e.cfg.Now()})
+				e.finished(1)
+			}
+		}
+		n := len(st.reqs)
+		for _, id := range aborts {
+			if q, ok := st.reqs[id]; ok && q.times.FirstScheduled.IsZero() {
+				e.mu.Lock()
+				e.pending--
+				e.mu.Unlock()
+			}
+			st.abort(id, context.Canceled)
+		}
+		if closing || dead != nil {
+			for id := range st.reqs {
+				st.abort(id, llm.ErrClosed)
+			}
+		}
+		e.finished(n - len(st.reqs))
+		e.publish()
+		if closing {
+			return
+		}
+
+		if st.idle() || dead != nil {
+			select {
+			case <-e.wake:
+			case <-e.closed:
+			}
+			continue
+		}
+
+		before := len(st.reqs)
+		first, err := st.step()
+		e.mu.Lock()
+		e.pending -= first
+		e.mu.Unlock()
+		if err != nil {
+			e.log.Error("backend failed; engine is dead", "err", err)
+			e.mu.Lock()
+			e.dead = err
+			e.pending = 0
+			e.mu.Unlock()
+			st.failAll(err)
+		}
+		e.finished(before - len(st.reqs))
+		e.publish()
+	}
+}
+
+// finished records that n requests ended, waking Drain callers at zero.
+func (e *Engine) finished(n int) {
+	if n == 0 {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.inflight -= n
+	if e.inflight == 0 {
+		for _, ch := range e.idleWait {
+			close(ch)
+		}
+		e.idleWait = nil
+	}
+}
+
+// publish copies the loop's figures into the snapshot Stats returns.
+func (e *Engine) publish() {
+	st := e.st
+	s := llm.Stats{
+		Running:          st.sched.NumRunning(),
+		Waiting:          st.sched.NumWaiting(),
+		KVBlocksTotal:    st.kv.NumBlocks(),
+		KVBlocksUsed:     st.kv.NumUsed(),
+		KVUsage:          st.kv.Usage(),
+		Preemptions:      uint64(st.sched.Stats().Preemptions),
+		PromptTokens:     st.counters.promptTokens,
+		GenerationTokens: st.counters.generationTokens,
+		Steps:            uint64(st.sched.Stats().Steps),
+		Finished:         st.counters.finished,
+	}
+	e.mu.Lock()
+	e.stats = s
+	e.mu.Unlock()
+}
+
+// stream carries one request's events from the loop to the caller without
+// ever blocking the loop: push appends to a queue, and a goroutine per
+// request forwards the queue into the caller's channel.
+type stream struct {
+	ctx    context.Context
+	out    chan llm.Event
+	mu     sync.Mutex
+	queue  []llm.Event
+	notify chan struct{}
+}
+
+func newStream(ctx context.Context) *stream {
+	return &stream{ctx: ctx, out: make(chan llm.Event), notify: make(chan struct{}, 1)}
+}
+
+// push is called by the loop; it never blocks.
+func (s *stream) push(ev llm.Event) {
+	s.mu.Lock()
+	s.queue = append(s.queue, ev)
+	s.mu.Unlock()
+	select {
+	case s.notify <- struct{}{}:
+	default:
+	}
+}
+
+// forward delivers queued events until the final one, or until the
+// caller's context ends, in which case abort is called once.
+func (s *stream) forward(abort func()) {
+	defer close(s.out)
+	var batch []llm.Event
+	for {
+		select {
+		case <-s.notify:
+		case <-s.ctx.Done():
+			abort()
+			return
+		}
+		s.mu.Lock()
+		batch, s.queue = s.queue, batch[:0]
+		s.mu.Unlock()
+		for _, ev := range batch {
+			select {
+			case s.out <- ev:
+			case <-s.ctx.Done():
+				if ev.Finish == "" {
+					abort()
+				}
+				return
+			}
+			if ev.Finish != "" {
+				return
+			}
+		}
+	}
+}

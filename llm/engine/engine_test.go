@@ -1,0 +1,431 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/tinyserve/tinyserve/llm"
+	"github.com/tinyserve/tinyserve/llm/engine"
+	"github.com/tinyserve/tinyserve/llm/mock"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func newEngine(t *testing.T, mcfg mock.Config, cfg engine.Config) *engine.Engine {
+	t.Helper()
+	e, err := mock.NewEngine(mcfg, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
+}
+
+// result is everything one request produced.
+type result struct {
+	tokens []int
+	text   string
+	last   llm.Event
+	events int
+}
+
+func collect(t *testing.T, ch <-chan llm.Event) result {
+	t.Helper()
+	var r result
+	for ev := range ch {
+		r.events++
+		r.tokens = append(r.tokens, ev.TokenIDs...)
+		r.text += ev.Text
+		if ev.Finish != "" {
+			r.last = ev
+		}
+	}
+	return r
+}
+
+func run(t *testing.T, e llm.Engine, req llm.Request) result {
+	t.Helper()
+	ch, err := e.Generate(context.Background(), req)
+	if err != nil {
+		t.Fatalf("Generate: %v", err)
+	}
+	return collect(t, ch)
+}
+
+func prompt(i, n int) []int {
+	p := make([]int, n)
+	for k := range p {
+		p[k] = 'a' + (i*7+k*3)%26
+	}
+	return p
+}
+
+func greedy(maxTokens int) llm.SamplingParams {
+	return llm.SamplingParams{MaxTokens: maxTokens, IgnoreEOS: true}
+}
+
+// TestGreedyMatchesReferenceUnderAnyBatching runs many requests at once
+// under configurations that force chunked prefill and preemption, and checks
+// every request's tokens against the mock's cache-free reference: batch
+// composition, chunking and recompute must not change a single token.
+func TestGreedyMatchesReferenceUnderAnyBatching(t *testing.T) {
+	configs := map[string]engine.Config{
+		"default":   {},
+		"chunked-7": {MaxNumBatchedTokens: 7},
+		"preempt":   {NumBlocks: 12, BlockSize: 4, MaxNumBatchedTokens: 32},
+		"one-seq":   {MaxNumSeqs: 1},
+	}
+	for name, cfg := range configs {
+		t.Run(name, func(t *testing.T) {
+			e := newEngine(t, mock.Config{}, cfg)
+			var wg sync.WaitGroup
+			results := make([]result, 12)
+			for i := range results {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					results[i] = run(t, e, llm.Request{ID: fmt.Sprint(i), PromptTokens: prompt(i, 3+i*2), Params: greedy(5 + i)})
+				}()
+			}
+			wg.Wait()
+			for i, r := range results {
+				want := mock.Expected(mock.Config{}, prompt(i, 3+i*2), 5+i)
+				if !slices.Equal(r.tokens, want) {
+					t.Errorf("request %d: tokens %v, want %v", i, r.tokens, want)
+				}
+				if r.last.Finish != llm.FinishLength || r.last.CompletionTokens != 5+i {
+					t.Errorf("request %d: finish %q after %d tokens", i, r.last.Finish, r.last.CompletionTokens)
+				}
+				if r.text != mock.NewTokenizer().Decode(want, true) {
+					t.Errorf("request %d: text %q", i, r.text)
+				}
+			}
+			waitIdle(t, e)
+			if name == "preempt" && e.Stats().Preemptions == 0 {
+				t.Error("the tiny pool forced no preemption")
+			}
+		})
+	}
+}
+
+// waitIdle waits until the engine's loop has published that nothing runs
+// and every block is free.
+func waitIdle(t *testing.T, e llm.Engine) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		s := e.Stats()
+		if s.Running == 0 && s.Waiting == 0 && s.KVBlocksUsed == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("engine not idle: %+v", s)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestSeedReproducesWhateverTheBatch(t *testing.T) {
+	e := newEngine(t, mock.Config{}, engine.Config{})
+	seed := int64(1234)
+	p := llm.SamplingParams{MaxTokens: 40, Temperature: 1.5, TopP: 0.95, TopK: 50, Seed: &seed, IgnoreEOS: true}
+	alone := run(t, e, llm.Request{PromptTokens: prompt(1, 9), Params: p})
+
+	var wg sync.WaitGroup
+	var crowded result
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if i == 3 {
+				crowded = run(t, e, llm.Request{PromptTokens: prompt(1, 9), Params: p})
+				return
+			}
+			q := p
+			q.Seed = nil
+			run(t, e, llm.Request{PromptTokens: prompt(i+10, 5+i), Params: q})
+		}()
+	}
+	wg.Wait()
+	if !slices.Equal(alone.tokens, crowded.tokens) {
+		t.Errorf("same seed, different batch: %v vs %v", alone.tokens, crowded.tokens)
+	}
+	greedyTokens := mock.Expected(mock.Config{}, prompt(1, 9), 40)
+	if slices.Equal(alone.tokens, greedyTokens) {
+		t.Error("temperature 1.5 sampling gave exactly the greedy tokens: sampling is not happening")
+	}
+}
+
+func TestStopString(t *testing.T) {
+	e := newEngine(t, mock.Config{}, engine.Config{})
+	pr := prompt(2, 6)
+	full := mock.NewTokenizer().Decode(mock.Expected(mock.Config{}, pr, 30), true)
+	stop := full[10:13] // spans three one-byte tokens
+	want := full[:strings.Index(full, stop)]
+	p := greedy(30)
+	p.Stop = []string{"never-there", stop}
+	r := run(t, e, llm.Request{PromptTokens: pr, Params: p})
+	if r.text != want || r.last.Finish != llm.FinishStop || r.last.StopString != stop {
+		t.Errorf("text %q finish %q stop %q; want %q stopped by %q", r.text, r.last.Finish, r.last.StopString, want, stop)
+	}
+	if r.last.CompletionTokens != strings.Index(full, stop)+len(stop) {
+		t.Errorf("%d completion tokens, want the tokens up to the end of the stop string (%d)", r.last.CompletionTokens, strings.Index(full, stop)+len(stop))
+	}
+}
+
+func TestStopTokenAndMinTokens(t *testing.T) {
+	e := newEngine(t, mock.Config{}, engine.Config{})
+	pr := prompt(3, 4)
+	exp := mock.Expected(mock.Config{}, pr, 30)
+	stopID := exp[5]
+	first := slices.Index(exp, stopID)
+	p := greedy(30)
+	p.StopTokenIDs = []int{stopID}
+	r := run(t, e, llm.Request{PromptTokens: pr, Params: p})
+	if r.last.Finish != llm.FinishStop || r.last.StopTokenID != stopID || len(r.tokens) != first+1 {
+		t.Fatalf("finish %q stop token %d after %d tokens; want stop by %d after %d", r.last.Finish, r.last.StopTokenID, len(r.tokens), stopID, first+1)
+	}
+	if r.text != mock.NewTokenizer().Decode(exp[:first], true) {
+		t.Errorf("text %q includes the stop token", r.text)
+	}
+	// min_tokens masks the stop token until it is reached: it can't be
+	// generated before, so the greedy choice becomes the next best.
+	p.MinTokens = first + 2
+	r = run(t, e, llm.Request{PromptTokens: pr, Params: p})
+	if len(r.tokens) < first+2 || slices.Contains(r.tokens[:first+1], stopID) {
+		t.Errorf("min_tokens %d: got %v", p.MinTokens, r.tokens)
+	}
+}
+
+func TestEOSAndIgnoreEOS(t *testing.T) {
+	mcfg := mock.Config{EOSEvery: 4}
+	e := newEngine(t, mcfg, engine.Config{})
+	pr := prompt(4, 5)
+	exp := mock.Expected(mcfg, pr, 60)
+	at := slices.Index(exp, mock.EOSTokenID)
+	if at < 0 {
+		t.Fatal("no EOS in the reference: pick another prompt")
+	}
+	r := run(t, e, llm.Request{PromptTokens: pr, Params: llm.SamplingParams{MaxTokens: 60}})
+	if r.last.Finish != llm.FinishStop || len(r.tokens) != at+1 || r.last.StopTokenID != -1 {
+		t.Errorf("finish %q after %d tokens (EOS at %d), stop token %d", r.last.Finish, len(r.tokens), at, r.last.StopTokenID)
+	}
+	if strings.Contains(r.text, mock.EndOfText) {
+		t.Error("EOS text leaked into the output")
+	}
+	r = run(t, e, llm.Request{PromptTokens: pr, Params: llm.SamplingParams{MaxTokens: 60, IgnoreEOS: true}})
+	if r.last.Finish != llm.FinishLength || len(r.tokens) != 60 {
+		t.Errorf("ignore_eos: finish %q after %d tokens", r.last.Finish, len(r.tokens))
+	}
+}
+
+func TestLogprobs(t *testing.T) {
+	e := newEngine(t, mock.Config{}, engine.Config{})
+	n := 5
+	p := greedy(6)
+	p.Logprobs = &n
+	ch, err := e.Generate(context.Background(), llm.Request{PromptTokens: prompt(5, 5), Params: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := 0
+	for ev := range ch {
+		if len(ev.Logprobs) != len(ev.TokenIDs) {
+			t.Fatalf("%d logprobs for %d tokens", len(ev.Logprobs), len(ev.TokenIDs))
+		}
+		for k, lp := range ev.Logprobs {
+			count++
+			if lp.ID != ev.TokenIDs[k] || lp.Logprob > 0 || len(lp.Top) != n {
+				t.Fatalf("bad logprob %+v for token %d", lp, ev.TokenIDs[k])
+			}
+			if lp.Top[0].ID != lp.ID || lp.Top[0].Logprob != lp.Logprob {
+				t.Errorf("greedy token %d is not the top alternative %+v", lp.ID, lp.Top[0])
+			}
+			for i := 1; i < n; i++ {
+				if lp.Top[i].Logprob > lp.Top[i-1].Logprob {
+					t.Errorf("top alternatives not sorted: %+v", lp.Top)
+				}
+			}
+		}
+	}
+	if count != 6 {
+		t.Errorf("%d logprobs, want 6", count)
+	}
+}
+
+func TestRejections(t *testing.T) {
+	e := newEngine(t, mock.Config{KVBlocks: 4}, engine.Config{BlockSize: 4})
+	cases := []struct {
+		name string
+		req  llm.Request
+		want error
+	}{
+		{"empty prompt", llm.Request{Params: greedy(1)}, llm.ErrInvalidRequest},
+		{"token out of vocab", llm.Request{PromptTokens: []int{300}, Params: greedy(1)}, llm.ErrInvalidRequest},
+		{"zero max tokens", llm.Request{PromptTokens: []int{1}}, llm.ErrInvalidRequest},
+		{"context length", llm.Request{PromptTokens: []int{1}, Params: greedy(5000)}, llm.ErrContextLength},
+		{"never fits the pool", llm.Request{PromptTokens: prompt(0, 10), Params: greedy(7)}, llm.ErrTooLargeForCache},
+	}
+	for _, c := range cases {
+		if _, err := e.Generate(context.Background(), c.req); !errors.Is(err, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, err, c.want)
+		}
+	}
+	// The engine is unaffected.
+	r := run(t, e, llm.Request{PromptTokens: prompt(0, 10), Params: greedy(6)})
+	if len(r.tokens) != 6 {
+		t.Errorf("after rejections: %d tokens", len(r.tokens))
+	}
+}
+
+// slowEngine has a latency model, so requests stay in flight long enough to
+// observe queueing, cancellation and draining.
+func slowEngine(t *testing.T, cfg engine.Config) *engine.Engine {
+	return newEngine(t, mock.Config{Latency: mock.Latency{PerStep: 2 * time.Millisecond}}, cfg)
+}
+
+func TestCancelFreesBlocks(t *testing.T) {
+	e := slowEngine(t, engine.Config{})
+	ctx, cancel := context.WithCancel(context.Background())
+	ch, err := e.Generate(ctx, llm.Request{PromptTokens: prompt(6, 40), Params: greedy(1000)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-ch // running now
+	if e.Stats().KVBlocksUsed == 0 {
+		t.Fatal("a running request holds no blocks")
+	}
+	cancel()
+	for range ch {
+	}
+	waitIdle(t, e)
+	if s := e.Stats(); s.Finished != 1 {
+		t.Errorf("finished %d, want 1", s.Finished)
+	}
+}
+
+func TestOverloaded(t *testing.T) {
+	e := slowEngine(t, engine.Config{MaxNumSeqs: 1, MaxPending: 2})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var chans []<-chan llm.Event
+	var overloaded int
+	for i := range 10 {
+		ch, err := e.Generate(ctx, llm.Request{PromptTokens: prompt(i, 4), Params: greedy(50)})
+		switch {
+		case errors.Is(err, llm.ErrOverloaded):
+			overloaded++
+		case err != nil:
+			t.Fatal(err)
+		default:
+			chans = append(chans, ch)
+		}
+	}
+	if overloaded == 0 || len(chans) > 3 {
+		t.Errorf("%d admitted, %d overloaded; want at most 3 admitted (1 running + 2 pending)", len(chans), overloaded)
+	}
+	cancel()
+	for _, ch := range chans {
+		for range ch {
+		}
+	}
+	waitIdle(t, e)
+}
+
+func TestDrain(t *testing.T) {
+	e := slowEngine(t, engine.Config{})
+	var results []<-chan llm.Event
+	for i := range 3 {
+		ch, err := e.Generate(context.Background(), llm.Request{PromptTokens: prompt(i, 4), Params: greedy(10)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		results = append(results, ch)
+	}
+	drained := make(chan error)
+	go func() { drained <- e.Drain(context.Background()) }()
+	for !errors.Is(e.Health(), llm.ErrDraining) {
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := e.Generate(context.Background(), llm.Request{PromptTokens: []int{1}, Params: greedy(1)}); !errors.Is(err, llm.ErrDraining) {
+		t.Errorf("Generate while draining: %v", err)
+	}
+	for _, ch := range results {
+		var r result
+		for ev := range ch {
+			r.tokens = append(r.tokens, ev.TokenIDs...)
+			r.last = ev
+		}
+		if len(r.tokens) != 10 || r.last.Finish != llm.FinishLength {
+			t.Errorf("accepted request cut by drain: %d tokens, %q", len(r.tokens), r.last.Finish)
+		}
+	}
+	if err := <-drained; err != nil {
+		t.Errorf("Drain: %v", err)
+	}
+}
+
+func TestBackendFailureKillsEngineNotProcess(t *testing.T) {
+	for _, mcfg := range []mock.Config{{FailAtStep: 3}, {PanicAtStep: 3}} {
+		e := newEngine(t, mcfg, engine.Config{})
+		r := run(t, e, llm.Request{PromptTokens: prompt(1, 4), Params: greedy(10)})
+		if r.last.Finish != llm.FinishError || !errors.Is(r.last.Err, engine.ErrBackend) {
+			t.Errorf("%+v: last event %q %v", mcfg, r.last.Finish, r.last.Err)
+		}
+		if err := e.Health(); !errors.Is(err, llm.ErrEngineDead) {
+			t.Errorf("Health after failure: %v", err)
+		}
+		if _, err := e.Generate(context.Background(), llm.Request{PromptTokens: []int{1}, Params: greedy(1)}); !errors.Is(err, llm.ErrEngineDead) {
+			t.Errorf("Generate after failure: %v", err)
+		}
+	}
+}
+
+func TestCloseAbortsRunning(t *testing.T) {
+	e, err := mock.NewEngine(mock.Config{Latency: mock.Latency{PerStep: time.Millisecond}}, engine.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := e.Generate(context.Background(), llm.Request{PromptTokens: prompt(1, 4), Params: greedy(1000)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-ch
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r := collect(t, ch)
+	if r.last.Finish != llm.FinishAbort || !errors.Is(r.last.Err, llm.ErrClosed) {
+		t.Errorf("after Close: %q %v", r.last.Finish, r.last.Err)
+	}
+	if _, err := e.Generate(context.Background(), llm.Request{PromptTokens: []int{1}, Params: greedy(1)}); !errors.Is(err, llm.ErrClosed) {
+		t.Errorf("Generate after Close: %v", err)
+	}
+	if err := e.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}
+
+func TestTimestampsAndCounts(t *testing.T) {
+	e := newEngine(t, mock.Config{}, engine.Config{})
+	r := run(t, e, llm.Request{PromptTokens: prompt(1, 7), Params: greedy(4)})
+	ts := r.last.Times
+	if ts.Arrival.IsZero() || ts.FirstScheduled.Before(ts.Arrival) || ts.FirstToken.Before(ts.FirstScheduled) || ts.Finish.Before(ts.FirstToken) {
+		t.Errorf("timestamps out of order: %+v", ts)
+	}
+	if r.last.PromptTokens != 7 || r.last.CompletionTokens != 4 {
+		t.Errorf("counts %d/%d", r.last.PromptTokens, r.last.CompletionTokens)
+	}
+	waitIdle(t, e)
+	if s := e.Stats(); s.PromptTokens != 7 || s.GenerationTokens != 4 || s.Finished != 1 {
+		t.Errorf("stats %+v", s)
+	}
+}

@@ -1,0 +1,144 @@
+package engine
+
+import (
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/tinyserve/tinyserve/llm"
+	"github.com/tinyserve/tinyserve/llm/kv"
+)
+
+// request is the engine's state of one admitted request: sampling, stop
+// checks and the text sent so far. It belongs to the engine's goroutine.
+type request struct {
+	id     kv.SeqID
+	req    llm.Request
+	params *llm.SamplingParams
+	rng    *rand.Rand
+	dec    llm.Decoder
+	sink   func(llm.Event) // where events go; never blocks
+
+	text      []byte // generated text after stop-string truncation
+	sent      int    // bytes of text already sent
+	holdBack  int    // bytes kept back while they could start a stop string
+	generated int
+	eos       int // the EOS id, or -1 when ignored or absent
+	started   bool
+	times     llm.Timestamps
+	done      bool
+}
+
+func newRequest(id kv.SeqID, r llm.Request, tok llm.Tokenizer, eos int, seed uint64, sink func(llm.Event), now time.Time) *request {
+	q := &request{id: id, req: r, params: &r.Params, sink: sink, eos: eos}
+	if r.Params.IgnoreEOS {
+		q.eos = -1
+	}
+	if r.Params.Seed != nil {
+		seed = uint64(*r.Params.Seed)
+	}
+	q.rng = rand.New(rand.NewPCG(seed, 0x7469_6e79_7365_7276)) // "tinyserv"
+	q.dec = tok.NewDecoder(true)
+	for _, s := range r.Params.Stop {
+		q.holdBack = max(q.holdBack, len(s)-1)
+	}
+	q.times.Arrival = now
+	return q
+}
+
+// maskActive reports whether EOS and stop token ids must be masked for the
+// next token, because min_tokens has not been reached (as in vLLM).
+func (q *request) maskActive() bool {
+	return q.generated < q.params.MinTokens && (q.eos >= 0 || len(q.params.StopTokenIDs) > 0)
+}
+
+// needLogits reports whether the next sample needs the full logits row.
+func (q *request) needLogits() bool {
+	return !q.params.Greedy() || q.params.Logprobs != nil || q.maskActive()
+}
+
+// mask sets the logits of tokens that may not end the request yet to -Inf.
+func (q *request) mask(logits []float32) {
+	if !q.maskActive() {
+		return
+	}
+	ninf := float32(negInf)
+	if q.eos >= 0 && q.eos < len(logits) {
+		logits[q.eos] = ninf
+	}
+	for _, id := range q.params.StopTokenIDs {
+		if id < len(logits) {
+			logits[id] = ninf
+		}
+	}
+}
+
+// accept records a sampled token and returns the event to send, with
+// Finish set when a stop condition fired.
+func (q *request) accept(tok int, lp *llm.TokenLogprob, now time.Time) llm.Event {
+	q.generated++
+	if q.generated == 1 {
+		q.times.FirstToken = now
+	}
+	ev := llm.Event{TokenIDs: []int{tok}, StopTokenID: -1, PromptTokens: len(q.req.PromptTokens), CompletionTokens: q.generated, Time: now}
+	if lp != nil {
+		ev.Logprobs = []llm.TokenLogprob{*lp}
+	}
+	pastMin := q.generated > q.params.MinTokens
+	switch {
+	case tok == q.eos && pastMin:
+		ev.Finish = llm.FinishStop
+	case pastMin && slices.Contains(q.params.StopTokenIDs, tok):
+		ev.Finish = llm.FinishStop
+		ev.StopTokenID = tok
+	default:
+		q.text = append(q.text, q.dec.Add(tok)...)
+		if pastMin {
+			if s, at := q.findStop(); s != "" {
+				q.text = q.text[:at]
+				ev.Finish = llm.FinishStop
+				ev.StopString = s
+			}
+		}
+		if ev.Finish == "" && q.generated >= q.params.MaxTokens {
+			ev.Finish = llm.FinishLength
+			q.text = append(q.text, q.dec.Flush()...)
+		}
+	}
+	ev.Text = q.takeText(ev.Finish != "")
+	return ev
+}
+
+// findStop looks for a stop string in the text that is new since the last
+// check (plus the bytes a stop string could share with older text).
+func (q *request) findStop() (string, int) {
+	if len(q.params.Stop) == 0 {
+		return "", 0
+	}
+	from := max(0, q.sent-q.holdBack) // text before sent was checked already
+	best, bestAt := "", len(q.text)
+	for _, s := range q.params.Stop {
+		if i := strings.Index(string(q.text[from:]), s); i >= 0 && from+i < bestAt {
+			best, bestAt = s, from+i
+		}
+	}
+	return best, bestAt
+}
+
+// takeText returns the text that can be sent now: all of it when the
+// request finished, else all but the bytes that could still turn out to be
+// the start of a stop string, cut at a character boundary.
+func (q *request) takeText(final bool) string {
+	end := len(q.text)
+	if !final && q.holdBack > 0 {
+		end = max(q.sent, end-q.holdBack)
+		for end > q.sent && !utf8.RuneStart(q.text[end]) {
+			end--
+		}
+	}
+	out := string(q.text[q.sent:end])
+	q.sent = end
+	return out
+}

@@ -1,0 +1,203 @@
+package engine
+
+import (
+	"math"
+	"math/rand/v2"
+
+	"github.com/tinyserve/tinyserve/llm"
+)
+
+// sampler holds scratch buffers reused across rows and steps; it belongs to
+// the engine's goroutine.
+type sampler struct {
+	idx   []int32
+	probs []float64
+}
+
+// argmax returns the id of the largest logit, ties to the lowest id.
+func argmax(logits []float32) int {
+	best := 0
+	for i, v := range logits {
+		if v > logits[best] {
+			best = i
+		}
+	}
+	return best
+}
+
+// sample chooses a token from logits under p, drawing from rng.
+// Temperature, then top-k, then top-p, as in vLLM.
+func (s *sampler) sample(logits []float32, p *llm.SamplingParams, rng *rand.Rand) int {
+	if p.Greedy() {
+		return argmax(logits)
+	}
+	n := len(logits)
+	if cap(s.idx) < n {
+		s.idx = make([]int32, n)
+		s.probs = make([]float64, n)
+	}
+	idx, probs := s.idx[:n], s.probs[:n]
+	for i := range idx {
+		idx[i] = int32(i)
+	}
+	kept := n
+	if p.TopK > 0 && p.TopK < n {
+		kept = p.TopK
+		selectTop(idx, kept, func(a, b int32) bool { return before(logits, a, b) })
+	}
+	idx = idx[:kept]
+	// Softmax of logits/T over the kept tokens, in float64.
+	maxL := math.Inf(-1)
+	for _, i := range idx {
+		maxL = math.Max(maxL, float64(logits[i]))
+	}
+	if math.IsInf(maxL, -1) {
+		return argmax(logits) // everything masked: fall back rather than divide by zero
+	}
+	invT := 1 / p.Temperature
+	total := 0.0
+	for _, i := range idx {
+		e := math.Exp((float64(logits[i]) - maxL) * invT)
+		probs[i] = e
+		total += e
+	}
+	if p.TopP > 0 && p.TopP < 1 {
+		idx = idx[:selectMass(idx, probs, logits, p.TopP*total)]
+		total = 0
+		for _, i := range idx {
+			total += probs[i]
+		}
+	}
+	u := rng.Float64() * total
+	for _, i := range idx {
+		u -= probs[i]
+		if u < 0 {
+			return int(i)
+		}
+	}
+	// Rounding left u a hair above zero: take the last kept token with mass.
+	for k := len(idx) - 1; k >= 0; k-- {
+		if probs[idx[k]] > 0 {
+			return int(idx[k])
+		}
+	}
+	return int(idx[0])
+}
+
+// before orders tokens by logit, descending, ties to the lowest id: the
+// order in which "the K most likely" and "top-p" are defined.
+func before(logits []float32, a, b int32) bool {
+	if logits[a] != logits[b] {
+		return logits[a] > logits[b]
+	}
+	return a < b
+}
+
+// selectTop moves the k first elements of idx in the order less to idx[:k]
+// (in no particular order), in expected linear time (quickselect).
+func selectTop(idx []int32, k int, less func(a, b int32) bool) {
+	lo, hi := 0, len(idx)
+	for hi-lo > 1 {
+		p := partition(idx[lo:hi], less) + lo
+		switch {
+		case p == k || p+1 == k:
+			return
+		case p > k:
+			hi = p
+		default:
+			lo = p + 1
+		}
+	}
+}
+
+// partition splits a around a median-of-three pivot: elements before it,
+// the pivot at the returned index, elements after it.
+func partition(a []int32, less func(x, y int32) bool) int {
+	mid, last := len(a)/2, len(a)-1
+	if less(a[mid], a[0]) {
+		a[mid], a[0] = a[0], a[mid]
+	}
+	if less(a[last], a[0]) {
+		a[last], a[0] = a[0], a[last]
+	}
+	if less(a[mid], a[last]) {
+		a[mid], a[last] = a[last], a[mid]
+	}
+	pivot := a[last] // the median of the three
+	store := 0
+	for i := 0; i < last; i++ {
+		if less(a[i], pivot) {
+			a[i], a[store] = a[store], a[i]
+			store++
+		}
+	}
+	a[store], a[last] = a[last], a[store]
+	return store
+}
+
+// selectMass reorders idx so that idx[:n] is the smallest set of most likely
+// tokens (in the before order) whose mass reaches target, and returns n.
+func selectMass(idx []int32, probs []float64, logits []float32, target float64) int {
+	less := func(a, b int32) bool { return before(logits, a, b) }
+	lo, hi := 0, len(idx)
+	need := target // mass still needed from idx[lo:hi]
+	for hi-lo > 1 {
+		p := partition(idx[lo:hi], less) + lo
+		upper := 0.0 // mass of idx[lo:p+1], the pivot included
+		for _, i := range idx[lo : p+1] {
+			upper += probs[i]
+		}
+		if upper-probs[idx[p]] >= need {
+			hi = p // enough without the pivot
+			continue
+		}
+		if upper >= need {
+			return p + 1 // the pivot is the last one needed
+		}
+		need -= upper
+		lo = p + 1
+	}
+	return min(hi, len(idx))
+}
+
+// logprobsOf returns the chosen token's log-probability and the top n
+// alternatives under the model's raw distribution (before temperature and
+// filtering, as vLLM reports by default).
+func logprobsOf(logits []float32, chosen, n int) llm.TokenLogprob {
+	maxL := math.Inf(-1)
+	for _, v := range logits {
+		maxL = math.Max(maxL, float64(v))
+	}
+	sum := 0.0
+	for _, v := range logits {
+		sum += math.Exp(float64(v) - maxL)
+	}
+	lse := maxL + math.Log(sum)
+	out := llm.TokenLogprob{ID: chosen, Logprob: float32(float64(logits[chosen]) - lse)}
+	if n <= 0 {
+		return out
+	}
+	// Insertion into a short sorted list: n is at most llm.MaxLogprobs.
+	top := make([]int32, 0, n+1)
+	for i := range logits {
+		id := int32(i)
+		if len(top) == n && !before(logits, id, top[n-1]) {
+			continue
+		}
+		pos := len(top)
+		for pos > 0 && before(logits, id, top[pos-1]) {
+			pos--
+		}
+		top = append(top, 0)
+		copy(top[pos+1:], top[pos:])
+		top[pos] = id
+		if len(top) > n {
+			top = top[:n]
+		}
+	}
+	out.Top = make([]llm.TopLogprob, len(top))
+	for k, id := range top {
+		out.Top[k] = llm.TopLogprob{ID: int(id), Logprob: float32(float64(logits[id]) - lse)}
+	}
+	return out
+}

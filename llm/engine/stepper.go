@@ -1,0 +1,237 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"runtime/debug"
+	"time"
+
+	"github.com/tinyserve/tinyserve/llm"
+	"github.com/tinyserve/tinyserve/llm/kv"
+	"github.com/tinyserve/tinyserve/llm/sched"
+)
+
+var negInf = math.Inf(-1)
+
+// Stepper is the engine without its goroutine: scheduler, KV manager,
+// backend and sampling, driven one step at a time. Tests use it directly;
+// Engine wraps it in one loop goroutine. Not safe for concurrent use.
+type Stepper struct {
+	backend Backend
+	tok     llm.Tokenizer
+	info    llm.ModelInfo
+	kv      *kv.Manager
+	sched   *sched.Scheduler
+	now     func() time.Time
+
+	reqs     map[kv.SeqID]*request
+	sampler  sampler
+	rawBuf   []float32
+	batch    Batch
+	sampled  []sched.Sampled
+	events   []pendingEvent
+	counters counters
+}
+
+type pendingEvent struct {
+	q  *request
+	ev llm.Event
+}
+
+type counters struct {
+	promptTokens, generationTokens, finished uint64
+}
+
+// ErrBackend wraps every error (or recovered panic) of Backend.Forward.
+var ErrBackend = errors.New("backend failed")
+
+// newStepper sizes the KV pool with the backend and builds the scheduler.
+func newStepper(b Backend, tok llm.Tokenizer, info llm.ModelInfo, cfg *Config) (*Stepper, error) {
+	blockSize := cfg.BlockSize
+	if blockSize == 0 {
+		blockSize = kv.DefaultBlockSize
+	}
+	capacity, err := b.MaxKVBlocks(blockSize)
+	if err != nil {
+		return nil, fmt.Errorf("engine: sizing the KV cache: %w", err)
+	}
+	numBlocks := capacity
+	if cfg.NumBlocks > 0 {
+		numBlocks = min(cfg.NumBlocks, capacity)
+	}
+	if numBlocks < 1 {
+		return nil, fmt.Errorf("engine: the backend can hold no KV block of %d tokens", blockSize)
+	}
+	m, err := kv.New(numBlocks, blockSize)
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	s, err := sched.New(sched.Config{MaxNumSeqs: cfg.MaxNumSeqs, MaxNumBatchedTokens: cfg.MaxNumBatchedTokens}, m)
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	if err := b.AllocateKV(numBlocks, blockSize); err != nil {
+		return nil, fmt.Errorf("engine: allocating the KV cache (%d blocks of %d tokens): %w", numBlocks, blockSize, err)
+	}
+	return &Stepper{backend: b, tok: tok, info: info, kv: m, sched: s, now: cfg.Now, reqs: map[kv.SeqID]*request{}}, nil
+}
+
+// add admits q to the scheduler.
+func (st *Stepper) add(q *request) error {
+	if err := st.sched.Add(q.id, q.req.PromptTokens, q.params.MaxTokens); err != nil {
+		if errors.Is(err, sched.ErrTooLarge) {
+			return fmt.Errorf("%w: %v", llm.ErrTooLargeForCache, err)
+		}
+		return err
+	}
+	st.reqs[q.id] = q
+	return nil
+}
+
+// finish ends q with a final event.
+func (st *Stepper) finish(q *request, reason llm.FinishReason, err error) {
+	now := st.now()
+	q.times.Finish = now
+	q.done = true
+	delete(st.reqs, q.id)
+	st.counters.finished++
+	q.sink(llm.Event{Finish: reason, Err: err, StopTokenID: -1, PromptTokens: len(q.req.PromptTokens), CompletionTokens: q.generated, Time: now, Times: q.times})
+}
+
+// abort removes a request wherever it is and sends its final abort event.
+func (st *Stepper) abort(id kv.SeqID, err error) {
+	q, ok := st.reqs[id]
+	if !ok {
+		return // already finished: the abort raced with the last token
+	}
+	_ = st.sched.Abort(id) // cannot fail: every live request is known to sched
+	st.finish(q, llm.FinishAbort, err)
+}
+
+// failAll ends every request with an error event.
+func (st *Stepper) failAll(err error) {
+	for id, q := range st.reqs {
+		_ = st.sched.Abort(id)
+		st.finish(q, llm.FinishError, err)
+	}
+}
+
+// idle reports whether there is nothing to run.
+func (st *Stepper) idle() bool { return len(st.reqs) == 0 }
+
+// step runs one engine step: schedule, forward, sample, update, emit. It
+// returns the number of requests that were scheduled for the first time and
+// any backend error; on a backend error the requests of the step are not
+// updated and the caller must fail them.
+func (st *Stepper) step() (firstScheduled int, err error) {
+	out := st.sched.Schedule()
+	if len(out.Scheduled) == 0 {
+		return 0, nil
+	}
+	now := st.now()
+	b := &st.batch
+	b.Seqs = b.Seqs[:0]
+	b.Dropped = append(b.Dropped[:0], out.Dropped...)
+	b.NumTokens = out.NumTokens
+	for _, sc := range out.Scheduled {
+		q := st.reqs[sc.ID]
+		if sc.First {
+			firstScheduled++
+			q.times.FirstScheduled = now
+			st.counters.promptTokens += uint64(len(q.req.PromptTokens))
+		}
+		b.Seqs = append(b.Seqs, SeqBatch{
+			ID: sc.ID, Tokens: sc.Tokens, StartPos: sc.StartPos, BlockTable: sc.BlockTable,
+			Sample: sc.Sample, NeedLogits: sc.Sample && q.needLogits(),
+		})
+	}
+	rows, err := st.forward(b)
+	if err != nil {
+		return firstScheduled, err
+	}
+	now = st.now()
+	st.sampled = st.sampled[:0]
+	st.events = st.events[:0]
+	r := 0
+	for i := range b.Seqs {
+		sb := &b.Seqs[i]
+		if !sb.Sample {
+			continue
+		}
+		if r >= len(rows) {
+			return firstScheduled, fmt.Errorf("%w: %d sampled rows returned, more expected", ErrBackend, len(rows))
+		}
+		row := rows[r]
+		r++
+		q := st.reqs[sb.ID]
+		tok, lp, err := st.choose(q, sb.NeedLogits, row)
+		if err != nil {
+			return firstScheduled, err
+		}
+		ev := q.accept(tok, lp, now)
+		st.counters.generationTokens++
+		st.sampled = append(st.sampled, sched.Sampled{ID: q.id, Token: tok, Finished: ev.Finish != ""})
+		st.events = append(st.events, pendingEvent{q, ev})
+	}
+	if r != len(rows) {
+		return firstScheduled, fmt.Errorf("%w: %d sampled rows returned, %d expected", ErrBackend, len(rows), r)
+	}
+	if _, err := st.sched.Update(st.sampled); err != nil {
+		return firstScheduled, fmt.Errorf("engine: scheduler update: %w", err)
+	}
+	for _, pe := range st.events {
+		q, ev := pe.q, pe.ev
+		if ev.Finish != "" {
+			q.times.Finish = now
+			q.done = true
+			delete(st.reqs, q.id)
+			st.counters.finished++
+		}
+		ev.Times = q.times
+		q.sink(ev)
+	}
+	return firstScheduled, nil
+}
+
+// choose picks the token of one sampled row.
+func (st *Stepper) choose(q *request, needLogits bool, row SampleRow) (int, *llm.TokenLogprob, error) {
+	if !needLogits && row.Logits == nil {
+		if row.Argmax < 0 || row.Argmax >= st.info.VocabSize {
+			return 0, nil, fmt.Errorf("%w: argmax %d outside the vocabulary", ErrBackend, row.Argmax)
+		}
+		return row.Argmax, nil, nil
+	}
+	if len(row.Logits) != st.info.VocabSize {
+		return 0, nil, fmt.Errorf("%w: logits row of %d, vocabulary of %d", ErrBackend, len(row.Logits), st.info.VocabSize)
+	}
+	// Log-probabilities are of the model's own distribution, so keep the
+	// row unmasked for them when masking would change it.
+	raw := row.Logits
+	if q.params.Logprobs != nil && q.maskActive() {
+		st.rawBuf = append(st.rawBuf[:0], row.Logits...)
+		raw = st.rawBuf
+	}
+	q.mask(row.Logits)
+	tok := st.sampler.sample(row.Logits, q.params, q.rng)
+	if q.params.Logprobs == nil {
+		return tok, nil, nil
+	}
+	lp := logprobsOf(raw, tok, *q.params.Logprobs)
+	return tok, &lp, nil
+}
+
+// forward calls the backend, turning a panic into an error so that a bad
+// step fails its requests instead of the process.
+func (st *Stepper) forward(b *Batch) (rows []SampleRow, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: panic: %v\n%s", ErrBackend, p, debug.Stack())
+		}
+	}()
+	rows, err = st.backend.Forward(b)
+	if err != nil {
+		err = fmt.Errorf("%w: %w", ErrBackend, err)
+	}
+	return rows, err
+}
