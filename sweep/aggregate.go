@@ -1,0 +1,143 @@
+package sweep
+
+// RunData is one finished run as the analysis sees it: its spec, where its
+// files are, and their contents.
+type RunData struct {
+	Spec        RunSpec
+	RawPath     string
+	SummaryPath string
+	Records     []Record
+	Summary     Summary
+}
+
+// MeasuredRun is an entry of summary.json's measured_runs.
+type MeasuredRun struct {
+	RunSpec
+	Raw     string  `json:"raw"`
+	Summary string  `json:"summary"`
+	Metrics Summary `json:"metrics"`
+}
+
+// RepeatMedians are medians over a level's measured repeats: what the
+// saturation analysis compares, because a median of repeats is robust to one
+// noisy run in a way a pooled figure is not.
+type RepeatMedians struct {
+	RequestThroughput     *float64 `json:"request_throughput_per_s"`
+	OutputTokenThroughput *float64 `json:"output_token_throughput_per_s"`
+	LatencyP99S           *float64 `json:"latency_p99_s"`
+}
+
+// RepeatValues are the per-repeat figures behind RepeatMedians, in repeat
+// order, for plots and for readers who want the spread. Nil entries are runs
+// without the figure.
+type RepeatValues struct {
+	RequestThroughput     []*float64 `json:"request_throughput_per_s"`
+	OutputTokenThroughput []*float64 `json:"output_token_throughput_per_s"`
+	LatencyP99S           []*float64 `json:"latency_p99_s"`
+}
+
+// LevelAggregate is an entry of summary.json's by_concurrency: pooled
+// metrics over every measured repeat at one level (warmups excluded), and
+// the repeat medians. Keys are serving-inference's, plus inter-chunk gaps,
+// client queueing and the per-repeat values.
+type LevelAggregate struct {
+	Concurrency           int           `json:"concurrency"`
+	Repeats               int           `json:"repeats"`
+	Counts                Counts        `json:"counts"`
+	DurationS             float64       `json:"duration_s"`
+	RequestThroughput     *float64      `json:"request_throughput_per_s"`
+	OutputTokenThroughput *float64      `json:"output_token_throughput_per_s"`
+	LatencyS              Distribution  `json:"latency_s"`
+	TTFTS                 Distribution  `json:"ttft_s"`
+	TPOTS                 Distribution  `json:"approx_time_per_output_token_s"`
+	InterChunkS           Distribution  `json:"observed_inter_chunk_latency_s"`
+	ClientQueueS          Distribution  `json:"client_queue_s"`
+	RepeatMedians         RepeatMedians `json:"repeat_medians"`
+	RepeatValues          RepeatValues  `json:"repeat_values"`
+}
+
+// Combined is summary.json: the resolved config, the order the runs were
+// made in, every measured run with its summary, the per-level aggregates
+// in ascending concurrency, and the saturation analysis.
+type Combined struct {
+	Config        any              `json:"config"`
+	SweepOrder    []RunSpec        `json:"sweep_order"`
+	MeasuredRuns  []MeasuredRun    `json:"measured_runs"`
+	ByConcurrency []LevelAggregate `json:"by_concurrency"`
+	Saturation    SaturationResult `json:"saturation"`
+}
+
+// Aggregate combines the runs of a sweep. Warmup runs in runs are ignored:
+// they are evidence on disk, never part of an aggregate. Levels are reported
+// in ascending order (whatever order the config lists them in) because
+// saturation is about adjacent levels. It is a pure function of its inputs.
+func Aggregate(config any, order []RunSpec, levels []int, runs []RunData) Combined {
+	c := Combined{Config: config, SweepOrder: order, MeasuredRuns: []MeasuredRun{}}
+	byLevel := map[int][]*RunData{}
+	for i := range runs {
+		r := &runs[i]
+		if r.Spec.Kind != KindRepeat {
+			continue
+		}
+		c.MeasuredRuns = append(c.MeasuredRuns, MeasuredRun{RunSpec: r.Spec, Raw: r.RawPath, Summary: r.SummaryPath, Metrics: r.Summary})
+		byLevel[r.Spec.Concurrency] = append(byLevel[r.Spec.Concurrency], r)
+	}
+	var points []LevelPoint
+	for _, level := range sortedLevels(levels) {
+		rs := byLevel[level]
+		var all []Record
+		var duration float64
+		var rv RepeatValues
+		for _, r := range rs {
+			all = append(all, r.Records...)
+			duration += r.Summary.DurationS
+			rv.RequestThroughput = append(rv.RequestThroughput, r.Summary.RequestThroughput)
+			rv.OutputTokenThroughput = append(rv.OutputTokenThroughput, r.Summary.OutputTokenThroughput)
+			rv.LatencyP99S = append(rv.LatencyP99S, r.Summary.LatencyS.P99)
+		}
+		m := collect(all)
+		a := LevelAggregate{
+			Concurrency: level,
+			Repeats:     len(rs),
+			Counts: Counts{
+				Attempted:    len(all),
+				Successful:   m.ok,
+				Failed:       len(all) - m.ok,
+				OutputTokens: m.outputTokens,
+			},
+			DurationS:             duration,
+			RequestThroughput:     perSecond(m.ok, duration),
+			OutputTokenThroughput: perSecond(m.outputTokens, duration),
+			LatencyS:              Distribute(m.latency),
+			TTFTS:                 Distribute(m.ttft),
+			TPOTS:                 Distribute(m.tpot),
+			InterChunkS:           Distribute(m.chunks),
+			ClientQueueS:          Distribute(m.queue),
+			RepeatMedians: RepeatMedians{
+				RequestThroughput:     medianOf(rv.RequestThroughput),
+				OutputTokenThroughput: medianOf(rv.OutputTokenThroughput),
+				LatencyP99S:           medianOf(rv.LatencyP99S),
+			},
+			RepeatValues: rv,
+		}
+		c.ByConcurrency = append(c.ByConcurrency, a)
+		points = append(points, LevelPoint{
+			Concurrency:      level,
+			OutputTokensPerS: a.RepeatMedians.OutputTokenThroughput,
+			LatencyP99S:      a.RepeatMedians.LatencyP99S,
+		})
+	}
+	c.Saturation = Saturation(points, DefaultThroughputGain, DefaultP99Rise)
+	return c
+}
+
+// medianOf is the median of the non-nil values.
+func medianOf(vs []*float64) *float64 {
+	var clean []float64
+	for _, v := range vs {
+		if v != nil {
+			clean = append(clean, *v)
+		}
+	}
+	return Median(clean)
+}

@@ -1,0 +1,507 @@
+package sweep
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/tinyserve/tinyserve/internal/pyrandom"
+)
+
+// reservedBodyKeys are the request fields the client sets itself; extra_body
+// may not override them, or a record's target_output_tokens would lie.
+var reservedBodyKeys = []string{"model", "prompt", "max_tokens", "stream", "stream_options"}
+
+// LoadOptions configure one condition. The zero value is not usable: URL,
+// Model and Concurrency (or RequestRate) must be set; other fields document
+// what zero means.
+type LoadOptions struct {
+	// URL is the completions endpoint, e.g. http://127.0.0.1:8000/v1/completions.
+	URL string
+	// Model is sent as the request's model.
+	Model string
+	// Concurrency is the number of requests in flight. In the closed loop it
+	// must be at least 1; with RequestRate it caps requests in flight, and 0
+	// means no cap.
+	Concurrency int
+	// RequestRate, when positive, switches to an open loop: requests are
+	// sent at Poisson arrival times with this mean rate (requests per
+	// second), drawn from an RNG seeded with Seed.
+	RequestRate float64
+	// Seed seeds the open-loop arrival times.
+	Seed int64
+	// Temperature is sent with every request (0 = greedy).
+	Temperature float64
+	// Timeout bounds each request from send to the end of its response;
+	// zero means 300 s, serving-inference's default.
+	Timeout time.Duration
+	// Stream requests SSE streaming with usage in the last chunk; without it
+	// there is no TTFT, TPOT or inter-chunk data.
+	Stream bool
+	// IgnoreEOS sends vLLM's ignore_eos, so outputs have the requested length.
+	IgnoreEOS bool
+	// StoreResponse keeps the generated text (or raw body) in each record.
+	StoreResponse bool
+	// ExtraBody is merged into every request body (a JSON object); it may not
+	// set model, prompt, max_tokens, stream or stream_options.
+	ExtraBody json.RawMessage
+	// APIKey, when set, is sent as a bearer token. It is never written to a
+	// record, a summary or a log.
+	APIKey string
+	// SLO, when not empty, adds goodput to the summary.
+	SLO SLO
+	// RequestIDPrefix starts every X-Request-Id; empty means a random one,
+	// so that two runs never share ids in a server's logs.
+	RequestIDPrefix string
+	// Client sends the requests; nil means a client sized for Concurrency
+	// with no overall timeout (Timeout applies per request).
+	Client *http.Client
+	// Progress, when set, is called after each record is written with the
+	// number of records done so far. It is called from one goroutine.
+	Progress func(done int)
+}
+
+// SummaryConfig returns the config object recorded in the run's summary.
+func (o *LoadOptions) SummaryConfig(numRequests int) SummaryConfig {
+	c := SummaryConfig{
+		URL:                 o.URL,
+		Model:               o.Model,
+		NumRequests:         numRequests,
+		Concurrency:         o.Concurrency,
+		Stream:              o.Stream,
+		Temperature:         o.Temperature,
+		StoreResponse:       o.StoreResponse,
+		ResultSchemaVersion: ResultSchemaVersion,
+		IgnoreEOS:           o.IgnoreEOS,
+		ExtraBody:           o.ExtraBody,
+		RequestRate:         o.RequestRate,
+		TimeoutS:            o.timeout().Seconds(),
+	}
+	if o.RequestRate > 0 {
+		seed := o.Seed
+		c.Seed = &seed
+	}
+	if !o.SLO.Empty() {
+		s := o.SLO
+		c.SLO = &s
+	}
+	return c
+}
+
+func (o *LoadOptions) timeout() time.Duration {
+	if o.Timeout <= 0 {
+		return 300 * time.Second
+	}
+	return o.Timeout
+}
+
+// Validate checks the options; errors name the field.
+func (o *LoadOptions) Validate() error {
+	switch {
+	case o.URL == "":
+		return errors.New("url: required")
+	case !strings.HasPrefix(o.URL, "http://") && !strings.HasPrefix(o.URL, "https://"):
+		return fmt.Errorf("url: want an http(s) URL, got %q", o.URL)
+	case o.Model == "":
+		return errors.New("model: required")
+	case o.RequestRate < 0 || math.IsNaN(o.RequestRate) || math.IsInf(o.RequestRate, 0):
+		return fmt.Errorf("request_rate: must be a positive number of requests per second, got %v", o.RequestRate)
+	case o.RequestRate == 0 && o.Concurrency < 1:
+		return fmt.Errorf("concurrency: must be at least 1, got %d", o.Concurrency)
+	case o.Concurrency < 0:
+		return fmt.Errorf("concurrency: must not be negative, got %d", o.Concurrency)
+	case math.IsNaN(o.Temperature) || o.Temperature < 0:
+		return fmt.Errorf("temperature: must be non-negative, got %v", o.Temperature)
+	case o.Timeout < 0:
+		return fmt.Errorf("timeout: must not be negative, got %v", o.Timeout)
+	}
+	_, err := extraBodyFragment(o.ExtraBody)
+	return err
+}
+
+// extraBodyFragment checks extra and returns its members without the
+// braces, ready to splice into a request body.
+func extraBodyFragment(extra json.RawMessage) ([]byte, error) {
+	if len(bytes.TrimSpace(extra)) == 0 || string(bytes.TrimSpace(extra)) == "null" {
+		return nil, nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(extra, &m); err != nil {
+		return nil, fmt.Errorf("extra_body: want a JSON object: %w", err)
+	}
+	for _, k := range reservedBodyKeys {
+		if _, ok := m[k]; ok {
+			return nil, fmt.Errorf("extra_body.%s: set by the client, may not be overridden", k)
+		}
+	}
+	if len(m) == 0 {
+		return nil, nil
+	}
+	b, err := json.Marshal(m) // sorted keys: the body is the same every run
+	if err != nil {
+		return nil, fmt.Errorf("extra_body: %w", err)
+	}
+	return b[1 : len(b)-1], nil
+}
+
+type streamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+type completionBody struct {
+	Model         string         `json:"model"`
+	Prompt        string         `json:"prompt"`
+	MaxTokens     int            `json:"max_tokens"`
+	Temperature   float64        `json:"temperature"`
+	Stream        bool           `json:"stream"`
+	StreamOptions *streamOptions `json:"stream_options,omitempty"`
+	IgnoreEOS     bool           `json:"ignore_eos,omitempty"`
+}
+
+// NewHTTPClient returns a client for a load run: enough idle connections
+// for the concurrency, no compression (it would add client CPU time to every
+// measurement) and no overall timeout (the per-request deadline applies).
+func NewHTTPClient(concurrency int) *http.Client {
+	if concurrency < 1 {
+		concurrency = 1
+	}
+	tr := &http.Transport{
+		Proxy:               nil, // a benchmark must hit the endpoint it names
+		DialContext:         (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        concurrency + 16,
+		MaxIdleConnsPerHost: concurrency + 16,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+		ForceAttemptHTTP2:   false,
+	}
+	return &http.Client{Transport: tr}
+}
+
+// job is one request to send and when it became eligible to be sent.
+type job struct {
+	index    int
+	row      *Row
+	eligible time.Time
+}
+
+// RunCondition runs one condition over rows: every row is sent once, records
+// are written to out as JSONL in completion order (one Write per record, so
+// a reader of a file never sees half a line), and the summary is returned.
+// It returns the records too. When ctx ends before every request finished,
+// it returns ctx's error and the records written so far; the caller must not
+// treat that as a complete run.
+func RunCondition(ctx context.Context, opts LoadOptions, rows []Row, out io.Writer) (*Summary, []Record, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, nil, err
+	}
+	if len(rows) == 0 {
+		return nil, nil, fmt.Errorf("prompts: %w: no rows", ErrTooFewRows)
+	}
+	extra, _ := extraBodyFragment(opts.ExtraBody)
+	client := opts.Client
+	if client == nil {
+		client = NewHTTPClient(max(opts.Concurrency, 1))
+		defer client.CloseIdleConnections()
+	}
+	prefix := opts.RequestIDPrefix
+	if prefix == "" {
+		var b [6]byte
+		_, _ = rand.Read(b[:])
+		prefix = "sweep-" + hex.EncodeToString(b[:])
+	}
+	s := &sender{opts: opts, extra: extra, client: client, prefix: prefix}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	results := make(chan Record)
+	jobs := make(chan job)
+	var wg sync.WaitGroup
+	started := time.Now()
+	s.started = started
+
+	workers := opts.Concurrency
+	if opts.RequestRate > 0 && workers == 0 {
+		workers = len(rows) // no cap: every arrival gets a sender at once
+	}
+	workers = min(workers, len(rows))
+	for range workers {
+		wg.Go(func() {
+			for j := range jobs {
+				results <- s.send(ctx, j)
+			}
+		})
+	}
+	go func() {
+		defer close(jobs)
+		var arrivals *pyrandom.Rand
+		if opts.RequestRate > 0 {
+			arrivals = pyrandom.New(opts.Seed)
+		}
+		var offset float64
+		for i := range rows {
+			eligible := started
+			if arrivals != nil {
+				offset += arrivals.Expovariate(opts.RequestRate)
+				eligible = started.Add(time.Duration(offset * float64(time.Second)))
+				if d := time.Until(eligible); d > 0 {
+					t := time.NewTimer(d)
+					select {
+					case <-t.C:
+					case <-ctx.Done():
+						t.Stop()
+						return
+					}
+				}
+			}
+			select {
+			case jobs <- job{index: i, row: &rows[i], eligible: eligible}:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	go func() { wg.Wait(); close(results) }()
+
+	records := make([]Record, 0, len(rows))
+	var writeErr error
+	var line bytes.Buffer
+	for r := range results {
+		if ctx.Err() != nil {
+			continue // interrupted: these records are not evidence of the server
+		}
+		records = append(records, r)
+		line.Reset()
+		enc := json.NewEncoder(&line)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(&r); err != nil {
+			writeErr = err
+			cancel()
+			continue
+		}
+		if _, err := out.Write(line.Bytes()); err != nil {
+			writeErr = fmt.Errorf("writing records: %w", err)
+			cancel()
+			continue
+		}
+		if opts.Progress != nil {
+			opts.Progress(len(records))
+		}
+	}
+	duration := time.Since(started).Seconds()
+	if writeErr != nil {
+		return nil, records, writeErr
+	}
+	if err := ctx.Err(); err != nil || len(records) != len(rows) {
+		if err == nil {
+			err = context.Canceled
+		}
+		return nil, records, fmt.Errorf("run interrupted after %d of %d requests: %w", len(records), len(rows), err)
+	}
+	sum := Summarize(opts.SummaryConfig(len(rows)), records, duration)
+	return &sum, records, nil
+}
+
+// sender sends requests of one run; it is shared by the workers and read
+// only.
+type sender struct {
+	opts    LoadOptions
+	extra   []byte
+	client  *http.Client
+	prefix  string
+	started time.Time
+}
+
+func (s *sender) body(row *Row) ([]byte, error) {
+	b := completionBody{
+		Model:       s.opts.Model,
+		Prompt:      row.Prompt,
+		MaxTokens:   row.MaxTokens(),
+		Temperature: s.opts.Temperature,
+		Stream:      s.opts.Stream,
+		IgnoreEOS:   s.opts.IgnoreEOS,
+	}
+	if s.opts.Stream {
+		b.StreamOptions = &streamOptions{IncludeUsage: true}
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(&b); err != nil {
+		return nil, err
+	}
+	out := bytes.TrimRight(buf.Bytes(), "\n")
+	if len(s.extra) > 0 {
+		out = append(out[:len(out)-1], ',')
+		out = append(out, s.extra...)
+		out = append(out, '}')
+	}
+	return out, nil
+}
+
+func (s *sender) send(ctx context.Context, j job) Record {
+	row := j.row
+	rec := Record{
+		SchemaVersion:      ResultSchemaVersion,
+		ID:                 row.ID,
+		RequestIndex:       j.index,
+		PromptTokens:       row.PromptTokens,
+		TargetPromptTokens: row.TargetPromptTokens,
+		TargetOutputTokens: row.MaxTokens(),
+		InterChunkS:        []float64{},
+		XRequestID:         fmt.Sprintf("%s-%06d", s.prefix, j.index),
+	}
+	if row.Workload != "" {
+		w := row.Workload
+		rec.Workload = &w
+	}
+	if row.Bucket != "" {
+		b := row.Bucket
+		rec.Bucket = &b
+	}
+	body, err := s.body(row)
+	start := time.Now()
+	rec.ClientQueueS = max(start.Sub(j.eligible).Seconds(), 0)
+	rec.StartedOffsetS = start.Sub(s.started).Seconds()
+	finish := func() {
+		end := time.Now()
+		rec.EndedOffsetS = end.Sub(s.started).Seconds()
+		rec.LatencyS = end.Sub(start).Seconds()
+	}
+	fail := func(err error) Record {
+		finish()
+		rec.Status = StatusError
+		msg := fmt.Sprintf("%T: %v", err, err)
+		rec.Error = &msg
+		rec.StreamTextEventCount, rec.MalformedStreamEvents = nil, nil
+		return rec
+	}
+	if err != nil {
+		return fail(err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, s.opts.timeout())
+	defer cancel()
+	req, err := http.NewRequestWithContext(rctx, http.MethodPost, s.opts.URL, bytes.NewReader(body))
+	if err != nil {
+		return fail(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Request-Id", rec.XRequestID)
+	if s.opts.Stream {
+		req.Header.Set("Accept", "text/event-stream")
+	}
+	if s.opts.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+s.opts.APIKey)
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return fail(err)
+	}
+	defer resp.Body.Close()
+	rec.Status = Status(resp.StatusCode)
+	if resp.StatusCode != http.StatusOK {
+		text, truncated, rerr := readErrorBody(resp.Body)
+		if rerr != nil {
+			return fail(rerr)
+		}
+		finish()
+		rec.ErrorBody, rec.ErrorBodyTruncated = &text, &truncated
+		return rec
+	}
+	if s.opts.Stream {
+		sr, err := ParseStream(resp.Body, time.Now)
+		if err != nil {
+			return fail(err)
+		}
+		finish()
+		n, m := sr.TextEvents, sr.Malformed
+		rec.StreamTextEventCount, rec.MalformedStreamEvents = &n, &m
+		rec.FinishReason = sr.FinishReason
+		s.usage(&rec, sr.Usage)
+		if sr.TextEvents > 0 {
+			ttft := sr.FirstText.Sub(start).Seconds()
+			rec.TTFTS = &ttft
+		}
+		if sr.TextEvents > 1 && rec.OutputTokens != nil && *rec.OutputTokens > 1 {
+			tpot := sr.LastText.Sub(sr.FirstText).Seconds() / float64(*rec.OutputTokens-1)
+			rec.TPOTS = &tpot
+		}
+		for _, g := range sr.Gaps {
+			rec.InterChunkS = append(rec.InterChunkS, g.Seconds())
+		}
+		if s.opts.StoreResponse {
+			rec.Response = &sr.Text
+		}
+		return rec
+	}
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fail(err)
+	}
+	finish()
+	var parsed struct {
+		Usage   *Usage `json:"usage"`
+		Choices []struct {
+			FinishReason *string `json:"finish_reason"`
+		} `json:"choices"`
+	}
+	if json.Unmarshal(raw, &parsed) == nil {
+		if parsed.Usage != nil {
+			s.usage(&rec, *parsed.Usage)
+		}
+		if len(parsed.Choices) > 0 {
+			rec.FinishReason = parsed.Choices[0].FinishReason
+		}
+	}
+	if s.opts.StoreResponse {
+		str := string(raw)
+		rec.Response = &str
+	}
+	return rec
+}
+
+// usage copies the server's token counts into rec: output tokens come from
+// the server, never from counting chunks, and the prompt tokens the server
+// saw replace the prompt file's figure.
+func (s *sender) usage(rec *Record, u Usage) {
+	rec.OutputTokens = u.CompletionTokens
+	rec.ServerTokenUsagePresent = u.CompletionTokens != nil
+	if u.PromptTokens != nil {
+		rec.PromptTokens = u.PromptTokens
+	}
+}
+
+// readErrorBody reads a failed response's body, keeping its first
+// MaxErrorBodyChars characters.
+func readErrorBody(r io.Reader) (string, bool, error) {
+	const maxRead = 1 << 20
+	b, err := io.ReadAll(io.LimitReader(r, maxRead+1))
+	if err != nil {
+		return "", false, err
+	}
+	truncated := len(b) > maxRead
+	text := strings.ToValidUTF8(string(b), "\uFFFD")
+	if utf8.RuneCountInString(text) > MaxErrorBodyChars {
+		n := 0
+		for i := range text {
+			if n == MaxErrorBodyChars {
+				text = text[:i]
+				break
+			}
+			n++
+		}
+		truncated = true
+	}
+	return text, truncated, nil
+}

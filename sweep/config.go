@@ -1,0 +1,315 @@
+package sweep
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// Defaults applied when a sweep config leaves a field out; they are
+// serving-inference's (resolve_config in scripts/run_experiment.py).
+const (
+	DefaultTimeoutS  = 300.0
+	DefaultOutputDir = "results/experiments"
+)
+
+// TargetEmbedded is the Target.Kind for a tinyserve engine that cmd/sweep
+// starts in-process on a loopback port.
+const TargetEmbedded = "embedded"
+
+// ServerInfo records how the measured server was started, so a reader can
+// reproduce it. The sweep does not start servers from it.
+type ServerInfo struct {
+	// Discovery says how the server was found (serving-inference uses
+	// "explicit"); free text.
+	Discovery string `json:"discovery,omitempty"`
+	// LaunchFlags are the server's command-line flags, recorded verbatim
+	// (with secrets redacted in the manifest).
+	LaunchFlags []string `json:"launch_flags"`
+}
+
+// Target is tinyserve's extension of the config: where the server comes
+// from. Absent means "url names a server that is already running".
+type Target struct {
+	// Kind is "embedded": cmd/sweep starts tinyserve in-process.
+	Kind string `json:"kind"`
+	// Engine holds the tinyserve engine settings (backend, checkpoint, dtype,
+	// max_num_seqs, max_num_batched_tokens, block_size, num_blocks, ...),
+	// decoded by cmd/sweep; the sweep package only records them.
+	Engine json.RawMessage `json:"engine,omitempty"`
+}
+
+// Config is a sweep config: serving-inference's experiment schema plus
+// ignore_eos, extra_body, api_key_env, slo and target. Load it with
+// [LoadConfig] or [ParseConfig], which validate it and apply defaults.
+type Config struct {
+	// Name names the sweep's folder under the output directory; it must be
+	// a single path element.
+	Name string `json:"name"`
+	// Prompts is the prompt file, resolved against the working directory.
+	Prompts string `json:"prompts"`
+	// URL is the completions endpoint. With an embedded target it may be
+	// empty; cmd/sweep fills it in.
+	URL string `json:"url"`
+	// Model is sent with every request. With an embedded target it may be
+	// empty; the served model's id is used.
+	Model string `json:"model"`
+	// ModelMetadata records revision, dtype, quantization and
+	// max_model_len for the report; all four keys must be present (null is
+	// allowed).
+	ModelMetadata map[string]any `json:"model_metadata"`
+	// Server records how the server was launched.
+	Server ServerInfo `json:"server"`
+	// NumRequests is the number of prompt rows each run sends (the first N).
+	NumRequests int `json:"num_requests"`
+	// Concurrency lists the levels to measure; unique positive integers.
+	Concurrency []int `json:"concurrency"`
+	// Warmups is the number of warmup rounds (excluded from every
+	// aggregate); zero means none.
+	Warmups int `json:"warmups"`
+	// Repeats is the number of measured rounds; at least 1.
+	Repeats int `json:"repeats"`
+	// Seed seeds the order of levels in every round.
+	Seed int64 `json:"seed"`
+	// Stream requests SSE streaming (default true).
+	Stream bool `json:"stream"`
+	// Temperature is sent with every request (default 0).
+	Temperature float64 `json:"temperature"`
+	// Timeout bounds each request, in seconds (default 300).
+	Timeout float64 `json:"timeout"`
+	// StoreResponse keeps generated text in the records (default false).
+	StoreResponse bool `json:"store_response"`
+	// OutputDir is the folder sweeps are written under (default
+	// results/experiments), resolved against the working directory.
+	OutputDir string `json:"output_dir"`
+	// IgnoreEOS sends vLLM's ignore_eos with every request.
+	IgnoreEOS bool `json:"ignore_eos"`
+	// ExtraBody is merged into every request body.
+	ExtraBody json.RawMessage `json:"extra_body,omitempty"`
+	// APIKeyEnv names an environment variable holding a bearer token; the
+	// token itself is never written anywhere.
+	APIKeyEnv string `json:"api_key_env,omitempty"`
+	// SLO, when set, adds goodput to every run summary.
+	SLO *SLO `json:"slo,omitempty"`
+	// Target, when set, says the server is started by cmd/sweep.
+	Target *Target `json:"target,omitempty"`
+
+	// original is the config file's JSON value, compared with an existing
+	// config.json to decide whether a sweep folder is this sweep's.
+	original any
+}
+
+// Embedded reports whether the config asks for an in-process target.
+func (c *Config) Embedded() bool { return c.Target != nil && c.Target.Kind == TargetEmbedded }
+
+// Original returns the config as it was written (before defaults and path
+// resolution), the value stored in config.json.
+func (c *Config) Original() any { return c.original }
+
+// ErrConfig marks an invalid sweep config; the message names the field.
+var ErrConfig = errors.New("invalid sweep config")
+
+func cfgErr(field, format string, args ...any) error {
+	return fmt.Errorf("%w: %s: %s", ErrConfig, field, fmt.Sprintf(format, args...))
+}
+
+// LoadConfig reads, validates and resolves the sweep config at path.
+// Relative paths in it (prompts, output_dir) resolve against the working
+// directory, as serving-inference does, not against the config's folder.
+func LoadConfig(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	c, err := ParseConfig(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+var knownFields = []string{
+	"name", "prompts", "url", "model", "model_metadata", "server", "num_requests",
+	"concurrency", "warmups", "repeats", "seed", "stream", "temperature", "timeout",
+	"store_response", "output_dir", "ignore_eos", "extra_body", "api_key_env", "slo", "target",
+}
+
+// ParseConfig validates a sweep config and applies defaults. Paths are left
+// as written; [Config.Resolve] makes them absolute.
+func ParseConfig(b []byte) (*Config, error) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(b, &fields); err != nil {
+		return nil, fmt.Errorf("%w: not a JSON object: %v", ErrConfig, err)
+	}
+	keys := make([]string, 0, len(fields))
+	for k := range fields {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		if !slices.Contains(knownFields, k) {
+			return nil, cfgErr(k, "unknown field")
+		}
+	}
+	c := &Config{Stream: true, Timeout: DefaultTimeoutS, OutputDir: DefaultOutputDir}
+	if err := json.Unmarshal(b, &c.original); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	// Decode field by field so that a type error names its field.
+	dec := func(name string, dst any, required bool) error {
+		raw, ok := fields[name]
+		if !ok {
+			if required {
+				return cfgErr(name, "required")
+			}
+			return nil
+		}
+		d := json.NewDecoder(bytes.NewReader(raw))
+		if name == "target" || name == "slo" {
+			// tinyserve's own objects: a typo there is a mistake, while
+			// server and model_metadata may carry whatever a peer records.
+			d.DisallowUnknownFields()
+		}
+		if err := d.Decode(dst); err != nil {
+			var ute *json.UnmarshalTypeError
+			if errors.As(err, &ute) {
+				return cfgErr(name, "want %s, got JSON %s", ute.Type, ute.Value)
+			}
+			return cfgErr(name, "%v", err)
+		}
+		return nil
+	}
+	if err := dec("target", &c.Target, false); err != nil {
+		return nil, err
+	}
+	if c.Target != nil && c.Target.Kind != TargetEmbedded {
+		return nil, cfgErr("target.kind", "want %q, got %q", TargetEmbedded, c.Target.Kind)
+	}
+	embedded := c.Embedded()
+	for _, f := range []struct {
+		name     string
+		dst      any
+		required bool
+	}{
+		{"name", &c.Name, true},
+		{"prompts", &c.Prompts, true},
+		{"url", &c.URL, !embedded},
+		{"model", &c.Model, !embedded},
+		{"model_metadata", &c.ModelMetadata, true},
+		{"server", &c.Server, !embedded},
+		{"num_requests", &c.NumRequests, true},
+		{"concurrency", &c.Concurrency, true},
+		{"warmups", &c.Warmups, true},
+		{"repeats", &c.Repeats, true},
+		{"seed", &c.Seed, true},
+		{"stream", &c.Stream, false},
+		{"temperature", &c.Temperature, false},
+		{"timeout", &c.Timeout, false},
+		{"store_response", &c.StoreResponse, false},
+		{"output_dir", &c.OutputDir, false},
+		{"ignore_eos", &c.IgnoreEOS, false},
+		{"api_key_env", &c.APIKeyEnv, false},
+		{"slo", &c.SLO, false},
+	} {
+		if err := dec(f.name, f.dst, f.required); err != nil {
+			return nil, err
+		}
+	}
+	if raw, ok := fields["extra_body"]; ok && string(bytes.TrimSpace(raw)) != "null" {
+		c.ExtraBody = raw
+	}
+	if err := c.validate(fields); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Config) validate(fields map[string]json.RawMessage) error {
+	switch {
+	case c.Name == "" || c.Name == "." || c.Name == ".." || strings.ContainsAny(c.Name, `/\`) || filepath.Base(c.Name) != c.Name:
+		return cfgErr("name", "must be a non-empty path-safe value, got %q", c.Name)
+	case c.Prompts == "":
+		return cfgErr("prompts", "must not be empty")
+	case c.NumRequests <= 0:
+		return cfgErr("num_requests", "must be a positive integer, got %d", c.NumRequests)
+	case len(c.Concurrency) == 0:
+		return cfgErr("concurrency", "must contain positive integers")
+	case c.Warmups < 0:
+		return cfgErr("warmups", "must be a non-negative integer, got %d", c.Warmups)
+	case c.Repeats <= 0:
+		return cfgErr("repeats", "must be a positive integer, got %d", c.Repeats)
+	case c.Timeout <= 0:
+		return cfgErr("timeout", "must be a positive number of seconds, got %v", c.Timeout)
+	case c.Temperature < 0:
+		return cfgErr("temperature", "must be non-negative, got %v", c.Temperature)
+	case c.OutputDir == "":
+		return cfgErr("output_dir", "must not be empty")
+	}
+	if raw, ok := fields["seed"]; ok && bytes.ContainsAny(raw, ".eE") {
+		return cfgErr("seed", "must be an integer, got %s", raw)
+	}
+	seen := map[int]bool{}
+	for i, v := range c.Concurrency {
+		if v <= 0 {
+			return cfgErr(fmt.Sprintf("concurrency[%d]", i), "must be a positive integer, got %d", v)
+		}
+		if seen[v] {
+			return cfgErr(fmt.Sprintf("concurrency[%d]", i), "duplicate level %d", v)
+		}
+		seen[v] = true
+	}
+	for _, k := range []string{"revision", "dtype", "quantization", "max_model_len"} {
+		if _, ok := c.ModelMetadata[k]; !ok {
+			return cfgErr("model_metadata."+k, "required (null is allowed)")
+		}
+	}
+	if _, ok := fields["server"]; ok {
+		var s map[string]json.RawMessage
+		_ = json.Unmarshal(fields["server"], &s)
+		if _, ok := s["launch_flags"]; !ok {
+			return cfgErr("server.launch_flags", "must explicitly record the server command flags")
+		}
+	}
+	if !c.Embedded() {
+		lo := LoadOptions{URL: c.URL, Model: c.Model, Concurrency: 1}
+		if err := lo.Validate(); err != nil {
+			return fmt.Errorf("%w: %v", ErrConfig, err)
+		}
+	} else if len(c.Target.Engine) == 0 {
+		return cfgErr("target.engine", "required for an embedded target")
+	}
+	if _, err := extraBodyFragment(c.ExtraBody); err != nil {
+		return fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	if c.SLO != nil && (c.SLO.TTFTS < 0 || c.SLO.TPOTS < 0 || c.SLO.LatencyS < 0) {
+		return cfgErr("slo", "thresholds must be non-negative seconds")
+	}
+	return nil
+}
+
+// Resolve returns a copy with prompts and output_dir made absolute against
+// dir (the working directory).
+func (c *Config) Resolve(dir string) *Config {
+	r := *c
+	if !filepath.IsAbs(r.Prompts) {
+		r.Prompts = filepath.Join(dir, r.Prompts)
+	}
+	if !filepath.IsAbs(r.OutputDir) {
+		r.OutputDir = filepath.Join(dir, r.OutputDir)
+	}
+	return &r
+}
+
+// resolvedView is the resolved config as recorded in summary.json and the
+// manifest: every default spelled out.
+func (c *Config) resolvedView() map[string]any {
+	b, _ := json.Marshal(c)
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	return m
+}

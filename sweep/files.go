@@ -1,0 +1,102 @@
+package sweep
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// writeFileAtomic writes data to path through a temporary file in the same
+// folder and a rename, so a crash leaves either the old file or the new one,
+// never half of one.
+func writeFileAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	name := tmp.Name()
+	_, werr := tmp.Write(data)
+	if werr == nil {
+		werr = tmp.Sync()
+	}
+	if cerr := tmp.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Rename(name, path)
+	}
+	if werr != nil {
+		os.Remove(name)
+		return werr
+	}
+	return nil
+}
+
+// publishNew moves the finished temporary file tmp to path, failing with
+// fs.ErrExist rather than replacing a file already there: evidence is never
+// overwritten. A hard link gives that guarantee atomically; where links are
+// not supported it falls back to a check and a rename.
+func publishNew(tmp, path string) error {
+	if err := os.Link(tmp, path); err == nil {
+		return os.Remove(tmp)
+	} else if errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("refusing to overwrite %s: %w", path, fs.ErrExist)
+	}
+	if _, err := os.Lstat(path); err == nil {
+		return fmt.Errorf("refusing to overwrite %s: %w", path, fs.ErrExist)
+	}
+	return os.Rename(tmp, path)
+}
+
+// writeNewFileAtomic writes data to a temporary file and publishes it at
+// path with [publishNew].
+func writeNewFileAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	name := tmp.Name()
+	_, werr := tmp.Write(data)
+	if werr == nil {
+		werr = tmp.Sync()
+	}
+	if cerr := tmp.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = publishNew(name, path)
+	}
+	if werr != nil {
+		os.Remove(name)
+	}
+	return werr
+}
+
+// marshalIndent is JSON with two-space indentation and a final newline, the
+// layout serving-inference writes; HTML characters are not escaped so that
+// prompts and errors stay readable.
+func marshalIndent(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+func exists(path string) (bool, error) {
+	_, err := os.Lstat(path)
+	if err == nil {
+		return true, nil
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	return false, err
+}

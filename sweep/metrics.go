@@ -1,0 +1,150 @@
+package sweep
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ScrapedMetrics are the server metrics kept beside each run: the gauges
+// and counters that explain a plateau (queueing, running batch, KV usage,
+// preemptions). Names are vLLM's; tinyserve serves the same ones.
+var ScrapedMetrics = []string{
+	"vllm:num_requests_running",
+	"vllm:num_requests_waiting",
+	"vllm:kv_cache_usage_perc",
+	"vllm:gpu_cache_usage_perc", // older vLLM name of kv_cache_usage_perc
+	"vllm:num_preemptions_total",
+	"vllm:prompt_tokens_total",
+	"vllm:generation_tokens_total",
+	"vllm:request_success_total",
+}
+
+// MetricsSnapshot is one scrape of /metrics.
+type MetricsSnapshot struct {
+	// Time is when the scrape finished (RFC 3339, UTC).
+	Time string `json:"time"`
+	// Available is false when the server has no /metrics (or it failed);
+	// Error then says why.
+	Available bool   `json:"available"`
+	Error     string `json:"error,omitempty"`
+	// Values holds each metric of ScrapedMetrics that the server exposes,
+	// summed over its label sets.
+	Values map[string]float64 `json:"values,omitempty"`
+}
+
+// RunMetrics is a run's .metrics.json: the server's metrics just before and
+// just after the run.
+type RunMetrics struct {
+	URL    string          `json:"url"`
+	Before MetricsSnapshot `json:"before"`
+	After  MetricsSnapshot `json:"after"`
+}
+
+// ParsePrometheusText reads the Prometheus text exposition format and
+// returns, for each metric in names, the sum of its samples over all label
+// sets. Metrics not present are absent from the map. Lines it cannot read
+// are skipped: metrics are context, never a reason to fail a sweep.
+func ParsePrometheusText(r io.Reader, names []string) map[string]float64 {
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
+	out := map[string]float64{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		name, rest := line, ""
+		if i := strings.IndexAny(line, "{ "); i >= 0 {
+			name, rest = line[:i], line[i:]
+		}
+		if !want[name] {
+			continue
+		}
+		if strings.HasPrefix(rest, "{") {
+			j := strings.LastIndexByte(rest, '}')
+			if j < 0 {
+				continue
+			}
+			rest = rest[j+1:]
+		}
+		fields := strings.Fields(rest)
+		if len(fields) == 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(fields[0], 64)
+		if err != nil {
+			continue
+		}
+		out[name] += v
+	}
+	return out
+}
+
+// ServerBase returns the server's root URL from a completions URL:
+// http://h:8000/v1/completions -> http://h:8000. Credentials and queries are
+// dropped.
+func ServerBase(completionsURL string) (string, error) {
+	u, err := url.Parse(completionsURL)
+	if err != nil {
+		return "", err
+	}
+	p := u.Path
+	if i := strings.LastIndex(p, "/v1/"); i >= 0 {
+		p = p[:i]
+	} else {
+		p = strings.TrimSuffix(p, "/completions")
+	}
+	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: p}).String(), nil
+}
+
+// getText GETs url with the bearer token (if any), returning at most limit
+// bytes of a 200 body.
+func getText(ctx context.Context, client *http.Client, u, apiKey string, limit int64) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	if apiKey != "" {
+		req.Header.Set("Authorization", "Bearer "+apiKey)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, limit))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: HTTP %d", u, resp.StatusCode)
+	}
+	return b, nil
+}
+
+// ScrapeMetrics fetches base/metrics and keeps ScrapedMetrics. now stamps
+// the snapshot.
+func ScrapeMetrics(ctx context.Context, client *http.Client, base, apiKey string, now func() time.Time) MetricsSnapshot {
+	b, err := getText(ctx, client, base+"/metrics", apiKey, 16<<20)
+	s := MetricsSnapshot{Time: now().UTC().Format(time.RFC3339Nano)}
+	if err != nil {
+		s.Error = err.Error()
+		return s
+	}
+	s.Available = true
+	s.Values = ParsePrometheusText(strings.NewReader(string(b)), ScrapedMetrics)
+	return s
+}

@@ -1,0 +1,300 @@
+package sweep
+
+import (
+	"bytes"
+	"encoding/csv"
+	"fmt"
+	"math"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+	"gonum.org/v1/plot/vg/vgsvg"
+)
+
+// Report file names in a sweep folder.
+const (
+	SummaryFile  = "summary.json"
+	ReportFile   = "report.md"
+	CSVFile      = "summary.csv"
+	PlotPNGFile  = "plot.png"
+	PlotSVGFile  = "plot.svg"
+	ConfigFile   = "config.json"
+	ManifestFile = "manifest.json"
+	ModelsFile   = "models.json"
+)
+
+// ReportPaths are where a sweep's derived files were written.
+type ReportPaths struct {
+	Summary, Report, CSV, PNG, SVG string
+}
+
+// WriteReports writes summary.json, report.md, summary.csv, plot.png and
+// plot.svg under root, each atomically. They are derived from the runs'
+// files and so may be rewritten; the runs' files never are.
+func WriteReports(root string, c *Combined) (ReportPaths, error) {
+	p := ReportPaths{
+		Summary: filepath.Join(root, SummaryFile),
+		Report:  filepath.Join(root, ReportFile),
+		CSV:     filepath.Join(root, CSVFile),
+		PNG:     filepath.Join(root, PlotPNGFile),
+		SVG:     filepath.Join(root, PlotSVGFile),
+	}
+	js, err := marshalIndent(c)
+	if err != nil {
+		return p, err
+	}
+	png, svg, err := RenderPlot(c)
+	if err != nil {
+		return p, fmt.Errorf("plot: %w", err)
+	}
+	csvb, err := RenderCSV(c)
+	if err != nil {
+		return p, err
+	}
+	for _, f := range []struct {
+		path string
+		data []byte
+	}{
+		{p.Summary, js},
+		{p.Report, []byte(RenderReport(c))},
+		{p.CSV, csvb},
+		{p.PNG, png},
+		{p.SVG, svg},
+	} {
+		if err := writeFileAtomic(f.path, f.data); err != nil {
+			return p, err
+		}
+	}
+	return p, nil
+}
+
+func fmtNum(v *float64, format string) string {
+	if v == nil || math.IsNaN(*v) {
+		return "n/a"
+	}
+	return fmt.Sprintf(format, *v)
+}
+
+func fmtPct(v *float64) string {
+	if v == nil {
+		return "n/a"
+	}
+	return fmt.Sprintf("%+.1f%%", *v*100)
+}
+
+// RenderReport renders report.md.
+func RenderReport(c *Combined) string {
+	var b strings.Builder
+	name := ""
+	if m, ok := c.Config.(map[string]any); ok {
+		name, _ = m["name"].(string)
+	}
+	fmt.Fprintf(&b, "# Sweep report: %s\n\n", name)
+	b.WriteString("Warmups are excluded. Each row aggregates every measured repeat at one concurrency level; ")
+	b.WriteString("\"median repeat\" columns are medians over repeats of each repeat's own figure.\n\n")
+	b.WriteString("| Concurrency | Repeats | Successful | Failed | Requests/s | Output tokens/s | Median repeat output tokens/s | Median repeat P99 latency (s) | P50 latency (s) | P50 TTFT (s) | P50 TPOT (s) |\n")
+	b.WriteString("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, a := range c.ByConcurrency {
+		fmt.Fprintf(&b, "| %d | %d | %d | %d | %s | %s | %s | %s | %s | %s | %s |\n",
+			a.Concurrency, a.Repeats, a.Counts.Successful, a.Counts.Failed,
+			fmtNum(a.RequestThroughput, "%.3f"), fmtNum(a.OutputTokenThroughput, "%.3f"),
+			fmtNum(a.RepeatMedians.OutputTokenThroughput, "%.3f"), fmtNum(a.RepeatMedians.LatencyP99S, "%.3f"),
+			fmtNum(a.LatencyS.P50, "%.3f"), fmtNum(a.TTFTS.P50, "%.4f"), fmtNum(a.TPOTS.P50, "%.4f"))
+	}
+	s := c.Saturation
+	b.WriteString("\n## Saturation\n\n")
+	if s.Candidate != nil {
+		fmt.Fprintf(&b, "Candidate saturation concurrency: **%d**\n\n", *s.Candidate)
+	} else {
+		b.WriteString("Candidate saturation concurrency: not demonstrated\n\n")
+	}
+	fmt.Fprintf(&b, "A transition between adjacent levels qualifies when the median output-token throughput gains less than %.0f%% "+
+		"and the median p99 latency rises by at least %.0f%%; the candidate is the level where %d successive qualifying transitions start.\n\n",
+		s.ThroughputGainThreshold*100, s.P99RiseThreshold*100, s.RequiredTransitions)
+	if len(s.Transitions) > 0 {
+		b.WriteString("| From | To | Throughput change | P99 latency change | Qualifies |\n| ---: | ---: | ---: | ---: | :---: |\n")
+		for _, t := range s.Transitions {
+			q := "no"
+			if t.Qualifies {
+				q = "yes"
+			}
+			fmt.Fprintf(&b, "| %d | %d | %s | %s | %s |\n", t.FromConcurrency, t.ToConcurrency, fmtPct(t.ThroughputChange), fmtPct(t.P99Change), q)
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("This plateau is client-observed: throughput and latency were measured by the load client over HTTP. " +
+		"It shows where adding concurrency stopped paying off for this workload, server configuration and machine, " +
+		"and is not proof that the device itself is saturated (the limit may be the scheduler's max_num_seqs, " +
+		"the KV cache, the network, the client or the CPU). Check the server's metrics beside each run.\n\n")
+	b.WriteString("## Definitions\n\n" +
+		"- Latency: end of the response minus the time the request was sent (time waiting for a client concurrency slot is excluded and reported as client_queue_s).\n" +
+		"- TTFT: arrival of the first SSE event with non-empty text minus the send time.\n" +
+		"- Approximate TPOT: (last text event - first text event) / (output tokens - 1).\n" +
+		"- Inter-chunk gaps are gaps between SSE text events (chunks), not between tokens.\n" +
+		"- Output tokens come from the server's usage report.\n\n")
+	b.WriteString("Files: `summary.json` (all figures), `summary.csv`, `plot.png`/`plot.svg`, `manifest.json`, per-run evidence under `repeat-NN/` and `warmup-NN/`.\n")
+	return b.String()
+}
+
+// CSVHeader is the header row of summary.csv.
+var CSVHeader = []string{
+	"concurrency", "repeats", "attempted", "successful", "failed", "output_tokens", "duration_s",
+	"request_throughput_per_s", "output_token_throughput_per_s",
+	"median_repeat_request_throughput_per_s", "median_repeat_output_token_throughput_per_s", "median_repeat_latency_p99_s",
+	"latency_mean_s", "latency_p50_s", "latency_p90_s", "latency_p99_s",
+	"ttft_mean_s", "ttft_p50_s", "ttft_p90_s", "ttft_p99_s",
+	"tpot_mean_s", "tpot_p50_s", "tpot_p90_s", "tpot_p99_s",
+	"inter_chunk_p50_s", "inter_chunk_p99_s", "client_queue_p50_s",
+	"saturation_candidate",
+}
+
+// RenderCSV renders summary.csv: one row per level, empty cells for missing
+// values.
+func RenderCSV(c *Combined) ([]byte, error) {
+	var buf bytes.Buffer
+	w := csv.NewWriter(&buf)
+	if err := w.Write(CSVHeader); err != nil {
+		return nil, err
+	}
+	f := func(v *float64) string {
+		if v == nil {
+			return ""
+		}
+		return strconv.FormatFloat(*v, 'g', -1, 64)
+	}
+	for _, a := range c.ByConcurrency {
+		cand := "false"
+		if c.Saturation.Candidate != nil && *c.Saturation.Candidate == a.Concurrency {
+			cand = "true"
+		}
+		d := a.DurationS
+		row := []string{
+			strconv.Itoa(a.Concurrency), strconv.Itoa(a.Repeats), strconv.Itoa(a.Counts.Attempted),
+			strconv.Itoa(a.Counts.Successful), strconv.Itoa(a.Counts.Failed), strconv.Itoa(a.Counts.OutputTokens), f(&d),
+			f(a.RequestThroughput), f(a.OutputTokenThroughput),
+			f(a.RepeatMedians.RequestThroughput), f(a.RepeatMedians.OutputTokenThroughput), f(a.RepeatMedians.LatencyP99S),
+			f(a.LatencyS.Mean), f(a.LatencyS.P50), f(a.LatencyS.P90), f(a.LatencyS.P99),
+			f(a.TTFTS.Mean), f(a.TTFTS.P50), f(a.TTFTS.P90), f(a.TTFTS.P99),
+			f(a.TPOTS.Mean), f(a.TPOTS.P50), f(a.TPOTS.P90), f(a.TPOTS.P99),
+			f(a.InterChunkS.P50), f(a.InterChunkS.P99), f(a.ClientQueueS.P50),
+			cand,
+		}
+		if err := w.Write(row); err != nil {
+			return nil, err
+		}
+	}
+	w.Flush()
+	return buf.Bytes(), w.Error()
+}
+
+// RenderPlot draws the sweep as PNG and SVG: output-token throughput (top)
+// and p99 latency (bottom) against concurrency, each repeat as a point and
+// the repeat median as a line, with the saturation candidate marked.
+func RenderPlot(c *Combined) (png, svg []byte, err error) {
+	top, err := panel(c, "Output tokens/s", func(a *LevelAggregate) ([]*float64, *float64) {
+		return a.RepeatValues.OutputTokenThroughput, a.RepeatMedians.OutputTokenThroughput
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	bottom, err := panel(c, "P99 latency (s)", func(a *LevelAggregate) ([]*float64, *float64) {
+		return a.RepeatValues.LatencyP99S, a.RepeatMedians.LatencyP99S
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	name := ""
+	if m, ok := c.Config.(map[string]any); ok {
+		name, _ = m["name"].(string)
+	}
+	top.Title.Text = name
+	bottom.X.Label.Text = "Concurrency"
+	const w, h = 7 * vg.Inch, 7 * vg.Inch
+	drawOn := func(dc draw.Canvas) {
+		plots := [][]*plot.Plot{{top}, {bottom}}
+		tiles := draw.Tiles{Rows: 2, Cols: 1, PadX: vg.Millimeter * 2, PadY: vg.Millimeter * 4,
+			PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2, PadLeft: vg.Millimeter * 2, PadRight: vg.Millimeter * 4}
+		cs := plot.Align(plots, tiles, dc)
+		top.Draw(cs[0][0])
+		bottom.Draw(cs[1][0])
+	}
+	img := vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(110))
+	drawOn(draw.New(img))
+	var pb bytes.Buffer
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(&pb); err != nil {
+		return nil, nil, err
+	}
+	sv := vgsvg.New(w, h)
+	drawOn(draw.New(sv))
+	var sb bytes.Buffer
+	if _, err := sv.WriteTo(&sb); err != nil {
+		return nil, nil, err
+	}
+	return pb.Bytes(), sb.Bytes(), nil
+}
+
+func panel(c *Combined, ylabel string, get func(*LevelAggregate) ([]*float64, *float64)) (*plot.Plot, error) {
+	p := plot.New()
+	p.Y.Label.Text = ylabel
+	p.Add(plotter.NewGrid())
+	var pts, med plotter.XYs
+	var ticks []plot.Tick
+	ymax := 0.0
+	for i := range c.ByConcurrency {
+		a := &c.ByConcurrency[i]
+		x := float64(a.Concurrency)
+		ticks = append(ticks, plot.Tick{Value: x, Label: strconv.Itoa(a.Concurrency)})
+		vals, m := get(a)
+		for _, v := range vals {
+			if v != nil && !math.IsNaN(*v) {
+				pts = append(pts, plotter.XY{X: x, Y: *v})
+				ymax = max(ymax, *v)
+			}
+		}
+		if m != nil && !math.IsNaN(*m) {
+			med = append(med, plotter.XY{X: x, Y: *m})
+			ymax = max(ymax, *m)
+		}
+	}
+	p.X.Tick.Marker = plot.ConstantTicks(ticks)
+	p.Y.Min = 0
+	if len(pts) > 0 {
+		s, err := plotter.NewScatter(pts)
+		if err != nil {
+			return nil, err
+		}
+		s.GlyphStyle.Radius = vg.Points(2.5)
+		s.GlyphStyle.Color = plotColor(1)
+		p.Add(s)
+		p.Legend.Add("repeat", s)
+	}
+	if len(med) > 0 {
+		l, err := plotter.NewLine(med)
+		if err != nil {
+			return nil, err
+		}
+		l.Color = plotColor(0)
+		l.Width = vg.Points(1.5)
+		p.Add(l)
+		p.Legend.Add("median of repeats", l)
+	}
+	if cand := c.Saturation.Candidate; cand != nil && ymax > 0 {
+		l, err := plotter.NewLine(plotter.XYs{{X: float64(*cand), Y: 0}, {X: float64(*cand), Y: ymax * 1.05}})
+		if err != nil {
+			return nil, err
+		}
+		l.Color = plotColor(2)
+		l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+		p.Add(l)
+		p.Legend.Add(fmt.Sprintf("saturation candidate (%d)", *cand), l)
+	}
+	p.Legend.Top = true
+	p.Legend.Left = true
+	return p, nil
+}

@@ -1,0 +1,492 @@
+package sweep
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"time"
+)
+
+// ErrRefused marks a sweep that would overwrite or build on evidence it
+// cannot trust; nothing was sent. The message names the file and says what
+// to do.
+var ErrRefused = errors.New("refusing to run")
+
+// ErrFailedRequests marks a run that finished with failed requests. Its
+// files are kept as evidence and the sweep stopped; cmd/sweep and
+// cmd/sendrequests exit with status 2.
+var ErrFailedRequests = errors.New("requests failed")
+
+// SweepOptions configure [RunSweep] beyond the config file. The zero value
+// measures the config's URL and writes under its output_dir.
+type SweepOptions struct {
+	// OutputRoot replaces the config's output_dir (cmd/sweep --output-root),
+	// to measure afresh without touching an earlier sweep.
+	OutputRoot string
+	// URL replaces the config's url; cmd/sweep sets it for an embedded
+	// target.
+	URL string
+	// Model is used when the config has no model (an embedded target).
+	Model string
+	// APIKey is sent as a bearer token; never written anywhere.
+	APIKey string
+	// WorkDir resolves relative paths; empty means the working directory.
+	WorkDir string
+	// Client sends every request; nil means one sized for the largest level.
+	Client *http.Client
+	// Progress reports progress; nil reports nothing.
+	Progress *Progress
+	// Now is the wall clock for manifest and metrics timestamps; nil means
+	// time.Now.
+	Now func() time.Time
+	// Environment and Git describe the machine and source for the manifest;
+	// nil means collect them (running git, uname and nvidia-smi).
+	Environment *Environment
+	Git         *GitInfo
+	// RequestIDPrefix starts each request's X-Request-Id; empty means one
+	// per run made from the sweep name and the run.
+	RequestIDPrefix string
+}
+
+// SweepResult says what a sweep did and where its reports are.
+type SweepResult struct {
+	Root string
+	// AlreadyComplete is true when every run was already complete and
+	// nothing was sent or written.
+	AlreadyComplete bool
+	// Measured and Kept count runs measured now and runs kept from an
+	// earlier invocation.
+	Measured, Kept int
+	Reports        ReportPaths
+	Combined       *Combined
+}
+
+type runState int
+
+const (
+	runAbsent runState = iota
+	runComplete
+)
+
+// CheckRun classifies a run's files under root: absent (nothing there) or
+// complete (its row count, all-200 statuses and summary counts match n and
+// its concurrency). Everything else is an error wrapping [ErrRefused]: one
+// file without the other, unparsable files, or a run that is incomplete or
+// finished with failed requests, because such evidence must neither be
+// overwritten nor silently built on.
+func CheckRun(root string, spec RunSpec, n int) (complete bool, err error) {
+	st, err := checkRun(root, spec, n)
+	return st == runComplete, err
+}
+
+func checkRun(root string, spec RunSpec, n int) (runState, error) {
+	raw, sum := spec.RawPath(root), spec.SummaryPath(root)
+	rawOK, err := exists(raw)
+	if err != nil {
+		return 0, err
+	}
+	sumOK, err := exists(sum)
+	if err != nil {
+		return 0, err
+	}
+	switch {
+	case !rawOK && !sumOK:
+		return runAbsent, nil
+	case !rawOK || !sumOK:
+		return 0, fmt.Errorf("%w: refusing to overwrite partial run: %s (one of its two files is missing; use a new name or --output-root)", ErrRefused, raw)
+	}
+	rows, err := ReadRecords(raw)
+	if err != nil {
+		return 0, fmt.Errorf("%w: invalid completed run %s: %v", ErrRefused, raw, err)
+	}
+	s, err := ReadSummary(sum)
+	if err != nil {
+		return 0, fmt.Errorf("%w: invalid completed run %s: %v", ErrRefused, sum, err)
+	}
+	failed := 0
+	for _, r := range rows {
+		if !r.Status.OK() {
+			failed++
+		}
+	}
+	if failed > 0 || s.Counts.Failed > 0 {
+		return 0, fmt.Errorf("%w: run %s finished with %d failed requests; it is kept as evidence and never overwritten: use a new name or --output-root", ErrRefused, raw, max(failed, s.Counts.Failed))
+	}
+	if len(rows) != n || s.Counts.Attempted != n || s.Counts.Successful != n || s.Config.Concurrency != spec.Concurrency {
+		return 0, fmt.Errorf("%w: run %s is incomplete or does not match the config (%d records, summary attempted %d successful %d at concurrency %d; want %d at concurrency %d): use a new name or --output-root",
+			ErrRefused, raw, len(rows), s.Counts.Attempted, s.Counts.Successful, s.Config.Concurrency, n, spec.Concurrency)
+	}
+	return runComplete, nil
+}
+
+// prepareRoot makes root this sweep's folder: an existing config.json must
+// equal the config (as JSON values), and a non-empty folder without one is
+// someone else's.
+func prepareRoot(root string, original any) error {
+	cfgPath := filepath.Join(root, ConfigFile)
+	if b, err := os.ReadFile(cfgPath); err == nil {
+		var existing any
+		if err := json.Unmarshal(b, &existing); err != nil {
+			return fmt.Errorf("%w: %s is not valid JSON: %v", ErrRefused, cfgPath, err)
+		}
+		if !reflect.DeepEqual(existing, original) {
+			return fmt.Errorf("%w: the experiment config differs from the one in %s; choose a new name or --output-root", ErrRefused, cfgPath)
+		}
+		return nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	entries, err := os.ReadDir(root)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if len(entries) > 0 {
+		return fmt.Errorf("%w: %s is not empty and has no %s; choose a new name or --output-root", ErrRefused, root, ConfigFile)
+	}
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return err
+	}
+	b, err := marshalIndent(original)
+	if err != nil {
+		return err
+	}
+	return writeNewFileAtomic(cfgPath, b)
+}
+
+// RunSweep runs (or resumes) the sweep described by cfg. Runs already
+// complete on disk are kept byte for byte and skipped; any other evidence
+// already there stops it with [ErrRefused] before a request is sent. A run
+// that finishes with failed requests stops it with [ErrFailedRequests]. When
+// every run is complete it writes summary.json, report.md, summary.csv and
+// the plots.
+func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult, error) {
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
+	wd := opts.WorkDir
+	if wd == "" {
+		var err error
+		if wd, err = os.Getwd(); err != nil {
+			return nil, err
+		}
+	}
+	rc := cfg.Resolve(wd)
+	if opts.URL != "" {
+		rc.URL = opts.URL
+	}
+	if rc.Model == "" {
+		rc.Model = opts.Model
+	}
+	outDir := rc.OutputDir
+	if opts.OutputRoot != "" {
+		outDir = opts.OutputRoot
+		if !filepath.IsAbs(outDir) {
+			outDir = filepath.Join(wd, outDir)
+		}
+	}
+	root := filepath.Join(outDir, rc.Name)
+	res := &SweepResult{Root: root}
+	probe := LoadOptions{URL: rc.URL, Model: rc.Model, Concurrency: 1, ExtraBody: rc.ExtraBody}
+	if err := probe.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	rows, err := ReadRows(rc.Prompts, rc.NumRequests)
+	if err != nil {
+		return nil, err
+	}
+	if err := prepareRoot(root, cfg.Original()); err != nil {
+		return nil, err
+	}
+	order := Order(rc.Seed, rc.Concurrency, rc.Warmups, rc.Repeats)
+	complete := make([]bool, len(order))
+	allDone := true
+	for i, spec := range order {
+		st, err := checkRun(root, spec, rc.NumRequests)
+		if err != nil {
+			return nil, err
+		}
+		complete[i] = st == runComplete
+		allDone = allDone && complete[i]
+	}
+	reports := ReportPaths{
+		Summary: filepath.Join(root, SummaryFile), Report: filepath.Join(root, ReportFile),
+		CSV: filepath.Join(root, CSVFile), PNG: filepath.Join(root, PlotPNGFile), SVG: filepath.Join(root, PlotSVGFile),
+	}
+	if ok, _ := exists(reports.Summary); allDone && ok {
+		res.AlreadyComplete, res.Kept, res.Reports = true, len(order), reports
+		return res, nil
+	}
+
+	m, err := startManifest(ctx, root, wd, cfg, rc, opts, now)
+	if err != nil {
+		return nil, err
+	}
+	finish := func(status string) error {
+		t := now().UTC().Format(time.RFC3339Nano)
+		m.Experiment.Status, m.Experiment.CompletedAtUTC = status, &t
+		return writeManifest(root, m)
+	}
+	client := opts.Client
+	if client == nil {
+		top := 1
+		for _, c := range rc.Concurrency {
+			top = max(top, c)
+		}
+		client = NewHTTPClient(top)
+		defer client.CloseIdleConnections()
+	}
+	base, err := ServerBase(rc.URL)
+	if err != nil {
+		return nil, err
+	}
+	s := &sweeper{cfg: rc, root: root, rows: rows, opts: opts, client: client, base: base, now: now}
+	s.saveModels(ctx)
+
+	opts.Progress.Begin(len(order))
+	for i, spec := range order {
+		if complete[i] {
+			res.Kept++
+			opts.Progress.Skip(spec)
+			continue
+		}
+		if err := s.measure(ctx, spec); err != nil {
+			opts.Progress.Finish()
+			// serving-inference's manifest schema knows running, completed
+			// and failed; an interrupted sweep is a failed one until resumed.
+			if merr := finish("failed"); merr != nil {
+				err = errors.Join(err, merr)
+			}
+			return res, err
+		}
+		res.Measured++
+	}
+	opts.Progress.Finish()
+
+	var runs []RunData
+	for _, spec := range order {
+		if spec.Kind != KindRepeat {
+			continue
+		}
+		rd := RunData{Spec: spec, RawPath: spec.RawPath(root), SummaryPath: spec.SummaryPath(root)}
+		if rd.Records, err = ReadRecords(rd.RawPath); err != nil {
+			return res, err
+		}
+		sum, err := ReadSummary(rd.SummaryPath)
+		if err != nil {
+			return res, err
+		}
+		rd.Summary = *sum
+		runs = append(runs, rd)
+	}
+	combined := Aggregate(rc.resolvedView(), order, rc.Concurrency, runs)
+	res.Combined = &combined
+	if res.Reports, err = WriteReports(root, &combined); err != nil {
+		return res, err
+	}
+	return res, finish("completed")
+}
+
+// sweeper holds what every run of one invocation shares.
+type sweeper struct {
+	cfg    *Config
+	root   string
+	rows   []Row
+	opts   SweepOptions
+	client *http.Client
+	base   string
+	now    func() time.Time
+}
+
+// modelsEvidence is models.json: the server's /v1/models answer, kept once.
+type modelsEvidence struct {
+	URL       string          `json:"url"`
+	Time      string          `json:"time"`
+	Available bool            `json:"available"`
+	Error     string          `json:"error,omitempty"`
+	Response  json.RawMessage `json:"response,omitempty"`
+}
+
+// saveModels keeps the server's /v1/models answer beside the runs, the
+// first time a sweep in this folder reaches the server.
+func (s *sweeper) saveModels(ctx context.Context) {
+	path := filepath.Join(s.root, ModelsFile)
+	if ok, _ := exists(path); ok {
+		return
+	}
+	ev := modelsEvidence{URL: s.base + "/v1/models"}
+	b, err := getText(ctx, s.client, ev.URL, s.opts.APIKey, 1<<20)
+	ev.Time = s.now().UTC().Format(time.RFC3339Nano)
+	switch {
+	case err != nil:
+		ev.Error = err.Error()
+	case !json.Valid(b):
+		ev.Error = "response is not JSON"
+	default:
+		ev.Available, ev.Response = true, b
+	}
+	if out, err := marshalIndent(ev); err == nil {
+		if err := writeNewFileAtomic(path, out); err != nil {
+			s.opts.Progress.Logf("warning: could not keep %s: %v", path, err)
+		}
+	}
+}
+
+// measure makes one run: records go to a uniquely named partial file that
+// becomes the run's JSONL only once every request finished; the summary is
+// written after it. An interrupted run leaves only its partial file, which
+// is kept as evidence and does not stop a resume.
+func (s *sweeper) measure(ctx context.Context, spec RunSpec) error {
+	dir := filepath.Join(s.root, spec.Dir())
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	metricsPath := spec.MetricsPath(s.root)
+	if ok, _ := exists(metricsPath); ok {
+		// Left by an attempt that died between writing metrics and the
+		// run's files: move it aside rather than overwrite it.
+		if err := os.Rename(metricsPath, metricsPath+".stale-"+strconv.FormatInt(s.now().UnixNano(), 10)); err != nil {
+			return err
+		}
+	}
+	rm := RunMetrics{URL: s.base + "/metrics"}
+	rm.Before = ScrapeMetrics(ctx, s.client, s.base, s.opts.APIKey, s.now)
+
+	raw := spec.RawPath(s.root)
+	partial := raw + ".partial-" + strconv.FormatInt(s.now().UnixNano(), 10)
+	f, err := os.OpenFile(partial, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	prefix := s.opts.RequestIDPrefix
+	if prefix == "" {
+		prefix = fmt.Sprintf("%s-%s-%s-%d", s.cfg.Name, spec.Dir(), spec.Stem(), s.now().UnixNano())
+	}
+	lo := LoadOptions{
+		URL:             s.cfg.URL,
+		Model:           s.cfg.Model,
+		Concurrency:     spec.Concurrency,
+		Temperature:     s.cfg.Temperature,
+		Timeout:         time.Duration(s.cfg.Timeout * float64(time.Second)),
+		Stream:          s.cfg.Stream,
+		IgnoreEOS:       s.cfg.IgnoreEOS,
+		StoreResponse:   s.cfg.StoreResponse,
+		ExtraBody:       s.cfg.ExtraBody,
+		APIKey:          s.opts.APIKey,
+		RequestIDPrefix: prefix,
+		Client:          s.client,
+		Progress:        s.opts.Progress.Request,
+	}
+	if s.cfg.SLO != nil {
+		lo.SLO = *s.cfg.SLO
+	}
+	if s.opts.Progress == nil {
+		lo.Progress = nil
+	}
+	s.opts.Progress.StartRun(spec, len(s.rows))
+	sum, _, err := RunCondition(ctx, lo, s.rows, f)
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("run %s: %w (its records so far are kept in %s)", spec, err, partial)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	rm.After = ScrapeMetrics(ctx, s.client, s.base, s.opts.APIKey, s.now)
+	if b, err := marshalIndent(rm); err == nil {
+		if err := writeNewFileAtomic(metricsPath, b); err != nil {
+			return err
+		}
+	}
+	if err := publishNew(partial, raw); err != nil {
+		return err
+	}
+	sb, err := marshalIndent(sum)
+	if err != nil {
+		return err
+	}
+	if err := writeNewFileAtomic(spec.SummaryPath(s.root), sb); err != nil {
+		return err
+	}
+	s.opts.Progress.EndRun(sum)
+	if sum.Counts.Failed > 0 {
+		return fmt.Errorf("%w: run %s finished with %d of %d requests failed; its files are kept in %s as evidence and will not be overwritten: fix the cause, then use a new name or --output-root",
+			ErrFailedRequests, spec, sum.Counts.Failed, sum.Counts.Attempted, dir)
+	}
+	return nil
+}
+
+func startManifest(ctx context.Context, root, wd string, orig, rc *Config, opts SweepOptions, now func() time.Time) (*Manifest, error) {
+	path := filepath.Join(root, ManifestFile)
+	var m Manifest
+	if b, err := os.ReadFile(path); err == nil && json.Unmarshal(b, &m) == nil && m.SchemaVersion == ManifestSchemaVersion {
+		m.Experiment.Status, m.Experiment.CompletedAtUTC = "running", nil
+		m.Experiment.Sessions++
+		return &m, writeManifest(root, &m)
+	}
+	sha, err := FileSHA256(rc.Prompts)
+	if err != nil {
+		return nil, err
+	}
+	env := opts.Environment
+	if env == nil {
+		e := CollectEnvironment(ctx)
+		env = &e
+	}
+	git := opts.Git
+	if git == nil {
+		g := CollectGit(ctx, wd)
+		git = &g
+	}
+	model := map[string]any{"name": rc.Model}
+	for k, v := range rc.ModelMetadata {
+		model[k] = v
+	}
+	var server any
+	if b, err := json.Marshal(rc.Server); err == nil {
+		_ = json.Unmarshal(b, &server)
+	}
+	var target any
+	if rc.Target != nil {
+		if b, err := json.Marshal(rc.Target); err == nil {
+			_ = json.Unmarshal(b, &target)
+		}
+	}
+	m = Manifest{
+		SchemaVersion: ManifestSchemaVersion,
+		Experiment: ManifestExperiment{
+			Name:         rc.Name,
+			StartedAtUTC: now().UTC().Format(time.RFC3339Nano),
+			Status:       "running",
+			Warmups:      rc.Warmups,
+			Repeats:      rc.Repeats,
+			Sessions:     1,
+		},
+		Config:      ManifestConfig{Original: Sanitize(orig.Original()), Resolved: Sanitize(rc.resolvedView())},
+		Workload:    ManifestWorkload{Path: rc.Prompts, SHA256: sha},
+		Source:      ManifestSource{Git: *git},
+		Environment: *env,
+		Serving:     ManifestServing{Model: Sanitize(model), Server: Sanitize(server), Target: Sanitize(target)},
+	}
+	return &m, writeManifest(root, &m)
+}
+
+func writeManifest(root string, m *Manifest) error {
+	b, err := marshalIndent(m)
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(filepath.Join(root, ManifestFile), b)
+}
+

@@ -1,0 +1,151 @@
+package sweep
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"strings"
+	"time"
+)
+
+// MaxSSELine bounds one SSE line. A longer line is counted as one malformed
+// event and skipped rather than buffered without limit, so a broken server
+// cannot make the client run out of memory.
+const MaxSSELine = 4 << 20
+
+// Usage is the token accounting a completions server reports.
+type Usage struct {
+	PromptTokens     *int `json:"prompt_tokens"`
+	CompletionTokens *int `json:"completion_tokens"`
+}
+
+// StreamResult is what [ParseStream] learned from one SSE response.
+type StreamResult struct {
+	Text string
+	// Usage merges every usage object seen (vLLM sends it in the last chunk
+	// when stream_options.include_usage is set).
+	Usage Usage
+	// UsageSeen is true when any event carried a usage object.
+	UsageSeen bool
+	// FirstText and LastText are when the first and last events with
+	// non-empty text were read; zero when there were none.
+	FirstText, LastText time.Time
+	// TextEvents counts events with non-empty text.
+	TextEvents int
+	// Gaps are the times between successive text events.
+	Gaps []time.Duration
+	// FinishReason is the last non-null choices[0].finish_reason.
+	FinishReason *string
+	// Malformed counts data lines that are not a JSON object.
+	Malformed int
+	// Done is true when the stream ended with data: [DONE].
+	Done bool
+}
+
+type sseChunk struct {
+	Choices []struct {
+		Text         string  `json:"text"`
+		FinishReason *string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage *Usage `json:"usage"`
+}
+
+// ParseStream reads an OpenAI completions SSE stream until data: [DONE] or
+// the end of r, the way serving-inference's read_stream does: only "data:"
+// lines count, each is a JSON object, choices[0].text is the new text, and
+// usage objects are merged. now stamps each text event; it is passed in so
+// that tests can use a fake clock. The error is the reader's (a transport
+// failure), never the stream's content: bad events are counted in Malformed.
+func ParseStream(r io.Reader, now func() time.Time) (StreamResult, error) {
+	var res StreamResult
+	var text strings.Builder
+	br := bufio.NewReaderSize(r, 64<<10)
+	var long []byte
+	for {
+		frag, err := br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			// Part of a long line: keep it up to the bound, then give up on
+			// the line.
+			if long != nil || len(frag) > 0 {
+				if len(long) <= MaxSSELine {
+					long = append(long, frag...)
+				}
+			}
+			continue
+		}
+		line := frag
+		if long != nil {
+			if len(long) <= MaxSSELine {
+				long = append(long, frag...)
+			}
+			line = long
+		}
+		if len(line) > 0 {
+			if len(line) > MaxSSELine {
+				res.Malformed++
+			} else if stop := res.handleLine(line, now, &text); stop {
+				res.Done = true
+				break
+			}
+		}
+		long = nil
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			res.Text = text.String()
+			return res, err
+		}
+	}
+	res.Text = text.String()
+	return res, nil
+}
+
+// handleLine processes one line and reports whether it was [DONE].
+func (res *StreamResult) handleLine(line []byte, now func() time.Time, text *strings.Builder) bool {
+	line = bytes.TrimSpace(line)
+	data, ok := bytes.CutPrefix(line, []byte("data:"))
+	if !ok {
+		return false // comments, event:, id:, retry: and blank separators
+	}
+	data = bytes.TrimSpace(data)
+	if string(data) == "[DONE]" {
+		return true
+	}
+	var c sseChunk
+	if len(data) == 0 || data[0] != '{' || json.Unmarshal(data, &c) != nil {
+		res.Malformed++
+		return false
+	}
+	if c.Usage != nil {
+		res.UsageSeen = true
+		if c.Usage.PromptTokens != nil {
+			res.Usage.PromptTokens = c.Usage.PromptTokens
+		}
+		if c.Usage.CompletionTokens != nil {
+			res.Usage.CompletionTokens = c.Usage.CompletionTokens
+		}
+	}
+	if len(c.Choices) == 0 {
+		return false
+	}
+	ch := c.Choices[0]
+	if ch.FinishReason != nil {
+		res.FinishReason = ch.FinishReason
+	}
+	if ch.Text == "" {
+		return false
+	}
+	t := now()
+	if res.TextEvents == 0 {
+		res.FirstText = t
+	} else {
+		res.Gaps = append(res.Gaps, t.Sub(res.LastText))
+	}
+	res.LastText = t
+	res.TextEvents++
+	text.WriteString(ch.Text)
+	return false
+}

@@ -1,0 +1,217 @@
+package sweep
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// SLO names the per-request service-level objectives that goodput counts.
+// A request meets an SLO when its value is at most the threshold (seconds);
+// a request without the value (no text streamed, one output token) does not
+// meet it, because nothing shows that it did.
+type SLO struct {
+	TTFTS    float64 `json:"ttft_s,omitempty"`    // time to first text, 0 = not checked
+	TPOTS    float64 `json:"tpot_s,omitempty"`    // approximate time per output token
+	LatencyS float64 `json:"latency_s,omitempty"` // end-to-end latency
+}
+
+// Empty reports whether no objective is set.
+func (s SLO) Empty() bool { return s.TTFTS == 0 && s.TPOTS == 0 && s.LatencyS == 0 }
+
+// ParseSLO parses "name=seconds" items (ttft, tpot, latency; as given to
+// --slo) into an SLO. Errors name the offending item.
+func ParseSLO(items []string) (SLO, error) {
+	var s SLO
+	for _, it := range items {
+		name, val, ok := strings.Cut(it, "=")
+		if !ok {
+			return s, fmt.Errorf("slo %q: want name=seconds", it)
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(val), 64)
+		if err != nil || v <= 0 || math.IsInf(v, 0) {
+			return s, fmt.Errorf("slo %q: want a positive number of seconds", it)
+		}
+		switch strings.ToLower(strings.TrimSpace(name)) {
+		case "ttft":
+			s.TTFTS = v
+		case "tpot":
+			s.TPOTS = v
+		case "latency", "e2e":
+			s.LatencyS = v
+		default:
+			return s, fmt.Errorf("slo %q: unknown objective %q (want ttft, tpot or latency)", it, name)
+		}
+	}
+	return s, nil
+}
+
+// Meets reports whether r succeeded and met every objective in s.
+func (s SLO) Meets(r *Record) bool {
+	if !r.Status.OK() {
+		return false
+	}
+	within := func(v *float64, limit float64) bool { return limit == 0 || (v != nil && *v <= limit) }
+	return within(r.TTFTS, s.TTFTS) && within(r.TPOTS, s.TPOTS) && within(&r.LatencyS, s.LatencyS)
+}
+
+// SummaryConfig is the "config" object of a run summary: what was measured.
+// The first fields are serving-inference's; the API key is never recorded.
+type SummaryConfig struct {
+	URL                 string          `json:"url"`
+	Model               string          `json:"model"`
+	NumRequests         int             `json:"num_requests"`
+	Concurrency         int             `json:"concurrency"`
+	Stream              bool            `json:"stream"`
+	Temperature         float64         `json:"temperature"`
+	StoreResponse       bool            `json:"store_response"`
+	ResultSchemaVersion string          `json:"result_schema_version"`
+	IgnoreEOS           bool            `json:"ignore_eos"`
+	ExtraBody           json.RawMessage `json:"extra_body,omitempty"`
+	// RequestRate is the open-loop arrival rate in requests per second, 0 for
+	// the closed loop.
+	RequestRate float64 `json:"request_rate,omitempty"`
+	Seed        *int64  `json:"seed,omitempty"`
+	TimeoutS    float64 `json:"timeout_s"`
+	SLO         *SLO    `json:"slo,omitempty"`
+}
+
+// Counts are a run's request and token counts.
+type Counts struct {
+	Attempted    int `json:"attempted"`
+	Successful   int `json:"successful"`
+	Failed       int `json:"failed"`
+	OutputTokens int `json:"output_tokens"`
+}
+
+// Goodput is the share of requests that met every SLO.
+type Goodput struct {
+	SLO             SLO      `json:"slo"`
+	Met             int      `json:"requests_meeting_slo"`
+	Fraction        *float64 `json:"fraction_meeting_slo"`
+	RequestsPerS    *float64 `json:"goodput_requests_per_s"`
+	OutputTokensPer *float64 `json:"goodput_output_tokens_per_s"`
+}
+
+// Summary is a run's .summary.json, serving-inference's build_summary keys
+// plus ClientQueueS and Goodput. Distributions cover successful requests
+// only.
+type Summary struct {
+	Config                SummaryConfig `json:"config"`
+	Counts                Counts        `json:"counts"`
+	DurationS             float64       `json:"duration_s"`
+	RequestThroughput     *float64      `json:"request_throughput_per_s"`
+	OutputTokenThroughput *float64      `json:"output_token_throughput_per_s"`
+	LatencyS              Distribution  `json:"latency_s"`
+	TTFTS                 Distribution  `json:"ttft_s"`
+	TPOTS                 Distribution  `json:"approx_time_per_output_token_s"`
+	InterChunkS           Distribution  `json:"observed_inter_chunk_latency_s"`
+	ClientQueueS          Distribution  `json:"client_queue_s"`
+	Goodput               *Goodput      `json:"goodput,omitempty"`
+}
+
+// metricValues collects the per-request values of successful records.
+type metricValues struct {
+	latency, ttft, tpot, chunks, queue []float64
+	outputTokens, ok                   int
+}
+
+func collect(records []Record) metricValues {
+	var m metricValues
+	for i := range records {
+		r := &records[i]
+		if !r.Status.OK() {
+			continue
+		}
+		m.ok++
+		if r.OutputTokens != nil {
+			m.outputTokens += *r.OutputTokens
+		}
+		m.latency = append(m.latency, r.LatencyS)
+		if r.TTFTS != nil {
+			m.ttft = append(m.ttft, *r.TTFTS)
+		}
+		if r.TPOTS != nil {
+			m.tpot = append(m.tpot, *r.TPOTS)
+		}
+		m.chunks = append(m.chunks, r.InterChunkS...)
+		m.queue = append(m.queue, r.ClientQueueS)
+	}
+	return m
+}
+
+func perSecond(n int, d float64) *float64 {
+	if d <= 0 {
+		return nil
+	}
+	v := float64(n) / d
+	return &v
+}
+
+// Summarize builds the summary of one run from its records and its duration
+// in seconds (first send to last response). It is a pure function: the
+// caller measures the duration.
+func Summarize(cfg SummaryConfig, records []Record, durationS float64) Summary {
+	m := collect(records)
+	s := Summary{
+		Config: cfg,
+		Counts: Counts{
+			Attempted:    len(records),
+			Successful:   m.ok,
+			Failed:       len(records) - m.ok,
+			OutputTokens: m.outputTokens,
+		},
+		DurationS:             durationS,
+		RequestThroughput:     perSecond(m.ok, durationS),
+		OutputTokenThroughput: perSecond(m.outputTokens, durationS),
+		LatencyS:              Distribute(m.latency),
+		TTFTS:                 Distribute(m.ttft),
+		TPOTS:                 Distribute(m.tpot),
+		InterChunkS:           Distribute(m.chunks),
+		ClientQueueS:          Distribute(m.queue),
+	}
+	if cfg.SLO != nil && !cfg.SLO.Empty() {
+		g := &Goodput{SLO: *cfg.SLO}
+		tokens := 0
+		for i := range records {
+			if cfg.SLO.Meets(&records[i]) {
+				g.Met++
+				if records[i].OutputTokens != nil {
+					tokens += *records[i].OutputTokens
+				}
+			}
+		}
+		if len(records) > 0 {
+			f := float64(g.Met) / float64(len(records))
+			g.Fraction = &f
+		}
+		g.RequestsPerS = perSecond(g.Met, durationS)
+		g.OutputTokensPer = perSecond(tokens, durationS)
+		s.Goodput = g
+	}
+	return s
+}
+
+// ReadSummary reads a .summary.json file.
+func ReadSummary(path string) (*Summary, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var s Summary
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &s, nil
+}
+
+// sortedLevels returns the distinct levels in ascending order.
+func sortedLevels(levels []int) []int {
+	s := slices.Clone(levels)
+	slices.Sort(s)
+	return slices.Compact(s)
+}
