@@ -1,0 +1,17 @@
+// Package tokenizer provides tinyserve's [llm.Tokenizer] implementations and
+// finds the right one for a model:
+//
+//   - [GPT2] is GPT-2's byte-level BPE (the r50k_base encoding of
+//     github.com/pkoukk/tiktoken-go, with its ranks embedded by
+//     tiktoken-go-loader), so the built-in model needs no files.
+//   - [ParseHF] and [LoadHF] read a Hugging Face tokenizer.json in pure Go
+//     (no cgo): byte-level BPE models as GPT-2, Qwen2/2.5/3 and Llama 3 ship
+//     them. Components the package does not implement are rejected with an
+//     error that names them, rather than silently tokenizing differently.
+//   - [Load] turns what a user typed (gpt2, a file, a model folder or a
+//     Hugging Face id) into a tokenizer, looking only at local files.
+//
+// Both tokenizers are checked against ids produced by the reference libraries
+// (OpenAI's tiktoken, Hugging Face's Rust tokenizers) in the repository's
+// testdata/tokenizers goldens.
+package tokenizer

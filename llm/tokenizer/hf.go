@@ -1,0 +1,448 @@
+package tokenizer
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/tinyserve/tinyserve/llm"
+)
+
+// ErrUnsupported reports a tokenizer.json component (normalizer,
+// pre-tokenizer, model, decoder or option) this package does not implement.
+// The wrapping error names the component.
+var ErrUnsupported = errors.New("unsupported tokenizer.json component")
+
+// HFOptions are the settings of a Hugging Face tokenizer that tokenizer.json
+// itself does not carry.
+type HFOptions struct {
+	// EOSToken is the content of the end-of-sequence token (tokenizer.json
+	// does not say which token ends a sequence; tokenizer_config.json's
+	// eos_token does). Empty means: guess from common names
+	// (<|endoftext|>, <|end_of_text|>, </s>, <eos>), else none.
+	EOSToken string
+}
+
+// HFTokenizer is a Hugging Face byte-level BPE tokenizer read from a
+// tokenizer.json. It is safe for concurrent use.
+//
+// Encode follows the Rust tokenizers library's encode with
+// add_special_tokens=false: added tokens are cut out of the raw text first,
+// the rest is normalized, pre-tokenized and run through BPE. No template
+// tokens (BOS) are added; truncation and padding settings are ignored, as
+// transformers' encode ignores them.
+type HFTokenizer struct {
+	added      []addedToken
+	rawTrie    *tokenTrie // added tokens matched on raw text
+	normTrie   *tokenTrie // added tokens matched on normalized text
+	normalizer normalizer // nil when the file has none
+	preTok     []preTokenizer
+	model      *bpeModel
+	tokens     [][]byte // decoded bytes of every id (nil for gaps)
+	special    []bool
+	eos        int
+}
+
+var _ llm.Tokenizer = (*HFTokenizer)(nil)
+
+// hfFile is the part of tokenizer.json this package reads.
+type hfFile struct {
+	AddedTokens []struct {
+		ID         *int   `json:"id"`
+		Content    string `json:"content"`
+		SingleWord bool   `json:"single_word"`
+		LStrip     bool   `json:"lstrip"`
+		RStrip     bool   `json:"rstrip"`
+		Normalized *bool  `json:"normalized"`
+		Special    bool   `json:"special"`
+	} `json:"added_tokens"`
+	Normalizer    json.RawMessage `json:"normalizer"`
+	PreTokenizer  json.RawMessage `json:"pre_tokenizer"`
+	PostProcessor json.RawMessage `json:"post_processor"`
+	Decoder       json.RawMessage `json:"decoder"`
+	Model         *struct {
+		Type                    string          `json:"type"`
+		Dropout                 *float64        `json:"dropout"`
+		UnkToken                *string         `json:"unk_token"`
+		ContinuingSubwordPrefix *string         `json:"continuing_subword_prefix"`
+		EndOfWordSuffix         *string         `json:"end_of_word_suffix"`
+		FuseUnk                 bool            `json:"fuse_unk"`
+		ByteFallback            bool            `json:"byte_fallback"`
+		IgnoreMerges            bool            `json:"ignore_merges"`
+		Vocab                   map[string]int  `json:"vocab"`
+		Merges                  json.RawMessage `json:"merges"`
+	} `json:"model"`
+}
+
+// LoadHF reads a tokenizer.json file. When a tokenizer_config.json sits
+// beside it, its eos_token names the end-of-sequence token.
+func LoadHF(path string) (*HFTokenizer, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: %w", err)
+	}
+	opts, err := hfOptionsBeside(path)
+	if err != nil {
+		return nil, err
+	}
+	t, err := ParseHF(data, opts)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer %s: %w", path, err)
+	}
+	return t, nil
+}
+
+// hfOptionsBeside reads eos_token from the tokenizer_config.json next to a
+// tokenizer.json, if there is one.
+func hfOptionsBeside(path string) (HFOptions, error) {
+	cfgPath := filepath.Join(filepath.Dir(path), "tokenizer_config.json")
+	data, err := os.ReadFile(cfgPath)
+	if errors.Is(err, os.ErrNotExist) {
+		return HFOptions{}, nil
+	}
+	if err != nil {
+		return HFOptions{}, fmt.Errorf("tokenizer: %w", err)
+	}
+	var cfg struct {
+		EOS json.RawMessage `json:"eos_token"`
+	}
+	if err := json.Unmarshal(data, &cfg); err != nil {
+		return HFOptions{}, fmt.Errorf("tokenizer: %s: %w", cfgPath, err)
+	}
+	// eos_token is either a string or an AddedToken object with "content".
+	var s string
+	if err := json.Unmarshal(cfg.EOS, &s); err == nil {
+		return HFOptions{EOSToken: s}, nil
+	}
+	var obj struct {
+		Content string `json:"content"`
+	}
+	if err := json.Unmarshal(cfg.EOS, &obj); err == nil {
+		return HFOptions{EOSToken: obj.Content}, nil
+	}
+	return HFOptions{}, nil
+}
+
+// ParseHF builds a tokenizer from the contents of a tokenizer.json.
+func ParseHF(data []byte, opts HFOptions) (*HFTokenizer, error) {
+	var f hfFile
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&f); err != nil {
+		return nil, fmt.Errorf("parsing tokenizer.json: %w", err)
+	}
+	if f.Model == nil {
+		return nil, errors.New("tokenizer.json has no model")
+	}
+	t := &HFTokenizer{eos: -1}
+	var err error
+	if t.normalizer, err = parseNormalizer(f.Normalizer); err != nil {
+		return nil, err
+	}
+	if t.preTok, err = parsePreTokenizer(f.PreTokenizer); err != nil {
+		return nil, err
+	}
+	if err := checkPostProcessor(f.PostProcessor); err != nil {
+		return nil, err
+	}
+	if err := checkDecoder(f.Decoder); err != nil {
+		return nil, err
+	}
+	if err := t.buildModel(&f); err != nil {
+		return nil, err
+	}
+	if err := t.buildAdded(&f); err != nil {
+		return nil, err
+	}
+	t.eos = t.findEOS(opts.EOSToken)
+	if opts.EOSToken != "" && t.eos < 0 {
+		return nil, fmt.Errorf("eos token %q is not in the vocabulary", opts.EOSToken)
+	}
+	return t, nil
+}
+
+func (t *HFTokenizer) buildModel(f *hfFile) error {
+	m := f.Model
+	switch m.Type {
+	case "BPE":
+	case "":
+		if m.Merges == nil {
+			return errors.New("tokenizer.json model has no type and no merges")
+		}
+	default:
+		return fmt.Errorf("%w: model %q (only BPE)", ErrUnsupported, m.Type)
+	}
+	if m.Dropout != nil && *m.Dropout != 0 {
+		return fmt.Errorf("%w: BPE dropout %v (tokenization would be random)", ErrUnsupported, *m.Dropout)
+	}
+	if m.ContinuingSubwordPrefix != nil && *m.ContinuingSubwordPrefix != "" {
+		return fmt.Errorf("%w: BPE continuing_subword_prefix %q", ErrUnsupported, *m.ContinuingSubwordPrefix)
+	}
+	if m.EndOfWordSuffix != nil && *m.EndOfWordSuffix != "" {
+		return fmt.Errorf("%w: BPE end_of_word_suffix %q", ErrUnsupported, *m.EndOfWordSuffix)
+	}
+	if m.ByteFallback {
+		return fmt.Errorf("%w: BPE byte_fallback (a SentencePiece-style model, not byte-level)", ErrUnsupported)
+	}
+	if len(m.Vocab) == 0 {
+		return errors.New("tokenizer.json model has an empty vocab")
+	}
+
+	bm := &bpeModel{
+		vocab:        make(map[string]int32, len(m.Vocab)),
+		merges:       make(map[uint64]merge),
+		ignoreMerges: m.IgnoreMerges,
+		unkID:        -1,
+		fuseUnk:      m.FuseUnk,
+		cache:        newWordCache(),
+	}
+	for i := range bm.byteID {
+		bm.byteID[i] = -1
+	}
+	maxID := -1
+	for _, id := range m.Vocab {
+		if id < 0 || id >= 1<<31-1 {
+			return fmt.Errorf("tokenizer.json vocab has id %d out of range", id)
+		}
+		maxID = max(maxID, id)
+	}
+	for _, at := range f.AddedTokens {
+		if at.ID != nil {
+			maxID = max(maxID, *at.ID)
+		}
+	}
+	if maxID >= 1<<24 {
+		return fmt.Errorf("tokenizer.json has id %d; vocabularies beyond 16M ids are not supported", maxID)
+	}
+	t.tokens = make([][]byte, maxID+1)
+	t.special = make([]bool, maxID+1)
+	for tok, id := range m.Vocab {
+		raw, ok := byteLevelDecode(tok)
+		if !ok {
+			// Not reachable from byte-level text; decoded as its own UTF-8,
+			// as Hugging Face's ByteLevel decoder does.
+			t.tokens[id] = []byte(tok)
+			continue
+		}
+		t.tokens[id] = raw
+		bm.vocab[string(raw)] = int32(id)
+		if len(raw) == 1 {
+			bm.byteID[raw[0]] = int32(id)
+		}
+	}
+	if m.UnkToken != nil && *m.UnkToken != "" {
+		id, ok := m.Vocab[*m.UnkToken]
+		if !ok {
+			return fmt.Errorf("tokenizer.json unk_token %q is not in the vocab", *m.UnkToken)
+		}
+		bm.unkID = int32(id)
+	}
+	pairs, err := parseMerges(m.Merges)
+	if err != nil {
+		return err
+	}
+	for rank, p := range pairs {
+		a, okA := m.Vocab[p[0]]
+		b, okB := m.Vocab[p[1]]
+		c, okC := m.Vocab[p[0]+p[1]]
+		if !okA || !okB || !okC {
+			return fmt.Errorf("tokenizer.json merge %d (%q %q) uses a token missing from the vocab", rank, p[0], p[1])
+		}
+		// A repeated pair keeps its last rank, as in Hugging Face's map.
+		bm.merges[pairKey(int32(a), int32(b))] = merge{rank: int32(rank), id: int32(c)}
+	}
+	t.model = bm
+	return nil
+}
+
+// parseMerges accepts both merge formats: "a b" strings (older files) and
+// ["a", "b"] pairs (tokenizers >= 0.20, needed when a token contains a space).
+func parseMerges(raw json.RawMessage) ([][2]string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var strs []string
+	if err := json.Unmarshal(raw, &strs); err == nil {
+		out := make([][2]string, len(strs))
+		for i, s := range strs {
+			a, b, ok := strings.Cut(s, " ")
+			if !ok || strings.Contains(b, " ") {
+				return nil, fmt.Errorf("tokenizer.json merge %d %q is not two tokens separated by one space", i, s)
+			}
+			out[i] = [2]string{a, b}
+		}
+		return out, nil
+	}
+	var pairs [][]string
+	if err := json.Unmarshal(raw, &pairs); err != nil {
+		return nil, fmt.Errorf("tokenizer.json merges are neither strings nor pairs: %w", err)
+	}
+	out := make([][2]string, len(pairs))
+	for i, p := range pairs {
+		if len(p) != 2 {
+			return nil, fmt.Errorf("tokenizer.json merge %d has %d parts, want 2", i, len(p))
+		}
+		out[i] = [2]string{p[0], p[1]}
+	}
+	return out, nil
+}
+
+func (t *HFTokenizer) buildAdded(f *hfFile) error {
+	t.rawTrie, t.normTrie = newTokenTrie(), newTokenTrie()
+	for i, at := range f.AddedTokens {
+		if at.ID == nil {
+			return fmt.Errorf("tokenizer.json added token %d (%q) has no id", i, at.Content)
+		}
+		if at.Content == "" {
+			return fmt.Errorf("tokenizer.json added token %d has empty content", *at.ID)
+		}
+		if *at.ID < 0 {
+			return fmt.Errorf("tokenizer.json added token %q has negative id %d", at.Content, *at.ID)
+		}
+		normalized := !at.Special // Hugging Face's default when the field is absent
+		if at.Normalized != nil {
+			normalized = *at.Normalized
+		}
+		tok := addedToken{
+			id: *at.ID, content: at.Content, special: at.Special,
+			singleWord: at.SingleWord, lstrip: at.LStrip, rstrip: at.RStrip, normalized: normalized,
+		}
+		t.added = append(t.added, tok)
+		idx := len(t.added) - 1
+		if normalized {
+			// Matched against normalized text, so match its normalized form.
+			t.normTrie.add(t.normalize(at.Content), idx)
+		} else {
+			t.rawTrie.add(at.Content, idx)
+		}
+		t.tokens[tok.id] = decodeAddedContent(at.Content)
+		t.special[tok.id] = tok.special
+	}
+	return nil
+}
+
+// decodeAddedContent gives the bytes an added token decodes to: Hugging
+// Face passes added tokens through the ByteLevel decoder too, which maps them
+// back from the byte-level alphabet when every rune is in it and otherwise
+// keeps the token's UTF-8.
+func decodeAddedContent(s string) []byte {
+	if b, ok := byteLevelDecode(s); ok {
+		return b
+	}
+	return []byte(s)
+}
+
+func (t *HFTokenizer) findEOS(name string) int {
+	names := []string{name}
+	if name == "" {
+		names = []string{"<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>"}
+	}
+	for _, n := range names {
+		for _, at := range t.added {
+			if at.content == n {
+				return at.id
+			}
+		}
+		if raw, ok := byteLevelDecode(n); ok {
+			if id, ok := t.model.vocab[string(raw)]; ok {
+				return int(id)
+			}
+		}
+	}
+	return -1
+}
+
+// Encode implements llm.Tokenizer. With allowSpecial false, special added
+// tokens written in the text are tokenized as ordinary text (Hugging Face's
+// encode_special_tokens); non-special added tokens such as <think> are still
+// matched, as Hugging Face always matches them. Invalid UTF-8 is read as
+// U+FFFD.
+func (t *HFTokenizer) Encode(text string, allowSpecial bool) []int {
+	text = validText(text)
+	ids := []int{}
+	var outer, inner []segment
+	var pieces, scratch []string
+	outer = splitAdded(outer, text, t.rawTrie, t.added, !allowSpecial)
+	for _, seg := range outer {
+		if seg.token >= 0 {
+			ids = append(ids, t.added[seg.token].id)
+			continue
+		}
+		inner = splitAdded(inner[:0], t.normalize(seg.text), t.normTrie, t.added, !allowSpecial)
+		for _, s := range inner {
+			if s.token >= 0 {
+				ids = append(ids, t.added[s.token].id)
+				continue
+			}
+			pieces = append(pieces[:0], s.text)
+			for _, pt := range t.preTok {
+				scratch = scratch[:0]
+				for _, p := range pieces {
+					scratch = pt.split(scratch, p)
+				}
+				pieces, scratch = scratch, pieces
+			}
+			for _, p := range pieces {
+				ids = t.model.encode(ids, p)
+			}
+		}
+	}
+	return ids
+}
+
+func (t *HFTokenizer) normalize(s string) string {
+	if t.normalizer == nil || s == "" {
+		return s
+	}
+	return t.normalizer.normalize(s)
+}
+
+// Decode implements llm.Tokenizer: the ByteLevel decoder over every id, with
+// special added tokens left out when skipSpecial. Unknown ids are skipped, as
+// in Hugging Face. No clean-up of spaces is done.
+func (t *HFTokenizer) Decode(ids []int, skipSpecial bool) string {
+	var b []byte
+	for _, id := range ids {
+		b = append(b, t.tokenBytes(id, skipSpecial)...)
+	}
+	return lossyUTF8(b)
+}
+
+// NewDecoder implements llm.Tokenizer.
+func (t *HFTokenizer) NewDecoder(skipSpecial bool) llm.Decoder {
+	return llm.NewByteDecoder(func(id int) []byte { return t.tokenBytes(id, skipSpecial) })
+}
+
+func (t *HFTokenizer) tokenBytes(id int, skipSpecial bool) []byte {
+	if id < 0 || id >= len(t.tokens) || (skipSpecial && t.special[id]) {
+		return nil
+	}
+	return t.tokens[id]
+}
+
+// VocabSize implements llm.Tokenizer: one more than the largest id of the
+// vocabulary and the added tokens.
+func (t *HFTokenizer) VocabSize() int { return len(t.tokens) }
+
+// EOSTokenID implements llm.Tokenizer.
+func (t *HFTokenizer) EOSTokenID() int { return t.eos }
+
+// IsSpecial implements llm.Tokenizer: added tokens marked special.
+func (t *HFTokenizer) IsSpecial(id int) bool {
+	return id >= 0 && id < len(t.special) && t.special[id]
+}
+
+// TokenID returns the id of a token given as text (an added token's content,
+// or a vocabulary entry's raw text), for callers that need an id by name.
+func (t *HFTokenizer) TokenID(s string) (int, bool) {
+	for _, at := range t.added {
+		if at.content == s {
+			return at.id, true
+		}
+	}
+	id, ok := t.model.vocab[s]
+	return int(id), ok
+}
