@@ -30,13 +30,12 @@ type Stepper struct {
 	rawBuf   []float32
 	batch    Batch
 	sampled  []sched.Sampled
-	events   []pendingEvent
 	counters counters
-}
 
-type pendingEvent struct {
-	q  *request
-	ev llm.Event
+	// Per step, in batch order of the sampled sequences.
+	sampleReqs []*request
+	needLogits []bool
+	numSample  int
 }
 
 type counters struct {
@@ -134,8 +133,15 @@ func (st *Stepper) step() (firstScheduled int, err error) {
 	b.Seqs = b.Seqs[:0]
 	b.Dropped = append(b.Dropped[:0], out.Dropped...)
 	b.NumTokens = out.NumTokens
+	st.sampleReqs = st.sampleReqs[:0]
+	st.needLogits = st.needLogits[:0]
 	for _, sc := range out.Scheduled {
 		q := st.reqs[sc.ID]
+		need := sc.Sample && q.needLogits()
+		if sc.Sample {
+			st.sampleReqs = append(st.sampleReqs, q)
+			st.needLogits = append(st.needLogits, need)
+		}
 		if sc.First {
 			firstScheduled++
 			q.times.FirstScheduled = now
@@ -143,45 +149,29 @@ func (st *Stepper) step() (firstScheduled int, err error) {
 		}
 		b.Seqs = append(b.Seqs, SeqBatch{
 			ID: sc.ID, Tokens: sc.Tokens, StartPos: sc.StartPos, BlockTable: sc.BlockTable,
-			Sample: sc.Sample, NeedLogits: sc.Sample && q.needLogits(),
+			Sample: sc.Sample, NeedLogits: need,
 		})
 	}
+	st.numSample = len(st.sampleReqs)
 	rows, err := st.forward(b)
 	if err != nil {
 		return firstScheduled, err
 	}
+	if len(rows) != st.numSample {
+		return firstScheduled, fmt.Errorf("%w: %d sampled rows returned, %d expected", ErrBackend, len(rows), st.numSample)
+	}
 	now = st.now()
 	st.sampled = st.sampled[:0]
-	st.events = st.events[:0]
-	r := 0
-	for i := range b.Seqs {
-		sb := &b.Seqs[i]
-		if !sb.Sample {
-			continue
-		}
-		if r >= len(rows) {
-			return firstScheduled, fmt.Errorf("%w: %d sampled rows returned, more expected", ErrBackend, len(rows))
-		}
-		row := rows[r]
-		r++
-		q := st.reqs[sb.ID]
-		tok, lp, err := st.choose(q, sb.NeedLogits, row)
+	for r, q := range st.sampleReqs {
+		tok, lp, err := st.choose(q, st.needLogits[r], rows[r])
 		if err != nil {
 			return firstScheduled, err
 		}
 		ev := q.accept(tok, lp, now)
 		st.counters.generationTokens++
 		st.sampled = append(st.sampled, sched.Sampled{ID: q.id, Token: tok, Finished: ev.Finish != ""})
-		st.events = append(st.events, pendingEvent{q, ev})
-	}
-	if r != len(rows) {
-		return firstScheduled, fmt.Errorf("%w: %d sampled rows returned, %d expected", ErrBackend, len(rows), r)
-	}
-	if _, err := st.sched.Update(st.sampled); err != nil {
-		return firstScheduled, fmt.Errorf("engine: scheduler update: %w", err)
-	}
-	for _, pe := range st.events {
-		q, ev := pe.q, pe.ev
+		// Events only go into the request's queue, so sending before the
+		// scheduler's Update is safe: nobody can act on them within the step.
 		if ev.Finish != "" {
 			q.times.Finish = now
 			q.done = true
@@ -190,6 +180,9 @@ func (st *Stepper) step() (firstScheduled int, err error) {
 		}
 		ev.Times = q.times
 		q.sink(ev)
+	}
+	if _, err := st.sched.Update(st.sampled); err != nil {
+		return firstScheduled, fmt.Errorf("engine: scheduler update: %w", err)
 	}
 	return firstScheduled, nil
 }

@@ -65,6 +65,7 @@ type seq struct {
 	numComputed int // tokens whose KV is in the cache
 	state       state
 	everRan     bool // scheduled at least once, so a backend may hold state
+	removed     bool // finished or aborted
 }
 
 func (s *seq) numGenerated() int { return len(s.tokens) - s.numPrompt }
@@ -181,6 +182,7 @@ func (s *Scheduler) remove(q *seq) {
 	if q.everRan {
 		s.dropped = append(s.dropped, q.id)
 	}
+	q.removed = true
 	delete(s.seqs, q.id)
 }
 
@@ -265,7 +267,7 @@ func (s *Scheduler) Schedule() *Output {
 			continue
 		}
 		selfPreempted := false
-		for !s.kv.CanAllocate(q.id, q.numComputed+n) {
+		for !s.tryAllocate(q, n) {
 			// Preempt the most recently admitted running sequence; all of
 			// running[:i] are scheduled this step and are never chosen.
 			victim := s.running[len(s.running)-1]
@@ -279,7 +281,6 @@ func (s *Scheduler) Schedule() *Output {
 		if selfPreempted {
 			break
 		}
-		s.allocate(q, n)
 		s.plan(q, n, out)
 		budget -= n
 	}
@@ -289,13 +290,12 @@ func (s *Scheduler) Schedule() *Output {
 	for !preempted && budget > 0 && len(s.waiting) > 0 && len(s.running) < s.cfg.MaxNumSeqs {
 		q := s.waiting[0]
 		n := min(len(q.tokens)-q.numComputed, budget)
-		if !s.kv.CanAllocate(q.id, q.numComputed+n) {
+		if !s.tryAllocate(q, n) {
 			break // head-of-line: later requests wait their turn
 		}
 		s.waiting = s.waiting[1:]
 		q.state = stateRunning
 		s.running = append(s.running, q)
-		s.allocate(q, n)
 		s.plan(q, n, out)
 		budget -= n
 	}
@@ -313,11 +313,12 @@ func (s *Scheduler) Schedule() *Output {
 	return out
 }
 
-func (s *Scheduler) allocate(q *seq, n int) {
-	// CanAllocate was checked and the scheduler is the only user of the pool.
-	if ok, err := s.kv.Allocate(q.id, q.numComputed+n); !ok || err != nil {
-		panic(fmt.Sprintf("sched: allocation that was checked failed: ok=%v err=%v", ok, err))
-	}
+// tryAllocate gives q blocks for n more tokens; false (changing nothing)
+// when the pool is short.
+func (s *Scheduler) tryAllocate(q *seq, n int) bool {
+	// The only possible error is a negative count, which cannot happen here.
+	ok, _ := s.kv.Allocate(q.id, q.numComputed+n)
+	return ok
 }
 
 func (s *Scheduler) plan(q *seq, n int, out *Output) {
@@ -394,16 +395,23 @@ func (s *Scheduler) Update(sampled []Sampled) ([]kv.SeqID, error) {
 	}
 	s.pending = false
 	for i, q := range s.scheduled { // index-aligned with s.out.Scheduled
-		if s.seqs[q.id] != q {
-			continue // aborted after Schedule
+		if !q.removed { // not aborted after Schedule
+			q.numComputed += len(s.out.Scheduled[i].Tokens)
 		}
-		q.numComputed += len(s.out.Scheduled[i].Tokens)
 	}
 	var finished []kv.SeqID
 	var err error
+	next := 0 // sampled is in batch order: walk s.scheduled alongside it
 	for _, r := range sampled {
-		q, ok := s.seqs[r.ID]
-		if !ok {
+		for next < len(s.scheduled) && s.scheduled[next].id != r.ID {
+			next++
+		}
+		if next == len(s.scheduled) {
+			return finished, fmt.Errorf("%w: sampled seq %d is not in the last step, or out of batch order", ErrInvalid, r.ID)
+		}
+		q := s.scheduled[next]
+		next++
+		if q.removed {
 			continue // aborted after Schedule
 		}
 		if q.numComputed != len(q.tokens) {

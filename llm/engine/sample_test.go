@@ -1,0 +1,159 @@
+package engine
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/tinyserve/tinyserve/llm"
+)
+
+func randomLogits(rng *rand.Rand, n int) []float32 {
+	l := make([]float32, n)
+	for i := range l {
+		l[i] = float32(rng.IntN(20)) / 4 // many ties on purpose
+	}
+	return l
+}
+
+func naiveOrder(logits []float32) []int32 {
+	idx := make([]int32, len(logits))
+	for i := range idx {
+		idx[i] = int32(i)
+	}
+	slices.SortFunc(idx, func(a, b int32) int {
+		if before(logits, a, b) {
+			return -1
+		}
+		if before(logits, b, a) {
+			return 1
+		}
+		return 0
+	})
+	return idx
+}
+
+func sortedSet(s []int32) []int32 {
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return s
+}
+
+// TestSelectionAgainstSort checks the linear-time top-k and top-p
+// selections against a full sort, on random logits with many ties.
+func TestSelectionAgainstSort(t *testing.T) {
+	seed := uint64(rand.Int64())
+	rng := rand.New(rand.NewPCG(seed, 1))
+	for trial := range 3000 {
+		n := 1 + rng.IntN(60)
+		logits := randomLogits(rng, n)
+		order := naiveOrder(logits)
+		idx := make([]int32, n)
+		for i := range idx {
+			idx[i] = int32(i)
+		}
+		k := 1 + rng.IntN(n)
+		selectTop(idx, k, func(a, b int32) bool { return before(logits, a, b) })
+		if !slices.Equal(sortedSet(idx[:k]), sortedSet(order[:k])) {
+			t.Fatalf("seed %d trial %d: top-%d of %v: %v, want %v", seed, trial, k, logits, idx[:k], order[:k])
+		}
+
+		probs := make([]float64, n)
+		total := 0.0
+		for i, v := range logits {
+			probs[i] = math.Exp(float64(v))
+			total += probs[i]
+		}
+		target := rng.Float64() * total
+		want, mass := 0, 0.0
+		for want < n && mass < target {
+			mass += probs[order[want]]
+			want++
+		}
+		for i := range idx {
+			idx[i] = int32(i)
+		}
+		got := selectMass(idx, probs, logits, target)
+		if got != max(want, 1) && !(want == 0 && got <= 1) {
+			t.Fatalf("seed %d trial %d: top-p kept %d, want %d", seed, trial, got, want)
+		}
+		if want > 0 && !slices.Equal(sortedSet(idx[:got]), sortedSet(order[:want])) {
+			t.Fatalf("seed %d trial %d: top-p set %v, want %v", seed, trial, sortedSet(idx[:got]), sortedSet(order[:want]))
+		}
+	}
+}
+
+func TestGreedyTiesToLowestID(t *testing.T) {
+	if got := argmax([]float32{1, 3, 2, 3}); got != 1 {
+		t.Errorf("argmax = %d, want 1", got)
+	}
+	var s sampler
+	p := llm.SamplingParams{MaxTokens: 1, Temperature: 0.7, TopK: 1}
+	if got := s.sample([]float32{1, 3, 2, 3}, &p, rand.New(rand.NewPCG(1, 2))); got != 1 {
+		t.Errorf("top_k=1 sample = %d, want 1", got)
+	}
+}
+
+// TestSamplingFollowsTheDistribution draws many samples and compares the
+// frequencies with the softmax of logits/T restricted by top-k and top-p.
+func TestSamplingFollowsTheDistribution(t *testing.T) {
+	logits := []float32{2, 1, 0.5, 0, -1, 3}
+	cases := []llm.SamplingParams{
+		{MaxTokens: 1, Temperature: 1},
+		{MaxTokens: 1, Temperature: 0.5, TopK: 3},
+		{MaxTokens: 1, Temperature: 1, TopP: 0.8},
+	}
+	for _, p := range cases {
+		// Expected distribution, the slow way.
+		order := naiveOrder(logits)
+		keep := len(logits)
+		if p.TopK > 0 {
+			keep = p.TopK
+		}
+		w := make([]float64, len(logits))
+		total := 0.0
+		for _, i := range order[:keep] {
+			w[i] = math.Exp(float64(logits[i]) / p.Temperature)
+			total += w[i]
+		}
+		if p.TopP > 0 {
+			mass, k := 0.0, 0
+			for k < keep && mass < p.TopP*total {
+				mass += w[order[k]]
+				k++
+			}
+			for _, i := range order[k:keep] {
+				w[i] = 0
+			}
+			total = mass
+		}
+		var s sampler
+		rng := rand.New(rand.NewPCG(7, 8))
+		counts := make([]int, len(logits))
+		const draws = 40000
+		for range draws {
+			counts[s.sample(slices.Clone(logits), &p, rng)]++
+		}
+		for i := range logits {
+			want := w[i] / total
+			got := float64(counts[i]) / draws
+			if math.Abs(got-want) > 0.015 {
+				t.Errorf("%+v: token %d frequency %.3f, want %.3f", p, i, got, want)
+			}
+		}
+	}
+}
+
+func TestLogprobsOf(t *testing.T) {
+	logits := []float32{0, 1, 2, 2}
+	lp := logprobsOf(logits, 1, 3)
+	lse := math.Log(1 + math.E + 2*math.E*math.E)
+	if math.Abs(float64(lp.Logprob)-(1-lse)) > 1e-6 {
+		t.Errorf("chosen logprob %v, want %v", lp.Logprob, 1-lse)
+	}
+	ids := []int{lp.Top[0].ID, lp.Top[1].ID, lp.Top[2].ID}
+	if !slices.Equal(ids, []int{2, 3, 1}) {
+		t.Errorf("top ids %v, want [2 3 1] (ties to the lowest id)", ids)
+	}
+}

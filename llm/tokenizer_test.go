@@ -1,0 +1,63 @@
+package llm
+
+import (
+	"testing"
+	"unicode/utf8"
+)
+
+// TestByteDecoderNeverSplitsCharacters feeds multi-byte text one byte per
+// token and checks that no emitted piece is invalid UTF-8 and that the
+// pieces add up to the text.
+func TestByteDecoderNeverSplitsCharacters(t *testing.T) {
+	for _, text := range []string{"héllo wörld", "日本語のテキスト", "emoji 👩‍👩‍👧 ok", "a\xffb", "tail \xe6\x97"} {
+		d := NewByteDecoder(func(id int) []byte { return []byte{byte(id)} })
+		got := ""
+		for i := 0; i < len(text); i++ {
+			piece := d.Add(int(text[i]))
+			if !utf8.ValidString(piece) {
+				t.Errorf("%q: emitted invalid piece %q", text, piece)
+			}
+			got += piece
+		}
+		got += d.Flush()
+		if want := string([]rune(text)); got != want {
+			t.Errorf("decoded %q, want %q", got, want)
+		}
+	}
+}
+
+func TestParamsValidate(t *testing.T) {
+	neg := -1
+	cases := []struct {
+		p     SamplingParams
+		param string
+	}{
+		{SamplingParams{MaxTokens: 0}, "max_tokens"},
+		{SamplingParams{MaxTokens: 2, MinTokens: 3}, "min_tokens"},
+		{SamplingParams{MaxTokens: 1, Temperature: -1}, "temperature"},
+		{SamplingParams{MaxTokens: 1, TopP: 1.5}, "top_p"},
+		{SamplingParams{MaxTokens: 1, TopK: -2}, "top_k"},
+		{SamplingParams{MaxTokens: 1, Stop: []string{""}}, "stop"},
+		{SamplingParams{MaxTokens: 1, StopTokenIDs: []int{-3}}, "stop_token_ids"},
+		{SamplingParams{MaxTokens: 1, Logprobs: &neg}, "logprobs"},
+		{SamplingParams{MaxTokens: 1}, ""},
+	}
+	for _, c := range cases {
+		err := c.p.Validate()
+		pe, _ := err.(*ParamError)
+		switch {
+		case c.param == "" && err != nil:
+			t.Errorf("%+v: unexpected %v", c.p, err)
+		case c.param != "" && (pe == nil || pe.Param != c.param):
+			t.Errorf("%+v: error %v, want one naming %s", c.p, err, c.param)
+		}
+	}
+	r := Request{PromptTokens: []int{5, 10}, Params: SamplingParams{MaxTokens: 1}}
+	if err := r.Validate(10); err == nil {
+		t.Error("token 10 accepted with a vocabulary of 10")
+	}
+	ce := CheckContextLength(100, 60, 50)
+	if ce == nil || ce.Error() != "This model's maximum context length is 100 tokens. However, you requested 110 tokens (60 in the prompt, 50 in the completion). Please reduce the length of the prompt or completion." {
+		t.Errorf("context error: %v", ce)
+	}
+}
