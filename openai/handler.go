@@ -153,7 +153,7 @@ func NewHandler(eng llm.Engine, opts ...Option) http.Handler {
 	mux.HandleFunc("POST /v1/completions", h.completions)
 	mux.HandleFunc("GET /v1/models", h.models)
 	mux.HandleFunc("GET /health", h.health)
-	mux.Handle("GET /metrics", h.m.handler(cfg.gatherer, cfg.logger))
+	mux.Handle("GET /metrics", h.m.handler(cfg.gatherer))
 	mux.HandleFunc("POST /tokenize", h.tokenize)
 	mux.HandleFunc("POST /detokenize", h.detokenize)
 	// The same paths without a method answer 405 in the OpenAI error shape

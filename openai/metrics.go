@@ -161,11 +161,14 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 	emit(c.generationTokens, prometheus.CounterValue, float64(s.GenerationTokens))
 }
 
-// handler serves /metrics from g, logging gathering errors on log.
-func (m *metrics) handler(g prometheus.Gatherer, log *slog.Logger) http.Handler {
-	return promhttp.HandlerFor(g, promhttp.HandlerOpts{
-		ErrorLog:      slogPrintln{log},
-		ErrorHandling: promhttp.ContinueOnError,
+// handler serves /metrics from g. Gathering errors are logged on the
+// scrape's own logger, so they carry its request id.
+func (m *metrics) handler(g prometheus.Gatherer) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		promhttp.HandlerFor(g, promhttp.HandlerOpts{
+			ErrorLog:      slogPrintln{requestLogger(r)},
+			ErrorHandling: promhttp.ContinueOnError,
+		}).ServeHTTP(w, r)
 	})
 }
 

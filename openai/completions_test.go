@@ -1,0 +1,485 @@
+package openai
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tinyserve/tinyserve/llm"
+)
+
+type respJSON struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	Model   string `json:"model"`
+	Choices []struct {
+		Index        int             `json:"index"`
+		Text         string          `json:"text"`
+		Logprobs     json.RawMessage `json:"logprobs"`
+		FinishReason *string         `json:"finish_reason"`
+		StopReason   any             `json:"stop_reason"`
+		PromptIDs    []int           `json:"prompt_token_ids"`
+		TokenIDs     []int           `json:"token_ids"`
+	} `json:"choices"`
+	Usage *struct {
+		Prompt     int `json:"prompt_tokens"`
+		Completion int `json:"completion_tokens"`
+		Total      int `json:"total_tokens"`
+	} `json:"usage"`
+	Error *json.RawMessage `json:"error"`
+}
+
+func TestCompletionJSON(t *testing.T) {
+	f := newFake()
+	h := NewHandler(f, WithServedModelNames("tiny", "alias"))
+	rec := serve(t, h, "POST", "/v1/completions", `{"model":"alias","prompt":["hi","yo!"],"max_tokens":3,"n":2,"seed":7,"return_token_ids":true}`,
+		RequestIDHeader, "req-42")
+	require.Equal(t, 200, rec.Code, rec.Body.String())
+	assert.Equal(t, "req-42", rec.Header().Get(RequestIDHeader))
+	assert.Equal(t, "application/json", rec.Header().Get("Content-Type"))
+	var r respJSON
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &r))
+	assert.Equal(t, "cmpl-req-42", r.ID)
+	assert.Equal(t, "text_completion", r.Object)
+	assert.Equal(t, "alias", r.Model)
+	assert.InDelta(t, time.Now().Unix(), r.Created, 5)
+	require.Len(t, r.Choices, 4)
+	for i, c := range r.Choices {
+		assert.Equal(t, i, c.Index)
+		assert.Equal(t, "abc", c.Text)
+		assert.Equal(t, "length", *c.FinishReason)
+		assert.Nil(t, c.StopReason)
+		assert.Equal(t, []int{'a', 'b', 'c'}, c.TokenIDs)
+	}
+	assert.Equal(t, []int{'h', 'i'}, r.Choices[1].PromptIDs)
+	assert.Equal(t, []int{'y', 'o', '!'}, r.Choices[2].PromptIDs)
+	// Each prompt counts once, each choice's tokens count.
+	assert.Equal(t, 2+3, r.Usage.Prompt)
+	assert.Equal(t, 4*3, r.Usage.Completion)
+	assert.Equal(t, 17, r.Usage.Total)
+
+	// One engine request per choice; choice j of a prompt has seed+j, as vLLM.
+	reqs := f.requests()
+	require.Len(t, reqs, 4)
+	for i, want := range []int64{7, 8, 7, 8} {
+		assert.Equal(t, want, *reqs[i].Params.Seed, "choice %d", i)
+		assert.Equal(t, fmt.Sprintf("cmpl-req-42-%d", i), reqs[i].ID)
+	}
+}
+
+func TestEchoAndStopReason(t *testing.T) {
+	f := newFake()
+	f.script = func(req llm.Request) []llm.Event {
+		return []llm.Event{
+			{TokenIDs: []int{'x'}, Text: "x", StopTokenID: -1, PromptTokens: len(req.PromptTokens), CompletionTokens: 1},
+			{TokenIDs: []int{'\n', 5}, Text: "", Finish: llm.FinishStop, StopTokenID: 5, PromptTokens: len(req.PromptTokens), CompletionTokens: 3},
+		}
+	}
+	rec := serve(t, NewHandler(f), "POST", "/v1/completions", `{"prompt":[[104,105]],"echo":true,"stop_token_ids":[5]}`)
+	require.Equal(t, 200, rec.Code, rec.Body.String())
+	var r respJSON
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &r))
+	assert.Equal(t, "hix", r.Choices[0].Text, "echo decodes a token prompt")
+	assert.Equal(t, "stop", *r.Choices[0].FinishReason)
+	assert.Equal(t, float64(5), r.Choices[0].StopReason, "a stop token id is a number")
+	assert.Nil(t, r.Choices[0].TokenIDs, "token ids only when asked")
+	assert.Equal(t, 3, r.Usage.Completion, "usage counts the engine's tokens, not the text")
+
+	f.script = func(req llm.Request) []llm.Event {
+		return []llm.Event{{TokenIDs: []int{'x'}, Text: "x", Finish: llm.FinishStop, StopString: "yz", StopTokenID: -1, CompletionTokens: 1}}
+	}
+	rec = serve(t, NewHandler(f), "POST", "/v1/completions", `{"prompt":"a","stop":"yz"}`)
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &r))
+	assert.Equal(t, "yz", r.Choices[0].StopReason)
+}
+
+func TestLogprobsFormat(t *testing.T) {
+	f := newFake()
+	rec := serve(t, NewHandler(f), "POST", "/v1/completions", `{"prompt":"a","max_tokens":2,"logprobs":2}`)
+	require.Equal(t, 200, rec.Code, rec.Body.String())
+	var r respJSON
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &r))
+	want := `{"tokens":["a","b"],"token_logprobs":[-0.5,-0.5],` +
+		`"top_logprobs":[{"a":-0.5,"A":-1,"B":-2},{"b":-0.5,"A":-1,"B":-2}],"text_offset":[0,1]}`
+	assert.JSONEq(t, want, string(r.Choices[0].Logprobs))
+	// Key order is stable: the chosen token first.
+	assert.True(t, strings.HasPrefix(string(r.Choices[0].Logprobs), `{"tokens":["a","b"],"token_logprobs":[-0.5,-0.5],"top_logprobs":[{"a":-0.5,"A":-1,"B":-2}`), string(r.Choices[0].Logprobs))
+}
+
+func TestTopLogprobsJSON(t *testing.T) {
+	tests := []struct {
+		in   topLogprobs
+		want string
+	}{
+		{nil, `{}`},
+		{topLogprobs{{"a", -1}}, `{"a":-1}`},
+		{topLogprobs{{"a", -1}, {"a", -2}, {`"q"`, -3}}, `{"a":-1,"\"q\"":-3}`},
+	}
+	for _, tc := range tests {
+		b, err := json.Marshal(tc.in)
+		require.NoError(t, err)
+		assert.Equal(t, tc.want, string(b))
+	}
+	assert.Equal(t, minLogprob, finiteLogprob(float32(negInf())))
+}
+
+func negInf() float64 { return -1 / zero() }
+func zero() float64   { return 0 }
+
+// sseEvents splits an SSE body into its data payloads.
+func sseEvents(t *testing.T, body string) []string {
+	t.Helper()
+	var out []string
+	sc := bufio.NewScanner(strings.NewReader(body))
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" {
+			continue
+		}
+		require.True(t, strings.HasPrefix(line, "data: "), "line %q", line)
+		out = append(out, strings.TrimPrefix(line, "data: "))
+	}
+	return out
+}
+
+func TestStreaming(t *testing.T) {
+	f := newFake()
+	// "é" is two bytes: the first event's text is empty (half a character),
+	// so no chunk may be sent for it.
+	f.script = func(req llm.Request) []llm.Event {
+		base := llm.Event{StopTokenID: -1, PromptTokens: len(req.PromptTokens)}
+		e1, e2, e3 := base, base, base
+		e1.TokenIDs, e1.CompletionTokens = []int{0xC3}, 1
+		e1.Logprobs = []llm.TokenLogprob{{ID: 0xC3, Logprob: -1}}
+		e2.TokenIDs, e2.Text, e2.CompletionTokens = []int{0xA9}, "é", 2
+		e2.Logprobs = []llm.TokenLogprob{{ID: 0xA9, Logprob: -2}}
+		e3.TokenIDs, e3.Text, e3.CompletionTokens, e3.Finish = []int{'!'}, "!", 3, llm.FinishLength
+		e3.Logprobs = []llm.TokenLogprob{{ID: '!', Logprob: -3}}
+		return []llm.Event{e1, e2, e3}
+	}
+	rec := serve(t, NewHandler(f), "POST", "/v1/completions",
+		`{"prompt":"hey","max_tokens":3,"stream":true,"stream_options":{"include_usage":true},"logprobs":0,"return_token_ids":true,"n":2}`)
+	require.Equal(t, 200, rec.Code, rec.Body.String())
+	assert.Equal(t, "text/event-stream", rec.Header().Get("Content-Type"))
+	evs := sseEvents(t, rec.Body.String())
+	require.Equal(t, "[DONE]", evs[len(evs)-1])
+	evs = evs[:len(evs)-1]
+	require.Len(t, evs, 2*2+1, "two chunks per choice plus usage")
+
+	texts := map[int]string{}
+	finished := map[int]bool{}
+	for _, raw := range evs[:4] {
+		var c respJSON
+		require.NoError(t, json.Unmarshal([]byte(raw), &c), raw)
+		require.Len(t, c.Choices, 1)
+		ch := c.Choices[0]
+		assert.NotEmpty(t, ch.Text, "no empty deltas")
+		assert.False(t, finished[ch.Index], "nothing after a choice's finish")
+		texts[ch.Index] += ch.Text
+		if ch.FinishReason != nil {
+			finished[ch.Index] = true
+			assert.Equal(t, "length", *ch.FinishReason)
+		}
+		if ch.Text == "é" {
+			assert.Equal(t, []int{0xC3, 0xA9}, ch.TokenIDs, "held-back tokens travel with the text")
+			assert.Equal(t, []int{'h', 'e', 'y'}, ch.PromptIDs, "prompt ids on a choice's first chunk")
+			assert.JSONEq(t, `{"tokens":["\ufffd","\ufffd"],"token_logprobs":[-1,-2],"top_logprobs":[{"\ufffd":-1},{"\ufffd":-2}],"text_offset":[0,1]}`, string(ch.Logprobs))
+		} else {
+			assert.Nil(t, ch.PromptIDs)
+			assert.JSONEq(t, `{"tokens":["!"],"token_logprobs":[-3],"top_logprobs":[{"!":-3}],"text_offset":[2]}`, string(ch.Logprobs))
+		}
+		assert.Equal(t, "cmpl-", c.ID[:5])
+	}
+	assert.Equal(t, map[int]string{0: "é!", 1: "é!"}, texts)
+	assert.Equal(t, map[int]bool{0: true, 1: true}, finished)
+	var u respJSON
+	require.NoError(t, json.Unmarshal([]byte(evs[4]), &u))
+	assert.Empty(t, u.Choices)
+	assert.NotNil(t, u.Choices, "choices: [] in the usage chunk")
+	require.NotNil(t, u.Usage)
+	assert.Equal(t, 3, u.Usage.Prompt)
+	assert.Equal(t, 6, u.Usage.Completion)
+	assert.Equal(t, 9, u.Usage.Total)
+}
+
+func TestStreamEchoWithoutUsage(t *testing.T) {
+	rec := serve(t, NewHandler(newFake()), "POST", "/v1/completions", `{"prompt":"hey","max_tokens":2,"stream":true,"echo":true}`)
+	require.Equal(t, 200, rec.Code)
+	evs := sseEvents(t, rec.Body.String())
+	require.Equal(t, []string{"[DONE]"}, evs[2:])
+	var c respJSON
+	require.NoError(t, json.Unmarshal([]byte(evs[0]), &c))
+	assert.Equal(t, "heya", c.Choices[0].Text)
+	assert.Nil(t, c.Usage)
+	assert.Nil(t, c.Choices[0].FinishReason)
+}
+
+func TestStreamErrorAfterHeaders(t *testing.T) {
+	tests := []struct {
+		name     string
+		last     llm.Event
+		wantType string
+	}{
+		{"backend error", llm.Event{Finish: llm.FinishError, Err: errors.New("cuda: launch failed")}, typeServer},
+		{"engine died", llm.Event{Finish: llm.FinishError, Err: fmt.Errorf("%w: boom", llm.ErrEngineDead)}, typeUnavailable},
+		{"engine closed", llm.Event{Finish: llm.FinishAbort}, typeUnavailable},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake()
+			f.script = func(llm.Request) []llm.Event {
+				return []llm.Event{{TokenIDs: []int{'a'}, Text: "a", CompletionTokens: 1}, tc.last}
+			}
+			rec := serve(t, NewHandler(f), "POST", "/v1/completions", `{"prompt":"hey","stream":true}`)
+			require.Equal(t, 200, rec.Code)
+			evs := sseEvents(t, rec.Body.String())
+			require.Len(t, evs, 3, rec.Body.String())
+			assert.Contains(t, evs[0], `"text":"a"`)
+			var e errJSON
+			require.NoError(t, json.Unmarshal([]byte(evs[1]), &e))
+			assert.Equal(t, tc.wantType, e.Error.Type)
+			assert.NotEmpty(t, e.Error.Message)
+			assert.Equal(t, "[DONE]", evs[2])
+
+			// The same failure without streaming is a plain error response.
+			rec = serve(t, NewHandler(f), "POST", "/v1/completions", `{"prompt":"hey"}`)
+			assert.GreaterOrEqual(t, rec.Code, 500)
+			assert.Equal(t, tc.wantType, decodeErr(t, rec).Error.Type)
+		})
+	}
+}
+
+func TestEngineRejections(t *testing.T) {
+	tests := []struct {
+		err    error
+		status int
+		typ    string
+		param  string
+	}{
+		{llm.ErrOverloaded, 429, typeRateLimit, ""},
+		{llm.ErrDraining, 503, typeUnavailable, ""},
+		{fmt.Errorf("%w: oom", llm.ErrEngineDead), 503, typeUnavailable, ""},
+		{llm.ErrClosed, 503, typeUnavailable, ""},
+		{errors.New("something odd"), 500, typeServer, ""},
+		{&llm.ContextLengthError{MaxModelLen: 8, PromptTokens: 5, MaxTokens: 4}, 400, typeInvalidRequest, "prompt"},
+		{fmt.Errorf("%w: 3 blocks", llm.ErrTooLargeForCache), 400, typeInvalidRequest, "prompt"},
+		{&llm.ParamError{Param: "top_k", Msg: "bad"}, 400, typeInvalidRequest, "top_k"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.err.Error(), func(t *testing.T) {
+			f := newFake()
+			f.genErr = tc.err
+			for _, body := range []string{`{"prompt":"a"}`, `{"prompt":"a","stream":true}`} {
+				rec := serve(t, NewHandler(f), "POST", "/v1/completions", body)
+				require.Equal(t, tc.status, rec.Code, rec.Body.String())
+				e := decodeErr(t, rec)
+				assert.Equal(t, tc.typ, e.Error.Type)
+				if tc.param != "" {
+					assert.Equal(t, tc.param, *e.Error.Param)
+				}
+				if tc.status == 429 {
+					assert.Equal(t, "1", rec.Header().Get("Retry-After"))
+				}
+			}
+		})
+	}
+}
+
+func TestMaxPending(t *testing.T) {
+	f := newFake()
+	f.hold = make(chan struct{})
+	h := NewHandler(f, WithMaxPending(3))
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	// Two requests of n=1 and n=... hold 3 sequences; the next is refused
+	// without reaching the engine.
+	results := make(chan int, 2)
+	for _, body := range []string{`{"prompt":"a","max_tokens":1}`, `{"prompt":"a","max_tokens":1,"n":2}`} {
+		go func() {
+			resp, err := http.Post(srv.URL+"/v1/completions", "application/json", strings.NewReader(body))
+			if err != nil {
+				results <- -1
+				return
+			}
+			resp.Body.Close()
+			results <- resp.StatusCode
+		}()
+	}
+	require.Eventually(t, func() bool { return len(f.requests()) == 3 }, 5*time.Second, time.Millisecond)
+	rec := serve(t, h, "POST", "/v1/completions", `{"prompt":"a","max_tokens":1}`)
+	require.Equal(t, 429, rec.Code)
+	assert.Equal(t, "1", rec.Header().Get("Retry-After"))
+	assert.Equal(t, typeRateLimit, decodeErr(t, rec).Error.Type)
+	assert.Len(t, f.requests(), 3)
+	close(f.hold)
+	assert.Equal(t, 200, <-results)
+	assert.Equal(t, 200, <-results)
+	rec = serve(t, h, "POST", "/v1/completions", `{"prompt":"a","max_tokens":1}`)
+	assert.Equal(t, 200, rec.Code, "capacity is returned when requests finish")
+}
+
+func TestRoutes(t *testing.T) {
+	f := newFake()
+	h := NewHandler(f, WithServedModelNames("tiny", "alias"))
+	tests := []struct {
+		method, path, body string
+		status             int
+		want               string // JSON the body must equal, when set
+	}{
+		{"GET", "/health", "", 200, `{"status":"ok"}`},
+		{"POST", "/health", "", 405, ""},
+		{"GET", "/v1/completions", "", 405, ""},
+		{"GET", "/v1/nothing", "", 404, ""},
+		{"POST", "/tokenize", `{"prompt":"hé"}`, 200, `{"count":3,"max_model_len":64,"tokens":[104,195,169],"token_strs":null}`},
+		{"POST", "/tokenize", `{"model":"alias","prompt":"h","return_token_strs":true,"add_special_tokens":true}`, 200, `{"count":1,"max_model_len":64,"tokens":[104],"token_strs":["h"]}`},
+		{"POST", "/tokenize", `{"prompt":""}`, 200, `{"count":0,"max_model_len":64,"tokens":[],"token_strs":null}`},
+		{"POST", "/tokenize", `{"prompt":"h","model":"other"}`, 404, ""},
+		{"POST", "/tokenize", `{"prompt":"h","messages":[]}`, 400, ""},
+		{"POST", "/tokenize", `{}`, 400, ""},
+		{"POST", "/detokenize", `{"tokens":[104,195,169]}`, 200, `{"prompt":"hé"}`},
+		{"POST", "/detokenize", `{"tokens":[104,257]}`, 400, ""},
+		{"POST", "/detokenize", `{"tokens":"x"}`, 400, ""},
+		{"POST", "/detokenize", `{}`, 400, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.method+tc.path+tc.body, func(t *testing.T) {
+			rec := serve(t, h, tc.method, tc.path, tc.body)
+			require.Equal(t, tc.status, rec.Code, rec.Body.String())
+			if tc.want != "" {
+				assert.JSONEq(t, tc.want, rec.Body.String())
+			}
+			if tc.status >= 400 {
+				decodeErr(t, rec)
+			}
+		})
+	}
+
+	rec := serve(t, h, "GET", "/v1/models", "")
+	require.Equal(t, 200, rec.Code)
+	var list struct {
+		Object string `json:"object"`
+		Data   []struct {
+			ID          string `json:"id"`
+			Object      string `json:"object"`
+			Created     int64  `json:"created"`
+			OwnedBy     string `json:"owned_by"`
+			Root        string `json:"root"`
+			MaxModelLen int    `json:"max_model_len"`
+		} `json:"data"`
+	}
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &list))
+	assert.Equal(t, "list", list.Object)
+	require.Len(t, list.Data, 2)
+	assert.Equal(t, "tiny", list.Data[0].ID)
+	assert.Equal(t, "alias", list.Data[1].ID)
+	for _, m := range list.Data {
+		assert.Equal(t, "model", m.Object)
+		assert.Equal(t, "tinyserve", m.OwnedBy)
+		assert.Equal(t, "fake", m.Root)
+		assert.Equal(t, 64, m.MaxModelLen)
+		assert.NotZero(t, m.Created)
+	}
+}
+
+func TestHealth(t *testing.T) {
+	tests := []struct {
+		err    error
+		status string
+	}{
+		{llm.ErrDraining, "draining"},
+		{fmt.Errorf("%w: step 3: boom", llm.ErrEngineDead), "dead"},
+		{llm.ErrClosed, "closed"},
+		{errors.New("odd"), "unavailable"},
+	}
+	for _, tc := range tests {
+		f := newFake()
+		f.health = tc.err
+		rec := serve(t, NewHandler(f), "GET", "/health", "")
+		require.Equal(t, 503, rec.Code)
+		var b healthBody
+		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &b))
+		assert.Equal(t, tc.status, b.Status)
+		assert.Equal(t, tc.err.Error(), b.Reason)
+	}
+}
+
+func TestRequestIDAndLogs(t *testing.T) {
+	var logs bytes.Buffer
+	lg := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	f := newFake()
+	h := NewHandler(f, WithLogger(lg))
+	tests := []struct {
+		sent string
+		keep bool
+	}{
+		{"abc-123", true},
+		{"", false},
+		{"has space", false},
+		{strings.Repeat("x", 129), false},
+	}
+	for _, tc := range tests {
+		logs.Reset()
+		rec := serve(t, h, "POST", "/v1/completions", `{"prompt":"a","max_tokens":1,"temperature":-1}`, RequestIDHeader, tc.sent)
+		id := rec.Header().Get(RequestIDHeader)
+		if tc.keep {
+			assert.Equal(t, tc.sent, id)
+		} else {
+			assert.Len(t, id, 32)
+		}
+		lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+		require.GreaterOrEqual(t, len(lines), 2, "a rejection line and an access line")
+		for _, l := range lines {
+			var m map[string]any
+			require.NoError(t, json.Unmarshal([]byte(l), &m))
+			assert.Equal(t, id, m["request_id"], l)
+		}
+	}
+	// Two generated ids differ, and engine request ids derive from them.
+	a := serve(t, h, "POST", "/v1/completions", `{"prompt":"a","max_tokens":1}`).Header().Get(RequestIDHeader)
+	b := serve(t, h, "POST", "/v1/completions", `{"prompt":"a","max_tokens":1}`).Header().Get(RequestIDHeader)
+	assert.NotEqual(t, a, b)
+	reqs := f.requests()
+	assert.Equal(t, "cmpl-"+b+"-0", reqs[len(reqs)-1].ID)
+}
+
+// TestDisconnectCancels checks, on the fake, that a client that goes away
+// cancels the engine request's context (the real engine then frees its
+// blocks: see TestDisconnectFreesBlocks).
+func TestDisconnectCancels(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		f := newFake()
+		f.hold = make(chan struct{}) // events never come
+		srv := httptest.NewServer(NewHandler(f))
+		ctx, cancel := context.WithCancel(context.Background())
+		body := fmt.Sprintf(`{"prompt":"a","stream":%v}`, stream)
+		req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL+"/v1/completions", strings.NewReader(body))
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			resp, err := http.DefaultClient.Do(req)
+			if err == nil {
+				// streaming: headers arrive; then the client hangs up.
+				cancel()
+				resp.Body.Close()
+			}
+		}()
+		require.Eventually(t, func() bool { return len(f.requests()) == 1 }, 5*time.Second, time.Millisecond)
+		cancel()
+		<-done
+		f.wg.Wait() // returns only once the fake saw its context cancelled
+		srv.Close()
+	}
+}

@@ -1,0 +1,115 @@
+package openai
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tinyserve/tinyserve/llm"
+)
+
+var metricNames = []string{
+	"vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
+	"vllm:prompt_tokens_total", "vllm:generation_tokens_total", "vllm:num_preemptions_total",
+	"vllm:request_success_total", "vllm:time_to_first_token_seconds", "vllm:inter_token_latency_seconds",
+	"vllm:e2e_request_latency_seconds", "vllm:request_queue_time_seconds",
+}
+
+// TestMetricsExposition compares the whole exposition, after one request on
+// the fake's fixed timestamps, with testdata/metrics.txt.
+func TestMetricsExposition(t *testing.T) {
+	f := newFake()
+	f.stats = llm.Stats{Running: 2, Waiting: 3, KVBlocksTotal: 8, KVBlocksUsed: 2, KVUsage: 0.25,
+		Preemptions: 1, PromptTokens: 40, GenerationTokens: 7}
+	reg := prometheus.NewPedanticRegistry()
+	h := NewHandler(f, WithRegistry(reg, reg), WithServedModelNames("tiny"))
+	rec := serve(t, h, "POST", "/v1/completions", `{"prompt":"a","max_tokens":3}`)
+	require.Equal(t, 200, rec.Code)
+
+	want, err := os.Open("testdata/metrics.txt")
+	require.NoError(t, err)
+	defer want.Close()
+	require.NoError(t, testutil.GatherAndCompare(reg, want, metricNames...))
+
+	problems, err := testutil.GatherAndLint(reg)
+	require.NoError(t, err)
+	for _, p := range problems {
+		// vLLM's names need the colon; nothing else may be flagged.
+		assert.Equal(t, "metric names should not contain ':'", p.Text, p.Metric)
+	}
+	assert.Len(t, problems, len(metricNames))
+
+	// GET /metrics serves the same registry in the text format.
+	rec = serve(t, h, "GET", "/metrics", "")
+	require.Equal(t, 200, rec.Code)
+	assert.Contains(t, rec.Body.String(), `vllm:kv_cache_usage_perc{model_name="tiny"} 0.25`)
+}
+
+// TestMetricsSharedRegistry: two handlers on one registry — same model
+// reuses the collectors, another model adds its own series — and a fresh
+// registry per handler by default, so nothing collides or panics.
+func TestMetricsSharedRegistry(t *testing.T) {
+	var logs bytes.Buffer
+	lg := slog.New(slog.NewTextHandler(&logs, nil))
+	reg := prometheus.NewRegistry()
+	a := NewHandler(newFake(), WithRegistry(reg, reg), WithServedModelNames("m1"), WithLogger(lg))
+	b := NewHandler(newFake(), WithRegistry(reg, reg), WithServedModelNames("m1"), WithLogger(lg))
+	c := NewHandler(newFake(), WithRegistry(reg, reg), WithServedModelNames("m2"), WithLogger(lg))
+	for _, h := range []http.Handler{a, b, b, c} {
+		rec := serve(t, h, "POST", "/v1/completions", `{"prompt":"a","max_tokens":1}`)
+		require.Equal(t, 200, rec.Code)
+	}
+	_ = NewHandler(newFake()) // its own registry
+	_ = NewHandler(newFake())
+	out, err := testutil.GatherAndCount(reg, "vllm:request_success_total")
+	require.NoError(t, err)
+	assert.Equal(t, 2, out, "one series per model")
+	assert.Equal(t, 3.0, successCount(t, reg, "m1"), "a and b share the m1 collectors")
+	assert.Equal(t, 1.0, successCount(t, reg, "m2"))
+	assert.NotContains(t, logs.String(), "level=ERROR", "reusing a collector is not an error")
+}
+
+func successCount(t *testing.T, reg prometheus.Gatherer, model string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() != "vllm:request_success_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "model_name" && l.GetValue() == model {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("no series for %s", model)
+	return 0
+}
+
+// failingGatherer makes promhttp report an error through ErrorLog.
+type failingGatherer struct{}
+
+func (failingGatherer) Gather() ([]*dto.MetricFamily, error) { return nil, errors.New("gather broke") }
+
+func TestMetricsErrorLog(t *testing.T) {
+	var logs bytes.Buffer
+	lg := slog.New(slog.NewTextHandler(&logs, nil))
+	h := NewHandler(newFake(), WithRegistry(prometheus.NewRegistry(), failingGatherer{}), WithLogger(lg))
+	rec := serve(t, h, "GET", "/metrics", "")
+	assert.Equal(t, 500, rec.Code)
+	assert.True(t, strings.Contains(logs.String(), "gather broke"), logs.String())
+	assert.Contains(t, logs.String(), "request_id=")
+}

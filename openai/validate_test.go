@@ -1,0 +1,194 @@
+package openai
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+type errJSON struct {
+	Error struct {
+		Message string  `json:"message"`
+		Type    string  `json:"type"`
+		Param   *string `json:"param"`
+		Code    *string `json:"code"`
+	} `json:"error"`
+}
+
+// serve runs one request through h and returns the recorder.
+func serve(t *testing.T, h http.Handler, method, path, body string, hdr ...string) *httptest.ResponseRecorder {
+	t.Helper()
+	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec
+}
+
+// decodeErr checks that rec carries an OpenAI error body and returns it.
+func decodeErr(t *testing.T, rec *httptest.ResponseRecorder) errJSON {
+	t.Helper()
+	assert.Equal(t, "application/json", rec.Header().Get("Content-Type"))
+	var e errJSON
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &e), "body: %s", rec.Body.String())
+	require.NotEmpty(t, e.Error.Message)
+	return e
+}
+
+// TestValidation holds one row per validation rule of /v1/completions.
+func TestValidation(t *testing.T) {
+	long := strings.Repeat("x", 60) // 60 prompt + 16 default max_tokens > 64
+	many := `["a","b","c","d","e","f","g","h","i","j","k","l","m","n","o","p","q"]`
+	tests := []struct {
+		name   string
+		body   string
+		status int
+		param  string // "" means null
+		code   string
+		msg    string // a substring of the message, when it matters
+	}{
+		{"syntax error", `{"prompt":`, 400, "", "invalid_json", "not valid JSON"},
+		{"trailing garbage", `{"prompt":"a"} x`, 400, "", "invalid_json", ""},
+		{"array body", `[]`, 400, "", "invalid_json", "JSON object"},
+		{"null body", `null`, 400, "", "invalid_json", "JSON object"},
+		{"empty body", ``, 400, "", "invalid_json", ""},
+		{"unknown fields named", `{"prompt":"a","foo":1,"bar":2}`, 400, "bar", "unknown_field", `"bar", "foo"`},
+		{"field name case matters", `{"Prompt":"a"}`, 400, "Prompt", "unknown_field", `"Prompt"`},
+		{"vllm extra not supported", `{"prompt":"a","min_p":0.1}`, 400, "min_p", "unknown_field", ""},
+		{"missing prompt", `{}`, 400, "prompt", "missing_required_parameter", ""},
+		{"null prompt", `{"prompt":null}`, 400, "prompt", "missing_required_parameter", ""},
+		{"empty prompt", `{"prompt":""}`, 400, "prompt", "invalid_value", "empty"},
+		{"empty prompt list", `{"prompt":[]}`, 400, "prompt", "invalid_value", "empty"},
+		{"empty string in list", `{"prompt":["a",""]}`, 400, "prompt", "invalid_value", "empty"},
+		{"empty token list in list", `{"prompt":[[1],[]]}`, 400, "prompt", "invalid_value", "empty"},
+		{"mixed prompt list", `{"prompt":["a",1]}`, 400, "prompt", "invalid_type", ""},
+		{"mixed nested list", `{"prompt":[[1],2]}`, 400, "prompt", "invalid_type", ""},
+		{"prompt object", `{"prompt":{}}`, 400, "prompt", "invalid_type", ""},
+		{"prompt number", `{"prompt":5}`, 400, "prompt", "invalid_type", ""},
+		{"float token id", `{"prompt":[1.5]}`, 400, "prompt", "invalid_type", ""},
+		{"token id above vocab", `{"prompt":[1,257]}`, 400, "prompt", "invalid_value", "257"},
+		{"negative token id", `{"prompt":[-1]}`, 400, "prompt", "invalid_value", "-1"},
+		{"nested token id above vocab", `{"prompt":[[1],[999]]}`, 400, "prompt", "invalid_value", "999"},
+		{"model wrong type", `{"prompt":"a","model":5}`, 400, "model", "invalid_type", ""},
+		{"unknown model", `{"prompt":"a","model":"gpt-4"}`, 404, "model", "model_not_found", "The model `gpt-4` does not exist."},
+		{"max_tokens string", `{"prompt":"a","max_tokens":"16"}`, 400, "max_tokens", "invalid_type", "integer"},
+		{"max_tokens float", `{"prompt":"a","max_tokens":1.5}`, 400, "max_tokens", "invalid_type", ""},
+		{"max_tokens zero", `{"prompt":"a","max_tokens":0}`, 400, "max_tokens", "invalid_value", ""},
+		{"max_tokens huge", `{"prompt":"a","max_tokens":1e30}`, 400, "max_tokens", "invalid_type", ""},
+		{"temperature negative", `{"prompt":"a","temperature":-1}`, 400, "temperature", "invalid_value", ""},
+		{"temperature string", `{"prompt":"a","temperature":"hot"}`, 400, "temperature", "invalid_type", "number"},
+		{"top_p above 1", `{"prompt":"a","top_p":1.5}`, 400, "top_p", "invalid_value", ""},
+		{"top_k below -1", `{"prompt":"a","top_k":-2}`, 400, "top_k", "invalid_value", ""},
+		{"min_tokens negative", `{"prompt":"a","min_tokens":-1}`, 400, "min_tokens", "invalid_value", ""},
+		{"min_tokens over max_tokens", `{"prompt":"a","min_tokens":5,"max_tokens":4}`, 400, "min_tokens", "invalid_value", ""},
+		{"n zero", `{"prompt":"a","n":0}`, 400, "n", "invalid_value", ""},
+		{"n too large", `{"prompt":"a","n":129}`, 400, "n", "invalid_value", ""},
+		{"n string", `{"prompt":"a","n":"2"}`, 400, "n", "invalid_type", ""},
+		{"too many choices", `{"prompt":[` + strings.Repeat(`"a",`, 99) + `"a"],"n":11}`, 400, "n", "invalid_value", "1024"},
+		{"seed string", `{"prompt":"a","seed":"1"}`, 400, "seed", "invalid_type", ""},
+		{"stop number", `{"prompt":"a","stop":5}`, 400, "stop", "invalid_type", ""},
+		{"stop list of numbers", `{"prompt":"a","stop":[5]}`, 400, "stop", "invalid_type", ""},
+		{"stop empty string", `{"prompt":"a","stop":[""]}`, 400, "stop", "invalid_value", ""},
+		{"too many stop strings", `{"prompt":"a","stop":` + many + `}`, 400, "stop", "invalid_value", "16"},
+		{"stop_token_ids negative", `{"prompt":"a","stop_token_ids":[-1]}`, 400, "stop_token_ids", "invalid_value", ""},
+		{"stop_token_ids above vocab", `{"prompt":"a","stop_token_ids":[300]}`, 400, "stop_token_ids", "invalid_value", ""},
+		{"stop_token_ids strings", `{"prompt":"a","stop_token_ids":["a"]}`, 400, "stop_token_ids", "invalid_type", ""},
+		{"ignore_eos string", `{"prompt":"a","ignore_eos":"true"}`, 400, "ignore_eos", "invalid_type", "boolean"},
+		{"logprobs too many", `{"prompt":"a","logprobs":21}`, 400, "logprobs", "invalid_value", ""},
+		{"logprobs negative", `{"prompt":"a","logprobs":-1}`, 400, "logprobs", "invalid_value", ""},
+		{"logprobs bool", `{"prompt":"a","logprobs":true}`, 400, "logprobs", "invalid_type", ""},
+		{"echo number", `{"prompt":"a","echo":1}`, 400, "echo", "invalid_type", ""},
+		{"echo with logprobs", `{"prompt":"a","echo":true,"logprobs":1}`, 400, "echo", "unsupported_parameter", "prompt log-probabilities"},
+		{"stream string", `{"prompt":"a","stream":"yes"}`, 400, "stream", "invalid_type", ""},
+		{"stream_options without stream", `{"prompt":"a","stream_options":{"include_usage":true}}`, 400, "stream_options", "invalid_value", "Stream options can only be defined when `stream=True`."},
+		{"stream_options unknown field", `{"prompt":"a","stream":true,"stream_options":{"continuous_usage_stats":true}}`, 400, "stream_options.continuous_usage_stats", "unknown_field", ""},
+		{"stream_options wrong type", `{"prompt":"a","stream":true,"stream_options":{"include_usage":"yes"}}`, 400, "stream_options.include_usage", "invalid_type", ""},
+		{"stream_options not object", `{"prompt":"a","stream":true,"stream_options":true}`, 400, "stream_options", "invalid_json", ""},
+		{"return_token_ids string", `{"prompt":"a","return_token_ids":"y"}`, 400, "return_token_ids", "invalid_type", ""},
+		{"user number", `{"prompt":"a","user":5}`, 400, "user", "invalid_type", ""},
+		{"presence_penalty", `{"prompt":"a","presence_penalty":0.5}`, 400, "presence_penalty", "unsupported_parameter", "presence_penalty is not supported"},
+		{"frequency_penalty", `{"prompt":"a","frequency_penalty":-1}`, 400, "frequency_penalty", "unsupported_parameter", ""},
+		{"repetition_penalty", `{"prompt":"a","repetition_penalty":1.2}`, 400, "repetition_penalty", "unsupported_parameter", ""},
+		{"penalty wrong type", `{"prompt":"a","presence_penalty":"0"}`, 400, "presence_penalty", "invalid_type", ""},
+		{"best_of", `{"prompt":"a","best_of":3}`, 400, "best_of", "unsupported_parameter", ""},
+		{"suffix", `{"prompt":"a","suffix":"z"}`, 400, "suffix", "unsupported_parameter", ""},
+		{"logit_bias set", `{"prompt":"a","logit_bias":{"5":10}}`, 400, "logit_bias", "unsupported_parameter", ""},
+		{"logit_bias array", `{"prompt":"a","logit_bias":[]}`, 400, "logit_bias", "invalid_type", ""},
+		{"context length", `{"prompt":"` + long + `"}`, 400, "prompt", "context_length_exceeded",
+			"This model's maximum context length is 64 tokens. However, you requested 76 tokens (60 in the prompt, 16 in the completion). Please reduce the length of the prompt or completion."},
+		{"context length with max_tokens", `{"prompt":[1,2,3,4],"max_tokens":61}`, 400, "prompt", "context_length_exceeded", "(4 in the prompt, 61 in the completion)"},
+	}
+	f := newFake()
+	h := NewHandler(f)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := serve(t, h, "POST", "/v1/completions", tc.body)
+			require.Equal(t, tc.status, rec.Code, "body: %s", rec.Body.String())
+			e := decodeErr(t, rec)
+			if tc.param == "" {
+				assert.Nil(t, e.Error.Param)
+			} else if assert.NotNil(t, e.Error.Param) {
+				assert.Equal(t, tc.param, *e.Error.Param)
+			}
+			if assert.NotNil(t, e.Error.Code) {
+				assert.Equal(t, tc.code, *e.Error.Code)
+			}
+			wantType := typeInvalidRequest
+			if tc.status == 404 {
+				wantType = typeNotFound
+			}
+			assert.Equal(t, wantType, e.Error.Type)
+			assert.Contains(t, e.Error.Message, tc.msg)
+		})
+	}
+	assert.Empty(t, f.requests(), "no invalid request may reach the engine")
+	// The server stays healthy after all of that.
+	rec := serve(t, h, "POST", "/v1/completions", `{"prompt":"a","max_tokens":2}`)
+	assert.Equal(t, 200, rec.Code, rec.Body.String())
+}
+
+// TestAcceptedDefaults checks that unsupported standard fields pass at their
+// default values, and that defaults apply when fields are null.
+func TestAcceptedDefaults(t *testing.T) {
+	tests := []struct {
+		name string
+		body string
+		max  int
+	}{
+		{"null max_tokens means 16", `{"prompt":"a","max_tokens":null}`, 16},
+		{"absent max_tokens means 16", `{"prompt":"a"}`, 16},
+		{"penalties at defaults", `{"prompt":"a","max_tokens":2,"presence_penalty":0,"frequency_penalty":0,"repetition_penalty":1}`, 2},
+		{"null penalties", `{"prompt":"a","max_tokens":2,"presence_penalty":null,"frequency_penalty":null,"repetition_penalty":null}`, 2},
+		{"best_of equal to n", `{"prompt":"a","max_tokens":2,"best_of":1}`, 2},
+		{"empty suffix and logit_bias", `{"prompt":"a","max_tokens":2,"suffix":"","logit_bias":{}}`, 2},
+		{"null suffix and logit_bias", `{"prompt":"a","max_tokens":2,"suffix":null,"logit_bias":null}`, 2},
+		{"stream_options null without stream", `{"prompt":"a","max_tokens":2,"stream_options":null}`, 2},
+		{"served model name", `{"prompt":"a","max_tokens":2,"model":"fake"}`, 2},
+		{"user and stop string", `{"prompt":"a","max_tokens":2,"user":"u1","stop":"zz","stop_token_ids":[256]}`, 2},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake()
+			rec := serve(t, NewHandler(f), "POST", "/v1/completions", tc.body)
+			require.Equal(t, 200, rec.Code, rec.Body.String())
+			reqs := f.requests()
+			require.Len(t, reqs, 1)
+			assert.Equal(t, tc.max, reqs[0].Params.MaxTokens)
+			assert.Equal(t, 1.0, reqs[0].Params.Temperature, "vLLM's default temperature")
+		})
+	}
+}
+
+func TestBodyTooLarge(t *testing.T) {
+	h := NewHandler(newFake(), WithMaxBodyBytes(100))
+	rec := serve(t, h, "POST", "/v1/completions", `{"prompt":"`+strings.Repeat("a", 200)+`"}`)
+	require.Equal(t, http.StatusRequestEntityTooLarge, rec.Code)
+	assert.Equal(t, typeInvalidRequest, decodeErr(t, rec).Error.Type)
+}
