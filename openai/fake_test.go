@@ -105,10 +105,12 @@ func fakeScript(req llm.Request) []llm.Event {
 }
 
 func (f *fakeEngine) Generate(ctx context.Context, req llm.Request) (<-chan llm.Event, error) {
+	f.wg.Add(1) // before the request is visible, so a test's wg.Wait covers it
 	f.mu.Lock()
 	f.reqs = append(f.reqs, req)
 	f.mu.Unlock()
 	if f.genErr != nil {
+		f.wg.Done()
 		return nil, f.genErr
 	}
 	script := f.script
@@ -117,7 +119,6 @@ func (f *fakeEngine) Generate(ctx context.Context, req llm.Request) (<-chan llm.
 	}
 	evs := script(req)
 	ch := make(chan llm.Event)
-	f.wg.Add(1)
 	go func() {
 		defer f.wg.Done()
 		defer close(ch)
