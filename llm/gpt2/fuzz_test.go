@@ -1,0 +1,51 @@
+package gpt2
+
+import (
+	"encoding/binary"
+	"testing"
+)
+
+// FuzzParseSafetensors feeds arbitrary bytes to the header parser: it must
+// never panic, and whatever it accepts must satisfy the invariants the
+// loader relies on when it slices the file. The seed corpus is in
+// testdata/fuzz/FuzzParseSafetensors.
+func FuzzParseSafetensors(f *testing.F) {
+	hdr := func(js string, data int) []byte {
+		b := binary.LittleEndian.AppendUint64(nil, uint64(len(js)))
+		return append(append(b, js...), make([]byte, data)...)
+	}
+	f.Add(hdr(`{"__metadata__":{"format":"pt"},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}`, 8))
+	f.Add(hdr(`{"a":{"dtype":"F16","shape":[2,2],"data_offsets":[0,8]},"b":{"dtype":"BF16","shape":[],"data_offsets":[8,10]}}`, 10))
+	f.Add(hdr(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"F32","shape":[1],"data_offsets":[2,6]}}`, 8))
+	f.Add(hdr(`{}`, 0))
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		h, err := parseSafetensors(b, int64(len(b)))
+		if err != nil {
+			return
+		}
+		if h.DataStart < 8 || h.DataStart > int64(len(b)) {
+			t.Fatalf("data start %d outside file of %d bytes", h.DataStart, len(b))
+		}
+		dataLen := int64(len(b)) - h.DataStart
+		for name, ti := range h.Tensors {
+			if ti.Begin < 0 || ti.End < ti.Begin || ti.End > dataLen {
+				t.Fatalf("tensor %q: offsets [%d, %d] outside data of %d bytes", name, ti.Begin, ti.End, dataLen)
+			}
+			if size, ok := dtypeSizes[ti.DType]; ok {
+				n := int64(1)
+				for _, d := range ti.Shape {
+					n *= d
+				}
+				if n*size != ti.End-ti.Begin {
+					t.Fatalf("tensor %q: %d bytes for shape %v of %s", name, ti.End-ti.Begin, ti.Shape, ti.DType)
+				}
+			}
+			for other, to := range h.Tensors {
+				if other != name && ti.Begin < to.End && to.Begin < ti.End {
+					t.Fatalf("tensors %q and %q overlap", name, other)
+				}
+			}
+		}
+	})
+}
