@@ -1,0 +1,210 @@
+package tokenizer
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/tinyserve/tinyserve/llm"
+)
+
+// BuiltinGPT2 is the tokenizer spec that selects the built-in GPT-2 BPE.
+const BuiltinGPT2 = "gpt2"
+
+// gpt2Aliases are Hugging Face ids whose tokenizer is exactly GPT-2's, so
+// they need no file.
+var gpt2Aliases = []string{BuiltinGPT2, "openai-community/gpt2"}
+
+// LoadOptions tell Load where to look for Hugging Face ids. They are plain
+// values rather than environment lookups inside Load, so that tests and
+// embedding programs decide what is searched; [LoadOptionsFromEnv] fills them
+// the usual way.
+type LoadOptions struct {
+	// TokenizerDir is an extra folder searched first for ids, as
+	// DIR/ORG/NAME/tokenizer.json or as a Hugging Face cache layout
+	// (DIR/models--ORG--NAME/snapshots/*/tokenizer.json). Empty: none.
+	TokenizerDir string
+	// HFHubCache is $HF_HUB_CACHE: the hub cache folder itself.
+	HFHubCache string
+	// HFHome is $HF_HOME; its hub/ subfolder is the cache when HFHubCache is
+	// empty.
+	HFHome string
+	// XDGCacheHome is $XDG_CACHE_HOME; huggingface/hub under it is the cache
+	// when both of the above are empty.
+	XDGCacheHome string
+	// Home is the user's home folder; ~/.cache/huggingface/hub is the last
+	// resort.
+	Home string
+}
+
+// LoadOptionsFromEnv builds LoadOptions from environment variables read with
+// getenv (normally os.Getenv), the way huggingface_hub resolves its cache.
+// tokenizerDir is the --tokenizer-dir flag.
+func LoadOptionsFromEnv(getenv func(string) string, tokenizerDir string) LoadOptions {
+	hub := getenv("HF_HUB_CACHE")
+	if hub == "" {
+		hub = getenv("HUGGINGFACE_HUB_CACHE") // the older name, still honoured by huggingface_hub
+	}
+	home := getenv("HOME")
+	if home == "" {
+		home = getenv("USERPROFILE")
+	}
+	return LoadOptions{
+		TokenizerDir: tokenizerDir,
+		HFHubCache:   hub,
+		HFHome:       getenv("HF_HOME"),
+		XDGCacheHome: getenv("XDG_CACHE_HOME"),
+		Home:         home,
+	}
+}
+
+// hubCache returns the Hugging Face hub cache folder the options point at,
+// or "" when they point nowhere.
+func (o LoadOptions) hubCache() string {
+	switch {
+	case o.HFHubCache != "":
+		return o.HFHubCache
+	case o.HFHome != "":
+		return filepath.Join(o.HFHome, "hub")
+	case o.XDGCacheHome != "":
+		return filepath.Join(o.XDGCacheHome, "huggingface", "hub")
+	case o.Home != "":
+		return filepath.Join(o.Home, ".cache", "huggingface", "hub")
+	}
+	return ""
+}
+
+// NotFoundError says that a tokenizer could not be found, where Load looked
+// and how to provide it.
+type NotFoundError struct {
+	Spec   string   // what the caller asked for
+	Looked []string // paths and patterns that were checked, in order
+}
+
+func (e *NotFoundError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "tokenizer %q not found (nothing is downloaded); looked in:", e.Spec)
+	for _, l := range e.Looked {
+		b.WriteString("\n  ")
+		b.WriteString(l)
+	}
+	b.WriteString("\nprovide it by passing the path of a tokenizer.json or of a model folder that has one")
+	if isHFID(e.Spec) {
+		fmt.Fprintf(&b, ", by putting it at <tokenizer-dir>/%s/tokenizer.json and passing --tokenizer-dir,", e.Spec)
+		fmt.Fprintf(&b, " or by fetching it into the Hugging Face cache once: huggingface-cli download %s tokenizer.json tokenizer_config.json", e.Spec)
+	}
+	b.WriteString(`; "gpt2" is built in`)
+	return b.String()
+}
+
+// Locate finds the tokenizer.json that spec names without loading it. spec
+// is "gpt2" (built in: builtin is true and path empty), a path to a
+// tokenizer.json, a model folder containing one, or a Hugging Face id such as
+// Qwen/Qwen2.5-0.5B-Instruct, looked up under opts.TokenizerDir and in the
+// local hub cache. A relative path is relative to the working directory. When
+// nothing is found the error is a *NotFoundError.
+func Locate(spec string, opts LoadOptions) (path string, builtin bool, err error) {
+	if spec == "" {
+		return "", false, errors.New("tokenizer: empty name")
+	}
+	if slices.Contains(gpt2Aliases, spec) {
+		return "", true, nil
+	}
+	nf := &NotFoundError{Spec: spec}
+	if fi, err := os.Stat(spec); err == nil {
+		if !fi.IsDir() {
+			return spec, false, nil
+		}
+		p := filepath.Join(spec, "tokenizer.json")
+		if isFile(p) {
+			return p, false, nil
+		}
+		nf.Looked = append(nf.Looked, p)
+		return "", false, nf
+	}
+	nf.Looked = append(nf.Looked, spec+" (no such file or folder)")
+	if !isHFID(spec) {
+		return "", false, nf
+	}
+	org, name, _ := strings.Cut(spec, "/")
+	cacheName := "models--" + org
+	if name != "" {
+		cacheName += "--" + name
+	}
+	if opts.TokenizerDir != "" {
+		p := filepath.Join(opts.TokenizerDir, filepath.FromSlash(spec), "tokenizer.json")
+		if isFile(p) {
+			return p, false, nil
+		}
+		nf.Looked = append(nf.Looked, p)
+		if p, ok := inHubCache(filepath.Join(opts.TokenizerDir, cacheName)); ok {
+			return p, false, nil
+		}
+		nf.Looked = append(nf.Looked, filepath.Join(opts.TokenizerDir, cacheName, "snapshots", "*", "tokenizer.json"))
+	}
+	if hub := opts.hubCache(); hub != "" {
+		if p, ok := inHubCache(filepath.Join(hub, cacheName)); ok {
+			return p, false, nil
+		}
+		nf.Looked = append(nf.Looked, filepath.Join(hub, cacheName, "snapshots", "*", "tokenizer.json"))
+	}
+	return "", false, nf
+}
+
+// inHubCache finds tokenizer.json in one repository folder of a Hugging Face
+// hub cache: the snapshot refs/main points at when it has the file, else the
+// first snapshot (in name order) that does, so the choice is deterministic.
+func inHubCache(repoDir string) (string, bool) {
+	if ref, err := os.ReadFile(filepath.Join(repoDir, "refs", "main")); err == nil {
+		p := filepath.Join(repoDir, "snapshots", strings.TrimSpace(string(ref)), "tokenizer.json")
+		if isFile(p) {
+			return p, true
+		}
+	}
+	matches, _ := filepath.Glob(filepath.Join(repoDir, "snapshots", "*", "tokenizer.json"))
+	slices.Sort(matches)
+	for _, p := range matches {
+		if isFile(p) {
+			return p, true
+		}
+	}
+	return "", false
+}
+
+// isHFID reports whether s looks like a Hugging Face repository id (NAME or
+// ORG/NAME) rather than a file path.
+func isHFID(s string) bool {
+	if s == "" || strings.HasPrefix(s, ".") || strings.HasPrefix(s, "/") || strings.Contains(s, `\`) ||
+		strings.Count(s, "/") > 1 || strings.HasSuffix(s, "/") || strings.HasSuffix(s, ".json") {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./", r)) {
+			return false
+		}
+	}
+	return true
+}
+
+func isFile(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular()
+}
+
+// Load returns the tokenizer spec names (see [Locate] for what spec may be):
+// the built-in GPT-2 BPE for "gpt2", otherwise the Hugging Face tokenizer.json
+// found, with the end-of-sequence token from a tokenizer_config.json beside
+// it. It reads only local files.
+func Load(spec string, opts LoadOptions) (llm.Tokenizer, error) {
+	path, builtin, err := Locate(spec, opts)
+	if err != nil {
+		return nil, err
+	}
+	if builtin {
+		return GPT2()
+	}
+	return LoadHF(path)
+}

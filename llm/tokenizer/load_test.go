@@ -1,0 +1,196 @@
+package tokenizer
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// copyTiny writes the tiny tokenizer.json (and its config) into dir.
+func copyTiny(t *testing.T, dir string) string {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"tokenizer.json", "tokenizer_config.json"} {
+		b, err := os.ReadFile(filepath.Join("testdata", "tiny", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return filepath.Join(dir, "tokenizer.json")
+}
+
+func TestLocate(t *testing.T) {
+	root := t.TempDir()
+	model := filepath.Join(root, "model")
+	modelFile := copyTiny(t, model)
+	emptyDir := filepath.Join(root, "empty")
+	if err := os.Mkdir(emptyDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tokDir := filepath.Join(root, "toks")
+	inTokDir := copyTiny(t, filepath.Join(tokDir, "Org", "InDir"))
+	inTokDirCache := copyTiny(t, filepath.Join(tokDir, "models--Org--CacheInDir", "snapshots", "s1"))
+
+	// A hub cache with two snapshots: refs/main picks the second.
+	hub := filepath.Join(root, "hub")
+	copyTiny(t, filepath.Join(hub, "models--Qwen--Q", "snapshots", "aaa"))
+	mainSnap := copyTiny(t, filepath.Join(hub, "models--Qwen--Q", "snapshots", "bbb"))
+	if err := os.MkdirAll(filepath.Join(hub, "models--Qwen--Q", "refs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(hub, "models--Qwen--Q", "refs", "main"), []byte("bbb\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Without refs/main the first snapshot in name order is used.
+	noRef := copyTiny(t, filepath.Join(hub, "models--Org--NoRef", "snapshots", "a1"))
+	copyTiny(t, filepath.Join(hub, "models--Org--NoRef", "snapshots", "b2"))
+	// HF_HOME and ~/.cache layouts.
+	hfHome := filepath.Join(root, "hfhome")
+	viaHome := copyTiny(t, filepath.Join(hfHome, "hub", "models--Org--H", "snapshots", "x"))
+	home := filepath.Join(root, "home")
+	viaUser := copyTiny(t, filepath.Join(home, ".cache", "huggingface", "hub", "models--legacy", "snapshots", "x"))
+	xdg := filepath.Join(root, "xdg")
+	viaXDG := copyTiny(t, filepath.Join(xdg, "huggingface", "hub", "models--Org--X", "snapshots", "x"))
+
+	tests := []struct {
+		name     string
+		spec     string
+		opts     LoadOptions
+		want     string
+		builtin  bool
+		notFound bool
+	}{
+		{"builtin", "gpt2", LoadOptions{}, "", true, false},
+		{"builtin alias", "openai-community/gpt2", LoadOptions{}, "", true, false},
+		{"file", modelFile, LoadOptions{}, modelFile, false, false},
+		{"model dir", model, LoadOptions{}, modelFile, false, false},
+		{"dir without tokenizer.json", emptyDir, LoadOptions{}, "", false, true},
+		{"tokenizer dir", "Org/InDir", LoadOptions{TokenizerDir: tokDir}, inTokDir, false, false},
+		{"tokenizer dir as cache", "Org/CacheInDir", LoadOptions{TokenizerDir: tokDir}, inTokDirCache, false, false},
+		{"hub cache refs/main", "Qwen/Q", LoadOptions{HFHubCache: hub, HFHome: hfHome}, mainSnap, false, false},
+		{"hub cache no ref", "Org/NoRef", LoadOptions{HFHubCache: hub}, noRef, false, false},
+		{"hf home", "Org/H", LoadOptions{HFHome: hfHome, Home: home}, viaHome, false, false},
+		{"xdg", "Org/X", LoadOptions{XDGCacheHome: xdg, Home: home}, viaXDG, false, false},
+		{"user cache, id without org", "legacy", LoadOptions{Home: home}, viaUser, false, false},
+		{"hub cache wins over home", "legacy", LoadOptions{HFHubCache: hub, Home: home}, "", false, true},
+		{"missing id", "Org/Missing", LoadOptions{HFHubCache: hub, TokenizerDir: tokDir}, "", false, true},
+		{"missing path", filepath.Join(root, "nope", "tokenizer.json"), LoadOptions{HFHubCache: hub}, "", false, true},
+		{"no options", "Org/H", LoadOptions{}, "", false, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, builtin, err := Locate(tc.spec, tc.opts)
+			var nf *NotFoundError
+			if tc.notFound {
+				if !errors.As(err, &nf) {
+					t.Fatalf("err = %v, want *NotFoundError", err)
+				}
+				if len(nf.Looked) == 0 || !strings.Contains(err.Error(), "looked in") {
+					t.Fatalf("error does not say where it looked: %v", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want || builtin != tc.builtin {
+				t.Fatalf("Locate = %q, %v; want %q, %v", got, builtin, tc.want, tc.builtin)
+			}
+		})
+	}
+}
+
+func TestNotFoundMessage(t *testing.T) {
+	hub := t.TempDir()
+	tokDir := t.TempDir()
+	_, err := Load("Qwen/Qwen2.5-0.5B-Instruct", LoadOptions{HFHubCache: hub, TokenizerDir: tokDir})
+	if err == nil {
+		t.Fatal("no error")
+	}
+	msg := err.Error()
+	for _, want := range []string{
+		filepath.Join(hub, "models--Qwen--Qwen2.5-0.5B-Instruct", "snapshots", "*", "tokenizer.json"),
+		filepath.Join(tokDir, "Qwen", "Qwen2.5-0.5B-Instruct", "tokenizer.json"),
+		"huggingface-cli download Qwen/Qwen2.5-0.5B-Instruct",
+		"--tokenizer-dir",
+		"nothing is downloaded",
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error does not mention %q:\n%s", want, msg)
+		}
+	}
+}
+
+func TestLoad(t *testing.T) {
+	g, err := Load("gpt2", LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := g.(*GPT2Tokenizer); !ok {
+		t.Fatalf("Load(gpt2) = %T", g)
+	}
+	tok, err := Load(filepath.Join("testdata", "tiny"), LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tok.Decode(tok.Encode("hello world", false), false); got != "hello world" {
+		t.Fatalf("round trip = %q", got)
+	}
+	if got := tok.EOSTokenID(); got != 268 {
+		t.Fatalf("EOS from tokenizer_config.json = %d, want 268", got)
+	}
+	// A broken file is an error naming the file, not a panic.
+	bad := filepath.Join(t.TempDir(), "tokenizer.json")
+	if err := os.WriteFile(bad, []byte(`{"model": {"type": "Unigram"}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(bad, LoadOptions{}); err == nil || !strings.Contains(err.Error(), bad) || !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestLoadOptionsFromEnv(t *testing.T) {
+	env := map[string]string{
+		"HUGGINGFACE_HUB_CACHE": "/legacy",
+		"HF_HOME":               "/hfhome",
+		"XDG_CACHE_HOME":        "/xdg",
+		"HOME":                  "/home/u",
+	}
+	o := LoadOptionsFromEnv(func(k string) string { return env[k] }, "/toks")
+	want := LoadOptions{TokenizerDir: "/toks", HFHubCache: "/legacy", HFHome: "/hfhome", XDGCacheHome: "/xdg", Home: "/home/u"}
+	if o != want {
+		t.Fatalf("got %+v, want %+v", o, want)
+	}
+	env["HF_HUB_CACHE"] = "/hub"
+	if o := LoadOptionsFromEnv(func(k string) string { return env[k] }, ""); o.HFHubCache != "/hub" {
+		t.Fatalf("HF_HUB_CACHE not preferred: %+v", o)
+	}
+	if got := (LoadOptions{HFHome: "/h", Home: "/u"}).hubCache(); got != filepath.Join("/h", "hub") {
+		t.Fatalf("hubCache = %q", got)
+	}
+}
+
+func TestIsHFID(t *testing.T) {
+	tests := map[string]bool{
+		"Qwen/Qwen2.5-0.5B-Instruct": true,
+		"gpt2-medium":                true,
+		"./model":                    false,
+		"/abs/path":                  false,
+		"a/b/c":                      false,
+		"tokenizer.json":             false,
+		"org/":                       false,
+		"has space/x":                false,
+	}
+	for in, want := range tests {
+		if got := isHFID(in); got != want {
+			t.Errorf("isHFID(%q) = %v, want %v", in, got, want)
+		}
+	}
+}
