@@ -100,6 +100,9 @@ func NewCPUBackend(m *Model, opts CPUOptions) (*CPUBackend, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("gpt2: %w", err)
 	}
+	if err := m.checkWeights(); err != nil {
+		return nil, err
+	}
 	threads := opts.Threads
 	if threads == 0 {
 		threads = runtime.GOMAXPROCS(0)
@@ -125,26 +128,29 @@ func (b *CPUBackend) Model() *Model { return b.m }
 // KVBytesPerBlock is the memory one KV block of blockSize tokens takes:
 // keys and values of every layer, float32.
 func (b *CPUBackend) KVBytesPerBlock(blockSize int) int64 {
-	return 2 * 4 * int64(b.cfg.NLayer) * int64(b.cfg.NEmbd) * int64(blockSize)
+	return kvBytesPerBlock(b.cfg, blockSize)
 }
 
-// kvBudget is the KV byte budget after applying the defaults.
-func (b *CPUBackend) kvBudget(blockSize int) int64 {
-	if b.opts.KVCacheBytes > 0 {
-		return b.opts.KVCacheBytes
-	}
-	perSeq := b.KVBytesPerBlock(blockSize) * int64((b.cfg.NPositions+blockSize-1)/blockSize)
-	return min(DefaultKVCacheBytes, DefaultKVSeqs*perSeq)
+func kvBytesPerBlock(c Config, blockSize int) int64 {
+	return 2 * 4 * int64(c.NLayer) * int64(c.NEmbd) * int64(blockSize)
 }
 
 // MaxKVBlocks implements engine.Backend: how many blocks of blockSize
 // tokens fit in the KV budget (CPUOptions.KVCacheBytes).
 func (b *CPUBackend) MaxKVBlocks(blockSize int) (int, error) {
+	return maxKVBlocks(b.cfg, b.opts.KVCacheBytes, blockSize)
+}
+
+// maxKVBlocks applies the budget rules of CPUOptions.KVCacheBytes.
+func maxKVBlocks(c Config, budget int64, blockSize int) (int, error) {
 	if blockSize < 1 {
 		return 0, fmt.Errorf("gpt2: block size must be positive, got %d", blockSize)
 	}
-	per := b.KVBytesPerBlock(blockSize)
-	budget := b.kvBudget(blockSize)
+	per := kvBytesPerBlock(c, blockSize)
+	if budget == 0 {
+		perSeq := per * int64((c.NPositions+blockSize-1)/blockSize)
+		budget = min(DefaultKVCacheBytes, DefaultKVSeqs*perSeq)
+	}
 	n := budget / per
 	if n < 1 {
 		return 0, fmt.Errorf("gpt2: KV cache budget of %d bytes is smaller than one block (%d bytes for %d tokens)", budget, per, blockSize)

@@ -106,6 +106,26 @@ func (m *Model) Close() error {
 	return errors.Join(errs...)
 }
 
+// checkWeights verifies that every tensor has the length its shape needs,
+// so a hand-built Model fails at construction rather than deep in Forward.
+func (m *Model) checkWeights() error {
+	if len(m.Weights.Layers) != m.Config.NLayer {
+		return fmt.Errorf("gpt2: model %q has %d layers of weights, config says %d", m.Name, len(m.Weights.Layers), m.Config.NLayer)
+	}
+	w := m.Weights
+	all := append(specs(m.Config, &w), tensorSpec{"lm_head.weight", []int64{int64(m.Config.VocabSize), int64(m.Config.NEmbd)}, &w.LMHead})
+	for _, s := range all {
+		n := int64(1)
+		for _, d := range s.shape {
+			n *= d
+		}
+		if int64(len(*s.dst)) != n {
+			return fmt.Errorf("gpt2: model %q: tensor %q has %d values, shape %v needs %d", m.Name, s.name, len(*s.dst), s.shape, n)
+		}
+	}
+	return nil
+}
+
 func sameSlice(a, b []float32) bool {
 	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
