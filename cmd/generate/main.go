@@ -1,0 +1,133 @@
+// Command generate prints completions from tinyserve's engine, in-process:
+// the built-in GPT-2 (random weights), a Hugging Face GPT-2 checkpoint
+// folder, or the mock backend. It takes the same engine flags as
+// tinyserve-serve.
+//
+//	go run ./cmd/generate --prompt "Hello, my name is" --max-tokens 24
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/tinyserve/tinyserve"
+	"github.com/tinyserve/tinyserve/llm"
+)
+
+func main() {
+	if err := newApp(os.Stdout, os.Stderr).Run(os.Args); err != nil {
+		fmt.Fprintln(os.Stderr, "generate:", err)
+		os.Exit(1)
+	}
+}
+
+func newApp(stdout, stderr io.Writer) *cli.App {
+	flags := append(tinyserve.EngineFlags(""),
+		&cli.StringSliceFlag{Name: "prompt", Aliases: []string{"p"}, Usage: "prompt text (repeat for a batch, run together)", Value: cli.NewStringSlice("The meaning of life is", "Paged attention lets a server")},
+		&cli.IntFlag{Name: "max-tokens", Value: 24, Usage: "tokens to generate per prompt"},
+		&cli.Float64Flag{Name: "temperature", Usage: "sampling temperature (0: greedy)"},
+		&cli.IntFlag{Name: "top-k", Usage: "top-k filter (0: off)"},
+		&cli.Float64Flag{Name: "top-p", Usage: "top-p filter (0 or 1: off)"},
+		&cli.Int64Flag{Name: "seed", Usage: "per-request sampling seed (0: none)"},
+		&cli.BoolFlag{Name: "ignore-eos", Usage: "keep generating after the end-of-text token"},
+		&cli.BoolFlag{Name: "verbose", Usage: "log the engine's start-up"},
+	)
+	return &cli.App{
+		Name:      "generate",
+		Usage:     "print completions from the tinyserve engine, in-process",
+		Flags:     flags,
+		Writer:    stdout,
+		ErrWriter: stderr,
+		Action: func(c *cli.Context) error {
+			cfg, err := tinyserve.ConfigFromFlags(c)
+			if err != nil {
+				return err
+			}
+			level := slog.LevelWarn
+			if c.Bool("verbose") {
+				level = slog.LevelInfo
+			}
+			cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+			params := llm.SamplingParams{
+				MaxTokens:   c.Int("max-tokens"),
+				Temperature: c.Float64("temperature"),
+				TopK:        c.Int("top-k"),
+				TopP:        c.Float64("top-p"),
+				IgnoreEOS:   c.Bool("ignore-eos"),
+			}
+			if s := c.Int64("seed"); s != 0 {
+				params.Seed = &s
+			}
+			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return generate(ctx, cfg, c.StringSlice("prompt"), params, stdout)
+		},
+	}
+}
+
+// generate runs every prompt at once (so they batch) and prints each
+// completion in prompt order.
+func generate(ctx context.Context, cfg tinyserve.Config, prompts []string, params llm.SamplingParams, out io.Writer) error {
+	if len(prompts) == 0 {
+		return errors.New("no --prompt given")
+	}
+	e, err := tinyserve.Open(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	info := e.Info()
+	note := ""
+	if info.RandomWeights {
+		note = " (random weights: the text is meaningless)"
+	}
+	fmt.Fprintf(out, "model %s on %s%s\n", info.ID, info.Backend, note)
+
+	type result struct {
+		text   string
+		finish llm.FinishReason
+		tokens int
+		err    error
+	}
+	results := make([]result, len(prompts))
+	var wg sync.WaitGroup
+	for i, p := range prompts {
+		ids := e.Tokenizer().Encode(p, false)
+		ch, err := e.Generate(ctx, llm.Request{ID: fmt.Sprintf("prompt-%d", i), PromptTokens: ids, Params: params})
+		if err != nil {
+			return fmt.Errorf("prompt %d: %w", i, err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := &results[i]
+			for ev := range ch {
+				r.text += ev.Text
+				if ev.Finish != "" {
+					r.finish, r.tokens, r.err = ev.Finish, ev.CompletionTokens, ev.Err
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	for i, p := range prompts {
+		r := results[i]
+		if r.err != nil {
+			return fmt.Errorf("prompt %d: %w", i, r.err)
+		}
+		fmt.Fprintf(out, "\n--- prompt %d (%d tokens, finish %s)\n%s%s\n", i, r.tokens, r.finish, p, r.text)
+	}
+	return nil
+}

@@ -1,0 +1,35 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+func TestGenerateBuiltinModel(t *testing.T) {
+	var out, errs bytes.Buffer
+	args := []string{"generate", "--prompt", "Hello there", "--prompt", "A second prompt", "--max-tokens", "5", "--ignore-eos"}
+	if err := newApp(&out, &errs).Run(args); err != nil {
+		t.Fatalf("%v\n%s", err, errs.String())
+	}
+	got := out.String()
+	for _, want := range []string{"model tiny-gpt2 on cpu (random weights", "--- prompt 0 (5 tokens, finish length)\nHello there", "--- prompt 1 (5 tokens, finish length)\nA second prompt"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q:\n%s", want, got)
+		}
+	}
+}
+
+func TestGenerateErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"generate", "--backend", "tpu"},
+		{"generate", "--model", "/nonexistent/checkpoint"},
+		{"generate", "--dtype", "int4"},
+		{"generate", "--max-tokens", "0"},
+	} {
+		var out, errs bytes.Buffer
+		if err := newApp(&out, &errs).Run(args); err == nil {
+			t.Errorf("%v: no error", args)
+		}
+	}
+}

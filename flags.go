@@ -1,0 +1,102 @@
+package tinyserve
+
+import (
+	"fmt"
+
+	"github.com/urfave/cli/v2"
+)
+
+// Engine flag names, as vllm serve spells them where the concept is the same.
+const (
+	FlagModel                = "model"
+	FlagBackend              = "backend"
+	FlagDType                = "dtype"
+	FlagTokenizer            = "tokenizer"
+	FlagTokenizerDir         = "tokenizer-dir"
+	FlagServedModelName      = "served-model-name"
+	FlagMaxNumSeqs           = "max-num-seqs"
+	FlagMaxNumBatchedTokens  = "max-num-batched-tokens"
+	FlagBlockSize            = "block-size"
+	FlagNumBlocks            = "num-blocks"
+	FlagMaxModelLen          = "max-model-len"
+	FlagMaxPending           = "max-pending"
+	FlagGPUMemoryUtilization = "gpu-memory-utilization"
+	FlagKVCacheBytes         = "kv-cache-bytes"
+	FlagThreads              = "threads"
+)
+
+// EngineFlags returns the engine flags shared by cmd/serve, cmd/generate and
+// the sweep's embedded target. With a non-empty envPrefix (TINYSERVE_) each
+// flag is also read from envPrefix + the flag name in upper case with
+// underscores, e.g. TINYSERVE_MAX_NUM_SEQS.
+func EngineFlags(envPrefix string) []cli.Flag {
+	env := func(name string) []string {
+		if envPrefix == "" {
+			return nil
+		}
+		return []string{envPrefix + envName(name)}
+	}
+	return []cli.Flag{
+		&cli.StringFlag{Name: FlagModel, Value: DefaultModel, EnvVars: env(FlagModel), Usage: "built-in model (tiny-gpt2, gpt2-124m-random; random weights) or a Hugging Face GPT-2 checkpoint folder"},
+		&cli.StringFlag{Name: FlagBackend, Value: BackendCPU, EnvVars: env(FlagBackend), Usage: "cpu, cuda or mock"},
+		&cli.StringFlag{Name: FlagDType, Value: "auto", EnvVars: env(FlagDType), Usage: "compute type: auto or float32"},
+		&cli.StringFlag{Name: FlagTokenizer, EnvVars: env(FlagTokenizer), Usage: "tokenizer override: gpt2, a tokenizer.json, a model folder or a Hugging Face id in the local cache"},
+		&cli.StringFlag{Name: FlagTokenizerDir, EnvVars: env(FlagTokenizerDir), Usage: "extra folder searched for Hugging Face tokenizer ids"},
+		&cli.StringFlag{Name: FlagServedModelName, EnvVars: env(FlagServedModelName), Usage: "model name clients use (default: the model's id)"},
+		&cli.IntFlag{Name: FlagMaxNumSeqs, EnvVars: env(FlagMaxNumSeqs), Usage: "most sequences running at once (0: 256)"},
+		&cli.IntFlag{Name: FlagMaxNumBatchedTokens, EnvVars: env(FlagMaxNumBatchedTokens), Usage: "token budget of one step (0: 2048)"},
+		&cli.IntFlag{Name: FlagBlockSize, Value: 16, EnvVars: env(FlagBlockSize), Usage: "tokens per KV block"},
+		&cli.IntFlag{Name: FlagNumBlocks, EnvVars: env(FlagNumBlocks), Usage: "KV blocks in the pool (0: what the memory budget holds)"},
+		&cli.IntFlag{Name: FlagMaxModelLen, EnvVars: env(FlagMaxModelLen), Usage: "context length cap (0: the model's)"},
+		&cli.IntFlag{Name: FlagMaxPending, EnvVars: env(FlagMaxPending), Usage: "requests that may wait to run before new ones are refused (0: 1024)"},
+		&cli.Float64Flag{Name: FlagGPUMemoryUtilization, Value: 0.9, EnvVars: env(FlagGPUMemoryUtilization), Usage: "fraction of free GPU memory for the KV cache (cuda)"},
+		&cli.Int64Flag{Name: FlagKVCacheBytes, EnvVars: env(FlagKVCacheBytes), Usage: "KV cache budget in bytes (cpu; 0: the backend's default)"},
+		&cli.IntFlag{Name: FlagThreads, EnvVars: env(FlagThreads), Usage: "CPU threads for the forward pass (0: GOMAXPROCS)"},
+	}
+}
+
+func envName(flag string) string {
+	b := []byte(flag)
+	for i, c := range b {
+		switch {
+		case c == '-':
+			b[i] = '_'
+		case c >= 'a' && c <= 'z':
+			b[i] = c - 'a' + 'A'
+		}
+	}
+	return string(b)
+}
+
+// ConfigFromFlags reads the engine flags of c into a Config.
+func ConfigFromFlags(c *cli.Context) (Config, error) {
+	cfg := Config{
+		Model:                c.String(FlagModel),
+		Backend:              c.String(FlagBackend),
+		DType:                c.String(FlagDType),
+		Tokenizer:            c.String(FlagTokenizer),
+		TokenizerDir:         c.String(FlagTokenizerDir),
+		ServedModelName:      c.String(FlagServedModelName),
+		MaxNumSeqs:           c.Int(FlagMaxNumSeqs),
+		MaxNumBatchedTokens:  c.Int(FlagMaxNumBatchedTokens),
+		BlockSize:            c.Int(FlagBlockSize),
+		NumBlocks:            c.Int(FlagNumBlocks),
+		MaxModelLen:          c.Int(FlagMaxModelLen),
+		MaxPending:           c.Int(FlagMaxPending),
+		GPUMemoryUtilization: c.Float64(FlagGPUMemoryUtilization),
+		KVCacheBytes:         c.Int64(FlagKVCacheBytes),
+		Threads:              c.Int(FlagThreads),
+	}
+	if cfg.Backend == BackendMock && cfg.Model == DefaultModel {
+		cfg.Model = "" // the default model flag does not apply to the mock
+	}
+	for name, v := range map[string]int{FlagMaxNumSeqs: cfg.MaxNumSeqs, FlagMaxNumBatchedTokens: cfg.MaxNumBatchedTokens, FlagBlockSize: cfg.BlockSize, FlagNumBlocks: cfg.NumBlocks, FlagMaxModelLen: cfg.MaxModelLen, FlagMaxPending: cfg.MaxPending, FlagThreads: cfg.Threads} {
+		if v < 0 {
+			return Config{}, fmt.Errorf("--%s must not be negative, got %d", name, v)
+		}
+	}
+	if cfg.GPUMemoryUtilization <= 0 || cfg.GPUMemoryUtilization > 1 {
+		return Config{}, fmt.Errorf("--%s must be in (0, 1], got %v", FlagGPUMemoryUtilization, cfg.GPUMemoryUtilization)
+	}
+	return cfg, nil
+}

@@ -1,0 +1,218 @@
+// Package tinyserve wires the engine together: Config says which model,
+// backend and scheduler settings to use, Open loads the model, picks the
+// backend, sizes the KV pool and returns a running engine, and EngineFlags
+// are the command-line flags that cmd/serve, cmd/generate and the sweep's
+// embedded target share. A Go service that embeds tinyserve calls Open and
+// openai.NewHandler; nothing else needs to know the backends.
+package tinyserve
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/tinyserve/tinyserve/llm"
+	"github.com/tinyserve/tinyserve/llm/engine"
+	"github.com/tinyserve/tinyserve/llm/gpt2"
+	"github.com/tinyserve/tinyserve/llm/mock"
+	"github.com/tinyserve/tinyserve/llm/tokenizer"
+)
+
+// DefaultModel is the model Open loads when Config.Model is empty: a small
+// GPT-2 with random weights, generated in code, that needs no download.
+const DefaultModel = gpt2.BuiltinTiny
+
+// Backends Open knows.
+const (
+	BackendCPU  = "cpu"
+	BackendCUDA = "cuda"
+	BackendMock = "mock"
+)
+
+// Config says what to serve and how. The zero value serves the built-in
+// tiny-gpt2 on the CPU with vLLM's scheduler defaults. JSON keys are the
+// flag names with underscores (the sweep's embedded target uses them).
+type Config struct {
+	// Model is a built-in model name (tiny-gpt2, gpt2-124m-random) or a
+	// Hugging Face GPT-2 checkpoint folder. Empty means DefaultModel.
+	Model string `json:"model,omitempty"`
+	// Backend is cpu, cuda or mock. Empty means cpu.
+	Backend string `json:"backend,omitempty"`
+	// DType is the compute and weight type; empty or auto means float32.
+	DType string `json:"dtype,omitempty"`
+	// Tokenizer overrides the model's tokenizer: gpt2, a tokenizer.json
+	// path, a model folder or a Hugging Face id found in the local cache.
+	Tokenizer string `json:"tokenizer,omitempty"`
+	// TokenizerDir is an extra folder searched for Hugging Face ids.
+	TokenizerDir string `json:"tokenizer_dir,omitempty"`
+	// ServedModelName is the name clients use; empty means the model's id.
+	ServedModelName string `json:"served_model_name,omitempty"`
+	// MaxNumSeqs caps the running sequences; 0 means 256.
+	MaxNumSeqs int `json:"max_num_seqs,omitempty"`
+	// MaxNumBatchedTokens is the token budget of one step; 0 means 2048.
+	MaxNumBatchedTokens int `json:"max_num_batched_tokens,omitempty"`
+	// BlockSize is the tokens per KV block; 0 means 16.
+	BlockSize int `json:"block_size,omitempty"`
+	// NumBlocks is the KV pool size in blocks; 0 means what the backend's
+	// memory budget holds.
+	NumBlocks int `json:"num_blocks,omitempty"`
+	// MaxModelLen caps the context length; 0 means the model's own.
+	MaxModelLen int `json:"max_model_len,omitempty"`
+	// MaxPending bounds requests waiting to run; 0 means 1024.
+	MaxPending int `json:"max_pending,omitempty"`
+	// GPUMemoryUtilization is the fraction of free GPU memory the CUDA
+	// backend may use for KV; 0 means 0.9.
+	GPUMemoryUtilization float64 `json:"gpu_memory_utilization,omitempty"`
+	// KVCacheBytes is the CPU backend's KV budget in bytes; 0 means the
+	// backend's default.
+	KVCacheBytes int64 `json:"kv_cache_bytes,omitempty"`
+	// Threads is the CPU backend's parallelism; 0 means GOMAXPROCS.
+	Threads int `json:"threads,omitempty"`
+	// Seed seeds requests that set none; 0 means from the clock.
+	Seed uint64 `json:"seed,omitempty"`
+	// MockLatency gives the mock backend a device-like latency model.
+	MockLatency mock.Latency `json:"-"`
+
+	// Logger receives logs; nil discards them.
+	Logger *slog.Logger `json:"-"`
+	// Getenv reads the environment for the tokenizer search (HF_HOME, ...);
+	// nil means os.Getenv.
+	Getenv func(string) string `json:"-"`
+}
+
+// DecodeConfigJSON parses an engine settings object, rejecting unknown keys
+// so that a typo in a sweep file is an error rather than a default.
+func DecodeConfigJSON(data []byte) (Config, error) {
+	var c Config
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return Config{}, fmt.Errorf("engine settings: %w", err)
+	}
+	return c, nil
+}
+
+// Open builds and starts an engine for cfg. The caller must Close it.
+func Open(ctx context.Context, cfg Config) (*engine.Engine, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Getenv == nil {
+		cfg.Getenv = os.Getenv
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	backend, tok, info, err := load(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.MaxModelLen > 0 {
+		if cfg.MaxModelLen > info.MaxModelLen {
+			closeQuietly(backend)
+			return nil, fmt.Errorf("max_model_len %d is larger than the model's context length %d", cfg.MaxModelLen, info.MaxModelLen)
+		}
+		info.MaxModelLen = cfg.MaxModelLen
+	}
+	if cfg.ServedModelName != "" {
+		info.ID = cfg.ServedModelName
+	}
+	e, err := engine.New(backend, tok, info, engine.Config{
+		MaxNumSeqs:          cfg.MaxNumSeqs,
+		MaxNumBatchedTokens: cfg.MaxNumBatchedTokens,
+		BlockSize:           cfg.BlockSize,
+		NumBlocks:           cfg.NumBlocks,
+		MaxPending:          cfg.MaxPending,
+		Seed:                cfg.Seed,
+		Logger:              cfg.Logger,
+	})
+	if err != nil {
+		closeQuietly(backend)
+		return nil, err
+	}
+	return e, nil
+}
+
+func closeQuietly(b engine.Backend) {
+	if c, ok := b.(interface{ Close() error }); ok {
+		_ = c.Close()
+	}
+}
+
+// load picks the backend and tokenizer for cfg.
+func load(cfg Config) (engine.Backend, llm.Tokenizer, llm.ModelInfo, error) {
+	switch cfg.DType {
+	case "", "auto", "float32":
+	default:
+		return nil, nil, llm.ModelInfo{}, fmt.Errorf("dtype %q is not supported yet (float32 only)", cfg.DType)
+	}
+	switch cfg.Backend {
+	case BackendMock:
+		if cfg.Model != "" && cfg.Model != "mock" {
+			return nil, nil, llm.ModelInfo{}, fmt.Errorf("the mock backend serves only the mock model, not %q", cfg.Model)
+		}
+		return mock.NewBackend(mock.Config{Latency: cfg.MockLatency}), mock.NewTokenizer(), mock.Info(), nil
+	case BackendCUDA:
+		return nil, nil, llm.ModelInfo{}, errors.New("backend cuda: the CUDA backend is not available in this build yet; use --backend cpu")
+	case "", BackendCPU:
+	default:
+		return nil, nil, llm.ModelInfo{}, fmt.Errorf("unknown backend %q (want cpu, cuda or mock)", cfg.Backend)
+	}
+
+	name := cfg.Model
+	if name == "" {
+		name = DefaultModel
+	}
+	var m *gpt2.Model
+	var err error
+	if gpt2.IsBuiltin(name) {
+		m, err = gpt2.Builtin(name)
+	} else {
+		m, err = gpt2.Load(name)
+	}
+	if err != nil {
+		return nil, nil, llm.ModelInfo{}, err
+	}
+	tok, err := modelTokenizer(cfg, name, gpt2.IsBuiltin(name))
+	if err != nil {
+		m.Close()
+		return nil, nil, llm.ModelInfo{}, err
+	}
+	if tok.VocabSize() != m.Config.VocabSize {
+		m.Close()
+		return nil, nil, llm.ModelInfo{}, fmt.Errorf("tokenizer has %d tokens but the model's config.json says vocab_size %d", tok.VocabSize(), m.Config.VocabSize)
+	}
+	backend, err := gpt2.NewCPUBackend(m, gpt2.CPUOptions{Threads: cfg.Threads, KVCacheBytes: cfg.KVCacheBytes})
+	if err != nil {
+		m.Close()
+		return nil, nil, llm.ModelInfo{}, err
+	}
+	info := m.Info()
+	info.Backend = BackendCPU
+	return backend, tok, info, nil
+}
+
+// modelTokenizer is --tokenizer when given, else the checkpoint folder's
+// tokenizer.json when it has one, else GPT-2's built-in BPE.
+func modelTokenizer(cfg Config, model string, builtin bool) (llm.Tokenizer, error) {
+	spec := cfg.Tokenizer
+	if spec == "" && !builtin {
+		if _, err := os.Stat(filepath.Join(model, "tokenizer.json")); err == nil {
+			spec = filepath.Join(model, "tokenizer.json")
+		}
+	}
+	if spec == "" {
+		spec = tokenizer.BuiltinGPT2
+	}
+	opts := tokenizer.LoadOptionsFromEnv(cfg.Getenv, cfg.TokenizerDir)
+	tok, err := tokenizer.Load(spec, opts)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: %w", err)
+	}
+	return tok, nil
+}

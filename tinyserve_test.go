@@ -1,0 +1,107 @@
+package tinyserve
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tinyserve/tinyserve/llm"
+)
+
+func TestOpenDefaultIsBuiltinCPU(t *testing.T) {
+	e, err := Open(context.Background(), Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	info := e.Info()
+	if info.ID != DefaultModel || info.Backend != BackendCPU || !info.RandomWeights || info.VocabSize != 50257 {
+		t.Errorf("info %+v", info)
+	}
+	ids := e.Tokenizer().Encode("Hello world", false)
+	ch, err := e.Generate(context.Background(), llm.Request{PromptTokens: ids, Params: llm.SamplingParams{MaxTokens: 4, IgnoreEOS: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for ev := range ch {
+		n += len(ev.TokenIDs)
+	}
+	if n != 4 {
+		t.Errorf("%d tokens, want 4", n)
+	}
+}
+
+func TestOpenOptions(t *testing.T) {
+	e, err := Open(context.Background(), Config{Backend: BackendMock, ServedModelName: "my-model", MaxModelLen: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if info := e.Info(); info.ID != "my-model" || info.MaxModelLen != 100 || info.Backend != "mock" {
+		t.Errorf("info %+v", info)
+	}
+}
+
+func TestOpenErrors(t *testing.T) {
+	dir := t.TempDir()
+	// A checkpoint folder whose tokenizer disagrees with its vocabulary.
+	ckpt := filepath.Join(dir, "ckpt")
+	src := "testdata/gpt2-tiny"
+	if err := os.MkdirAll(ckpt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"config.json", "model.safetensors"} {
+		data, err := os.ReadFile(filepath.Join(src, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(ckpt, f), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cases := []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{Backend: "tpu"}, "unknown backend"},
+		{Config{DType: "int4"}, "dtype"},
+		{Config{Backend: BackendCUDA}, "cuda"},
+		{Config{Model: filepath.Join(dir, "missing")}, "missing"},
+		{Config{MaxModelLen: 5000}, "max_model_len"},
+		{Config{Model: ckpt, Tokenizer: "testdata/tokenizers/qwen3/tokenizer.json"}, "vocab_size"},
+		{Config{MaxNumSeqs: -1}, "MaxNumSeqs"},
+	}
+	for _, c := range cases {
+		e, err := Open(context.Background(), c.cfg)
+		if err == nil {
+			e.Close()
+			t.Errorf("%+v: no error", c.cfg)
+			continue
+		}
+		if !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: error %q does not mention %q", c.cfg, err, c.want)
+		}
+	}
+	// The same folder with its own, correct tokenizer choice opens.
+	e, err := Open(context.Background(), Config{Model: ckpt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := e.Info().ID; got != "ckpt" {
+		t.Errorf("checkpoint id %q", got)
+	}
+	e.Close()
+}
+
+func TestDecodeConfigJSON(t *testing.T) {
+	c, err := DecodeConfigJSON([]byte(`{"backend":"cpu","model":"tiny-gpt2","max_num_seqs":4,"max_num_batched_tokens":64,"block_size":16,"num_blocks":256}`))
+	if err != nil || c.MaxNumSeqs != 4 || c.NumBlocks != 256 || c.MaxNumBatchedTokens != 64 {
+		t.Fatalf("%+v %v", c, err)
+	}
+	if _, err := DecodeConfigJSON([]byte(`{"max_num_seq":4}`)); err == nil || !strings.Contains(err.Error(), "max_num_seq") {
+		t.Errorf("unknown key: %v", err)
+	}
+}
