@@ -115,7 +115,8 @@ func RenderReport(c *Combined) string {
 		b.WriteString("Candidate saturation concurrency: not demonstrated\n\n")
 	}
 	fmt.Fprintf(&b, "A transition between adjacent levels qualifies when the median output-token throughput gains less than %.0f%% "+
-		"and the median p99 latency rises by at least %.0f%%; the candidate is the level where %d successive qualifying transitions start.\n\n",
+		"and the median p99 latency rises by at least %.0f%%; the candidate is the level between the first %d successive qualifying transitions "+
+		"(serving-inference's rule).\n\n",
 		s.ThroughputGainThreshold*100, s.P99RiseThreshold*100, s.RequiredTransitions)
 	if len(s.Transitions) > 0 {
 		b.WriteString("| From | To | Throughput change | P99 latency change | Qualifies |\n| ---: | ---: | ---: | ---: | :---: |\n")

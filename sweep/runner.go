@@ -489,4 +489,3 @@ func writeManifest(root string, m *Manifest) error {
 	}
 	return writeFileAtomic(filepath.Join(root, ManifestFile), b)
 }
-

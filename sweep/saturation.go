@@ -51,9 +51,10 @@ type SaturationResult struct {
 // ascending concurrency) and finds the candidate saturation concurrency: a
 // transition qualifies when the median output-token throughput gains less
 // than gain and the median p99 latency rises by at least rise; the candidate
-// is the level at which the second of two successive qualifying transitions
-// starts, i.e. the last level before which throughput was still worth its
-// latency. This is serving-inference's rule (saturation_analysis in
+// is the level between the first two successive qualifying transitions (the
+// "from" level of the second one): throughput already stopped growing on the
+// way to it, and going past it does not help either. This is
+// serving-inference's rule (saturation_analysis in
 // scripts/run_experiment.py): levels 1, 2, 4 with throughput 100, 103, 104
 // and p99 1.0, 1.25, 1.55 give candidate 2.
 func Saturation(levels []LevelPoint, gain, rise float64) SaturationResult {

@@ -1,0 +1,288 @@
+package sweep
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func decodeLines(t *testing.T, b []byte) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, l := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal(l, &m), "line %s", l)
+		out = append(out, m)
+	}
+	return out
+}
+
+func TestRunConditionStreaming(t *testing.T) {
+	f := newFakeServer(t, &fakeServer{TokenTime: time.Millisecond})
+	var out bytes.Buffer
+	var progress []int
+	opts := LoadOptions{URL: f.URL(), Model: "m", Concurrency: 3, Stream: true, IgnoreEOS: true,
+		APIKey: "sekret-key", ExtraBody: json.RawMessage(`{"top_k":5}`), Progress: func(d int) { progress = append(progress, d) },
+		SLO: SLO{TTFTS: 10}}
+	sum, recs, err := RunCondition(context.Background(), opts, testRows(7, 4), &out)
+	require.NoError(t, err)
+	require.Len(t, recs, 7)
+	assert.Equal(t, []int{1, 2, 3, 4, 5, 6, 7}, progress)
+	assert.Equal(t, Counts{Attempted: 7, Successful: 7, Failed: 0, OutputTokens: 28}, sum.Counts)
+	assert.Equal(t, 3, sum.Config.Concurrency)
+	assert.Equal(t, 7, sum.LatencyS.Count)
+	assert.Equal(t, 7, sum.TTFTS.Count)
+	assert.Equal(t, 7, sum.TPOTS.Count)
+	assert.Equal(t, 21, sum.InterChunkS.Count)
+	require.NotNil(t, sum.Goodput)
+	assert.Equal(t, 7, sum.Goodput.Met)
+	assert.NotContains(t, out.String(), "sekret")
+
+	lines := decodeLines(t, out.Bytes())
+	require.Len(t, lines, 7)
+	seen := map[float64]bool{}
+	for _, l := range lines {
+		seen[l["request_index"].(float64)] = true
+		assert.Equal(t, "1.0", l["schema_version"])
+		assert.Equal(t, 200.0, l["status"])
+		assert.Equal(t, 4.0, l["output_tokens"])
+		assert.Equal(t, 3.0, l["prompt_tokens"], "server usage replaces the file's prompt_tokens")
+		assert.Equal(t, 10.0, l["target_prompt_tokens"])
+		assert.Equal(t, 4.0, l["target_output_tokens"])
+		assert.Equal(t, true, l["server_token_usage_present"])
+		assert.Equal(t, "length", l["finish_reason"])
+		assert.Equal(t, 4.0, l["stream_text_event_count"])
+		assert.Equal(t, 0.0, l["malformed_stream_events"])
+		assert.Equal(t, "short", l["bucket"])
+		assert.Equal(t, "w", l["workload"])
+		assert.Len(t, l["observed_inter_chunk_latency_s"], 3)
+		assert.NotContains(t, l, "response")
+		assert.NotContains(t, l, "error")
+		lat, ttft := l["latency_s"].(float64), l["ttft_s"].(float64)
+		assert.Greater(t, lat, 0.0)
+		assert.LessOrEqual(t, ttft, lat)
+		assert.InDelta(t, l["ended_offset_s"].(float64)-l["started_offset_s"].(float64), lat, 1e-6)
+		assert.GreaterOrEqual(t, l["client_queue_s"].(float64), 0.0)
+		assert.True(t, strings.HasPrefix(l["x_request_id"].(string), "sweep-"))
+	}
+	assert.Len(t, seen, 7, "every request index exactly once")
+
+	require.Len(t, f.bodies, 7)
+	b := f.bodies[0]
+	assert.Equal(t, "m", b["model"])
+	assert.Equal(t, 4.0, b["max_tokens"])
+	assert.Equal(t, true, b["ignore_eos"])
+	assert.Equal(t, 5.0, b["top_k"])
+	assert.Equal(t, map[string]any{"include_usage": true}, b["stream_options"])
+	assert.Equal(t, "Bearer sekret-key", f.headers[0].Get("Authorization"))
+	assert.NotEmpty(t, f.headers[0].Get("X-Request-Id"))
+}
+
+func TestRunConditionConcurrencyBound(t *testing.T) {
+	var inFlight, peak int64
+	var mu = make(chan struct{}, 1)
+	f := &fakeServer{TokenTime: 2 * time.Millisecond}
+	f.Hook = func(int64) {
+		mu <- struct{}{}
+		inFlight++
+		peak = max(peak, inFlight)
+		<-mu
+		time.Sleep(5 * time.Millisecond)
+		mu <- struct{}{}
+		inFlight--
+		<-mu
+	}
+	newFakeServer(t, f)
+	_, recs, err := RunCondition(context.Background(), LoadOptions{URL: f.URL(), Model: "m", Concurrency: 2, Stream: true}, testRows(8, 2), &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), peak)
+	queued := 0
+	for _, r := range recs {
+		if r.ClientQueueS > 0.004 {
+			queued++
+		}
+	}
+	assert.GreaterOrEqual(t, queued, 5, "later requests wait for a slot and say so")
+}
+
+func TestRunConditionFailures(t *testing.T) {
+	f := newFakeServer(t, &fakeServer{Fail: func(n int64, b map[string]any) int {
+		if strings.HasSuffix(b["prompt"].(string), " 1") {
+			return 400
+		}
+		return 0
+	}})
+	var out bytes.Buffer
+	sum, recs, err := RunCondition(context.Background(), LoadOptions{URL: f.URL(), Model: "m", Concurrency: 1, Stream: true}, testRows(3, 2), &out)
+	require.NoError(t, err, "HTTP failures are evidence, not a client error")
+	assert.Equal(t, 1, sum.Counts.Failed)
+	assert.Equal(t, 2, sum.Counts.Successful)
+	var failed map[string]any
+	for _, l := range decodeLines(t, out.Bytes()) {
+		if l["status"] != 200.0 {
+			failed = l
+		}
+	}
+	require.NotNil(t, failed)
+	assert.Equal(t, 400.0, failed["status"])
+	assert.Contains(t, failed["error_body"], "injected failure")
+	assert.Equal(t, false, failed["error_body_truncated"])
+	assert.Nil(t, failed["ttft_s"])
+	assert.Equal(t, false, failed["server_token_usage_present"])
+	_ = recs
+}
+
+func TestRunConditionTransportErrorAndTimeout(t *testing.T) {
+	slow := newFakeServer(t, &fakeServer{TokenTime: 200 * time.Millisecond})
+	var out bytes.Buffer
+	sum, _, err := RunCondition(context.Background(), LoadOptions{URL: slow.URL(), Model: "m", Concurrency: 2, Stream: true, Timeout: 50 * time.Millisecond}, testRows(2, 5), &out)
+	require.NoError(t, err)
+	assert.Equal(t, 2, sum.Counts.Failed)
+	for _, l := range decodeLines(t, out.Bytes()) {
+		assert.Equal(t, "error", l["status"])
+		assert.Contains(t, l["error"], "deadline")
+		assert.Less(t, l["latency_s"].(float64), 0.19)
+	}
+
+	// A closed port: connection refused, recorded per request.
+	dead := httptest.NewServer(http.NotFoundHandler())
+	url := dead.URL + "/v1/completions"
+	dead.Close()
+	sum, _, err = RunCondition(context.Background(), LoadOptions{URL: url, Model: "m", Concurrency: 1}, testRows(2, 1), &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Equal(t, 2, sum.Counts.Failed)
+}
+
+func TestRunConditionLongErrorBody(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(500)
+		w.Write([]byte(strings.Repeat("é", MaxErrorBodyChars+10)))
+	}))
+	defer srv.Close()
+	_, recs, err := RunCondition(context.Background(), LoadOptions{URL: srv.URL, Model: "m", Concurrency: 1}, testRows(1, 1), &bytes.Buffer{})
+	require.NoError(t, err)
+	require.NotNil(t, recs[0].ErrorBody)
+	assert.Equal(t, MaxErrorBodyChars, len([]rune(*recs[0].ErrorBody)), "truncated in characters, not bytes")
+	assert.True(t, *recs[0].ErrorBodyTruncated)
+}
+
+func TestRunConditionNonStreamingAndStore(t *testing.T) {
+	f := newFakeServer(t, &fakeServer{})
+	var out bytes.Buffer
+	sum, recs, err := RunCondition(context.Background(), LoadOptions{URL: f.URL(), Model: "m", Concurrency: 2, StoreResponse: true}, testRows(3, 3), &out)
+	require.NoError(t, err)
+	assert.Equal(t, 9, sum.Counts.OutputTokens)
+	assert.Equal(t, 0, sum.TTFTS.Count)
+	for _, l := range decodeLines(t, out.Bytes()) {
+		assert.Nil(t, l["ttft_s"])
+		assert.Nil(t, l["stream_text_event_count"])
+		assert.Contains(t, l["response"], `"ttt"`)
+	}
+	assert.NotContains(t, f.bodies[0], "stream_options")
+	_ = recs
+}
+
+func TestRunConditionNoUsage(t *testing.T) {
+	f := newFakeServer(t, &fakeServer{NoUsage: true})
+	_, recs, err := RunCondition(context.Background(), LoadOptions{URL: f.URL(), Model: "m", Concurrency: 1, Stream: true}, testRows(1, 3), &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.False(t, recs[0].ServerTokenUsagePresent)
+	assert.Nil(t, recs[0].OutputTokens)
+	assert.Nil(t, recs[0].TPOTS, "no TPOT without the server's token count")
+	assert.NotNil(t, recs[0].TTFTS)
+}
+
+func TestRunConditionOpenLoop(t *testing.T) {
+	f := newFakeServer(t, &fakeServer{})
+	start := time.Now()
+	sum, recs, err := RunCondition(context.Background(), LoadOptions{URL: f.URL(), Model: "m", RequestRate: 200, Seed: 1, Stream: true}, testRows(10, 1), &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Equal(t, 10, sum.Counts.Successful)
+	assert.Equal(t, 200.0, sum.Config.RequestRate)
+	require.NotNil(t, sum.Config.Seed)
+	// Arrivals are spread out: the last request is sent well after the first.
+	var first, last float64 = 1e9, 0
+	for _, r := range recs {
+		first, last = min(first, r.StartedOffsetS), max(last, r.StartedOffsetS)
+	}
+	assert.Greater(t, last-first, 0.005)
+	assert.Less(t, time.Since(start), 5*time.Second)
+}
+
+func TestRunConditionCancel(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	f := newFakeServer(t, &fakeServer{Slots: 1, TokenTime: 5 * time.Millisecond})
+	f.Hook = func(n int64) {
+		if n == 3 {
+			cancel()
+		}
+	}
+	var out bytes.Buffer
+	sum, recs, err := RunCondition(ctx, LoadOptions{URL: f.URL(), Model: "m", Concurrency: 1, Stream: true}, testRows(6, 2), &out)
+	require.Error(t, err)
+	assert.True(t, errors.Is(err, context.Canceled))
+	assert.Nil(t, sum)
+	assert.Len(t, recs, 2, "only requests that finished before the interruption are kept")
+	assert.Len(t, decodeLines(t, out.Bytes()), 2)
+}
+
+func TestLoadOptionsValidate(t *testing.T) {
+	ok := LoadOptions{URL: "http://127.0.0.1:1/v1/completions", Model: "m", Concurrency: 1}
+	require.NoError(t, ok.Validate())
+	cases := []struct {
+		field string
+		mod   func(*LoadOptions)
+	}{
+		{"url", func(o *LoadOptions) { o.URL = "" }},
+		{"url", func(o *LoadOptions) { o.URL = "ftp://x" }},
+		{"model", func(o *LoadOptions) { o.Model = "" }},
+		{"concurrency", func(o *LoadOptions) { o.Concurrency = 0 }},
+		{"request_rate", func(o *LoadOptions) { o.RequestRate = -1 }},
+		{"temperature", func(o *LoadOptions) { o.Temperature = -1 }},
+		{"extra_body", func(o *LoadOptions) { o.ExtraBody = json.RawMessage(`[1]`) }},
+		{"extra_body.max_tokens", func(o *LoadOptions) { o.ExtraBody = json.RawMessage(`{"max_tokens":3}`) }},
+	}
+	for _, c := range cases {
+		o := ok
+		c.mod(&o)
+		err := o.Validate()
+		require.Error(t, err, c.field)
+		assert.True(t, strings.HasPrefix(err.Error(), c.field+":"), "%q should name %s", err, c.field)
+	}
+}
+
+func TestDecodeRows(t *testing.T) {
+	in := `{"bucket":"short","id":"a","prompt":"p1","prompt_tokens":1,"target_output_tokens":5,"target_prompt_tokens":1,"workload":"w"}
+
+{"bucket":"short","id":"b","prompt":"p2","prompt_tokens":1,"target_output_tokens":6,"target_prompt_tokens":1,"workload":"w"}
+`
+	rows, err := DecodeRows(strings.NewReader(in), 2)
+	require.NoError(t, err)
+	assert.Equal(t, 6, rows[1].MaxTokens())
+	_, err = DecodeRows(strings.NewReader(in), 3)
+	assert.True(t, errors.Is(err, ErrTooFewRows))
+	assert.Contains(t, err.Error(), "only 2")
+	_, err = DecodeRows(strings.NewReader("{bad"), 1)
+	assert.ErrorContains(t, err, "line 1")
+	r := Row{Prompt: "x"}
+	assert.Equal(t, DefaultMaxTokens, r.MaxTokens())
+}
+
+func TestRowsFromServingInference(t *testing.T) {
+	rows, err := ReadRows("../../shared/compat/serving-inference/prompts/mixed.jsonl", 32)
+	if err != nil {
+		t.Skipf("compat prompts not available: %v", err)
+	}
+	assert.Len(t, rows, 32)
+	assert.Equal(t, "mixed_000000", rows[0].ID)
+	assert.Equal(t, 64, rows[0].MaxTokens())
+}

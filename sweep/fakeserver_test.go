@@ -1,0 +1,129 @@
+package sweep
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// fakeServer is a tiny OpenAI-compatible completions server for tests. Its
+// capacity semaphore makes a plateau structural: with Slots requests being
+// served, the rest wait, so throughput cannot grow past Slots whatever the
+// machine's load.
+type fakeServer struct {
+	Slots     int           // requests served at once; 0 = unlimited
+	TokenTime time.Duration // time per generated token
+	NoUsage   bool          // omit usage
+	Fail      func(n int64, body map[string]any) int
+	// Hook runs at the start of every completion request, with its number.
+	Hook func(n int64)
+
+	sem      chan struct{}
+	requests atomic.Int64
+	mu       sync.Mutex
+	bodies   []map[string]any
+	headers  []http.Header
+	srv      *httptest.Server
+}
+
+func newFakeServer(t *testing.T, f *fakeServer) *fakeServer {
+	t.Helper()
+	if f.Slots > 0 {
+		f.sem = make(chan struct{}, f.Slots)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/completions", f.completions)
+	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"object":"list","data":[{"id":"fake-model","object":"model"}]}`)
+	})
+	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "# HELP vllm:num_requests_running x\nvllm:num_requests_running{model_name=\"fake\"} %d\nvllm:num_preemptions_total{model_name=\"fake\"} 0\n", len(f.sem))
+	})
+	f.srv = httptest.NewServer(mux)
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+func (f *fakeServer) URL() string { return f.srv.URL + "/v1/completions" }
+
+func (f *fakeServer) completions(w http.ResponseWriter, r *http.Request) {
+	n := f.requests.Add(1)
+	var body map[string]any
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		http.Error(w, `{"error":"bad json"}`, 400)
+		return
+	}
+	f.mu.Lock()
+	f.bodies = append(f.bodies, body)
+	f.headers = append(f.headers, r.Header.Clone())
+	hook := f.Hook
+	f.mu.Unlock()
+	if hook != nil {
+		hook(n)
+	}
+	if f.Fail != nil {
+		if code := f.Fail(n, body); code != 0 {
+			w.WriteHeader(code)
+			io.WriteString(w, `{"error":{"message":"injected failure","type":"BadRequestError"}}`)
+			return
+		}
+	}
+	if f.sem != nil {
+		select {
+		case f.sem <- struct{}{}:
+			defer func() { <-f.sem }()
+		case <-r.Context().Done():
+			return
+		}
+	}
+	maxTokens := int(body["max_tokens"].(float64))
+	stream, _ := body["stream"].(bool)
+	sleep := func() {
+		if f.TokenTime > 0 {
+			select {
+			case <-time.After(f.TokenTime):
+			case <-r.Context().Done():
+			}
+		}
+	}
+	if !stream {
+		for range maxTokens {
+			sleep()
+		}
+		fmt.Fprintf(w, `{"choices":[{"text":%q,"finish_reason":"length"}],"usage":{"prompt_tokens":3,"completion_tokens":%d}}`, strings.Repeat("t", maxTokens), maxTokens)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	fl := w.(http.Flusher)
+	for i := range maxTokens {
+		sleep()
+		fr := "null"
+		if i == maxTokens-1 {
+			fr = `"length"`
+		}
+		fmt.Fprintf(w, "data: {\"choices\":[{\"text\":\"t\",\"finish_reason\":%s}]}\n\n", fr)
+		fl.Flush()
+	}
+	if !f.NoUsage {
+		fmt.Fprintf(w, "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":%d}}\n\n", maxTokens)
+	}
+	io.WriteString(w, "data: [DONE]\n\n")
+}
+
+// testRows makes n prompt rows asking for tokens tokens each.
+func testRows(n, tokens int) []Row {
+	rows := make([]Row, n)
+	for i := range rows {
+		pt, ot := 10, tokens
+		rows[i] = Row{Bucket: "short", ID: fmt.Sprintf("w_%06d", i), Prompt: fmt.Sprintf("prompt %d", i),
+			PromptTokens: &pt, TargetPromptTokens: &pt, TargetOutputTokens: &ot, Workload: "w"}
+	}
+	return rows
+}

@@ -1,0 +1,326 @@
+package sweep
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// writePrompts writes n rows to dir/prompts.jsonl.
+func writePrompts(t *testing.T, dir string, n, tokens int) string {
+	t.Helper()
+	var b strings.Builder
+	for _, r := range testRows(n, tokens) {
+		line, err := json.Marshal(r)
+		require.NoError(t, err)
+		b.Write(line)
+		b.WriteByte('\n')
+	}
+	p := filepath.Join(dir, "prompts.jsonl")
+	require.NoError(t, os.WriteFile(p, []byte(b.String()), 0o644))
+	return p
+}
+
+func sweepConfigJSON(url, prompts string, levels []int, n, warmups, repeats int) []byte {
+	lv, _ := json.Marshal(levels)
+	return fmt.Appendf(nil, `{
+  "name": "test-sweep",
+  "prompts": %q,
+  "url": %q,
+  "model": "fake-model",
+  "model_metadata": {"revision": "main", "dtype": "half", "quantization": null, "max_model_len": 2048},
+  "server": {"discovery": "explicit", "launch_flags": ["--api-key", "hunter2", "--port", "8000"]},
+  "num_requests": %d,
+  "concurrency": %s,
+  "warmups": %d,
+  "repeats": %d,
+  "seed": 20260729,
+  "stream": true,
+  "temperature": 0.0,
+  "timeout": 30,
+  "store_response": false,
+  "output_dir": "results"
+}`, prompts, url, n, lv, warmups, repeats)
+}
+
+func testEnv() (*Environment, *GitInfo) {
+	return &Environment{Go: GoInfo{Version: "test"}}, &GitInfo{}
+}
+
+func runTestSweep(t *testing.T, ctx context.Context, cfgJSON []byte, dir string, mod func(*SweepOptions)) (*SweepResult, error) {
+	t.Helper()
+	cfg, err := ParseConfig(cfgJSON)
+	require.NoError(t, err)
+	env, git := testEnv()
+	opts := SweepOptions{WorkDir: dir, Environment: env, Git: git}
+	if mod != nil {
+		mod(&opts)
+	}
+	return RunSweep(ctx, cfg, opts)
+}
+
+// snapshot hashes every file under root.
+func snapshot(t *testing.T, root string) map[string][32]byte {
+	t.Helper()
+	out := map[string][32]byte{}
+	require.NoError(t, filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		out[rel] = sha256.Sum256(b)
+		return nil
+	}))
+	return out
+}
+
+func TestSweepFindsStructuralPlateau(t *testing.T) {
+	dir := t.TempDir()
+	// Four slots and sleep-dominated requests: throughput grows to 4 and then
+	// cannot, while latency keeps doubling, whatever the machine's load. The
+	// transitions 4->8 and 8->16 qualify, so the candidate is 8, the level
+	// between them.
+	f := newFakeServer(t, &fakeServer{Slots: 4, TokenTime: 3 * time.Millisecond})
+	prompts := writePrompts(t, dir, 16, 4)
+	cfgJSON := sweepConfigJSON(f.URL(), prompts, []int{1, 2, 4, 8, 16}, 16, 1, 2)
+	res, err := runTestSweep(t, context.Background(), cfgJSON, dir, nil)
+	require.NoError(t, err)
+	assert.Equal(t, 15, res.Measured)
+	assert.Equal(t, int64(15*16), f.requests.Load())
+	root := filepath.Join(dir, "results", "test-sweep")
+	assert.Equal(t, root, res.Root)
+
+	c := res.Combined
+	require.NotNil(t, c.Saturation.Candidate, "transitions: %+v", c.Saturation.Transitions)
+	assert.Equal(t, 8, *c.Saturation.Candidate)
+	require.Len(t, c.ByConcurrency, 5)
+	for i, a := range c.ByConcurrency {
+		assert.Equal(t, []int{1, 2, 4, 8, 16}[i], a.Concurrency)
+		assert.Equal(t, 2, a.Repeats, "warmups excluded")
+		assert.Equal(t, 32, a.Counts.Successful)
+		assert.Len(t, a.RepeatValues.OutputTokenThroughput, 2)
+	}
+	assert.Len(t, c.MeasuredRuns, 10)
+	assert.Len(t, c.SweepOrder, 15)
+
+	for _, name := range []string{ConfigFile, ManifestFile, ModelsFile, SummaryFile, ReportFile, CSVFile, PlotPNGFile, PlotSVGFile,
+		"warmup-01/concurrency-004.jsonl", "warmup-01/concurrency-004.summary.json", "warmup-01/concurrency-004.metrics.json",
+		"repeat-02/concurrency-016.jsonl"} {
+		assert.FileExists(t, filepath.Join(root, name))
+	}
+	report, _ := os.ReadFile(filepath.Join(root, ReportFile))
+	assert.Contains(t, string(report), "Candidate saturation concurrency: **8**")
+	assert.Contains(t, string(report), "client-observed")
+	csv, _ := os.ReadFile(filepath.Join(root, CSVFile))
+	assert.Equal(t, 6, strings.Count(string(csv), "\n"))
+	png, _ := os.ReadFile(filepath.Join(root, PlotPNGFile))
+	assert.True(t, strings.HasPrefix(string(png), "\x89PNG"))
+
+	var m Manifest
+	mb, _ := os.ReadFile(filepath.Join(root, ManifestFile))
+	require.NoError(t, json.Unmarshal(mb, &m))
+	assert.Equal(t, "completed", m.Experiment.Status)
+	assert.Len(t, m.Workload.SHA256, 64)
+	assert.NotContains(t, string(mb), "hunter2", "secrets are redacted")
+
+	var rm RunMetrics
+	b, _ := os.ReadFile(filepath.Join(root, "repeat-01/concurrency-008.metrics.json"))
+	require.NoError(t, json.Unmarshal(b, &rm))
+	assert.True(t, rm.Before.Available)
+	assert.Contains(t, rm.After.Values, "vllm:num_requests_running")
+
+	// Already complete: nothing is sent, nothing changes.
+	before := snapshot(t, root)
+	res, err = runTestSweep(t, context.Background(), cfgJSON, dir, nil)
+	require.NoError(t, err)
+	assert.True(t, res.AlreadyComplete)
+	assert.Equal(t, int64(15*16), f.requests.Load())
+	assert.Equal(t, before, snapshot(t, root))
+
+	// --output-root measures afresh elsewhere.
+	res, err = runTestSweep(t, context.Background(), cfgJSON, dir, func(o *SweepOptions) { o.OutputRoot = "other" })
+	require.NoError(t, err)
+	assert.Equal(t, filepath.Join(dir, "other", "test-sweep"), res.Root)
+	assert.Equal(t, int64(2*15*16), f.requests.Load())
+}
+
+func TestSweepResumeAfterInterruption(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f := &fakeServer{TokenTime: time.Millisecond}
+	const n = 4
+	f.Hook = func(k int64) {
+		if k == 3*n+2 { // during the fourth run
+			cancel()
+		}
+	}
+	newFakeServer(t, f)
+	prompts := writePrompts(t, dir, n, 2)
+	cfgJSON := sweepConfigJSON(f.URL(), prompts, []int{1, 2, 3}, n, 1, 1)
+	_, err := runTestSweep(t, ctx, cfgJSON, dir, nil)
+	require.Error(t, err)
+	assert.True(t, errors.Is(err, context.Canceled), "%v", err)
+	root := filepath.Join(dir, "results", "test-sweep")
+	order := Order(20260729, []int{1, 2, 3}, 1, 1)
+	for i, spec := range order {
+		complete, err := CheckRun(root, spec, n)
+		require.NoError(t, err, "an interrupted run must not block a resume")
+		assert.Equal(t, i < 3, complete, "run %d %s", i, spec)
+	}
+	partials, _ := filepath.Glob(filepath.Join(root, order[3].Dir(), "*.partial-*"))
+	assert.Len(t, partials, 1, "the interrupted run's records are kept")
+	var m Manifest
+	mb, _ := os.ReadFile(filepath.Join(root, ManifestFile))
+	require.NoError(t, json.Unmarshal(mb, &m))
+	assert.Equal(t, "failed", m.Experiment.Status)
+
+	before := snapshot(t, root)
+	// Requests cancelled in flight may still reach the handler: wait until
+	// the server has seen all of the first invocation's.
+	sent := f.requests.Load()
+	for {
+		time.Sleep(30 * time.Millisecond)
+		if now := f.requests.Load(); now != sent {
+			sent = now
+			continue
+		}
+		break
+	}
+	f.mu.Lock()
+	f.Hook = nil
+	f.mu.Unlock()
+	res, err := runTestSweep(t, context.Background(), cfgJSON, dir, nil)
+	require.NoError(t, err)
+	assert.Equal(t, 3, res.Kept)
+	assert.Equal(t, 3, res.Measured)
+	assert.Equal(t, int64(3*n), f.requests.Load()-sent, "no request of a complete run is re-sent")
+	after := snapshot(t, root)
+	for name, sum := range before {
+		if name == ManifestFile {
+			continue
+		}
+		assert.Equal(t, sum, after[name], "%s changed", name)
+	}
+	mb, _ = os.ReadFile(filepath.Join(root, ManifestFile))
+	require.NoError(t, json.Unmarshal(mb, &m))
+	assert.Equal(t, "completed", m.Experiment.Status)
+	assert.Equal(t, 2, m.Experiment.Sessions)
+}
+
+func TestSweepFailedRunStopsAndIsNeverOverwritten(t *testing.T) {
+	dir := t.TempDir()
+	f := newFakeServer(t, &fakeServer{Fail: func(k int64, _ map[string]any) int {
+		if k == 6 {
+			return 503
+		}
+		return 0
+	}})
+	prompts := writePrompts(t, dir, 3, 1)
+	cfgJSON := sweepConfigJSON(f.URL(), prompts, []int{1, 2}, 3, 0, 2)
+	_, err := runTestSweep(t, context.Background(), cfgJSON, dir, nil)
+	require.Error(t, err)
+	assert.True(t, errors.Is(err, ErrFailedRequests))
+	assert.Contains(t, err.Error(), "repeat-01/concurrency-")
+	assert.Contains(t, err.Error(), "new name or --output-root")
+	assert.Equal(t, int64(6), f.requests.Load(), "the sweep stops after the failed run")
+	root := filepath.Join(dir, "results", "test-sweep")
+	before := snapshot(t, root)
+
+	_, err = runTestSweep(t, context.Background(), cfgJSON, dir, nil)
+	require.Error(t, err)
+	assert.True(t, errors.Is(err, ErrRefused))
+	assert.Contains(t, err.Error(), "failed requests")
+	assert.Equal(t, int64(6), f.requests.Load())
+	assert.Equal(t, before, snapshot(t, root))
+}
+
+func TestSweepRefusals(t *testing.T) {
+	cases := []struct {
+		name  string
+		setup func(t *testing.T, root string, spec RunSpec)
+		want  string
+	}{
+		{"different config", func(t *testing.T, root string, _ RunSpec) {
+			require.NoError(t, os.MkdirAll(root, 0o755))
+			require.NoError(t, os.WriteFile(filepath.Join(root, ConfigFile), []byte(`{"name":"other"}`), 0o644))
+		}, "config differs"},
+		{"unparsable config", func(t *testing.T, root string, _ RunSpec) {
+			require.NoError(t, os.MkdirAll(root, 0o755))
+			require.NoError(t, os.WriteFile(filepath.Join(root, ConfigFile), []byte(`{`), 0o644))
+		}, "not valid JSON"},
+		{"non-empty folder without config", func(t *testing.T, root string, _ RunSpec) {
+			require.NoError(t, os.MkdirAll(root, 0o755))
+			require.NoError(t, os.WriteFile(filepath.Join(root, "notes.txt"), []byte("x"), 0o644))
+		}, "has no config.json"},
+		{"only the jsonl", func(t *testing.T, root string, spec RunSpec) {
+			require.NoError(t, os.Remove(spec.SummaryPath(root)))
+		}, "refusing to overwrite partial run"},
+		{"only the summary", func(t *testing.T, root string, spec RunSpec) {
+			require.NoError(t, os.Remove(spec.RawPath(root)))
+		}, "refusing to overwrite partial run"},
+		{"unparsable summary", func(t *testing.T, root string, spec RunSpec) {
+			require.NoError(t, os.WriteFile(spec.SummaryPath(root), []byte("{"), 0o644))
+		}, "invalid completed run"},
+		{"unparsable records", func(t *testing.T, root string, spec RunSpec) {
+			require.NoError(t, os.WriteFile(spec.RawPath(root), []byte("{\n"), 0o644))
+		}, "invalid completed run"},
+		{"missing records", func(t *testing.T, root string, spec RunSpec) {
+			b, _ := os.ReadFile(spec.RawPath(root))
+			lines := strings.SplitAfter(string(b), "\n")
+			require.NoError(t, os.WriteFile(spec.RawPath(root), []byte(strings.Join(lines[:1], "")), 0o644))
+		}, "incomplete"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			f := newFakeServer(t, &fakeServer{})
+			prompts := writePrompts(t, dir, 2, 1)
+			cfgJSON := sweepConfigJSON(f.URL(), prompts, []int{1, 2}, 2, 0, 1)
+			root := filepath.Join(dir, "results", "test-sweep")
+			spec := Order(20260729, []int{1, 2}, 0, 1)[0]
+			if strings.Contains(c.name, "config") {
+				c.setup(t, root, spec)
+			} else {
+				_, err := runTestSweep(t, context.Background(), cfgJSON, dir, nil)
+				require.NoError(t, err)
+				require.NoError(t, os.Remove(filepath.Join(root, SummaryFile)))
+				c.setup(t, root, spec)
+			}
+			sent := f.requests.Load()
+			before := snapshot(t, root)
+			_, err := runTestSweep(t, context.Background(), cfgJSON, dir, nil)
+			require.Error(t, err)
+			assert.True(t, errors.Is(err, ErrRefused), "%v", err)
+			assert.Contains(t, err.Error(), c.want)
+			assert.Equal(t, sent, f.requests.Load(), "nothing is sent when refusing")
+			assert.Equal(t, before, snapshot(t, root), "nothing is written when refusing")
+		})
+	}
+}
+
+func TestSweepTooFewRows(t *testing.T) {
+	dir := t.TempDir()
+	f := newFakeServer(t, &fakeServer{})
+	prompts := writePrompts(t, dir, 2, 1)
+	_, err := runTestSweep(t, context.Background(), sweepConfigJSON(f.URL(), prompts, []int{1}, 3, 0, 1), dir, nil)
+	require.Error(t, err)
+	assert.True(t, errors.Is(err, ErrTooFewRows))
+	assert.Equal(t, int64(0), f.requests.Load())
+	assert.NoDirExists(t, filepath.Join(dir, "results", "test-sweep"))
+}

@@ -1,0 +1,135 @@
+package sweep
+
+import (
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// fakeClock advances one millisecond per call, so gaps are exact.
+func fakeClock() func() time.Time {
+	t := time.Unix(1000, 0)
+	return func() time.Time { t = t.Add(time.Millisecond); return t }
+}
+
+func TestParseStreamWellFormed(t *testing.T) {
+	in := "data: {\"choices\":[{\"text\":\"Hel\",\"finish_reason\":null}]}\n\n" +
+		": keep-alive comment\n\n" +
+		"data: {\"choices\":[{\"text\":\"\"}]}\n\n" + // empty text: not a text event
+		"data:{\"choices\":[{\"text\":\"lo\"}]}\r\n\r\n" + // no space, CRLF
+		"data: {\"choices\":[{\"text\":\"!\",\"finish_reason\":\"length\"}]}\n\n" +
+		"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":3}}\n\n" +
+		"data: [DONE]\n\n" +
+		"data: {\"choices\":[{\"text\":\"after done\"}]}\n\n"
+	r, err := ParseStream(strings.NewReader(in), fakeClock())
+	require.NoError(t, err)
+	assert.Equal(t, "Hello!", r.Text)
+	assert.Equal(t, 3, r.TextEvents)
+	assert.Equal(t, []time.Duration{time.Millisecond, time.Millisecond}, r.Gaps)
+	assert.Equal(t, 2*time.Millisecond, r.LastText.Sub(r.FirstText))
+	require.NotNil(t, r.FinishReason)
+	assert.Equal(t, "length", *r.FinishReason)
+	require.True(t, r.UsageSeen)
+	assert.Equal(t, 3, *r.Usage.CompletionTokens)
+	assert.Equal(t, 7, *r.Usage.PromptTokens)
+	assert.Equal(t, 0, r.Malformed)
+	assert.True(t, r.Done)
+}
+
+func TestParseStreamMalformed(t *testing.T) {
+	cases := []struct {
+		name      string
+		in        string
+		text      string
+		malformed int
+		done      bool
+	}{
+		{"bad json", "data: {not json}\n\ndata: {\"choices\":[{\"text\":\"a\"}]}\n\ndata: [DONE]\n", "a", 1, true},
+		{"array instead of object", "data: [1,2]\ndata: 42\ndata: \"x\"\n", "", 3, false},
+		{"empty data", "data:\n\n", "", 1, false},
+		{"truncated without done", "data: {\"choices\":[{\"text\":\"a\"}]}\n\ndata: {\"choi", "a", 1, false},
+		{"wrong types", "data: {\"choices\":[{\"text\":5}]}\ndata: {\"choices\":\"x\"}\n", "", 2, false},
+		{"other fields ignored", "event: message\nid: 3\nretry: 10\ndata: {\"choices\":[{\"text\":\"b\"}]}\n", "b", 0, false},
+		{"no trailing newline", "data: {\"choices\":[{\"text\":\"c\"}]}", "c", 0, false},
+		{"done with spaces", "data:   [DONE]  \n", "", 0, true},
+		{"error object", "data: {\"error\":{\"message\":\"boom\"}}\n", "", 0, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r, err := ParseStream(strings.NewReader(c.in), fakeClock())
+			require.NoError(t, err)
+			assert.Equal(t, c.text, r.Text)
+			assert.Equal(t, c.malformed, r.Malformed)
+			assert.Equal(t, c.done, r.Done)
+		})
+	}
+}
+
+func TestParseStreamLongLine(t *testing.T) {
+	long := "data: {\"choices\":[{\"text\":\"" + strings.Repeat("x", MaxSSELine) + "\"}]}\n"
+	ok := "data: {\"choices\":[{\"text\":\"y\"}]}\n"
+	r, err := ParseStream(strings.NewReader(long+ok), fakeClock())
+	require.NoError(t, err)
+	assert.Equal(t, 1, r.Malformed, "an over-long line is one malformed event")
+	assert.Equal(t, "y", r.Text)
+
+	// A line longer than the read buffer but within the bound is kept.
+	mid := "data: {\"choices\":[{\"text\":\"" + strings.Repeat("z", 200<<10) + "\"}]}\n"
+	r, err = ParseStream(strings.NewReader(mid), fakeClock())
+	require.NoError(t, err)
+	assert.Equal(t, 200<<10, len(r.Text))
+}
+
+type failingReader struct{ data io.Reader }
+
+func (f failingReader) Read(p []byte) (int, error) {
+	n, err := f.data.Read(p)
+	if err == io.EOF {
+		return n, io.ErrUnexpectedEOF
+	}
+	return n, err
+}
+
+func TestParseStreamTransportError(t *testing.T) {
+	r, err := ParseStream(failingReader{strings.NewReader("data: {\"choices\":[{\"text\":\"a\"}]}\n")}, fakeClock())
+	require.True(t, errors.Is(err, io.ErrUnexpectedEOF))
+	assert.Equal(t, "a", r.Text)
+}
+
+// FuzzParseStream checks invariants that must hold for any byte stream: no
+// panic, text events and gaps agree, the text is the concatenation of
+// text events (never longer than the input), and counts are bounded by the
+// number of lines.
+func FuzzParseStream(f *testing.F) {
+	f.Add([]byte("data: {\"choices\":[{\"text\":\"a\"}]}\n\ndata: [DONE]\n"))
+	f.Add([]byte("data: {\"choices\":[{\"text\":\"a\",\"finish_reason\":\"stop\"}],\"usage\":{\"completion_tokens\":1}}\r\n"))
+	f.Add([]byte("data: {bad\ndata: [1]\n: comment\n"))
+	f.Add([]byte("data:{\"choices\":[{\"text\":\"\\u00e9\"}]}"))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		r, err := ParseStream(strings.NewReader(string(in)), fakeClock())
+		if err != nil {
+			t.Fatalf("reader of a complete input failed: %v", err)
+		}
+		lines := strings.Count(string(in), "\n") + strings.Count(string(in), "\r") + 1
+		if r.TextEvents > lines || r.Malformed > lines {
+			t.Fatalf("more events than lines: %+v", r)
+		}
+		if r.TextEvents == 0 && (len(r.Gaps) != 0 || r.Text != "") {
+			t.Fatalf("text without text events: %+v", r)
+		}
+		if r.TextEvents > 0 && len(r.Gaps) != r.TextEvents-1 {
+			t.Fatalf("%d text events but %d gaps", r.TextEvents, len(r.Gaps))
+		}
+		if r.TextEvents > 0 && r.LastText.Before(r.FirstText) {
+			t.Fatal("last text before first")
+		}
+		if len(r.Text) > 6*len(in) { // \u escapes can grow at most this much
+			t.Fatalf("text longer than possible: %d > %d", len(r.Text), len(in))
+		}
+	})
+}
