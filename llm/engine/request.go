@@ -21,6 +21,7 @@ type request struct {
 	dec    llm.Decoder
 	sink   func(llm.Event) // where events go; never blocks
 
+	tokens    []int  // generated token ids
 	text      []byte // generated text after stop-string truncation
 	sent      int    // bytes of text already sent
 	holdBack  int    // bytes kept back while they could start a stop string
@@ -82,7 +83,11 @@ func (q *request) accept(tok int, lp *llm.TokenLogprob, now time.Time) llm.Event
 	if q.generated == 1 {
 		q.times.FirstToken = now
 	}
-	ev := llm.Event{TokenIDs: []int{tok}, StopTokenID: -1, PromptTokens: len(q.req.PromptTokens), CompletionTokens: q.generated, Time: now}
+	// Events share one growing array of generated ids: a view is never
+	// written again once sent, so this saves an allocation per token.
+	q.tokens = append(q.tokens, tok)
+	n := len(q.tokens)
+	ev := llm.Event{TokenIDs: q.tokens[n-1 : n : n], StopTokenID: -1, PromptTokens: len(q.req.PromptTokens), CompletionTokens: q.generated, Time: now}
 	if lp != nil {
 		ev.Logprobs = []llm.TokenLogprob{*lp}
 	}
