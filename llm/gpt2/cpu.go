@@ -251,10 +251,10 @@ func (b *CPUBackend) validate(batch *engine.Batch) error {
 	return nil
 }
 
-// Forward implements engine.Backend. Every returned row has Argmax (ties to
-// the lowest id) and Logits set, whether or not NeedLogits asked for them:
-// the CPU computes the full row either way. Rows and logits are reused by
-// the next call.
+// Forward implements engine.Backend. Every returned row has Argmax set (ties
+// to the lowest id); Logits is set only when the sequence's NeedLogits asked
+// for it, so that a greedy request takes the engine's argmax path without a
+// pass over the vocabulary. Rows and logits are reused by the next call.
 func (b *CPUBackend) Forward(batch *engine.Batch) ([]engine.SampleRow, error) {
 	if err := b.validate(batch); err != nil {
 		return nil, err
@@ -332,9 +332,17 @@ func (b *CPUBackend) Forward(batch *engine.Batch) ([]engine.SampleRow, error) {
 	out := b.out[:S]
 	for i := range out {
 		row := b.logits[i*V : (i+1)*V]
-		out[i] = engine.SampleRow{Logits: row, Argmax: argmax(row)}
+		out[i] = engine.SampleRow{Argmax: argmax(row)}
+		if b.allRows || b.wantLogits(batch, int(b.sampled[i])) {
+			out[i].Logits = row
+		}
 	}
 	return out, nil
+}
+
+// wantLogits reports whether the sequence of batch row r asked for logits.
+func (b *CPUBackend) wantLogits(batch *engine.Batch, r int) bool {
+	return batch.Seqs[b.rowSeq[r]].NeedLogits
 }
 
 // writeKV stores the K and V of every row of the batch into the paged cache

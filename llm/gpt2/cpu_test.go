@@ -252,7 +252,7 @@ func TestSteadyStateAllocations(t *testing.T) {
 		if ok, _ := h.kv.Allocate(id, 64); !ok {
 			t.Fatal("allocate")
 		}
-		batch.Seqs = append(batch.Seqs, engine.SeqBatch{ID: id, Tokens: []int{10 + i}, StartPos: 40, BlockTable: h.kv.BlockTable(id), Sample: true})
+		batch.Seqs = append(batch.Seqs, engine.SeqBatch{ID: id, Tokens: []int{10 + i}, StartPos: 40, BlockTable: h.kv.BlockTable(id), Sample: true, NeedLogits: i%2 == 0})
 	}
 	batch.NumTokens = 4
 	if _, err := h.b.Forward(&batch); err != nil {
@@ -265,5 +265,30 @@ func TestSteadyStateAllocations(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Errorf("a steady-state decode step allocates %v times, want 0", allocs)
+	}
+}
+
+// TestLogitsOnlyWhenAsked checks that a greedy row (NeedLogits false) gets
+// only its argmax, and that it equals the argmax of the logits a row asking
+// for them gets.
+func TestLogitsOnlyWhenAsked(t *testing.T) {
+	m := smallModel(t)
+	h := newHarness(t, m, 8, 4, CPUOptions{})
+	mk := func(id kv.SeqID, need bool) engine.SeqBatch {
+		if ok, _ := h.kv.Allocate(id, 3); !ok {
+			t.Fatal("allocate")
+		}
+		return engine.SeqBatch{ID: id, Tokens: []int{1, 2, 3}, BlockTable: h.kv.BlockTable(id), Sample: true, NeedLogits: need}
+	}
+	batch := &engine.Batch{Seqs: []engine.SeqBatch{mk(1, false), mk(2, true)}, NumTokens: 6}
+	rows, err := h.b.Forward(batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rows[0].Logits != nil || rows[1].Logits == nil {
+		t.Fatalf("logits set: %v %v, want only the second", rows[0].Logits != nil, rows[1].Logits != nil)
+	}
+	if rows[0].Argmax != argmax(rows[1].Logits) || rows[1].Argmax != rows[0].Argmax {
+		t.Errorf("argmax %d and %d, logits say %d", rows[0].Argmax, rows[1].Argmax, argmax(rows[1].Logits))
 	}
 }

@@ -140,7 +140,7 @@ func (h *harness) step(parts ...part) []engine.SampleRow {
 		}
 		batch.Seqs = append(batch.Seqs, engine.SeqBatch{
 			ID: p.id, Tokens: p.tokens, StartPos: p.start,
-			BlockTable: h.kv.BlockTable(p.id), Sample: p.sample,
+			BlockTable: h.kv.BlockTable(p.id), Sample: p.sample, NeedLogits: p.sample,
 		})
 		batch.NumTokens += len(p.tokens)
 	}
