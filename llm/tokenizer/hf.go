@@ -214,8 +214,10 @@ func (t *HFTokenizer) buildModel(f *hfFile) error {
 			maxID = max(maxID, *at.ID)
 		}
 	}
-	if maxID >= 1<<24 {
-		return fmt.Errorf("tokenizer.json has id %d; vocabularies beyond 16M ids are not supported", maxID)
+	// Real vocabularies number their tokens densely; a far larger id would
+	// only make us allocate tables for ids that do not exist.
+	if limit := 4*(len(m.Vocab)+len(f.AddedTokens)) + 1<<16; maxID >= limit {
+		return fmt.Errorf("tokenizer.json has id %d but only %d tokens: ids are too sparse", maxID, len(m.Vocab)+len(f.AddedTokens))
 	}
 	t.tokens = make([][]byte, maxID+1)
 	t.special = make([]bool, maxID+1)

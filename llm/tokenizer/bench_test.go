@@ -1,0 +1,49 @@
+package tokenizer
+
+import (
+	"strings"
+	"testing"
+)
+
+// benchText is about 1 MB built from the golden strings (prose, code,
+// numbers, whitespace runs, several scripts, emoji), so both encoders see the
+// same mixed input.
+func benchText(b *testing.B) string {
+	b.Helper()
+	var sb strings.Builder
+	cases := loadGolden(b, goldenQwen)
+	for sb.Len() < 1<<20 {
+		for _, c := range cases {
+			sb.WriteString(c.Text)
+			sb.WriteByte('\n')
+		}
+	}
+	return sb.String()
+}
+
+// BenchmarkEncode1MB compares the pure-Go Hugging Face encoder (Qwen3's
+// tokenizer.json) with tiktoken-go's r50k_base on the same 1 MB of text:
+//
+//	go test -run '^$' -bench Encode1MB -benchtime 5x ./llm/tokenizer
+//
+// Compare the MB/s columns; docs/workload.md records a measured ratio.
+func BenchmarkEncode1MB(b *testing.B) {
+	text := benchText(b)
+	for _, bc := range []struct {
+		name   string
+		encode func(string) []int
+	}{
+		{"hf-qwen3", func(s string) []int { return qwen(b).Encode(s, false) }},
+		{"tiktoken-r50k", func(s string) []int { return gpt2(b).Encode(s, false) }},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			bc.encode("warm up") // load outside the timed loop
+			b.SetBytes(int64(len(text)))
+			n := 0
+			for b.Loop() {
+				n = len(bc.encode(text))
+			}
+			b.ReportMetric(float64(n), "tokens")
+		})
+	}
+}
