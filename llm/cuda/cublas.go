@@ -1,0 +1,154 @@
+package cuda
+
+import (
+	"unsafe"
+)
+
+// cudaDataType values (library_types.h) for the matrices GemmEx reads and
+// writes.
+const (
+	DataFloat32  = 0  // CUDA_R_32F
+	DataFloat16  = 2  // CUDA_R_16F
+	DataBFloat16 = 14 // CUDA_R_16BF
+)
+
+// cuBLAS enums the backend uses (cublas_api.h).
+const (
+	OpN = 0 // CUBLAS_OP_N
+	OpT = 1 // CUBLAS_OP_T
+
+	// ComputeFloat32 is CUBLAS_COMPUTE_32F: float32 accumulation, no TF32,
+	// whatever the input type.
+	ComputeFloat32 = 68
+	// GemmDefault lets cuBLAS choose the algorithm (tensor cores allowed
+	// for half types).
+	GemmDefault = -1
+
+	// MathDefault is CUBLAS_DEFAULT_MATH; MathPedantic forbids reduced
+	// precision anywhere, for the float32 comparison mode.
+	MathDefault  = 0
+	MathPedantic = 2
+)
+
+// CuBLAS is cuBLAS loaded at run time, with one handle.
+type CuBLAS struct {
+	// Path is the file cuBLAS was loaded from.
+	Path string
+
+	handle uintptr
+
+	getStatusName   func(s int32) *byte
+	getStatusString func(s int32) *byte
+
+	create      func(h *uintptr) int32
+	destroy     func(h uintptr) int32
+	setStream   func(h uintptr, s Stream) int32
+	setMathMode func(h uintptr, mode int32) int32
+	gemmEx      func(h uintptr, ta, tb int32, m, n, k int32, alpha unsafe.Pointer,
+		a DevicePtr, atype int32, lda int32, b DevicePtr, btype int32, ldb int32,
+		beta unsafe.Pointer, c DevicePtr, ctype int32, ldc int32, compute int32, algo int32) int32
+	gemmStridedBatchedEx func(h uintptr, ta, tb int32, m, n, k int32, alpha unsafe.Pointer,
+		a DevicePtr, atype int32, lda int32, strideA int64, b DevicePtr, btype int32, ldb int32, strideB int64,
+		beta unsafe.Pointer, c DevicePtr, ctype int32, ldc int32, strideC int64, batch int32, compute int32, algo int32) int32
+
+	// alphaBeta holds the float32 scalars GEMMs read through pointers; in
+	// the struct (heap memory) so its address is stable during a call.
+	alphaBeta [2]float32
+}
+
+// LoadCuBLAS opens cuBLAS from dirs and creates a handle in the current
+// context (the caller has made one current).
+func LoadCuBLAS(dirs []string) (*CuBLAS, error) {
+	h, path, err := openLibrary(LibCuBLAS, dirs, []string{"libcublasLt.so.*"})
+	if err != nil {
+		return nil, err
+	}
+	c := &CuBLAS{Path: path}
+	b := &binder{lib: path, handle: h}
+	b.optional(&c.getStatusName, "cublasGetStatusName")
+	b.optional(&c.getStatusString, "cublasGetStatusString")
+	b.bind(&c.create, "cublasCreate_v2")
+	b.bind(&c.destroy, "cublasDestroy_v2")
+	b.bind(&c.setStream, "cublasSetStream_v2")
+	b.bind(&c.setMathMode, "cublasSetMathMode")
+	b.bind(&c.gemmEx, "cublasGemmEx")
+	b.bind(&c.gemmStridedBatchedEx, "cublasGemmStridedBatchedEx")
+	if b.err != nil {
+		return nil, b.err
+	}
+	if err := c.check("cublasCreate_v2", c.create(&c.handle)); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// check turns a cublasStatus_t into nil or an *Error.
+func (c *CuBLAS) check(fn string, r int32) error {
+	if r == 0 {
+		return nil
+	}
+	e := &Error{Lib: "cublas", Func: fn, Code: int(r)}
+	if c.getStatusName != nil {
+		e.Name = goString(c.getStatusName(r))
+	}
+	if e.Name == "" {
+		e.Name = statusName(cublasStatusNames, "CUBLAS_STATUS", int(r))
+	}
+	if c.getStatusString != nil {
+		e.Message = goString(c.getStatusString(r))
+	}
+	return e
+}
+
+// Close destroys the handle.
+func (c *CuBLAS) Close() error {
+	if c.handle == 0 {
+		return nil
+	}
+	err := c.check("cublasDestroy_v2", c.destroy(c.handle))
+	c.handle = 0
+	return err
+}
+
+// SetStream makes later calls queue their work on s.
+func (c *CuBLAS) SetStream(s Stream) error {
+	return c.check("cublasSetStream_v2", c.setStream(c.handle, s))
+}
+
+// SetMathMode sets the handle's math mode (MathDefault, MathPedantic).
+func (c *CuBLAS) SetMathMode(mode int) error {
+	return c.check("cublasSetMathMode", c.setMathMode(c.handle, int32(mode)))
+}
+
+// Gemm describes one column-major C = alpha·op(A)·op(B) + beta·C, with
+// op(A) m×k, op(B) k×n and C m×n, as cuBLAS defines it.
+type Gemm struct {
+	TransA, TransB int // OpN or OpT
+	M, N, K        int
+	A              DevicePtr
+	AType, LDA     int
+	B              DevicePtr
+	BType, LDB     int
+	C              DevicePtr
+	CType, LDC     int
+	Alpha, Beta    float32
+}
+
+// GemmEx runs g with float32 accumulation (CUBLAS_COMPUTE_32F).
+func (c *CuBLAS) GemmEx(g Gemm) error {
+	c.alphaBeta = [2]float32{g.Alpha, g.Beta}
+	return c.check("cublasGemmEx", c.gemmEx(c.handle, int32(g.TransA), int32(g.TransB),
+		int32(g.M), int32(g.N), int32(g.K), unsafe.Pointer(&c.alphaBeta[0]),
+		g.A, int32(g.AType), int32(g.LDA), g.B, int32(g.BType), int32(g.LDB),
+		unsafe.Pointer(&c.alphaBeta[1]), g.C, int32(g.CType), int32(g.LDC), ComputeFloat32, GemmDefault))
+}
+
+// GemmStridedBatchedEx runs count GEMMs shaped like g, the i-th on
+// matrices offset by i times the strides (in elements).
+func (c *CuBLAS) GemmStridedBatchedEx(g Gemm, strideA, strideB, strideC int64, count int) error {
+	c.alphaBeta = [2]float32{g.Alpha, g.Beta}
+	return c.check("cublasGemmStridedBatchedEx", c.gemmStridedBatchedEx(c.handle, int32(g.TransA), int32(g.TransB),
+		int32(g.M), int32(g.N), int32(g.K), unsafe.Pointer(&c.alphaBeta[0]),
+		g.A, int32(g.AType), int32(g.LDA), strideA, g.B, int32(g.BType), int32(g.LDB), strideB,
+		unsafe.Pointer(&c.alphaBeta[1]), g.C, int32(g.CType), int32(g.LDC), strideC, int32(count), ComputeFloat32, GemmDefault))
+}

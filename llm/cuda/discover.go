@@ -1,0 +1,144 @@
+package cuda
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+)
+
+// EnvLibDir is the environment variable naming a folder searched first for
+// every CUDA library.
+const EnvLibDir = "TINYSERVE_CUDA_LIB_DIR"
+
+// LibDirFromEnv returns $TINYSERVE_CUDA_LIB_DIR. It is the one place the
+// package reads that variable; callers pass the result as Options.LibDir so
+// that nothing deeper depends on the process environment.
+func LibDirFromEnv() string { return os.Getenv(EnvLibDir) }
+
+// Library describes one shared library to find: the file names to try, in
+// order of preference, and the NVIDIA pip package folder that ships it.
+type Library struct {
+	// Name is what errors call the library, e.g. "cuBLAS".
+	Name string
+	// Files are the candidate file names, newest soname first.
+	Files []string
+	// PipPackage is the folder under site-packages/nvidia that holds it in
+	// NVIDIA's pip wheels ("cublas", "cuda_nvrtc"); empty for the driver,
+	// which comes with the kernel module, not with pip.
+	PipPackage string
+}
+
+// The libraries the backend needs. CUDA 13 and 12 sonames come first; the
+// unversioned names (present only with the toolkit's -dev files) come last.
+var (
+	LibCUDA   = Library{Name: "CUDA driver", Files: []string{"libcuda.so.1", "libcuda.so"}}
+	LibCuBLAS = Library{Name: "cuBLAS", Files: []string{"libcublas.so.13", "libcublas.so.12", "libcublas.so.11", "libcublas.so"}, PipPackage: "cublas"}
+	LibNVRTC  = Library{Name: "NVRTC", Files: []string{"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so.11.2", "libnvrtc.so"}, PipPackage: "cuda_nvrtc"}
+)
+
+// NotFoundError says that a library is in none of the places searched.
+type NotFoundError struct {
+	// Lib is the library that is missing.
+	Lib Library
+	// Searched are the folders looked in, in order, plus any other place
+	// tried (the system loader's own search path).
+	Searched []string
+}
+
+func (e *NotFoundError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "cuda: %s library not found (tried %s) in:", e.Lib.Name, strings.Join(e.Lib.Files, ", "))
+	for _, s := range e.Searched {
+		b.WriteString("\n  ")
+		b.WriteString(s)
+	}
+	fmt.Fprintf(&b, "\nset %s (or --cuda-lib-dir) to the folder that holds it, or install the CUDA toolkit or NVIDIA's pip wheels", EnvLibDir)
+	return b.String()
+}
+
+// SearchDirs lists the folders searched for the CUDA libraries, in order:
+// libDir (from Options.LibDir), LD_LIBRARY_PATH, the usual CUDA and driver
+// folders, then the NVIDIA pip packages' lib folders of every Python
+// site-packages folder found. getenv reads LD_LIBRARY_PATH, VIRTUAL_ENV,
+// CONDA_PREFIX and HOME; nil means os.Getenv. Folders that do not exist are
+// kept (so an error can say they were tried) but listed once.
+func SearchDirs(libDir string, getenv func(string) string) []string {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	var dirs []string
+	seen := map[string]bool{}
+	add := func(d string) {
+		if d == "" || seen[d] {
+			return
+		}
+		seen[d] = true
+		dirs = append(dirs, d)
+	}
+	add(libDir)
+	for _, d := range filepath.SplitList(getenv("LD_LIBRARY_PATH")) {
+		add(d)
+	}
+	arch := "x86_64"
+	if runtime.GOARCH == "arm64" {
+		arch = "aarch64"
+	}
+	for _, d := range []string{
+		"/usr/local/cuda/lib64",
+		"/usr/local/cuda/targets/" + arch + "-linux/lib",
+		"/usr/lib/" + arch + "-linux-gnu",
+		"/usr/lib64",
+		"/usr/local/nvidia/lib64",
+		"/usr/local/nvidia/lib",
+		"/usr/lib/wsl/lib",
+	} {
+		add(d)
+	}
+	for _, sp := range sitePackages(getenv) {
+		for _, pkg := range []string{"cuda_runtime", "cublas", "cuda_nvrtc", "cu13", "cu12"} {
+			add(filepath.Join(sp, "nvidia", pkg, "lib"))
+		}
+	}
+	return dirs
+}
+
+// sitePackages finds Python site-packages and dist-packages folders in the
+// usual prefixes (system, /usr/local, a virtualenv, conda, ~/.local)
+// without running Python.
+func sitePackages(getenv func(string) string) []string {
+	var prefixes []string
+	for _, v := range []string{"VIRTUAL_ENV", "CONDA_PREFIX"} {
+		if p := getenv(v); p != "" {
+			prefixes = append(prefixes, p)
+		}
+	}
+	if h := getenv("HOME"); h != "" {
+		prefixes = append(prefixes, filepath.Join(h, ".local"))
+	}
+	prefixes = append(prefixes, "/usr/local", "/usr", "/opt/conda")
+	var out []string
+	for _, p := range prefixes {
+		for _, pat := range []string{"lib/python3*/site-packages", "lib/python3*/dist-packages", "lib/python3/dist-packages"} {
+			m, _ := filepath.Glob(filepath.Join(p, pat))
+			out = append(out, m...)
+		}
+	}
+	return out
+}
+
+// Locate returns the path of the first of lib's candidate files found in
+// dirs (each folder tried with every name before the next folder), or a
+// *NotFoundError listing dirs.
+func Locate(lib Library, dirs []string) (string, error) {
+	for _, d := range dirs {
+		for _, f := range lib.Files {
+			p := filepath.Join(d, f)
+			if st, err := os.Stat(p); err == nil && !st.IsDir() {
+				return p, nil
+			}
+		}
+	}
+	return "", &NotFoundError{Lib: lib, Searched: append([]string(nil), dirs...)}
+}

@@ -1,0 +1,101 @@
+package cuda
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"unsafe"
+
+	"github.com/ebitengine/purego"
+)
+
+// binder resolves a library's symbols into Go function values, keeping the
+// first failure so a loader can bind a whole table and check once.
+type binder struct {
+	lib    string
+	handle uintptr
+	err    error
+}
+
+// bind points fptr (a pointer to a func variable) at the C function name.
+// A missing symbol is an error, never purego's panic.
+func (b *binder) bind(fptr any, name string) {
+	if b.err != nil {
+		return
+	}
+	sym, err := purego.Dlsym(b.handle, name)
+	if err != nil {
+		b.err = fmt.Errorf("cuda: %s: symbol %s: %w", b.lib, name, err)
+		return
+	}
+	purego.RegisterFunc(fptr, sym)
+}
+
+// optional binds name when the library has it and reports whether it did;
+// used for calls that newer releases added.
+func (b *binder) optional(fptr any, name string) bool {
+	sym, err := purego.Dlsym(b.handle, name)
+	if err != nil {
+		return false
+	}
+	purego.RegisterFunc(fptr, sym)
+	return true
+}
+
+// openLibrary finds lib in dirs and dlopens it. When the file is in none of
+// the folders, the driver is also tried by soname through the system
+// loader's own search (ld.so.cache), where distributions put libcuda.so.1.
+// Companion libraries in the same folder (cuBLASLt for cuBLAS, the NVRTC
+// builtins) are opened first with RTLD_GLOBAL so that a pip wheel's folder
+// works without LD_LIBRARY_PATH.
+func openLibrary(lib Library, dirs []string, companions []string) (uintptr, string, error) {
+	path, err := Locate(lib, dirs)
+	if err != nil {
+		if lib.PipPackage == "" {
+			for _, f := range lib.Files {
+				if h, derr := purego.Dlopen(f, purego.RTLD_NOW|purego.RTLD_GLOBAL); derr == nil {
+					return h, f, nil
+				}
+			}
+			nf := err.(*NotFoundError)
+			nf.Searched = append(nf.Searched, "the system loader's search path (ld.so.cache)")
+		}
+		return 0, "", err
+	}
+	dir := filepath.Dir(path)
+	for _, pat := range companions {
+		m, _ := filepath.Glob(filepath.Join(dir, pat))
+		for _, c := range m {
+			_, _ = purego.Dlopen(c, purego.RTLD_NOW|purego.RTLD_GLOBAL)
+		}
+	}
+	h, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_GLOBAL)
+	if err != nil {
+		return 0, path, fmt.Errorf("cuda: open %s (%s): %w", lib.Name, path, err)
+	}
+	return h, path, nil
+}
+
+// goString copies a NUL-terminated C string owned by a library.
+func goString(p *byte) string {
+	if p == nil {
+		return ""
+	}
+	var b strings.Builder
+	for i := 0; ; i++ {
+		c := *(*byte)(unsafe.Add(unsafe.Pointer(p), i))
+		if c == 0 {
+			break
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}
+
+// cString returns a NUL-terminated copy of s in Go memory, for calls that
+// take an array of C strings (purego converts single string arguments).
+func cString(s string) *byte {
+	b := make([]byte, len(s)+1)
+	copy(b, s)
+	return &b[0]
+}
