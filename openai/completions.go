@@ -294,7 +294,7 @@ func (h *handler) finishCompletion(ctx context.Context, w http.ResponseWriter, r
 		return
 	}
 	if failed != nil {
-		writeError(w, r, engineError(failed.err))
+		writeError(w, r, engineError(h.eventError(failed.err)))
 		return
 	}
 	resp := completionResponse{
@@ -325,6 +325,16 @@ func (h *handler) finishCompletion(ctx context.Context, w http.ResponseWriter, r
 	u.TotalTokens = u.PromptTokens + u.CompletionTokens
 	resp.Usage = &u
 	h.writeJSON(w, r, http.StatusOK, resp)
+}
+
+// eventError classifies the error of a failed request. An error event from
+// a backend failure that stopped the engine is ErrEngineDead (503: retry on
+// another replica) even when the engine did not wrap it so.
+func (h *handler) eventError(err error) error {
+	if !errors.Is(err, llm.ErrEngineDead) && errors.Is(h.eng.Health(), llm.ErrEngineDead) {
+		return fmt.Errorf("%w: %w", llm.ErrEngineDead, err)
+	}
+	return err
 }
 
 func nonNil(ids []int) []int {
@@ -419,7 +429,7 @@ func (h *handler) streamCompletion(ctx context.Context, cancel context.CancelFun
 		return
 	case failed != nil:
 		cancel()
-		e := engineError(failed.err)
+		e := engineError(h.eventError(failed.err))
 		lg.Error("stream failed after the headers were sent", "status", e.status, "err", e.Message)
 		if err := sse.event(errorBody{e}); err == nil {
 			_ = sse.done()

@@ -1,0 +1,409 @@
+package openai
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	sdk "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/tinyserve/tinyserve/llm"
+	"github.com/tinyserve/tinyserve/llm/engine"
+	"github.com/tinyserve/tinyserve/llm/mock"
+)
+
+// These tests run the handler on the real engine over the mock backend.
+
+type mockServer struct {
+	eng    *engine.Engine
+	srv    *httptest.Server
+	client *http.Client
+	mcfg   mock.Config
+}
+
+func newMockServer(t testing.TB, mcfg mock.Config, ecfg engine.Config, opts ...Option) *mockServer {
+	t.Helper()
+	eng, err := mock.NewEngine(mcfg, ecfg)
+	require.NoError(t, err)
+	srv := httptest.NewServer(NewHandler(eng, opts...))
+	ms := &mockServer{eng: eng, srv: srv, client: srv.Client(), mcfg: mcfg}
+	t.Cleanup(ms.close)
+	return ms
+}
+
+// close shuts everything down in the order cmd/serve does; safe to call twice.
+func (ms *mockServer) close() {
+	ms.client.CloseIdleConnections()
+	ms.srv.Close()
+	_ = ms.eng.Close()
+}
+
+func (ms *mockServer) post(ctx context.Context, path, body string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, "POST", ms.srv.URL+path, strings.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	return ms.client.Do(req)
+}
+
+// verifyNoLeak checks, after the test's other cleanups (registered later,
+// so run earlier) have closed servers and engines, that no goroutine started
+// during the test is left.
+func verifyNoLeak(t *testing.T) {
+	opt := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, opt) })
+}
+
+// expected is the mock's greedy output for prompt, as text.
+func (ms *mockServer) expected(prompt string, n int) string {
+	tok := mock.NewTokenizer()
+	return tok.Decode(mock.Expected(ms.mcfg, tok.Encode(prompt, true), n), false)
+}
+
+func TestSDK(t *testing.T) {
+	ms := newMockServer(t, mock.Config{}, engine.Config{}, WithServedModelNames("tiny"))
+	client := sdk.NewClient(option.WithBaseURL(ms.srv.URL+"/v1/"), option.WithAPIKey("unused"),
+		option.WithHTTPClient(ms.client), option.WithMaxRetries(0))
+	ctx := context.Background()
+
+	t.Run("list models", func(t *testing.T) {
+		page, err := client.Models.List(ctx)
+		require.NoError(t, err)
+		require.Len(t, page.Data, 1)
+		assert.Equal(t, "tiny", page.Data[0].ID)
+		assert.Equal(t, "tinyserve", page.Data[0].OwnedBy)
+		assert.Equal(t, "4096", page.Data[0].JSON.ExtraFields["max_model_len"].Raw())
+	})
+
+	t.Run("completion", func(t *testing.T) {
+		c, err := client.Completions.New(ctx, sdk.CompletionNewParams{
+			Model:       "tiny",
+			Prompt:      sdk.CompletionNewParamsPromptUnion{OfString: sdk.String("hello")},
+			MaxTokens:   sdk.Int(7),
+			Temperature: sdk.Float(0),
+		})
+		require.NoError(t, err)
+		require.Len(t, c.Choices, 1)
+		assert.Equal(t, ms.expected("hello", 7), c.Choices[0].Text)
+		assert.Equal(t, sdk.CompletionChoiceFinishReasonLength, c.Choices[0].FinishReason)
+		assert.Equal(t, int64(5), c.Usage.PromptTokens)
+		assert.Equal(t, int64(7), c.Usage.CompletionTokens)
+		assert.Equal(t, int64(12), c.Usage.TotalTokens)
+		assert.Equal(t, "tiny", c.Model)
+		assert.True(t, strings.HasPrefix(c.ID, "cmpl-"))
+	})
+
+	t.Run("streaming with usage", func(t *testing.T) {
+		stream := client.Completions.NewStreaming(ctx, sdk.CompletionNewParams{
+			Model:         "tiny",
+			Prompt:        sdk.CompletionNewParamsPromptUnion{OfArrayOfTokens: []int64{104, 105}},
+			MaxTokens:     sdk.Int(20),
+			Temperature:   sdk.Float(0),
+			StreamOptions: sdk.ChatCompletionStreamOptionsParam{IncludeUsage: sdk.Bool(true)},
+		})
+		var text strings.Builder
+		var chunks int
+		var finish string
+		var u sdk.CompletionUsage
+		for stream.Next() {
+			c := stream.Current()
+			chunks++
+			for _, ch := range c.Choices {
+				assert.NotEmpty(t, ch.Text, "no empty deltas")
+				text.WriteString(ch.Text)
+				if ch.FinishReason != "" {
+					finish = string(ch.FinishReason)
+				}
+			}
+			if len(c.Choices) == 0 {
+				u = c.Usage
+			}
+		}
+		require.NoError(t, stream.Err())
+		require.NoError(t, stream.Close())
+		assert.Equal(t, ms.expected("hi", 20), text.String())
+		assert.Equal(t, "length", finish)
+		assert.Greater(t, chunks, 2, "text arrives in pieces")
+		assert.Equal(t, int64(2), u.PromptTokens)
+		assert.Equal(t, int64(20), u.CompletionTokens)
+		assert.Equal(t, int64(22), u.TotalTokens)
+	})
+
+	errCases := []struct {
+		name   string
+		params sdk.CompletionNewParams
+		opts   []option.RequestOption
+		status int
+		typ    string
+		param  string
+	}{
+		{"unknown model", sdk.CompletionNewParams{Model: "gpt-4", Prompt: sdk.CompletionNewParamsPromptUnion{OfString: sdk.String("x")}},
+			nil, 404, "not_found_error", "model"},
+		{"bad temperature", sdk.CompletionNewParams{Model: "tiny", Prompt: sdk.CompletionNewParamsPromptUnion{OfString: sdk.String("x")}, Temperature: sdk.Float(500)},
+			nil, 400, "invalid_request_error", "temperature"},
+		{"unknown field", sdk.CompletionNewParams{Model: "tiny", Prompt: sdk.CompletionNewParamsPromptUnion{OfString: sdk.String("x")}},
+			[]option.RequestOption{option.WithJSONSet("guided_json", "{}")}, 400, "invalid_request_error", "guided_json"},
+		{"context length", sdk.CompletionNewParams{Model: "tiny", Prompt: sdk.CompletionNewParamsPromptUnion{OfString: sdk.String("x")}, MaxTokens: sdk.Int(5000)},
+			nil, 400, "invalid_request_error", "prompt"},
+	}
+	for _, tc := range errCases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := client.Completions.New(ctx, tc.params, tc.opts...)
+			var apiErr *sdk.Error
+			require.True(t, errors.As(err, &apiErr), "got %v", err)
+			assert.Equal(t, tc.status, apiErr.StatusCode)
+			assert.Equal(t, tc.typ, apiErr.Type)
+			assert.Equal(t, tc.param, apiErr.Param)
+			assert.NotEmpty(t, apiErr.Message)
+		})
+	}
+}
+
+// TestLoad sends 200 concurrent requests against a bounded server: every
+// answer is a 200 with exact usage or a 429, the KV cache is empty after,
+// and no goroutine is left behind.
+func TestLoad(t *testing.T) {
+	tests := []struct {
+		name string
+		ecfg engine.Config
+		opts []Option
+	}{
+		{"handler bound", engine.Config{}, []Option{WithMaxPending(32)}},
+		{"engine bound", engine.Config{MaxPending: 32, MaxNumSeqs: 4}, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			verifyNoLeak(t)
+			mcfg := mock.Config{Latency: mock.Latency{PerStep: 200 * time.Microsecond}}
+			ms := newMockServer(t, mcfg, tc.ecfg, tc.opts...)
+			ms.client.Transport.(*http.Transport).MaxIdleConnsPerHost = 200
+
+			const clients, maxTokens = 200, 8
+			type result struct {
+				status int
+				prompt string
+				body   []byte
+				err    error
+			}
+			results := make([]result, clients)
+			var wg sync.WaitGroup
+			start := make(chan struct{})
+			for i := range clients {
+				wg.Go(func() {
+					<-start
+					prompt := fmt.Sprintf("prompt number %d", i)
+					stream := i%2 == 1
+					body := fmt.Sprintf(`{"prompt":%q,"max_tokens":%d,"temperature":0,"stream":%v}`, prompt, maxTokens, stream)
+					if stream {
+						body = body[:len(body)-1] + `,"stream_options":{"include_usage":true}}`
+					}
+					resp, err := ms.post(context.Background(), "/v1/completions", body)
+					if err != nil {
+						results[i] = result{err: err}
+						return
+					}
+					defer resp.Body.Close()
+					b, err := io.ReadAll(resp.Body)
+					results[i] = result{status: resp.StatusCode, prompt: prompt, body: b, err: err}
+				})
+			}
+			close(start)
+			wg.Wait()
+
+			counts := map[int]int{}
+			for i, r := range results {
+				require.NoError(t, r.err)
+				counts[r.status]++
+				switch r.status {
+				case 200:
+					text, u := parseAny(t, r.body)
+					assert.Equal(t, ms.expected(r.prompt, maxTokens), text, "request %d", i)
+					assert.Equal(t, [3]int{len(r.prompt), maxTokens, len(r.prompt) + maxTokens}, u, "request %d usage", i)
+				case 429:
+					var e errJSON
+					require.NoError(t, json.Unmarshal(r.body, &e))
+					assert.Equal(t, typeRateLimit, e.Error.Type)
+				default:
+					t.Errorf("request %d: status %d: %s", i, r.status, r.body)
+				}
+			}
+			t.Logf("statuses: %v", counts)
+			assert.Positive(t, counts[200])
+			assert.Positive(t, counts[429], "the bound must have been hit")
+			require.Eventually(t, func() bool {
+				s := ms.eng.Stats()
+				return s.KVBlocksUsed == 0 && s.Running == 0 && s.Waiting == 0
+			}, 5*time.Second, time.Millisecond, "KV must be empty: %+v", ms.eng.Stats())
+			ms.close()
+		})
+	}
+}
+
+// parseAny reads a JSON completion or an SSE stream with usage and returns
+// its text and usage (prompt, completion, total).
+func parseAny(t *testing.T, body []byte) (string, [3]int) {
+	t.Helper()
+	var text strings.Builder
+	var u [3]int
+	add := func(raw []byte) {
+		var r respJSON
+		require.NoError(t, json.Unmarshal(raw, &r), "%s", raw)
+		require.Nil(t, r.Error, "%s", raw)
+		for _, c := range r.Choices {
+			text.WriteString(c.Text)
+		}
+		if r.Usage != nil {
+			u = [3]int{r.Usage.Prompt, r.Usage.Completion, r.Usage.Total}
+		}
+	}
+	if !strings.HasPrefix(string(body), "data: ") {
+		add(body)
+		return text.String(), u
+	}
+	evs := sseEvents(t, string(body))
+	require.Equal(t, "[DONE]", evs[len(evs)-1])
+	for _, ev := range evs[:len(evs)-1] {
+		add([]byte(ev))
+	}
+	return text.String(), u
+}
+
+// TestDrain: once Drain starts, /health and new requests answer 503, and the
+// requests already accepted finish in full.
+func TestDrain(t *testing.T) {
+	verifyNoLeak(t)
+	mcfg := mock.Config{Latency: mock.Latency{PerStep: 2 * time.Millisecond}}
+	ms := newMockServer(t, mcfg, engine.Config{})
+	const accepted, maxTokens = 4, 60
+	results := make(chan string, accepted)
+	for i := range accepted {
+		go func() {
+			body := fmt.Sprintf(`{"prompt":"p%d","max_tokens":%d,"temperature":0,"stream":%v,"stream_options":%s}`,
+				i, maxTokens, i%2 == 0, map[bool]string{true: `{"include_usage":true}`, false: "null"}[i%2 == 0])
+			resp, err := ms.post(context.Background(), "/v1/completions", body)
+			if err != nil {
+				results <- err.Error()
+				return
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			results <- fmt.Sprintf("%d %s", resp.StatusCode, b)
+		}()
+	}
+	require.Eventually(t, func() bool { return ms.eng.Stats().Running == accepted }, 5*time.Second, time.Millisecond)
+
+	drained := make(chan error, 1)
+	go func() { drained <- ms.eng.Drain(context.Background()) }()
+	require.Eventually(t, func() bool { return ms.eng.Health() != nil }, 5*time.Second, time.Millisecond)
+
+	resp, err := ms.client.Get(ms.srv.URL + "/health")
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, 503, resp.StatusCode)
+	assert.JSONEq(t, `{"status":"draining","reason":"engine is draining"}`, string(b))
+
+	resp, err = ms.post(context.Background(), "/v1/completions", `{"prompt":"late","max_tokens":1}`)
+	require.NoError(t, err)
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, 503, resp.StatusCode)
+	assert.Contains(t, string(b), typeUnavailable)
+
+	for range accepted {
+		r := <-results
+		require.True(t, strings.HasPrefix(r, "200 "), r)
+		_, u := parseAny(t, []byte(r[4:]))
+		assert.Equal(t, maxTokens, u[1], "an accepted request runs to its end")
+	}
+	require.NoError(t, <-drained)
+	ms.close()
+}
+
+// TestDisconnectFreesBlocks: a client that hangs up mid-request gets its
+// request aborted and its KV blocks freed, streaming or not.
+func TestDisconnectFreesBlocks(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
+			verifyNoLeak(t)
+			mcfg := mock.Config{Latency: mock.Latency{PerStep: time.Millisecond}}
+			ms := newMockServer(t, mcfg, engine.Config{})
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			body := fmt.Sprintf(`{"prompt":"%s","max_tokens":3000,"stream":%v}`, strings.Repeat("z", 100), stream)
+			running := make(chan struct{})
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				resp, err := ms.post(ctx, "/v1/completions", body)
+				if err != nil {
+					return // non-streaming: cancelled before the answer
+				}
+				defer resp.Body.Close()
+				// Streaming: read a few events, then wait for the hang-up.
+				br := bufio.NewReader(resp.Body)
+				for range 10 {
+					_, _ = br.ReadString('\n')
+				}
+				close(running)
+				<-ctx.Done()
+			}()
+			if stream {
+				<-running
+			} else {
+				require.Eventually(t, func() bool { return ms.eng.Stats().GenerationTokens > 10 }, 5*time.Second, time.Millisecond)
+			}
+			require.Positive(t, ms.eng.Stats().KVBlocksUsed, "the request holds blocks while it runs")
+			cancel()
+			<-done
+			require.Eventually(t, func() bool {
+				s := ms.eng.Stats()
+				return s.KVBlocksUsed == 0 && s.Running == 0
+			}, 5*time.Second, time.Millisecond, "blocks freed: %+v", ms.eng.Stats())
+			s := ms.eng.Stats()
+			assert.Less(t, s.GenerationTokens, uint64(3000), "the request was cut short")
+			ms.close()
+		})
+	}
+}
+
+// TestEngineFailure: a backend failure mid-stream ends the stream with an
+// error event and [DONE]; /health then says the engine is dead.
+func TestEngineFailure(t *testing.T) {
+	ms := newMockServer(t, mock.Config{FailAtStep: 5}, engine.Config{})
+	resp, err := ms.post(context.Background(), "/v1/completions", `{"prompt":"x","max_tokens":50,"stream":true}`)
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, 200, resp.StatusCode)
+	evs := sseEvents(t, string(b))
+	require.GreaterOrEqual(t, len(evs), 2)
+	assert.Equal(t, "[DONE]", evs[len(evs)-1])
+	var e errJSON
+	require.NoError(t, json.Unmarshal([]byte(evs[len(evs)-2]), &e))
+	assert.Equal(t, typeUnavailable, e.Error.Type, e.Error.Message)
+
+	r, err := ms.client.Get(ms.srv.URL + "/health")
+	require.NoError(t, err)
+	r.Body.Close()
+	assert.Equal(t, 503, r.StatusCode)
+	resp, err = ms.post(context.Background(), "/v1/completions", `{"prompt":"x","max_tokens":5}`)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, 503, resp.StatusCode)
+	require.ErrorIs(t, ms.eng.Health(), llm.ErrEngineDead)
+}
