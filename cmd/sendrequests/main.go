@@ -1,0 +1,255 @@
+// Command sendrequests measures one condition against an OpenAI-compatible
+// completions endpoint: a closed loop at a fixed concurrency (or an open loop
+// with seeded Poisson arrivals) over the first N rows of a prompt file. It
+// writes one JSONL record per request as each finishes, and a summary JSON,
+// in serving-inference's schema 1.0; it exits with status 2 when any request
+// failed.
+//
+//	go run ./cmd/sendrequests --prompts prompts/latency_c1.jsonl \
+//	    --url http://127.0.0.1:8000/v1/completions --model tiny-gpt2 \
+//	    --num-requests 32 --concurrency 4 --output results/c4.jsonl
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	"golang.org/x/term"
+
+	"github.com/tinyserve/tinyserve/sweep"
+)
+
+// exitCoder carries the process status through cli's error return.
+type exitCoder struct {
+	error
+	code int
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := newApp(os.Stdout, os.Stderr, os.Getenv).RunContext(ctx, os.Args)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sendrequests:", err)
+		var ec exitCoder
+		if errors.As(err, &ec) {
+			os.Exit(ec.code)
+		}
+		os.Exit(1)
+	}
+}
+
+func env(name string) []string { return []string{"TINYSERVE_" + name} }
+
+func newApp(stdout, stderr io.Writer, getenv func(string) string) *cli.App {
+	return &cli.App{
+		Name:      "sendrequests",
+		Usage:     "measure one load condition against an OpenAI-compatible /v1/completions endpoint",
+		Writer:    stdout,
+		ErrWriter: stderr,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "prompts", Required: true, EnvVars: env("PROMPTS"), Usage: "prompt file (JSONL rows: bucket, id, prompt, prompt_tokens, target_output_tokens, ...)"},
+			&cli.StringFlag{Name: "output", Value: "results/run_001.jsonl", EnvVars: env("OUTPUT"), Usage: "per-request JSONL (refuses to overwrite an existing file)"},
+			&cli.StringFlag{Name: "summary", EnvVars: env("SUMMARY"), Usage: "summary JSON (default: beside --output, NAME.summary.json)"},
+			&cli.StringFlag{Name: "url", Value: "http://localhost:8000/v1/completions", EnvVars: env("URL"), Usage: "completions endpoint"},
+			&cli.StringFlag{Name: "model", EnvVars: env("MODEL"), Usage: "model name to send (default: the first model the server's /v1/models lists)"},
+			&cli.IntFlag{Name: "num-requests", Value: 10, EnvVars: env("NUM_REQUESTS"), Usage: "requests to send: the first N rows of --prompts"},
+			&cli.IntFlag{Name: "concurrency", Value: 1, EnvVars: env("CONCURRENCY"), Usage: "requests in flight (with --request-rate: a cap, 0 for none)"},
+			&cli.Float64Flag{Name: "request-rate", EnvVars: env("REQUEST_RATE"), Usage: "open loop: mean Poisson arrival rate in requests/s (0: closed loop)"},
+			&cli.Int64Flag{Name: "seed", EnvVars: env("SEED"), Usage: "seed of the open-loop arrival times"},
+			&cli.Float64Flag{Name: "temperature", EnvVars: env("TEMPERATURE"), Usage: "sampling temperature sent with every request"},
+			&cli.Float64Flag{Name: "timeout", Value: 300, EnvVars: env("TIMEOUT"), Usage: "per-request timeout in seconds"},
+			&cli.BoolFlag{Name: "stream", Value: true, EnvVars: env("STREAM"), Usage: "stream with SSE (needed for TTFT, TPOT and inter-chunk gaps); --stream=false to disable"},
+			&cli.BoolFlag{Name: "ignore-eos", EnvVars: env("IGNORE_EOS"), Usage: "send vLLM's ignore_eos so outputs have the requested length"},
+			&cli.BoolFlag{Name: "store-response", EnvVars: env("STORE_RESPONSE"), Usage: "keep generated text in the records"},
+			&cli.StringFlag{Name: "extra-body", EnvVars: env("EXTRA_BODY"), Usage: "JSON object merged into every request body, e.g. '{\"top_k\":5}'"},
+			&cli.StringFlag{Name: "api-key-env", EnvVars: env("API_KEY_ENV"), Usage: "name of an environment variable holding a bearer token (never written anywhere)"},
+			&cli.StringSliceFlag{Name: "slo", EnvVars: env("SLO"), Usage: "service-level objective for goodput, NAME=SECONDS with NAME ttft, tpot or latency (repeatable)"},
+		},
+		Action: func(c *cli.Context) error { return run(c, stdout, stderr, getenv) },
+	}
+}
+
+func run(c *cli.Context, stdout, stderr io.Writer, getenv func(string) string) error {
+	if c.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %v", c.Args().Slice())
+	}
+	n := c.Int("num-requests")
+	if n < 1 {
+		return fmt.Errorf("--num-requests must be at least 1, got %d", n)
+	}
+	timeout := c.Float64("timeout")
+	if timeout <= 0 {
+		return fmt.Errorf("--timeout must be positive, got %v", timeout)
+	}
+	slo, err := sweep.ParseSLO(c.StringSlice("slo"))
+	if err != nil {
+		return fmt.Errorf("--%w", err)
+	}
+	var apiKey string
+	if name := c.String("api-key-env"); name != "" {
+		apiKey = getenv(name)
+		if apiKey == "" {
+			return fmt.Errorf("--api-key-env: environment variable %s is empty or unset", name)
+		}
+	}
+	opts := sweep.LoadOptions{
+		URL:           c.String("url"),
+		Model:         c.String("model"),
+		Concurrency:   c.Int("concurrency"),
+		RequestRate:   c.Float64("request-rate"),
+		Seed:          c.Int64("seed"),
+		Temperature:   c.Float64("temperature"),
+		Timeout:       time.Duration(timeout * float64(time.Second)),
+		Stream:        c.Bool("stream"),
+		IgnoreEOS:     c.Bool("ignore-eos"),
+		StoreResponse: c.Bool("store-response"),
+		APIKey:        apiKey,
+		SLO:           slo,
+	}
+	if eb := c.String("extra-body"); eb != "" {
+		if !json.Valid([]byte(eb)) {
+			return fmt.Errorf("--extra-body: not valid JSON")
+		}
+		opts.ExtraBody = json.RawMessage(eb)
+	}
+	// Everything that can be checked is checked before a request is sent.
+	rows, err := sweep.ReadRows(c.String("prompts"), n)
+	if err != nil {
+		return err
+	}
+	client := sweep.NewHTTPClient(max(opts.Concurrency, 1))
+	defer client.CloseIdleConnections()
+	opts.Client = client
+	if opts.Model == "" {
+		if opts.Model, err = servedModel(c.Context, client, opts.URL, apiKey); err != nil {
+			return fmt.Errorf("--model not given and the server's model list is unavailable: %w", err)
+		}
+	}
+	if err := opts.Validate(); err != nil {
+		return fmt.Errorf("--%w", err)
+	}
+	output := c.String("output")
+	summaryPath := c.String("summary")
+	if summaryPath == "" {
+		summaryPath = strings.TrimSuffix(output, filepath.Ext(output)) + ".summary.json"
+	}
+	for _, p := range []string{output, summaryPath} {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+	}
+	if _, err := os.Lstat(summaryPath); err == nil {
+		return fmt.Errorf("refusing to overwrite %s: choose another --output or --summary", summaryPath)
+	}
+	f, err := os.OpenFile(output, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("refusing to overwrite %s: choose another --output", output)
+		}
+		return err
+	}
+	tty := false
+	if fd, ok := stderr.(interface{ Fd() uintptr }); ok {
+		tty = term.IsTerminal(int(fd.Fd()))
+	}
+	if tty {
+		start := time.Now()
+		opts.Progress = func(done int) {
+			fmt.Fprintf(stderr, "\r\033[K%d/%d requests, %.1f s", done, len(rows), time.Since(start).Seconds())
+		}
+	}
+	sum, _, runErr := sweep.RunCondition(c.Context, opts, rows, f)
+	if tty {
+		fmt.Fprint(stderr, "\r\033[K")
+	}
+	if err := f.Close(); runErr == nil {
+		runErr = err
+	}
+	if runErr != nil {
+		return fmt.Errorf("%w (records written so far are in %s)", runErr, output)
+	}
+	b, err := json.MarshalIndent(sum, "", "  ")
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
+	if err := writeAtomic(summaryPath, b); err != nil {
+		return err
+	}
+	stdout.Write(b)
+	fmt.Fprintf(stdout, "Raw results: %s\nSummary: %s\n", output, summaryPath)
+	if sum.Counts.Failed > 0 {
+		return exitCoder{fmt.Errorf("%d of %d requests failed", sum.Counts.Failed, sum.Counts.Attempted), 2}
+	}
+	return nil
+}
+
+// servedModel asks the server which model it serves, so that pointing the
+// client at a server is enough.
+func servedModel(ctx context.Context, client *http.Client, completionsURL, apiKey string) (string, error) {
+	base, err := sweep.ServerBase(completionsURL)
+	if err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/models", nil)
+	if err != nil {
+		return "", err
+	}
+	if apiKey != "" {
+		req.Header.Set("Authorization", "Bearer "+apiKey)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	var list struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("GET /v1/models: HTTP %d", resp.StatusCode)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil || len(list.Data) == 0 || list.Data[0].ID == "" {
+		return "", fmt.Errorf("GET /v1/models: no model listed")
+	}
+	return list.Data[0].ID, nil
+}
+
+// writeAtomic writes through a temporary file and a rename, so a crash
+// never leaves half a summary.
+func writeAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	_, err = tmp.Write(data)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+	}
+	return err
+}

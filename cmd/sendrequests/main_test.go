@@ -1,0 +1,129 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func fakeServer(t *testing.T, fail bool) (*httptest.Server, *atomic.Int64, *atomic.Value) {
+	var n atomic.Int64
+	var auth atomic.Value
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"data":[{"id":"served"}]}`)
+	})
+	mux.HandleFunc("POST /v1/completions", func(w http.ResponseWriter, r *http.Request) {
+		k := n.Add(1)
+		auth.Store(r.Header.Get("Authorization"))
+		var body map[string]any
+		json.NewDecoder(r.Body).Decode(&body)
+		if body["model"] != "served" {
+			http.Error(w, "wrong model", 404)
+			return
+		}
+		if fail && k == 2 {
+			http.Error(w, `{"error":"boom"}`, 500)
+			return
+		}
+		fmt.Fprint(w, "data: {\"choices\":[{\"text\":\"a\"}]}\n\ndata: {\"choices\":[{\"text\":\"b\",\"finish_reason\":\"length\"}]}\n\n")
+		fmt.Fprint(w, "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":2,\"completion_tokens\":2}}\n\ndata: [DONE]\n\n")
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv, &n, &auth
+}
+
+func writePrompts(t *testing.T, dir string, n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, `{"bucket":"short","id":"p_%06d","prompt":"hello %d","prompt_tokens":2,"target_output_tokens":2,"target_prompt_tokens":2,"workload":"w"}`+"\n", i, i)
+	}
+	p := filepath.Join(dir, "p.jsonl")
+	require.NoError(t, os.WriteFile(p, []byte(b.String()), 0o644))
+	return p
+}
+
+func runApp(t *testing.T, env map[string]string, args ...string) (string, error) {
+	var out, errb bytes.Buffer
+	app := newApp(&out, &errb, func(k string) string { return env[k] })
+	err := app.RunContext(context.Background(), append([]string{"sendrequests"}, args...))
+	return out.String(), err
+}
+
+func TestSendRequests(t *testing.T) {
+	dir := t.TempDir()
+	srv, n, auth := fakeServer(t, false)
+	out := filepath.Join(dir, "out", "c2.jsonl")
+	stdout, err := runApp(t, map[string]string{"MY_KEY": "s3cret"}, "--prompts", writePrompts(t, dir, 5), "--url", srv.URL+"/v1/completions",
+		"--num-requests", "4", "--concurrency", "2", "--output", out, "--api-key-env", "MY_KEY", "--slo", "ttft=1")
+	require.NoError(t, err)
+	assert.Equal(t, int64(4), n.Load())
+	assert.Equal(t, "Bearer s3cret", auth.Load())
+	assert.Contains(t, stdout, "Summary: "+filepath.Join(dir, "out", "c2.summary.json"))
+	raw, _ := os.ReadFile(out)
+	assert.Equal(t, 4, strings.Count(string(raw), "\n"))
+	sum, _ := os.ReadFile(filepath.Join(dir, "out", "c2.summary.json"))
+	assert.Contains(t, string(sum), `"successful": 4`)
+	assert.Contains(t, string(sum), `"goodput"`)
+	assert.NotContains(t, string(raw)+string(sum)+stdout, "s3cret")
+
+	// The evidence is never overwritten.
+	_, err = runApp(t, nil, "--prompts", writePrompts(t, dir, 5), "--url", srv.URL+"/v1/completions", "--model", "served", "--num-requests", "1", "--output", out)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "refusing to overwrite")
+	assert.Equal(t, int64(4), n.Load())
+}
+
+func TestSendRequestsFailureExitsTwo(t *testing.T) {
+	dir := t.TempDir()
+	srv, _, _ := fakeServer(t, true)
+	_, err := runApp(t, nil, "--prompts", writePrompts(t, dir, 3), "--url", srv.URL+"/v1/completions", "--model", "served",
+		"--num-requests", "3", "--output", filepath.Join(dir, "r.jsonl"))
+	var ec exitCoder
+	require.True(t, errors.As(err, &ec), "%v", err)
+	assert.Equal(t, 2, ec.code)
+	raw, _ := os.ReadFile(filepath.Join(dir, "r.jsonl"))
+	assert.Contains(t, string(raw), `"status":500`)
+	assert.FileExists(t, filepath.Join(dir, "r.summary.json"))
+}
+
+func TestSendRequestsTooFewRowsSendsNothing(t *testing.T) {
+	dir := t.TempDir()
+	srv, n, _ := fakeServer(t, false)
+	_, err := runApp(t, nil, "--prompts", writePrompts(t, dir, 2), "--url", srv.URL+"/v1/completions", "--model", "served",
+		"--num-requests", "3", "--output", filepath.Join(dir, "r.jsonl"))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "only 2")
+	assert.Equal(t, int64(0), n.Load())
+	assert.NoFileExists(t, filepath.Join(dir, "r.jsonl"))
+}
+
+func TestSendRequestsBadFlags(t *testing.T) {
+	dir := t.TempDir()
+	p := writePrompts(t, dir, 2)
+	for _, args := range [][]string{
+		{"--slo", "bogus=1"},
+		{"--extra-body", "{"},
+		{"--extra-body", `{"max_tokens":1}`},
+		{"--api-key-env", "UNSET_VAR"},
+		{"--num-requests", "0"},
+	} {
+		_, err := runApp(t, nil, append([]string{"--prompts", p, "--model", "m", "--url", "http://127.0.0.1:1/v1/completions", "--output", filepath.Join(dir, "x.jsonl")}, args...)...)
+		assert.Error(t, err, "%v", args)
+	}
+	assert.NoFileExists(t, filepath.Join(dir, "x.jsonl"))
+}
