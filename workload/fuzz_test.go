@@ -1,0 +1,41 @@
+package workload
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// FuzzParseConfig: any input gives a Config or an error, never a panic; a
+// valid Config's sidecar is writable, and the generation_config in it parses
+// back to an equal config (the sidecar must stay verifiable). Seeds: the
+// serving-inference experiments and testdata/fuzz/FuzzParseConfig.
+func FuzzParseConfig(f *testing.F) {
+	f.Add([]byte(validConfig))
+	paths, _ := filepath.Glob(filepath.Join(siExperiments, "*.json"))
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg, err := ParseConfig(data)
+		if err != nil {
+			return
+		}
+		meta, err := MarshalMetadata(cfg, "0")
+		if err != nil {
+			t.Fatalf("valid config, unwritable sidecar: %v", err)
+		}
+		v, err := decodeJSON(meta)
+		if err != nil {
+			t.Fatalf("sidecar is not JSON: %v\n%s", err, meta)
+		}
+		gc := v.(map[string]any)["generation_config"]
+		if !pyEqual(gc, any(cfg.GenerationConfig())) {
+			t.Fatalf("sidecar generation_config differs from the config:\n%s", meta)
+		}
+	})
+}
