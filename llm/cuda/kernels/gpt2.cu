@@ -1,0 +1,270 @@
+// GPT-2 forward kernels for tinyserve's CUDA backend (llm/cuda).
+//
+// Compiled at run time by NVRTC, so the file includes no headers: half and
+// bfloat16 values are stored as unsigned short and converted with PTX cvt
+// (float16) or bit arithmetic (bfloat16). Every kernel is a template over a
+// storage type and instantiated as extern "C" <name>_f32 / _f16 / _bf16, so
+// one compiled module serves every dtype. Arithmetic is float32 throughout;
+// only weights, KV and GEMM inputs are stored in the narrow type.
+//
+// Batch layout (packed on the host, see meta.go): N token rows; for row i,
+// tokens[i], pos[i] (its position in its sequence) and seq[i] (its
+// sequence's index in the batch); block tables are [numSeqs][maxBlocks], so
+// position p of sequence s is cache slot bt[s*maxBlocks + p/bs]*bs + p%bs.
+// The KV cache of one layer is [numBlocks*bs][C], a head's slice at h*D.
+
+struct F32 {
+  typedef float T;
+  static __device__ __forceinline__ float ld(T x) { return x; }
+  static __device__ __forceinline__ T st(float f) { return f; }
+};
+
+struct F16 {
+  typedef unsigned short T;
+  static __device__ __forceinline__ float ld(T x) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x));
+    return f;
+  }
+  static __device__ __forceinline__ T st(float f) {
+    unsigned short h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    return h;
+  }
+};
+
+struct BF16 {
+  typedef unsigned short T;
+  static __device__ __forceinline__ float ld(T x) { return __uint_as_float(((unsigned int)x) << 16); }
+  static __device__ __forceinline__ T st(float f) {
+    unsigned int u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (T)0x7fc0;  // NaN stays NaN
+    u += 0x7fffu + ((u >> 16) & 1u);                          // round to nearest even
+    return (T)(u >> 16);
+  }
+};
+
+// blockSum adds v over the block; every thread gets the total. scratch
+// holds 32 values. Blocks are multiples of 32 threads.
+template <typename A>
+__device__ __forceinline__ A blockSum(A v, A* scratch) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  A t = 0;
+  for (int w = 0; w < nw; w++) t += scratch[w];
+  return t;
+}
+
+__device__ __forceinline__ float blockMax(float v, float* scratch) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  float t = scratch[0];
+  for (int w = 1; w < nw; w++) t = fmaxf(t, scratch[w]);
+  return t;
+}
+
+// embed: x[i] = wte[tokens[i]] + wpe[pos[i]]. Grid N.
+template <typename S>
+__device__ void embed(float* x, const typename S::T* wte, const typename S::T* wpe,
+                      const int* tokens, const int* pos, int C) {
+  int i = blockIdx.x;
+  const typename S::T* te = wte + (long long)tokens[i] * C;
+  const typename S::T* pe = wpe + (long long)pos[i] * C;
+  for (int c = threadIdx.x; c < C; c += blockDim.x) x[(long long)i * C + c] = S::ld(te[c]) + S::ld(pe[c]);
+}
+
+// layernorm: out[r] = LN(x[rows ? rows[r] : r]) * w + b. Grid R. The
+// optional row list gathers the sampled rows for the final LayerNorm, so
+// the LM head runs on those rows only. Sums in double, like the CPU
+// reference, so the float32 mode matches it closely.
+template <typename S>
+__device__ void layernorm(typename S::T* out, const float* x, const int* rows,
+                          const typename S::T* w, const typename S::T* b, int C, float eps) {
+  __shared__ double scratch[32];
+  int r = blockIdx.x;
+  int src = rows ? rows[r] : r;
+  const float* xr = x + (long long)src * C;
+  double s = 0;
+  for (int c = threadIdx.x; c < C; c += blockDim.x) s += xr[c];
+  double mean = blockSum(s, scratch) / C;
+  double ss = 0;
+  for (int c = threadIdx.x; c < C; c += blockDim.x) {
+    double d = xr[c] - mean;
+    ss += d * d;
+  }
+  double inv = rsqrt(blockSum(ss, scratch) / C + (double)eps);
+  for (int c = threadIdx.x; c < C; c += blockDim.x) {
+    float n = (float)((xr[c] - mean) * inv);
+    out[(long long)r * C + c] = S::st(n * S::ld(w[c]) + S::ld(b[c]));
+  }
+}
+
+// qkv_store adds the c_attn bias, keeps q (float32, [N][C]) for attention
+// and writes k and v into the paged cache at each row's slot. Grid N.
+template <typename S>
+__device__ void qkv_store(float* q, const float* qkv, const typename S::T* bias,
+                          typename S::T* kc, typename S::T* vc, const int* pos, const int* seq,
+                          const int* bt, int maxBlocks, int bs, int C) {
+  int i = blockIdx.x;
+  int p = pos[i];
+  long long slot = (long long)bt[seq[i] * maxBlocks + p / bs] * bs + p % bs;
+  const float* row = qkv + (long long)i * 3 * C;
+  for (int c = threadIdx.x; c < C; c += blockDim.x) {
+    q[(long long)i * C + c] = row[c] + S::ld(bias[c]);
+    kc[slot * C + c] = S::st(row[C + c] + S::ld(bias[C + c]));
+    vc[slot * C + c] = S::st(row[2 * C + c] + S::ld(bias[2 * C + c]));
+  }
+}
+
+// attention: causal attention of row i, head h (grid N x H) over positions
+// 0..pos[i] of its own sequence, read through the block table. Rows of a
+// prefill chunk see the chunk's own keys because qkv_store ran first.
+// blockDim is D*G: thread t handles dimension t%D for the positions
+// congruent to t/D mod G. Dynamic shared memory: (npos + D + blockDim)
+// floats, npos >= pos[i]+1.
+template <typename S>
+__device__ void attention(typename S::T* out, const float* q, const typename S::T* kc,
+                          const typename S::T* vc, const int* pos, const int* seq, const int* bt,
+                          int maxBlocks, int bs, int C, int D, int npos, float scale) {
+  extern __shared__ float sh[];
+  __shared__ float scratch[32];
+  float* sc = sh;              // [npos] scores, then weights
+  float* qs = sh + npos;       // [D] this head's query
+  float* part = qs + D;        // [blockDim] partial outputs
+  int i = blockIdx.x, h = blockIdx.y;
+  int p = pos[i];
+  const int* table = bt + seq[i] * maxBlocks;
+  for (int d = threadIdx.x; d < D; d += blockDim.x) qs[d] = q[(long long)i * C + h * D + d] * scale;
+  __syncthreads();
+  float m = -3.0e38f;
+  for (int j = threadIdx.x; j <= p; j += blockDim.x) {
+    long long slot = (long long)table[j / bs] * bs + j % bs;
+    const typename S::T* k = kc + slot * C + h * D;
+    float dot = 0.f;
+    for (int d = 0; d < D; d++) dot += qs[d] * S::ld(k[d]);
+    sc[j] = dot;
+    m = fmaxf(m, dot);
+  }
+  m = blockMax(m, scratch);
+  float sum = 0.f;
+  for (int j = threadIdx.x; j <= p; j += blockDim.x) {
+    float e = __expf(sc[j] - m);
+    sc[j] = e;
+    sum += e;
+  }
+  sum = blockSum(sum, scratch);  // also orders the writes to sc before the reads below
+  int G = blockDim.x / D;
+  int d = threadIdx.x % D, g = threadIdx.x / D;
+  float acc = 0.f;
+  if (g < G) {
+    for (int j = g; j <= p; j += G) {
+      long long slot = (long long)table[j / bs] * bs + j % bs;
+      acc += sc[j] * S::ld(vc[slot * C + h * D + d]);
+    }
+  }
+  part[threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.x < D) {
+    float t = 0.f;
+    for (int k = 0; k < G; k++) t += part[k * D + threadIdx.x];
+    out[(long long)i * C + h * D + threadIdx.x] = S::st(t / sum);
+  }
+}
+
+// bias_act: out = act(in + bias) over an [rows][cols] float32 GEMM result;
+// act is gelu_new (tanh form) when useErf is 0, exact erf GELU otherwise.
+template <typename S>
+__device__ void bias_act(typename S::T* out, const float* in, const typename S::T* bias,
+                         int rows, int cols, int useErf) {
+  long long n = (long long)rows * cols;
+  for (long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x; k < n; k += (long long)gridDim.x * blockDim.x) {
+    float x = in[k] + S::ld(bias[k % cols]);
+    float y;
+    if (useErf) {
+      y = 0.5f * x * (1.f + erff(x * 0.70710678118654752f));
+    } else {
+      y = 0.5f * x * (1.f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+    }
+    out[k] = S::st(y);
+  }
+}
+
+// residual: x += in + bias (the c_proj outputs joining the residual stream).
+template <typename S>
+__device__ void residual(float* x, const float* in, const typename S::T* bias, int rows, int cols) {
+  long long n = (long long)rows * cols;
+  for (long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x; k < n; k += (long long)gridDim.x * blockDim.x)
+    x[k] += in[k] + S::ld(bias[k % cols]);
+}
+
+#define TS_INSTANTIATE(S, SUF)                                                                        \
+  extern "C" __global__ void embed_##SUF(float* x, const S::T* wte, const S::T* wpe,                 \
+                                         const int* tokens, const int* pos, int C) {                  \
+    embed<S>(x, wte, wpe, tokens, pos, C);                                                            \
+  }                                                                                                   \
+  extern "C" __global__ void layernorm_##SUF(S::T* out, const float* x, const int* rows,             \
+                                             const S::T* w, const S::T* b, int C, float eps) {        \
+    layernorm<S>(out, x, rows, w, b, C, eps);                                                         \
+  }                                                                                                   \
+  extern "C" __global__ void qkv_store_##SUF(float* q, const float* qkv, const S::T* bias, S::T* kc,  \
+                                             S::T* vc, const int* pos, const int* seq, const int* bt, \
+                                             int maxBlocks, int bs, int C) {                          \
+    qkv_store<S>(q, qkv, bias, kc, vc, pos, seq, bt, maxBlocks, bs, C);                               \
+  }                                                                                                   \
+  extern "C" __global__ void attention_##SUF(S::T* out, const float* q, const S::T* kc,              \
+                                             const S::T* vc, const int* pos, const int* seq,          \
+                                             const int* bt, int maxBlocks, int bs, int C, int D,      \
+                                             int npos, float scale) {                                 \
+    attention<S>(out, q, kc, vc, pos, seq, bt, maxBlocks, bs, C, D, npos, scale);                     \
+  }                                                                                                   \
+  extern "C" __global__ void bias_act_##SUF(S::T* out, const float* in, const S::T* bias, int rows,  \
+                                            int cols, int useErf) {                                   \
+    bias_act<S>(out, in, bias, rows, cols, useErf);                                                      \
+  }                                                                                                   \
+  extern "C" __global__ void residual_##SUF(float* x, const float* in, const S::T* bias, int rows,   \
+                                            int cols) {                                               \
+    residual<S>(x, in, bias, rows, cols);                                                             \
+  }
+
+TS_INSTANTIATE(F32, f32)
+TS_INSTANTIATE(F16, f16)
+TS_INSTANTIATE(BF16, bf16)
+
+// argmax: out[r] = the id of the largest logit of row r (ties to the lowest
+// id, as the engine's sampler and the CPU backend break them). Grid R,
+// blockDim a power of two <= 1024.
+extern "C" __global__ void argmax_rows(int* out, const float* logits, int V) {
+  __shared__ float bv[1024];
+  __shared__ int bi[1024];
+  const float* row = logits + (long long)blockIdx.x * V;
+  float best = -3.4e38f;
+  int besti = 0x7fffffff;
+  for (int k = threadIdx.x; k < V; k += blockDim.x) {
+    float v = row[k];
+    if (v > best) {  // strided in increasing k, so a tie keeps the lower id
+      best = v;
+      besti = k;
+    }
+  }
+  bv[threadIdx.x] = best;
+  bi[threadIdx.x] = besti;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) {
+      float ov = bv[threadIdx.x + s];
+      int oi = bi[threadIdx.x + s];
+      if (ov > bv[threadIdx.x] || (ov == bv[threadIdx.x] && oi < bi[threadIdx.x])) {
+        bv[threadIdx.x] = ov;
+        bi[threadIdx.x] = oi;
+      }
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) out[blockIdx.x] = bi[0] == 0x7fffffff ? 0 : bi[0];
+}

@@ -1,0 +1,138 @@
+package cuda
+
+import (
+	"fmt"
+
+	"github.com/tinyserve/tinyserve/llm/engine"
+)
+
+// batchMeta is one step's batch flattened into the int32 arrays the kernels
+// read, packed into one buffer so that a step needs a single host-to-device
+// copy. Offsets are in int32 elements from the start of the buffer.
+//
+// Layout: tokens[N] | pos[N] | seq[N] | blockTables[S*MaxBlocks] |
+// sampleRows[R]. Row i of the flattened batch is token j of sequence s in
+// batch order. sampleRows lists the token row of each sampled sequence's
+// last token, the sequences whose NeedLogits is set first (their logits
+// rows are then the first L rows of the LM head's output, so the one
+// device-to-host copy of the results takes a prefix); Order maps each
+// sampled row back to its place in the engine's result order.
+type batchMeta struct {
+	N, S, R, L int // token rows, sequences, sampled rows, rows needing logits
+	MaxBlocks  int // block-table stride: the longest table this step needs
+	MaxPos     int // largest position in the batch
+
+	OffTokens, OffPos, OffSeq, OffBlocks, OffSample int
+	// Len is the packed length in int32 elements.
+	Len int
+	// Order[k] is the result index (among sampled sequences, in batch
+	// order) of sampled row k.
+	Order []int
+}
+
+// metaLimits are the model and pool bounds a batch is checked against.
+type metaLimits struct {
+	vocab, nPositions, numBlocks, blockSize int
+}
+
+// packBatch checks b against lim and flattens it into buf (grown as needed,
+// returned), filling m. Nothing of b is kept: the batch is valid only
+// during Forward.
+func packBatch(buf []int32, m *batchMeta, b *engine.Batch, lim metaLimits) ([]int32, error) {
+	bs := lim.blockSize
+	n, maxBlocks, r, l, maxPos := 0, 1, 0, 0, 0
+	for i := range b.Seqs {
+		s := &b.Seqs[i]
+		if len(s.Tokens) == 0 {
+			return buf, fmt.Errorf("cuda: batch seq %d (id %d) has no tokens", i, s.ID)
+		}
+		end := s.StartPos + len(s.Tokens)
+		if s.StartPos < 0 || end > lim.nPositions {
+			return buf, fmt.Errorf("cuda: batch seq %d (id %d): positions [%d, %d) outside the context [0, %d)", i, s.ID, s.StartPos, end, lim.nPositions)
+		}
+		need := (end + bs - 1) / bs
+		if len(s.BlockTable) < need {
+			return buf, fmt.Errorf("cuda: batch seq %d (id %d): block table has %d blocks, positions up to %d need %d", i, s.ID, len(s.BlockTable), end, need)
+		}
+		for _, id := range s.BlockTable[:need] {
+			if id < 0 || int(id) >= lim.numBlocks {
+				return buf, fmt.Errorf("cuda: batch seq %d (id %d): block id %d outside the pool [0, %d)", i, s.ID, id, lim.numBlocks)
+			}
+		}
+		for _, t := range s.Tokens {
+			if t < 0 || t >= lim.vocab {
+				return buf, fmt.Errorf("cuda: batch seq %d (id %d): token id %d outside the vocabulary [0, %d)", i, s.ID, t, lim.vocab)
+			}
+		}
+		maxBlocks = max(maxBlocks, need)
+		maxPos = max(maxPos, end-1)
+		n += len(s.Tokens)
+		if s.Sample {
+			r++
+			if s.NeedLogits {
+				l++
+			}
+		}
+	}
+	if n != b.NumTokens {
+		return buf, fmt.Errorf("cuda: batch NumTokens is %d, its sequences hold %d tokens", b.NumTokens, n)
+	}
+	S := len(b.Seqs)
+	*m = batchMeta{N: n, S: S, R: r, L: l, MaxBlocks: maxBlocks, MaxPos: maxPos, Order: m.Order[:0]}
+	m.OffTokens = 0
+	m.OffPos = n
+	m.OffSeq = 2 * n
+	m.OffBlocks = 3 * n
+	m.OffSample = m.OffBlocks + S*maxBlocks
+	m.Len = m.OffSample + r
+	if cap(buf) < m.Len {
+		buf = make([]int32, m.Len, m.Len+m.Len/2)
+	}
+	buf = buf[:m.Len]
+	row := 0
+	// Sampled rows needing logits take slots 0..L-1, the others L..R-1.
+	kLogits, kArgmax := 0, l
+	for i := range b.Seqs {
+		s := &b.Seqs[i]
+		for j, t := range s.Tokens {
+			buf[m.OffTokens+row] = int32(t)
+			buf[m.OffPos+row] = int32(s.StartPos + j)
+			buf[m.OffSeq+row] = int32(i)
+			row++
+		}
+		tbl := buf[m.OffBlocks+i*maxBlocks : m.OffBlocks+(i+1)*maxBlocks]
+		need := (s.StartPos + len(s.Tokens) + bs - 1) / bs
+		copy(tbl, s.BlockTable[:need])
+		clear(tbl[need:])
+		if s.Sample {
+			k := &kArgmax
+			if s.NeedLogits {
+				k = &kLogits
+			}
+			buf[m.OffSample+*k] = int32(row - 1)
+			*k++
+		}
+	}
+	// Order: the same walk, recording each sampled row's result index.
+	kLogits, kArgmax = 0, l
+	res := 0
+	if cap(m.Order) < r {
+		m.Order = make([]int, r)
+	}
+	m.Order = m.Order[:r]
+	for i := range b.Seqs {
+		s := &b.Seqs[i]
+		if !s.Sample {
+			continue
+		}
+		if s.NeedLogits {
+			m.Order[kLogits] = res
+			kLogits++
+		} else {
+			m.Order[kArgmax] = res
+			kArgmax++
+		}
+		res++
+	}
+	return buf, nil
+}
