@@ -1,0 +1,71 @@
+package main
+
+// The embedded target: the one place where cmd/sweep knows tinyserve's
+// engine. The sweep package only speaks HTTP, so an in-process engine is
+// served on a free loopback port exactly as cmd/serve would serve it, and the
+// sweep is handed its URL; what is measured is therefore the same HTTP path
+// a remote client sees.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/tinyserve/tinyserve"
+	"github.com/tinyserve/tinyserve/openai"
+	"github.com/tinyserve/tinyserve/sweep"
+)
+
+// embeddedServer is a running in-process tinyserve.
+type embeddedServer struct {
+	URL   string // the completions endpoint
+	Model string // the served model's name
+	stop  func(context.Context) error
+}
+
+// startEmbedded opens the engine described by target.engine (the keys of
+// tinyserve.Config: model, backend, dtype, max_num_seqs,
+// max_num_batched_tokens, block_size, num_blocks, ...) and serves it with
+// openai.NewHandler on 127.0.0.1 at a free port.
+func startEmbedded(ctx context.Context, target *sweep.Target, logger *slog.Logger) (*embeddedServer, error) {
+	cfg, err := tinyserve.DecodeConfigJSON(target.Engine)
+	if err != nil {
+		return nil, fmt.Errorf("target.engine: %w", err)
+	}
+	cfg.Logger = logger
+	eng, err := tinyserve.Open(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("target.engine: %w", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		eng.Close()
+		return nil, err
+	}
+	srv := &http.Server{
+		Handler:           openai.NewHandler(eng, openai.WithLogger(logger)),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	stop := func(ctx context.Context) error {
+		// Drain first so running requests finish, then stop HTTP, then the
+		// engine, the order cmd/serve uses.
+		derr := eng.Drain(ctx)
+		serr := srv.Shutdown(ctx)
+		if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+			serr = errors.Join(serr, err)
+		}
+		return errors.Join(derr, serr, eng.Close())
+	}
+	return &embeddedServer{
+		URL:   "http://" + ln.Addr().String() + "/v1/completions",
+		Model: eng.Info().ID,
+		stop:  stop,
+	}, nil
+}

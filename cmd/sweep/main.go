@@ -1,0 +1,212 @@
+// Command sweep runs a load sweep against an OpenAI-compatible completions
+// server, or against tinyserve started in-process, and writes the evidence
+// and the reports:
+//
+//	go run ./cmd/sweep experiments/example.json
+//	go run ./cmd/sweep --output-root /tmp/fresh experiments/example-vllm.json
+//	go run ./cmd/sweep compare results/experiments/A results/experiments/B
+//
+// The config is serving-inference's sweep schema (plus ignore_eos,
+// extra_body, api_key_env, slo and target); see docs/benchmarking.md. An
+// interrupted sweep resumes when run again; complete runs are never
+// re-measured or overwritten. Exit status 2 means a run had failed
+// requests.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	"golang.org/x/term"
+
+	"github.com/tinyserve/tinyserve/sweep"
+)
+
+// exitCoder carries the process status through cli's error return.
+type exitCoder struct {
+	error
+	code int
+}
+
+func (e exitCoder) Unwrap() error { return e.error }
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := newApp(os.Stdout, os.Stderr, os.Getenv).RunContext(ctx, os.Args)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sweep:", err)
+		var ec exitCoder
+		if errors.As(err, &ec) {
+			os.Exit(ec.code)
+		}
+		os.Exit(1)
+	}
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(interface{ Fd() uintptr })
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+func newApp(stdout, stderr io.Writer, getenv func(string) string) *cli.App {
+	return &cli.App{
+		Name:      "sweep",
+		Usage:     "measure a completions server over concurrency levels and find where throughput stops growing",
+		ArgsUsage: "CONFIG",
+		Writer:    stdout,
+		ErrWriter: stderr,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "output-root", EnvVars: []string{"TINYSERVE_OUTPUT_ROOT"}, Usage: "write under this folder instead of the config's output_dir (to measure afresh)"},
+			&cli.StringFlag{Name: "api-key-env", EnvVars: []string{"TINYSERVE_API_KEY_ENV"}, Usage: "environment variable holding a bearer token (overrides the config's api_key_env)"},
+			&cli.StringSliceFlag{Name: "engine", EnvVars: []string{"TINYSERVE_SWEEP_ENGINE"}, Usage: "override an embedded target's engine setting, KEY=VALUE (e.g. backend=cuda); recorded in config.json like the rest of the config (repeatable)"},
+			&cli.BoolFlag{Name: "verbose", EnvVars: []string{"TINYSERVE_VERBOSE"}, Usage: "log the embedded engine's start-up"},
+		},
+		Action: func(c *cli.Context) error { return runSweep(c, stdout, stderr, getenv) },
+		Commands: []*cli.Command{{
+			Name:      "compare",
+			Usage:     "compare two sweeps' summaries level by level (ratios are B/A)",
+			ArgsUsage: "A B (sweep folders or summary.json files)",
+			Action: func(c *cli.Context) error {
+				if c.NArg() != 2 {
+					return fmt.Errorf("compare wants two sweeps, got %d arguments", c.NArg())
+				}
+				a, err := sweep.ReadCombined(c.Args().Get(0))
+				if err != nil {
+					return err
+				}
+				b, err := sweep.ReadCombined(c.Args().Get(1))
+				if err != nil {
+					return err
+				}
+				return sweep.Compare(a, b).WriteTable(stdout)
+			},
+		}},
+	}
+}
+
+func runSweep(c *cli.Context, stdout, stderr io.Writer, getenv func(string) string) error {
+	if c.NArg() != 1 {
+		return fmt.Errorf("want one CONFIG argument (flags go before it), got %d: %v", c.NArg(), c.Args().Slice())
+	}
+	cfg, err := loadConfig(c.Args().First(), c.StringSlice("engine"))
+	if err != nil {
+		return err
+	}
+	keyEnv := cfg.APIKeyEnv
+	if v := c.String("api-key-env"); v != "" {
+		keyEnv = v
+	}
+	var apiKey string
+	if keyEnv != "" {
+		if apiKey = getenv(keyEnv); apiKey == "" {
+			return fmt.Errorf("api_key_env: environment variable %s is empty or unset", keyEnv)
+		}
+	}
+	ctx := c.Context
+	opts := sweep.SweepOptions{
+		OutputRoot: c.String("output-root"),
+		APIKey:     apiKey,
+		Progress:   sweep.NewProgress(stderr, isTerminal(stderr), time.Now),
+	}
+	if cfg.Embedded() {
+		level := slog.LevelWarn
+		if c.Bool("verbose") {
+			level = slog.LevelInfo
+		}
+		logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+		fmt.Fprintln(stderr, "starting embedded tinyserve target...")
+		srv, err := startEmbedded(ctx, cfg.Target, logger)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := srv.stop(sctx); err != nil {
+				fmt.Fprintln(stderr, "warning: stopping the embedded target:", err)
+			}
+		}()
+		opts.URL, opts.Model = srv.URL, srv.Model
+		fmt.Fprintf(stderr, "embedded target serving %s at %s\n", srv.Model, srv.URL)
+	}
+	start := time.Now()
+	res, err := sweep.RunSweep(ctx, cfg, opts)
+	switch {
+	case errors.Is(err, sweep.ErrFailedRequests):
+		return exitCoder{err, 2}
+	case err != nil && ctx.Err() != nil:
+		return fmt.Errorf("interrupted: %w; run the same command again to resume (complete runs are kept)", err)
+	case err != nil:
+		return err
+	}
+	if res.AlreadyComplete {
+		fmt.Fprintf(stdout, "every run of %s is already complete; nothing was sent (use --output-root to measure afresh)\n", res.Root)
+	} else {
+		fmt.Fprintf(stdout, "sweep finished in %s: %d runs measured, %d kept from before\n", time.Since(start).Round(time.Second), res.Measured, res.Kept)
+		if s := res.Combined.Saturation.Candidate; s != nil {
+			fmt.Fprintf(stdout, "candidate saturation concurrency: %d (client-observed)\n", *s)
+		} else {
+			fmt.Fprintln(stdout, "candidate saturation concurrency: not demonstrated")
+		}
+	}
+	fmt.Fprintf(stdout, "report:  %s\nCSV:     %s\nplot:    %s\n         %s\nsummary: %s\n", res.Reports.Report, res.Reports.CSV, res.Reports.PNG, res.Reports.SVG, res.Reports.Summary)
+	return nil
+}
+
+// loadConfig reads the sweep config and applies --engine overrides to its
+// target.engine object before validation. The overrides become part of the
+// config that config.json records, so a sweep folder measured with one
+// backend is never resumed with another.
+func loadConfig(path string, overrides []string) (*sweep.Config, error) {
+	if len(overrides) == 0 {
+		return sweep.LoadConfig(path)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var raw map[string]any
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	target, _ := raw["target"].(map[string]any)
+	if target == nil || target["kind"] != sweep.TargetEmbedded {
+		return nil, fmt.Errorf("--engine: %s has no embedded target", path)
+	}
+	engine, _ := target["engine"].(map[string]any)
+	if engine == nil {
+		engine = map[string]any{}
+	}
+	for _, o := range overrides {
+		k, v, ok := strings.Cut(o, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--engine %q: want KEY=VALUE", o)
+		}
+		var val any
+		if err := json.Unmarshal([]byte(v), &val); err != nil {
+			val = v // a bare word such as cuda is a string
+		}
+		engine[k] = val
+	}
+	target["engine"] = engine
+	nb, err := json.Marshal(raw)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := sweep.ParseConfig(nb)
+	if err != nil {
+		return nil, fmt.Errorf("%s with --engine overrides: %w", path, err)
+	}
+	return cfg, nil
+}

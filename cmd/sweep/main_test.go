@@ -1,0 +1,98 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func writePrompts(t *testing.T, dir string, n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, `{"bucket":"short","id":"p_%06d","prompt":"hello number %d","prompt_tokens":4,"target_output_tokens":4,"target_prompt_tokens":4,"workload":"w"}`+"\n", i, i)
+	}
+	p := filepath.Join(dir, "p.jsonl")
+	require.NoError(t, os.WriteFile(p, []byte(b.String()), 0o644))
+	return p
+}
+
+func embeddedConfig(t *testing.T, dir string) string {
+	cfg := map[string]any{
+		"name":           "embedded-mock",
+		"prompts":        writePrompts(t, dir, 4),
+		"model_metadata": map[string]any{"revision": nil, "dtype": nil, "quantization": nil, "max_model_len": nil},
+		"num_requests":   4,
+		"concurrency":    []int{1, 2},
+		"warmups":        0,
+		"repeats":        1,
+		"seed":           1,
+		"ignore_eos":     true,
+		"output_dir":     filepath.Join(dir, "results"),
+		"target":         map[string]any{"kind": "embedded", "engine": map[string]any{"backend": "mock", "max_num_seqs": 2}},
+	}
+	b, _ := json.MarshalIndent(cfg, "", "  ")
+	p := filepath.Join(dir, "sweep.json")
+	require.NoError(t, os.WriteFile(p, b, 0o644))
+	return p
+}
+
+func runApp(args ...string) (string, string, error) {
+	var out, errb bytes.Buffer
+	err := newApp(&out, &errb, func(string) string { return "" }).RunContext(context.Background(), append([]string{"sweep"}, args...))
+	return out.String(), errb.String(), err
+}
+
+func TestEmbeddedSweepAndCompare(t *testing.T) {
+	dir := t.TempDir()
+	cfg := embeddedConfig(t, dir)
+	out, errOut, err := runApp(cfg)
+	require.NoError(t, err, errOut)
+	root := filepath.Join(dir, "results", "embedded-mock")
+	assert.Contains(t, out, "report:  "+filepath.Join(root, "report.md"))
+	assert.Contains(t, errOut, "embedded target serving mock")
+	for _, f := range []string{"summary.json", "report.md", "summary.csv", "plot.png", "plot.svg", "manifest.json", "models.json", "repeat-01/concurrency-002.jsonl"} {
+		assert.FileExists(t, filepath.Join(root, f))
+	}
+	rows, err := os.ReadFile(filepath.Join(root, "repeat-01", "concurrency-001.jsonl"))
+	require.NoError(t, err)
+	assert.Contains(t, string(rows), `"output_tokens":4`)
+
+	out, _, err = runApp(cfg)
+	require.NoError(t, err)
+	assert.Contains(t, out, "already complete")
+
+	// A different backend is a different sweep: refused in the same folder.
+	_, _, err = runApp("--engine", "max_num_seqs=1", cfg)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "config differs")
+
+	_, errOut, err = runApp("--engine", "max_num_seqs=1", "--output-root", filepath.Join(dir, "other"), cfg)
+	require.NoError(t, err, errOut)
+
+	out, _, err = runApp("compare", root, filepath.Join(dir, "other", "embedded-mock"))
+	require.NoError(t, err)
+	assert.Contains(t, out, "B/A")
+	assert.Contains(t, out, "saturation candidate:")
+}
+
+func TestSweepArgs(t *testing.T) {
+	_, _, err := runApp()
+	assert.ErrorContains(t, err, "want one CONFIG")
+	_, _, err = runApp("compare", "a")
+	assert.ErrorContains(t, err, "two sweeps")
+	_, _, err = runApp("/nonexistent/config.json")
+	assert.Error(t, err)
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.json")
+	require.NoError(t, os.WriteFile(bad, []byte(`{"name":"x"}`), 0o644))
+	_, _, err = runApp(bad)
+	assert.ErrorContains(t, err, "prompts: required")
+}
