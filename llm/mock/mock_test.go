@@ -46,8 +46,8 @@ func TestForwardReadsThroughBlockTables(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if next := Expected(Config{}, append(prompt, want), 1)[0]; rows[0].Argmax == next && rows[0].Logits[next] == 8 {
-		t.Log("the wrong block happened to give the same token; the hash makes this unlikely")
+	if next := Expected(Config{}, append(prompt, want), 1)[0]; rows[0].Argmax == next {
+		t.Errorf("reading through a wrong block table still gave the reference token %d", next)
 	}
 	if _, err := b.Forward(&engine.Batch{Seqs: []engine.SeqBatch{{ID: 1, Tokens: []int{1}, StartPos: 8, BlockTable: table, Sample: true}}}); err == nil {
 		t.Error("a position beyond the block table was accepted")
