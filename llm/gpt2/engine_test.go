@@ -87,6 +87,12 @@ func TestEngineGolden(t *testing.T) {
 		{"preempted", engine.Config{NumBlocks: 66, MaxNumBatchedTokens: 256}, true},
 	}
 	for _, ck := range checkpoints {
+		if raceEnabled && ck.name != "gpt2-tiny-hot" {
+			// Under the race detector the engine variants run on the
+			// checkpoint that catches more bugs; the backend-level golden
+			// tests still cover both.
+			continue
+		}
 		m, g := loadGolden(t, ck.name)
 		for _, v := range variants {
 			t.Run(ck.name+"/"+v.name, func(t *testing.T) {
