@@ -22,7 +22,9 @@ func benchText(b *testing.B) string {
 }
 
 // BenchmarkEncode1MB compares the pure-Go Hugging Face encoder (Qwen3's
-// tokenizer.json) with tiktoken-go's r50k_base on the same 1 MB of text:
+// tokenizer.json, and GPT-2's vocabulary as a tokenizer.json, which gives
+// the same ids as r50k) with tiktoken-go's r50k_base on the same 1 MB of
+// text:
 //
 //	go test -run '^$' -bench Encode1MB -benchtime 5x ./llm/tokenizer
 //
@@ -34,6 +36,7 @@ func BenchmarkEncode1MB(b *testing.B) {
 		encode func(string) []int
 	}{
 		{"hf-qwen3", func(s string) []int { return qwen(b).Encode(s, false) }},
+		{"hf-gpt2", func(s string) []int { return hfGPT2(b).Encode(s, false) }},
 		{"tiktoken-r50k", func(s string) []int { return gpt2(b).Encode(s, false) }},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
