@@ -1,0 +1,510 @@
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"runtime"
+	"unsafe"
+
+	"github.com/tinyserve/tinyserve/llm"
+	"github.com/tinyserve/tinyserve/llm/engine"
+	"github.com/tinyserve/tinyserve/llm/gpt2"
+)
+
+// DefaultGPUMemoryUtilization is the fraction of free GPU memory used for
+// the KV cache when Options.GPUMemoryUtilization is zero (vLLM's default).
+const DefaultGPUMemoryUtilization = 0.9
+
+// activationReserve is device memory left out of the KV budget for the
+// per-step buffers, cuBLAS's workspace and the module, so that the first
+// large prefill after the pool is allocated does not run out.
+const activationReserve = 512 << 20
+
+// Options configures NewBackend. The zero value runs float16 on device 0
+// with 90% of free memory for KV and the libraries found in the usual
+// places.
+type Options struct {
+	// DType is the storage type of weights, KV cache and GEMM inputs:
+	// "float16" (also "" and "auto"), "bfloat16" or "float32" (exact
+	// comparisons with the CPU backend). Accumulation is float32 always.
+	DType string
+	// GPUMemoryUtilization is the fraction (0, 1] of the GPU's free memory,
+	// measured after the weights are uploaded, that MaxKVBlocks may use
+	// for the KV cache. Zero means DefaultGPUMemoryUtilization.
+	GPUMemoryUtilization float64
+	// NumBlocks, when positive, is the exact number of KV blocks
+	// MaxKVBlocks reports, overriding the memory fraction.
+	NumBlocks int
+	// LibDir is searched first for libcuda, cuBLAS and NVRTC (callers pass
+	// LibDirFromEnv(), i.e. $TINYSERVE_CUDA_LIB_DIR). Empty skips it.
+	LibDir string
+	// CacheDir holds compiled kernels. Empty means DefaultCacheDir().
+	CacheDir string
+	// Device is the ordinal of the GPU to use.
+	Device int
+	// Getenv reads LD_LIBRARY_PATH, VIRTUAL_ENV, CONDA_PREFIX and HOME for
+	// the library search; nil means os.Getenv.
+	Getenv func(string) string
+	// Logger receives start-up and warning logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// Backend runs a GPT-2 model on an NVIDIA GPU as an engine.Backend. It
+// computes what llm/gpt2's CPU backend computes: a flattened batch of
+// prefill chunks and decodes per step, K and V written to and read from a
+// paged cache through the block tables, and the LM head for the sampled
+// rows only. Per step it makes one host-to-device copy (the packed batch
+// metadata) and one device-to-host copy (argmax ids, then the logits rows
+// the engine asked for).
+//
+// Like every backend it is used from one goroutine; it is not safe for
+// concurrent use. Each call pins its goroutine to an OS thread and makes
+// the device's context current there, because CUDA contexts are per thread
+// and Go moves goroutines between threads.
+type Backend struct {
+	m    *gpt2.Model
+	cfg  gpt2.Config
+	opts Options
+	dt   dtype
+	log  *slog.Logger
+
+	drv  *Driver
+	blas *CuBLAS
+	rtc  *NVRTC
+
+	dev        int32
+	ctx        Context
+	stream     Stream
+	arch       int
+	deviceName string
+	mod        Module
+	fn         kernels
+
+	w       devWeights
+	weights DevicePtr
+
+	kc, vc    DevicePtr // [layer][block*blockSize+slot][C], storage type
+	numBlocks int
+	blockSize int
+
+	// Per-step device buffers, grown (never shrunk) to the largest step.
+	capRows, capSample int
+	acts               DevicePtr // one allocation holding the buffers below
+	x, h, q, att       DevicePtr // [rows][C]: residual f32, LN out T, query f32, attention out T
+	gemm               DevicePtr // [rows][max(3C, NInner)] float32 GEMM results
+	act                DevicePtr // [rows][NInner] T, activated MLP hidden
+	hs                 DevicePtr // [sample][C] T, final LN of the sampled rows
+	res                DevicePtr // results: argmax int32 [capSample], then logits f32 [capSample][V]
+	resLogitsOff       int       // byte offset of the logits in res
+	capMeta            int       // int32 elements of meta / metaHost
+	meta               DevicePtr
+	metaHost           unsafe.Pointer // pinned, capMeta int32s
+	resHost            unsafe.Pointer // pinned, same layout as res
+	resHostBytes       int
+
+	packed []int32
+	bm     batchMeta
+	rows   []engine.SampleRow
+	args   kernelArgs
+	closed bool
+}
+
+// kernels are the module's functions for the backend's dtype.
+type kernels struct {
+	embed, layernorm, qkvStore, attention, biasAct, residual, argmax Function
+}
+
+// devWeights are device addresses of the uploaded parameters.
+type devWeights struct {
+	wte, wpe, lnfW, lnfB, lmHead DevicePtr
+	layers                       []devLayer
+}
+
+type devLayer struct {
+	ln1W, ln1B, attnW, attnB, attnProjW, attnProjB DevicePtr
+	ln2W, ln2B, fcW, fcB, projW, projB             DevicePtr
+}
+
+// kernelArgs is cuLaunchKernel's parameter array: ptrs[i] points at
+// vals[i], whose low bytes hold the i-th argument (little-endian, so a
+// 4-byte int or float reads correctly from an 8-byte slot). It lives inside
+// the heap-allocated Backend, whose memory Go never moves.
+type kernelArgs struct {
+	vals [16]uint64
+	ptrs [16]unsafe.Pointer
+	n    int
+}
+
+func (a *kernelArgs) reset() *kernelArgs {
+	a.n = 0
+	return a
+}
+
+func (a *kernelArgs) ptr(p DevicePtr) *kernelArgs { return a.put(uint64(p)) }
+func (a *kernelArgs) i32(v int) *kernelArgs       { return a.put(uint64(uint32(int32(v)))) }
+func (a *kernelArgs) f32(v float32) *kernelArgs   { return a.put(uint64(math.Float32bits(v))) }
+
+func (a *kernelArgs) put(v uint64) *kernelArgs {
+	a.vals[a.n] = v
+	a.ptrs[a.n] = unsafe.Pointer(&a.vals[a.n])
+	a.n++
+	return a
+}
+
+// NewBackend loads the CUDA libraries, compiles (or reads from the cache)
+// the kernels for the GPU, and uploads m's weights in opts.DType. Without a
+// driver, a GPU or one of the libraries it returns an error saying which
+// and where it looked; it never panics. Call Close when done; the model
+// stays owned by the caller.
+func NewBackend(m *gpt2.Model, opts Options) (*Backend, error) {
+	if m == nil {
+		return nil, errors.New("cuda: nil model")
+	}
+	cfg := m.Config
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("cuda: %w", err)
+	}
+	dt, err := parseDType(opts.DType)
+	if err != nil {
+		return nil, err
+	}
+	if u := opts.GPUMemoryUtilization; u < 0 || u > 1 || math.IsNaN(u) {
+		return nil, fmt.Errorf("cuda: GPUMemoryUtilization %v is outside (0, 1]", u)
+	}
+	if opts.NumBlocks < 0 {
+		return nil, fmt.Errorf("cuda: NumBlocks %d is negative", opts.NumBlocks)
+	}
+	if opts.CacheDir == "" {
+		opts.CacheDir = DefaultCacheDir()
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if hd := cfg.HeadDim(); hd > 1024 {
+		return nil, fmt.Errorf("cuda: head dimension %d is over 1024", hd)
+	}
+	// The attention kernel keeps a row's scores in shared memory, within
+	// the 48 KiB a launch gets without opting in to more.
+	if need := attentionShared(cfg.NPositions, cfg.HeadDim()); need > 48<<10 {
+		return nil, fmt.Errorf("cuda: context length %d needs %d bytes of shared memory per attention block, over 48 KiB", cfg.NPositions, need)
+	}
+	b := &Backend{m: m, cfg: cfg, opts: opts, dt: dt, log: log}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := b.start(); err != nil {
+		b.release()
+		return nil, err
+	}
+	return b, nil
+}
+
+// start does NewBackend's device work; on error release undoes it.
+func (b *Backend) start() error {
+	dirs := SearchDirs(b.opts.LibDir, b.opts.Getenv)
+	var err error
+	if b.drv, err = LoadDriver(dirs); err != nil {
+		return fmt.Errorf("cuda backend: %w", err)
+	}
+	if err := b.drv.Init(); err != nil {
+		return fmt.Errorf("cuda backend: driver %s: %w", b.drv.Path, err)
+	}
+	n, err := b.drv.DeviceCount()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return fmt.Errorf("cuda backend: %w (the driver at %s sees none)", ErrNoDevice, b.drv.Path)
+	}
+	if b.opts.Device < 0 || b.opts.Device >= n {
+		return fmt.Errorf("cuda backend: device %d does not exist (%d visible)", b.opts.Device, n)
+	}
+	if b.dev, err = b.drv.Device(b.opts.Device); err != nil {
+		return err
+	}
+	major, err := b.drv.Attribute(b.dev, AttrComputeCapabilityMajor)
+	if err != nil {
+		return err
+	}
+	minor, err := b.drv.Attribute(b.dev, AttrComputeCapabilityMinor)
+	if err != nil {
+		return err
+	}
+	b.arch = major*10 + minor
+	if b.dt == dtBFloat16 && b.arch < 80 {
+		b.log.Warn("cuda: bfloat16 GEMMs need sm_80 or newer; cuBLAS may refuse them", "arch", b.arch)
+	}
+	b.deviceName, _ = b.drv.DeviceName(b.dev)
+	if b.ctx, err = b.drv.PrimaryCtxRetain(b.dev); err != nil {
+		return err
+	}
+	if err := b.drv.SetCurrent(b.ctx); err != nil {
+		return err
+	}
+	if b.stream, err = b.drv.StreamCreate(); err != nil {
+		return err
+	}
+	if b.rtc, err = LoadNVRTC(dirs); err != nil {
+		return fmt.Errorf("cuda backend: %w", err)
+	}
+	if b.blas, err = LoadCuBLAS(dirs); err != nil {
+		return fmt.Errorf("cuda backend: %w", err)
+	}
+	if err := b.blas.SetStream(b.stream); err != nil {
+		return err
+	}
+	mode := MathDefault
+	if b.dt == dtFloat32 {
+		mode = MathPedantic
+	}
+	if err := b.blas.SetMathMode(mode); err != nil {
+		return err
+	}
+	img, err := kernelImage(b.rtc, kernelSource, b.arch, b.opts.CacheDir, b.log)
+	if err != nil {
+		return err
+	}
+	if b.mod, err = b.drv.ModuleLoad(img); err != nil {
+		return fmt.Errorf("cuda backend: loading the kernels: %w", err)
+	}
+	sfx := b.dt.suffix
+	for _, k := range []struct {
+		f    *Function
+		name string
+	}{
+		{&b.fn.embed, "embed" + sfx}, {&b.fn.layernorm, "layernorm" + sfx},
+		{&b.fn.qkvStore, "qkv_store" + sfx}, {&b.fn.attention, "attention" + sfx},
+		{&b.fn.biasAct, "bias_act" + sfx}, {&b.fn.residual, "residual" + sfx},
+		{&b.fn.argmax, "argmax_rows"},
+	} {
+		if *k.f, err = b.drv.Function(b.mod, k.name); err != nil {
+			return err
+		}
+	}
+	if err := b.uploadWeights(); err != nil {
+		return err
+	}
+	v, _ := b.drv.Version()
+	b.log.Info("cuda: backend ready", "device", b.deviceName, "arch", b.arch, "driver", v,
+		"dtype", b.dt.name, "cublas", b.blas.Path, "nvrtc", b.rtc.Path)
+	return nil
+}
+
+// uploadWeights converts every parameter to the storage type into one host
+// buffer and copies it to one device allocation (each tensor 256-byte
+// aligned, as cuBLAS prefers).
+func (b *Backend) uploadWeights() error {
+	w := &b.m.Weights
+	c := b.cfg
+	type item struct {
+		dst *DevicePtr
+		src []float32
+	}
+	var items []item
+	add := func(dst *DevicePtr, src []float32) { items = append(items, item{dst, src}) }
+	add(&b.w.wte, w.WTE)
+	add(&b.w.wpe, w.WPE)
+	add(&b.w.lnfW, w.LNFW)
+	add(&b.w.lnfB, w.LNFB)
+	tied := len(w.LMHead) > 0 && len(w.WTE) > 0 && &w.LMHead[0] == &w.WTE[0]
+	if !tied {
+		add(&b.w.lmHead, w.LMHead)
+	}
+	if len(w.Layers) != c.NLayer {
+		return fmt.Errorf("cuda: model has %d layers of weights, config says %d", len(w.Layers), c.NLayer)
+	}
+	b.w.layers = make([]devLayer, c.NLayer)
+	for l := range w.Layers {
+		lw, dl := &w.Layers[l], &b.w.layers[l]
+		add(&dl.ln1W, lw.LN1W)
+		add(&dl.ln1B, lw.LN1B)
+		add(&dl.attnW, lw.AttnW)
+		add(&dl.attnB, lw.AttnB)
+		add(&dl.attnProjW, lw.AttnProjW)
+		add(&dl.attnProjB, lw.AttnProjB)
+		add(&dl.ln2W, lw.LN2W)
+		add(&dl.ln2B, lw.LN2B)
+		add(&dl.fcW, lw.FCW)
+		add(&dl.fcB, lw.FCB)
+		add(&dl.projW, lw.ProjW)
+		add(&dl.projB, lw.ProjB)
+	}
+	offs := make([]int, len(items))
+	total := 0
+	for i, it := range items {
+		offs[i] = total
+		total += align(len(it.src)*b.dt.size, 256)
+	}
+	host := make([]byte, total)
+	for i, it := range items {
+		b.dt.encode(host[offs[i]:], it.src)
+	}
+	var err error
+	if b.weights, err = b.drv.MemAlloc(total); err != nil {
+		return fmt.Errorf("cuda: weights (%d MiB): %w", total>>20, err)
+	}
+	for i, it := range items {
+		*it.dst = b.weights + DevicePtr(offs[i])
+	}
+	if tied {
+		b.w.lmHead = b.w.wte
+	}
+	if err := b.drv.CopyHtoD(b.weights, unsafe.Pointer(&host[0]), total, b.stream); err != nil {
+		return err
+	}
+	err = b.drv.StreamSync(b.stream)
+	runtime.KeepAlive(host)
+	return err
+}
+
+func align(n, a int) int { return (n + a - 1) / a * a }
+
+// enter pins the goroutine to its thread and makes the context current;
+// the returned func undoes the pin.
+func (b *Backend) enter() (func(), error) {
+	if b.closed {
+		return func() {}, errors.New("cuda: backend is closed")
+	}
+	runtime.LockOSThread()
+	if err := b.drv.SetCurrent(b.ctx); err != nil {
+		runtime.UnlockOSThread()
+		return func() {}, err
+	}
+	return runtime.UnlockOSThread, nil
+}
+
+// KVBytesPerBlock is the device memory one KV block of blockSize tokens
+// takes: keys and values of every layer in the storage type.
+func (b *Backend) KVBytesPerBlock(blockSize int) int64 {
+	return 2 * int64(b.cfg.NLayer) * int64(blockSize) * int64(b.cfg.NEmbd) * int64(b.dt.size)
+}
+
+// MaxKVBlocks implements engine.Backend: Options.NumBlocks when set, else
+// how many blocks fit in GPUMemoryUtilization of the free memory (less a
+// reserve for the per-step buffers).
+func (b *Backend) MaxKVBlocks(blockSize int) (int, error) {
+	if blockSize < 1 {
+		return 0, fmt.Errorf("cuda: block size must be positive, got %d", blockSize)
+	}
+	if b.opts.NumBlocks > 0 {
+		return b.opts.NumBlocks, nil
+	}
+	done, err := b.enter()
+	defer done()
+	if err != nil {
+		return 0, err
+	}
+	free, _, err := b.drv.MemInfo()
+	if err != nil {
+		return 0, err
+	}
+	u := b.opts.GPUMemoryUtilization
+	if u == 0 {
+		u = DefaultGPUMemoryUtilization
+	}
+	budget := int64(float64(free)*u) - activationReserve
+	per := b.KVBytesPerBlock(blockSize)
+	if budget < per {
+		return 0, fmt.Errorf("cuda: %d MiB free on %s leaves no room for one KV block (%d bytes) at utilization %.2f", free>>20, b.deviceName, per, u)
+	}
+	return int(min(budget/per, math.MaxInt32)), nil
+}
+
+// AllocateKV implements engine.Backend: one allocation for the keys and
+// one for the values of every layer, for exactly numBlocks blocks.
+func (b *Backend) AllocateKV(numBlocks, blockSize int) error {
+	if numBlocks < 1 || blockSize < 1 {
+		return fmt.Errorf("cuda: AllocateKV(%d, %d): both must be positive", numBlocks, blockSize)
+	}
+	done, err := b.enter()
+	defer done()
+	if err != nil {
+		return err
+	}
+	_ = b.drv.StreamSync(b.stream)
+	b.drv.MemFree(b.kc)
+	b.drv.MemFree(b.vc)
+	b.kc, b.vc = 0, 0
+	half := b.KVBytesPerBlock(blockSize) / 2 * int64(numBlocks)
+	if b.kc, err = b.drv.MemAlloc(int(half)); err != nil {
+		return fmt.Errorf("cuda: KV cache keys (%d blocks, %d MiB): %w", numBlocks, half>>20, err)
+	}
+	if b.vc, err = b.drv.MemAlloc(int(half)); err != nil {
+		b.drv.MemFree(b.kc)
+		b.kc = 0
+		return fmt.Errorf("cuda: KV cache values (%d blocks, %d MiB): %w", numBlocks, half>>20, err)
+	}
+	b.numBlocks, b.blockSize = numBlocks, blockSize
+	return nil
+}
+
+// Info describes the model, with Backend "cuda".
+func (b *Backend) Info() llm.ModelInfo {
+	info := b.m.Info()
+	info.Backend = "cuda"
+	return info
+}
+
+// Device is the GPU's name and compute capability (e.g. 90 for sm_90).
+func (b *Backend) Device() (name string, arch int) { return b.deviceName, b.arch }
+
+// DType is the storage type in use: float16, bfloat16 or float32.
+func (b *Backend) DType() string { return b.dt.name }
+
+// Close frees the device memory, the kernels and the handles. The model
+// stays open (the caller owns it). Forward fails after Close.
+func (b *Backend) Close() error {
+	if b.closed {
+		return nil
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if b.drv != nil && b.ctx != 0 {
+		_ = b.drv.SetCurrent(b.ctx)
+	}
+	err := b.release()
+	b.closed = true
+	return err
+}
+
+// release frees whatever start or later calls created, in reverse order.
+func (b *Backend) release() error {
+	if b.drv == nil {
+		return nil
+	}
+	var errs []error
+	keep := func(err error) {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if b.stream != 0 {
+		keep(b.drv.StreamSync(b.stream))
+	}
+	for _, p := range []DevicePtr{b.kc, b.vc, b.acts, b.meta, b.res, b.weights} {
+		keep(b.drv.MemFree(p))
+	}
+	b.kc, b.vc, b.acts, b.meta, b.res, b.weights = 0, 0, 0, 0, 0, 0
+	keep(b.drv.MemFreeHost(b.metaHost))
+	keep(b.drv.MemFreeHost(b.resHost))
+	b.metaHost, b.resHost = nil, nil
+	if b.blas != nil {
+		keep(b.blas.Close())
+	}
+	if b.mod != 0 {
+		keep(b.drv.ModuleUnload(b.mod))
+		b.mod = 0
+	}
+	if b.stream != 0 {
+		keep(b.drv.StreamDestroy(b.stream))
+		b.stream = 0
+	}
+	if b.ctx != 0 {
+		keep(b.drv.PrimaryCtxRelease(b.dev))
+		b.ctx = 0
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,97 @@
+package cuda
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func touch(t *testing.T, dir, name string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte("not a library"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestLocate(t *testing.T) {
+	a, b := t.TempDir(), t.TempDir()
+	touch(t, a, "libnvrtc.so.12")
+	touch(t, b, "libnvrtc.so.13")
+	touch(t, b, "libcublas.so.12")
+	touch(t, a, "libcublas.so") // unversioned: least preferred within a folder
+	if err := os.Mkdir(filepath.Join(a, "libcuda.so.1"), 0o755); err != nil {
+		t.Fatal(err) // a folder with the library's name is not the library
+	}
+	cases := []struct {
+		lib  Library
+		dirs []string
+		want string
+	}{
+		{LibNVRTC, []string{a, b}, filepath.Join(a, "libnvrtc.so.12")}, // folder order wins over soname order
+		{LibNVRTC, []string{b, a}, filepath.Join(b, "libnvrtc.so.13")},
+		{LibCuBLAS, []string{a, b}, filepath.Join(a, "libcublas.so")},
+		{LibCuBLAS, []string{b, a}, filepath.Join(b, "libcublas.so.12")},
+	}
+	for _, c := range cases {
+		got, err := Locate(c.lib, c.dirs)
+		if err != nil || got != c.want {
+			t.Errorf("Locate(%s, %v) = %q, %v; want %q", c.lib.Name, c.dirs, got, err, c.want)
+		}
+	}
+	_, err := Locate(LibCUDA, []string{a, b})
+	var nf *NotFoundError
+	if !errors.As(err, &nf) {
+		t.Fatalf("Locate(driver) error %v, want *NotFoundError", err)
+	}
+}
+
+func TestLocateNothingFoundNamesEveryPlace(t *testing.T) {
+	dirs := []string{t.TempDir(), filepath.Join(t.TempDir(), "missing"), "/nonexistent/cuda/lib64"}
+	_, err := Locate(LibCuBLAS, dirs)
+	if err == nil {
+		t.Fatal("Locate found cuBLAS in empty folders")
+	}
+	msg := err.Error()
+	for _, want := range append(slices.Clone(dirs), "cuBLAS", "libcublas.so.13", "libcublas.so.12", EnvLibDir) {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error does not mention %q:\n%s", want, msg)
+		}
+	}
+}
+
+func TestSearchDirs(t *testing.T) {
+	venv := t.TempDir()
+	sp := filepath.Join(venv, "lib", "python3.12", "site-packages")
+	touch(t, sp, "nvidia/cublas/lib/libcublas.so.12")
+	touch(t, sp, "nvidia/cuda_nvrtc/lib/libnvrtc.so.12")
+	env := map[string]string{
+		"LD_LIBRARY_PATH": "/opt/a:/opt/b::/opt/a",
+		"VIRTUAL_ENV":     venv,
+	}
+	dirs := SearchDirs("/my/cuda", func(k string) string { return env[k] })
+	if dirs[0] != "/my/cuda" || dirs[1] != "/opt/a" || dirs[2] != "/opt/b" {
+		t.Errorf("first dirs %v, want the lib dir, then LD_LIBRARY_PATH in order without duplicates", dirs[:4])
+	}
+	for _, want := range []string{"/usr/local/cuda/lib64", "/usr/local/nvidia/lib64", filepath.Join(sp, "nvidia", "cublas", "lib"), filepath.Join(sp, "nvidia", "cuda_nvrtc", "lib")} {
+		if !slices.Contains(dirs, want) {
+			t.Errorf("SearchDirs lacks %s: %v", want, dirs)
+		}
+	}
+	if got, err := Locate(LibCuBLAS, dirs); err == nil && !strings.HasPrefix(got, "/usr") && got != filepath.Join(sp, "nvidia/cublas/lib/libcublas.so.12") {
+		t.Errorf("Locate(cuBLAS) = %s", got)
+	}
+	// No lib dir, empty environment: no empty entry.
+	for _, d := range SearchDirs("", func(string) string { return "" }) {
+		if d == "" {
+			t.Error("SearchDirs returned an empty folder")
+		}
+	}
+}

@@ -1,0 +1,295 @@
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"unsafe"
+
+	"github.com/tinyserve/tinyserve/llm/engine"
+	"github.com/tinyserve/tinyserve/llm/gpt2"
+)
+
+// Launch shapes. 256 threads suit rows of 64..1024 elements; the argmax
+// kernel's shared arrays are sized for at most 1024.
+const (
+	rowThreads    = 256
+	argmaxThreads = 512
+	ewBlocksMax   = 4096
+)
+
+// grow makes the per-step buffers hold rows token rows, sample sampled rows
+// and metaLen int32s of metadata. Growing synchronises and reallocates;
+// after the first few steps it never happens.
+func (b *Backend) grow(rows, sample, metaLen int) error {
+	c := b.cfg
+	C, V, H := c.NEmbd, c.VocabSize, c.NInner
+	if rows > b.capRows {
+		rows = max(rows, 2*b.capRows, 64)
+		if err := b.drv.StreamSync(b.stream); err != nil {
+			return err
+		}
+		b.drv.MemFree(b.acts)
+		b.acts = 0
+		sz := b.dt.size
+		parts := []struct {
+			p     *DevicePtr
+			bytes int
+		}{
+			{&b.x, rows * C * 4}, {&b.h, rows * C * sz}, {&b.q, rows * C * 4}, {&b.att, rows * C * sz},
+			{&b.gemm, rows * max(3*C, H) * 4}, {&b.act, rows * H * sz},
+		}
+		total := 0
+		for _, p := range parts {
+			total += align(p.bytes, 256)
+		}
+		base, err := b.drv.MemAlloc(total)
+		if err != nil {
+			b.capRows = 0
+			return fmt.Errorf("cuda: step buffers for %d tokens (%d MiB): %w", rows, total>>20, err)
+		}
+		b.acts = base
+		off := 0
+		for _, p := range parts {
+			*p.p = base + DevicePtr(off)
+			off += align(p.bytes, 256)
+		}
+		b.capRows = rows
+	}
+	if sample > b.capSample {
+		sample = max(sample, 2*b.capSample, 8)
+		if err := b.drv.StreamSync(b.stream); err != nil {
+			return err
+		}
+		b.drv.MemFree(b.res)
+		b.drv.MemFree(b.hs)
+		b.drv.MemFreeHost(b.resHost)
+		b.res, b.hs, b.resHost, b.capSample = 0, 0, nil, 0
+		var err error
+		if b.hs, err = b.drv.MemAlloc(sample * C * b.dt.size); err != nil {
+			return err
+		}
+		b.resLogitsOff = align(sample*4, 256)
+		b.resHostBytes = b.resLogitsOff + sample*V*4
+		if b.res, err = b.drv.MemAlloc(b.resHostBytes); err != nil {
+			return fmt.Errorf("cuda: logits for %d rows: %w", sample, err)
+		}
+		if b.resHost, err = b.drv.MemAllocHost(b.resHostBytes); err != nil {
+			return err
+		}
+		b.capSample = sample
+	}
+	if metaLen > b.capMeta {
+		metaLen = max(metaLen, 2*b.capMeta, 1024)
+		if err := b.drv.StreamSync(b.stream); err != nil {
+			return err
+		}
+		b.drv.MemFree(b.meta)
+		b.drv.MemFreeHost(b.metaHost)
+		b.meta, b.metaHost, b.capMeta = 0, nil, 0
+		var err error
+		if b.meta, err = b.drv.MemAlloc(metaLen * 4); err != nil {
+			return err
+		}
+		if b.metaHost, err = b.drv.MemAllocHost(metaLen * 4); err != nil {
+			return err
+		}
+		b.capMeta = metaLen
+	}
+	return nil
+}
+
+// Forward implements engine.Backend. Every returned row has Argmax set
+// (ties to the lowest id); Logits is set only for rows whose NeedLogits
+// asked for it. Rows and logits (page-locked host memory) are reused by
+// the next call.
+func (b *Backend) Forward(batch *engine.Batch) ([]engine.SampleRow, error) {
+	done, err := b.enter()
+	defer done()
+	if err != nil {
+		return nil, err
+	}
+	if b.kc == 0 {
+		return nil, errors.New("cuda: Forward before AllocateKV")
+	}
+	lim := metaLimits{vocab: b.cfg.VocabSize, nPositions: b.cfg.NPositions, numBlocks: b.numBlocks, blockSize: b.blockSize}
+	if b.packed, err = packBatch(b.packed, &b.bm, batch, lim); err != nil {
+		return nil, err
+	}
+	m := &b.bm
+	if m.N == 0 {
+		return b.rows[:0], nil
+	}
+	if err := b.grow(m.N, m.R, m.Len); err != nil {
+		return nil, err
+	}
+	copy(unsafe.Slice((*int32)(b.metaHost), m.Len), b.packed)
+	if err := b.drv.CopyHtoD(b.meta, b.metaHost, m.Len*4, b.stream); err != nil {
+		return nil, err
+	}
+	if err := b.forwardDevice(m); err != nil {
+		return nil, err
+	}
+	n := m.R * 4
+	if m.L > 0 {
+		n = b.resLogitsOff + m.L*b.cfg.VocabSize*4
+	}
+	if m.R > 0 {
+		if err := b.drv.CopyDtoH(b.resHost, b.res, n, b.stream); err != nil {
+			return nil, err
+		}
+	}
+	if err := b.drv.StreamSync(b.stream); err != nil {
+		return nil, err
+	}
+	return b.results(m), nil
+}
+
+// results turns the copied-back buffer into the engine's rows, in batch
+// order (the device computed them need-logits first).
+func (b *Backend) results(m *batchMeta) []engine.SampleRow {
+	V := b.cfg.VocabSize
+	if cap(b.rows) < m.R {
+		b.rows = make([]engine.SampleRow, m.R)
+	}
+	rows := b.rows[:m.R]
+	ids := unsafe.Slice((*int32)(b.resHost), m.R)
+	for k := 0; k < m.R; k++ {
+		r := engine.SampleRow{Argmax: int(ids[k])}
+		if k < m.L {
+			r.Logits = unsafe.Slice((*float32)(unsafe.Add(b.resHost, b.resLogitsOff+k*V*4)), V)
+		}
+		rows[m.Order[k]] = r
+	}
+	return rows
+}
+
+// forwardDevice queues the whole forward pass on the stream.
+func (b *Backend) forwardDevice(m *batchMeta) error {
+	c := b.cfg
+	C, D, NH, H, V := c.NEmbd, c.HeadDim(), c.NHead, c.NInner, c.VocabSize
+	N := m.N
+	i32 := DevicePtr(4)
+	tokens := b.meta + i32*DevicePtr(m.OffTokens)
+	pos := b.meta + i32*DevicePtr(m.OffPos)
+	seq := b.meta + i32*DevicePtr(m.OffSeq)
+	bt := b.meta + i32*DevicePtr(m.OffBlocks)
+	sample := b.meta + i32*DevicePtr(m.OffSample)
+	eps := float32(c.LayerNormEpsilon)
+	rowGrid := [3]uint32{uint32(N), 1, 1}
+	rowBlock := [3]uint32{rowThreads, 1, 1}
+	useErf := 0
+	if c.Activation == gpt2.GeluErf {
+		useErf = 1
+	}
+	layerElems := DevicePtr(b.numBlocks*b.blockSize*C) * DevicePtr(b.dt.size)
+	G := attentionGroups(D)
+	attBlock := [3]uint32{uint32(D * G), 1, 1}
+	npos := m.MaxPos + 1
+	attShared := uint32(attentionShared(npos, D))
+
+	a := &b.args
+	if err := b.launch(b.fn.embed, rowGrid, rowBlock, 0, a.reset().ptr(b.x).ptr(b.w.wte).ptr(b.w.wpe).ptr(tokens).ptr(pos).i32(C)); err != nil {
+		return err
+	}
+	for l := range c.NLayer {
+		w := &b.w.layers[l]
+		kc := b.kc + DevicePtr(l)*layerElems
+		vc := b.vc + DevicePtr(l)*layerElems
+		scale := 1.0
+		if c.ScaleAttnWeights {
+			scale /= math.Sqrt(float64(D))
+		}
+		if c.ScaleAttnByInverseLayerIdx {
+			scale /= float64(l + 1)
+		}
+		steps := []func() error{
+			func() error {
+				return b.launch(b.fn.layernorm, rowGrid, rowBlock, 0, a.reset().ptr(b.h).ptr(b.x).ptr(0).ptr(w.ln1W).ptr(w.ln1B).i32(C).f32(eps))
+			},
+			func() error { return b.linear(b.gemm, b.h, w.attnW, N, C, 3*C) },
+			func() error {
+				return b.launch(b.fn.qkvStore, rowGrid, rowBlock, 0, a.reset().ptr(b.q).ptr(b.gemm).ptr(w.attnB).ptr(kc).ptr(vc).ptr(pos).ptr(seq).ptr(bt).i32(m.MaxBlocks).i32(b.blockSize).i32(C))
+			},
+			func() error {
+				return b.launch(b.fn.attention, [3]uint32{uint32(N), uint32(NH), 1}, attBlock, attShared,
+					a.reset().ptr(b.att).ptr(b.q).ptr(kc).ptr(vc).ptr(pos).ptr(seq).ptr(bt).i32(m.MaxBlocks).i32(b.blockSize).i32(C).i32(D).i32(npos).f32(float32(scale)))
+			},
+			func() error { return b.linear(b.gemm, b.att, w.attnProjW, N, C, C) },
+			func() error {
+				return b.elementwise(b.fn.residual, N*C, a.reset().ptr(b.x).ptr(b.gemm).ptr(w.attnProjB).i32(N).i32(C))
+			},
+			func() error {
+				return b.launch(b.fn.layernorm, rowGrid, rowBlock, 0, a.reset().ptr(b.h).ptr(b.x).ptr(0).ptr(w.ln2W).ptr(w.ln2B).i32(C).f32(eps))
+			},
+			func() error { return b.linear(b.gemm, b.h, w.fcW, N, C, H) },
+			func() error {
+				return b.elementwise(b.fn.biasAct, N*H, a.reset().ptr(b.act).ptr(b.gemm).ptr(w.fcB).i32(N).i32(H).i32(useErf))
+			},
+			func() error { return b.linear(b.gemm, b.act, w.projW, N, H, C) },
+			func() error {
+				return b.elementwise(b.fn.residual, N*C, a.reset().ptr(b.x).ptr(b.gemm).ptr(w.projB).i32(N).i32(C))
+			},
+		}
+		for _, s := range steps {
+			if err := s(); err != nil {
+				return fmt.Errorf("cuda: layer %d: %w", l, err)
+			}
+		}
+	}
+	if m.R == 0 {
+		return nil
+	}
+	R := m.R
+	if err := b.launch(b.fn.layernorm, [3]uint32{uint32(R), 1, 1}, rowBlock, 0, a.reset().ptr(b.hs).ptr(b.x).ptr(sample).ptr(b.w.lnfW).ptr(b.w.lnfB).i32(C).f32(eps)); err != nil {
+		return err
+	}
+	logits := b.res + DevicePtr(b.resLogitsOff)
+	// logits[R][V] = hs[R][C] · lmHead[V][C]ᵀ. Column-major, that is
+	// logitsᵀ (V×R) = lmHead (V×C, read as the transpose of the C×V
+	// column-major view of the row-major array) · hsᵀ (C×R).
+	if err := b.blas.GemmEx(Gemm{
+		TransA: OpT, TransB: OpN, M: V, N: R, K: C,
+		A: b.w.lmHead, AType: b.dt.blas, LDA: C,
+		B: b.hs, BType: b.dt.blas, LDB: C,
+		C: logits, CType: DataFloat32, LDC: V,
+		Alpha: 1,
+	}); err != nil {
+		return fmt.Errorf("cuda: LM head: %w", err)
+	}
+	return b.launch(b.fn.argmax, [3]uint32{uint32(R), 1, 1}, [3]uint32{argmaxThreads, 1, 1}, 0, a.reset().ptr(b.res).ptr(logits).i32(V))
+}
+
+// linear computes out[M][n] = in[M][k] · W[k][n] (float32 result; GPT-2's
+// Conv1D weights are row-major in×out). cuBLAS is column-major, where the
+// row-major arrays read as outᵀ (n×M), Wᵀ (n×k) and inᵀ (k×M), so
+// outᵀ = Wᵀ · inᵀ needs no transposition: A = W with lda n, B = in with
+// ldb k.
+func (b *Backend) linear(out, in, w DevicePtr, M, k, n int) error {
+	return b.blas.GemmEx(Gemm{
+		TransA: OpN, TransB: OpN, M: n, N: M, K: k,
+		A: w, AType: b.dt.blas, LDA: n,
+		B: in, BType: b.dt.blas, LDB: k,
+		C: out, CType: DataFloat32, LDC: n,
+		Alpha: 1,
+	})
+}
+
+// attentionGroups is G in the attention kernel's blockDim = D*G: about 128
+// threads, each group of D threads summing a share of the positions.
+func attentionGroups(D int) int { return max(1, 128/D) }
+
+// attentionShared is the attention kernel's dynamic shared memory in bytes
+// for npos positions: scores, the scaled query and the partial outputs.
+// The kernel also has 128 bytes of static scratch.
+func attentionShared(npos, D int) int { return (npos + D + D*attentionGroups(D)) * 4 }
+
+// elementwise launches a grid-stride kernel over n elements.
+func (b *Backend) elementwise(f Function, n int, a *kernelArgs) error {
+	blocks := min((n+rowThreads-1)/rowThreads, ewBlocksMax)
+	return b.launch(f, [3]uint32{uint32(blocks), 1, 1}, [3]uint32{rowThreads, 1, 1}, 0, a)
+}
+
+func (b *Backend) launch(f Function, grid, block [3]uint32, shared uint32, a *kernelArgs) error {
+	return b.drv.Launch(f, grid, block, shared, b.stream, unsafe.Pointer(&a.ptrs[0]))
+}
