@@ -264,7 +264,12 @@ func panel(c *Combined, ylabel string, get func(*LevelAggregate) ([]*float64, *f
 		}
 	}
 	p.X.Tick.Marker = plot.ConstantTicks(ticks)
+	// Levels usually double, so a log axis spaces them evenly.
+	p.X.Scale = plot.LogScale{}
 	p.Y.Min = 0
+	if ymax > 0 {
+		p.Y.Max = ymax * 1.4 // headroom so the legend does not cover data
+	}
 	if len(pts) > 0 {
 		s, err := plotter.NewScatter(pts)
 		if err != nil {

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tinyserve/tinyserve"
+	"github.com/tinyserve/tinyserve/sweep"
+)
+
+// TestCommittedConfigs checks every sweep config in experiments/: it
+// validates, its prompt file has enough rows, and an embedded target's
+// engine settings decode, so a typo is caught here rather than minutes into
+// a benchmark.
+func TestCommittedConfigs(t *testing.T) {
+	repo := filepath.Join("..", "..")
+	paths, err := filepath.Glob(filepath.Join(repo, "experiments", "sweep-*.json"))
+	require.NoError(t, err)
+	require.Len(t, paths, 8, "tiny-vLLM's seven scenarios plus kv_pressure")
+	paths = append(paths, filepath.Join(repo, "experiments", "example.json"), filepath.Join(repo, "experiments", "example-vllm.json"))
+	for _, p := range paths {
+		t.Run(filepath.Base(p), func(t *testing.T) {
+			cfg, err := sweep.LoadConfig(p)
+			require.NoError(t, err)
+			rows, err := sweep.ReadRows(filepath.Join(repo, cfg.Prompts), cfg.NumRequests)
+			require.NoError(t, err)
+			assert.Len(t, rows, cfg.NumRequests)
+			if cfg.Embedded() {
+				ec, err := tinyserve.DecodeConfigJSON(cfg.Target.Engine)
+				require.NoError(t, err)
+				assert.NotEmpty(t, ec.Backend)
+				assert.True(t, cfg.IgnoreEOS)
+				assert.Zero(t, cfg.Temperature, "greedy")
+			}
+		})
+	}
+}
+
+// The vLLM example is serving-inference's config, unchanged.
+func TestExampleVLLMIsServingInferences(t *testing.T) {
+	ours, err := os.ReadFile(filepath.Join("..", "..", "experiments", "example-vllm.json"))
+	require.NoError(t, err)
+	theirs, err := os.ReadFile(filepath.Join("..", "..", "testdata", "serving-inference", "experiments", "example.json"))
+	if err != nil {
+		t.Skipf("fixture not available: %v", err)
+	}
+	assert.True(t, bytes.Equal(ours, theirs))
+}
+
+func TestScenarioSettings(t *testing.T) {
+	for name, blocks := range map[string]int{"latency_c1": 256, "queue_c8": 256, "kv_pressure": 32} {
+		cfg, err := sweep.LoadConfig(filepath.Join("..", "..", "experiments", "sweep-"+name+".json"))
+		require.NoError(t, err)
+		ec, err := tinyserve.DecodeConfigJSON(cfg.Target.Engine)
+		require.NoError(t, err)
+		assert.Equal(t, 4, ec.MaxNumSeqs)
+		assert.Equal(t, 64, ec.MaxNumBatchedTokens)
+		assert.Equal(t, 16, ec.BlockSize)
+		assert.Equal(t, blocks, ec.NumBlocks, name)
+	}
+}
