@@ -207,7 +207,7 @@ func (b *Backend) start() error {
 	dirs := SearchDirs(b.opts.LibDir, b.opts.Getenv)
 	var err error
 	if b.drv, err = LoadDriver(dirs); err != nil {
-		return fmt.Errorf("cuda backend: %w", err)
+		return err
 	}
 	if err := b.drv.Init(); err != nil {
 		return fmt.Errorf("cuda backend: driver %s: %w", b.drv.Path, err)
@@ -248,10 +248,10 @@ func (b *Backend) start() error {
 		return err
 	}
 	if b.rtc, err = LoadNVRTC(dirs); err != nil {
-		return fmt.Errorf("cuda backend: %w", err)
+		return err
 	}
 	if b.blas, err = LoadCuBLAS(dirs); err != nil {
-		return fmt.Errorf("cuda backend: %w", err)
+		return err
 	}
 	if err := b.blas.SetStream(b.stream); err != nil {
 		return err

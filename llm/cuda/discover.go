@@ -54,7 +54,7 @@ func (e *NotFoundError) Error() string {
 		b.WriteString("\n  ")
 		b.WriteString(s)
 	}
-	fmt.Fprintf(&b, "\nset %s (or --cuda-lib-dir) to the folder that holds it, or install the CUDA toolkit or NVIDIA's pip wheels", EnvLibDir)
+	fmt.Fprintf(&b, "\nset %s to the folder that holds it, or install the CUDA toolkit or NVIDIA's pip wheels", EnvLibDir)
 	return b.String()
 }
 

@@ -1,0 +1,319 @@
+package cuda
+
+// GPU tests: they run where NewBackend finds the CUDA libraries and a GPU
+// and skip, saying why, elsewhere. The device check (bench/gpu/run.sh) sets
+// TINYSERVE_CUDA_REQUIRE=1, which turns those skips into failures.
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/tinyserve/tinyserve/llm/engine"
+	"github.com/tinyserve/tinyserve/llm/gpt2"
+	"github.com/tinyserve/tinyserve/llm/kv"
+)
+
+// fixtures is the repository's top-level test fixture folder.
+const fixtures = "../../testdata"
+
+// goldenCheckpoints are the fixtures and the float32 tolerance their README
+// suggests for logits (gpt2-tiny 1e-5; gpt2-tiny-hot, with 5x larger
+// logits, 5e-5), as llm/gpt2's golden tests use.
+var goldenCheckpoints = []struct {
+	name string
+	tol  float64
+}{{"gpt2-tiny", 1e-5}, {"gpt2-tiny-hot", 5e-5}}
+
+// Half-precision tolerances on the CPU's top-10 logits, relative to the
+// largest |logit| of the row: float16 keeps 11 significant bits (weights,
+// KV and GEMM inputs rounded at 4.9e-4 relative), bfloat16 8 bits (3.9e-3).
+// Errors compound over the layers; these bounds are about 10x the
+// per-rounding error and are to be confirmed by the first GPU run, which
+// logs the observed maxima.
+const (
+	tolFloat16Rel  = 1e-2
+	tolBFloat16Rel = 4e-2
+)
+
+type goldenCase struct {
+	Name     string `json:"name"`
+	InputIDs []int  `json:"input_ids"`
+	Top10    struct {
+		IDs    []int     `json:"ids"`
+		Values []float64 `json:"values"`
+	} `json:"last_logits_top10"`
+	Greedy struct {
+		Tokens []int `json:"tokens"`
+	} `json:"greedy"`
+}
+
+func loadGoldenCases(t *testing.T, name string) (*gpt2.Model, []goldenCase) {
+	t.Helper()
+	dir := filepath.Join(fixtures, name)
+	m, err := gpt2.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	data, err := os.ReadFile(filepath.Join(dir, "golden.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g struct {
+		Cases []goldenCase `json:"cases"`
+	}
+	if err := json.Unmarshal(data, &g); err != nil {
+		t.Fatal(err)
+	}
+	if len(g.Cases) != 6 {
+		t.Fatalf("%s: %d golden cases, want 6", name, len(g.Cases))
+	}
+	return m, g.Cases
+}
+
+// newGPU returns a backend with KV for numBlocks blocks of 16, or skips
+// the test where there is no GPU.
+func newGPU(t *testing.T, m *gpt2.Model, dtype string, numBlocks int) *Backend {
+	t.Helper()
+	b, err := NewBackend(m, Options{DType: dtype, LibDir: LibDirFromEnv(), CacheDir: t.TempDir()})
+	if err != nil {
+		var nf *NotFoundError
+		if (errors.As(err, &nf) || errors.Is(err, ErrNoDevice)) && os.Getenv("TINYSERVE_CUDA_REQUIRE") != "1" {
+			t.Skipf("no GPU here (set TINYSERVE_CUDA_REQUIRE=1 to make this a failure): %v", err)
+		}
+		t.Fatalf("NewBackend: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := b.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	name, arch := b.Device()
+	t.Logf("GPU %s (sm_%d), dtype %s", name, arch, b.DType())
+	if err := b.AllocateKV(numBlocks, 16); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// stepper drives a backend the way the engine does, with its own kv
+// manager handing out block ids.
+type stepper struct {
+	t  *testing.T
+	b  engine.Backend
+	kv *kv.Manager
+}
+
+func newStepper(t *testing.T, b engine.Backend, numBlocks int) *stepper {
+	mgr, err := kv.New(numBlocks, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &stepper{t: t, b: b, kv: mgr}
+}
+
+type part struct {
+	id         kv.SeqID
+	tokens     []int
+	start      int
+	sample     bool
+	needLogits bool
+}
+
+// step runs one batch and returns copies of the sampled rows.
+func (s *stepper) step(parts ...part) []engine.SampleRow {
+	s.t.Helper()
+	batch := &engine.Batch{}
+	for _, p := range parts {
+		if ok, err := s.kv.Allocate(p.id, p.start+len(p.tokens)); err != nil || !ok {
+			s.t.Fatalf("allocate seq %d: ok=%v err=%v", p.id, ok, err)
+		}
+		batch.Seqs = append(batch.Seqs, engine.SeqBatch{ID: p.id, Tokens: p.tokens, StartPos: p.start,
+			BlockTable: s.kv.BlockTable(p.id), Sample: p.sample, NeedLogits: p.needLogits})
+		batch.NumTokens += len(p.tokens)
+	}
+	rows, err := s.b.Forward(batch)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	out := make([]engine.SampleRow, len(rows))
+	for i, r := range rows {
+		out[i] = engine.SampleRow{Logits: slices.Clone(r.Logits), Argmax: r.Argmax}
+	}
+	return out
+}
+
+const goldenBlocks = 6 * 64
+
+// TestGPUGoldenGreedyFloat32: in float32 mode each golden prompt, prefilled
+// in one chunk, gives the golden's top-10 logits and then, decoding with
+// the device argmax only (no logits copied back), the golden's 16 greedy
+// tokens exactly.
+func TestGPUGoldenGreedyFloat32(t *testing.T) {
+	for _, ck := range goldenCheckpoints {
+		t.Run(ck.name, func(t *testing.T) {
+			m, cases := loadGoldenCases(t, ck.name)
+			b := newGPU(t, m, "float32", goldenBlocks)
+			s := newStepper(t, b, goldenBlocks)
+			worst := 0.0
+			for i, c := range cases {
+				id := kv.SeqID(i + 1)
+				rows := s.step(part{id: id, tokens: c.InputIDs, sample: true, needLogits: true})
+				if len(rows) != 1 || rows[0].Logits == nil {
+					t.Fatalf("%s: prefill returned %d rows / no logits", c.Name, len(rows))
+				}
+				for j, tok := range c.Top10.IDs {
+					d := math.Abs(float64(rows[0].Logits[tok]) - c.Top10.Values[j])
+					worst = max(worst, d)
+					if d > ck.tol {
+						t.Errorf("%s: logit[%d] = %.9g, golden %.9g", c.Name, tok, rows[0].Logits[tok], c.Top10.Values[j])
+					}
+				}
+				got := []int{rows[0].Argmax}
+				pos := len(c.InputIDs)
+				for len(got) < len(c.Greedy.Tokens) {
+					r := s.step(part{id: id, tokens: []int{got[len(got)-1]}, start: pos, sample: true})
+					if r[0].Logits != nil {
+						t.Fatalf("%s: logits returned for a greedy row", c.Name)
+					}
+					got = append(got, r[0].Argmax)
+					pos++
+				}
+				if !slices.Equal(got, c.Greedy.Tokens) {
+					t.Errorf("%s: greedy tokens %v, golden %v", c.Name, got, c.Greedy.Tokens)
+				}
+				if err := s.kv.Free(id); err != nil {
+					t.Fatal(err)
+				}
+			}
+			t.Logf("max |GPU float32 - golden| over top-10 logits: %.3g (tolerance %.0e)", worst, ck.tol)
+		})
+	}
+}
+
+// TestGPUMixedBatchesMatchCPU runs the six prompts concurrently on the GPU
+// (float32) and on the CPU backend with the same schedule: chunked
+// prefills of 13 tokens mixed with decodes of the sequences already past
+// their prompt, alternating rows that need logits and rows that need only
+// the argmax. Every step's argmax must agree and logits stay within the
+// fixture's tolerance.
+func TestGPUMixedBatchesMatchCPU(t *testing.T) {
+	for _, ck := range goldenCheckpoints {
+		t.Run(ck.name, func(t *testing.T) {
+			m, cases := loadGoldenCases(t, ck.name)
+			gb := newGPU(t, m, "float32", goldenBlocks)
+			cb, err := gpt2.NewCPUBackend(m, gpt2.CPUOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = cb.Close() })
+			if err := cb.AllocateKV(goldenBlocks, 16); err != nil {
+				t.Fatal(err)
+			}
+			gs, cs := newStepper(t, gb, goldenBlocks), newStepper(t, cb, goldenBlocks)
+			const chunk, gen = 13, 6
+			type seqState struct {
+				toks []int // prompt, then generated tokens
+				done int   // tokens already in the cache
+				n    int   // prompt length
+			}
+			st := make([]seqState, len(cases))
+			for i, c := range cases {
+				st[i] = seqState{toks: slices.Clone(c.InputIDs), n: len(c.InputIDs)}
+			}
+			worst := 0.0
+			for step := 0; ; step++ {
+				var parts []part
+				var who []int
+				for i := range st {
+					s := &st[i]
+					if len(s.toks)-s.n >= gen && s.done == len(s.toks) {
+						continue // finished
+					}
+					end := min(s.done+chunk, len(s.toks))
+					p := part{id: kv.SeqID(i + 1), tokens: s.toks[s.done:end], start: s.done, sample: end == len(s.toks)}
+					p.needLogits = p.sample && (step+i)%2 == 0
+					parts = append(parts, p)
+					if p.sample {
+						who = append(who, i)
+					}
+				}
+				if len(parts) == 0 {
+					break
+				}
+				gr, cr := gs.step(parts...), cs.step(parts...)
+				if len(gr) != len(who) || len(cr) != len(who) {
+					t.Fatalf("step %d: %d GPU rows, %d CPU rows, want %d", step, len(gr), len(cr), len(who))
+				}
+				k := 0
+				for pi := range parts {
+					st[parts[pi].id-1].done = parts[pi].start + len(parts[pi].tokens)
+					if !parts[pi].sample {
+						continue
+					}
+					i := who[k]
+					g, c := gr[k], cr[k]
+					k++
+					if g.Argmax != c.Argmax {
+						t.Errorf("step %d seq %d: GPU argmax %d, CPU %d", step, i+1, g.Argmax, c.Argmax)
+					}
+					if parts[pi].needLogits {
+						if g.Logits == nil {
+							t.Fatalf("step %d seq %d: no logits", step, i+1)
+						}
+						for v := range c.Logits {
+							worst = max(worst, math.Abs(float64(g.Logits[v]-c.Logits[v])))
+						}
+					}
+					if len(st[i].toks) == st[i].done && len(st[i].toks)-st[i].n < gen {
+						st[i].toks = append(st[i].toks, c.Argmax)
+					}
+				}
+			}
+			if worst > ck.tol {
+				t.Errorf("max |GPU - CPU| logit %.3g over the tolerance %.0e", worst, ck.tol)
+			}
+			t.Logf("max |GPU float32 - CPU| over all returned logits: %.3g", worst)
+		})
+	}
+}
+
+// TestGPUHalfTop10: in float16 and bfloat16 the logits of the CPU's top-10
+// ids at the last prompt position agree with the CPU backend within the
+// stated tolerance, relative to the row's largest |logit|.
+func TestGPUHalfTop10(t *testing.T) {
+	for _, dt := range []struct {
+		name string
+		rel  float64
+	}{{"float16", tolFloat16Rel}, {"bfloat16", tolBFloat16Rel}} {
+		for _, ck := range goldenCheckpoints {
+			t.Run(fmt.Sprintf("%s/%s", dt.name, ck.name), func(t *testing.T) {
+				m, cases := loadGoldenCases(t, ck.name)
+				gb := newGPU(t, m, dt.name, goldenBlocks)
+				gs := newStepper(t, gb, goldenBlocks)
+				worst := 0.0
+				for i, c := range cases {
+					rows := gs.step(part{id: kv.SeqID(i + 1), tokens: c.InputIDs, sample: true, needLogits: true})
+					scale := 0.0
+					for _, v := range c.Top10.Values {
+						scale = max(scale, math.Abs(v))
+					}
+					for j, tok := range c.Top10.IDs {
+						d := math.Abs(float64(rows[0].Logits[tok])-c.Top10.Values[j]) / scale
+						worst = max(worst, d)
+						if d > dt.rel {
+							t.Errorf("%s: logit[%d] = %.6g, CPU/golden %.6g (relative error %.3g > %.0e)", c.Name, tok, rows[0].Logits[tok], c.Top10.Values[j], d, dt.rel)
+						}
+					}
+				}
+				t.Logf("max relative |GPU %s - golden| over top-10 logits: %.3g (tolerance %.0e)", dt.name, worst, dt.rel)
+			})
+		}
+	}
+}

@@ -1,0 +1,79 @@
+package cuda
+
+import (
+	"bytes"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+func TestKernelSourceEmbedded(t *testing.T) {
+	src := KernelSource()
+	if len(src) < 1000 {
+		t.Fatalf("embedded source is %d bytes", len(src))
+	}
+	if strings.Contains(src, "#include") {
+		t.Error("kernels include headers; NVRTC without the toolkit's headers cannot compile them")
+	}
+	for _, sfx := range []string{"f32", "f16", "bf16"} {
+		for _, k := range []string{"embed", "layernorm", "qkv_store", "attention", "bias_act", "residual"} {
+			if !strings.Contains(src, k+"_##SUF(") || !strings.Contains(src, "TS_INSTANTIATE(") {
+				t.Errorf("kernel %s is not instantiated", k)
+			}
+		}
+		if !regexp.MustCompile(`TS_INSTANTIATE\(\w+, ` + sfx + `\)`).MatchString(src) {
+			t.Errorf("no %s instantiation", sfx)
+		}
+	}
+	if !strings.Contains(src, `extern "C" __global__ void argmax_rows(`) {
+		t.Error("argmax_rows missing")
+	}
+}
+
+func TestCacheKey(t *testing.T) {
+	k := CacheKey("src", 90)
+	if k != CacheKey("src", 90) {
+		t.Error("CacheKey is not deterministic")
+	}
+	if k == CacheKey("src", 89) || k == CacheKey("src2", 90) {
+		t.Error("CacheKey ignores the arch or the source")
+	}
+	if !strings.HasSuffix(k, "-sm_90") || strings.ContainsAny(k, "/ ") {
+		t.Errorf("CacheKey %q is not a plain file name ending in the arch", k)
+	}
+}
+
+// TestKernelImageFromCache: a cached image is used without NVRTC (nil
+// here), and only the one for this source and arch.
+func TestKernelImageFromCache(t *testing.T) {
+	dir := t.TempDir()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	want := []byte("cubin bytes")
+	if err := writeCache(dir, CacheKey("src", 80)+".cubin", want); err != nil {
+		t.Fatal(err)
+	}
+	got, err := kernelImage(nil, "src", 80, dir, log)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("kernelImage = %q, %v", got, err)
+	}
+	ptx := []byte("ptx\x00")
+	if err := writeCache(dir, CacheKey("src", 120)+".ptx", ptx); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := kernelImage(nil, "src", 120, dir, log); err != nil || !bytes.Equal(got, ptx) {
+		t.Fatalf("ptx from cache = %q, %v", got, err)
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if strings.Contains(e.Name(), ".tmp") {
+			t.Errorf("temporary file left: %s", e.Name())
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, CacheKey("other", 80)+".cubin")); err == nil {
+		t.Error("unexpected file")
+	}
+}

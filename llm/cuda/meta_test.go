@@ -1,0 +1,97 @@
+package cuda
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/tinyserve/tinyserve/llm/engine"
+)
+
+var testLimits = metaLimits{vocab: 100, nPositions: 64, numBlocks: 10, blockSize: 4}
+
+// TestPackBatch flattens a hand-made step (a 3-token prefill chunk, a
+// decode that needs logits, a chunk that is not sampled) and checks every
+// packed value against the layout documented on batchMeta.
+func TestPackBatch(t *testing.T) {
+	b := &engine.Batch{NumTokens: 6, Seqs: []engine.SeqBatch{
+		{ID: 7, Tokens: []int{5, 6, 7}, StartPos: 0, BlockTable: []int32{3}, Sample: true},
+		{ID: 8, Tokens: []int{9}, StartPos: 5, BlockTable: []int32{1, 4, 9}, Sample: true, NeedLogits: true},
+		{ID: 9, Tokens: []int{10, 11}, StartPos: 2, BlockTable: []int32{2}},
+	}}
+	var m batchMeta
+	buf, err := packBatch(nil, &m, b, testLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []int32{
+		5, 6, 7, 9, 10, 11, // tokens
+		0, 1, 2, 5, 2, 3, // positions
+		0, 0, 0, 1, 2, 2, // sequence index of each row
+		3, 0, 1, 4, 2, 0, // block tables, stride 2 (seq 1 needs blocks for positions 0..5), zero-padded
+		3, 2, // sampled rows: seq 1 (needs logits) first, then seq 0's last row
+	}
+	if !slices.Equal(buf, want) {
+		t.Errorf("packed\n got %v\nwant %v", buf, want)
+	}
+	wantMeta := batchMeta{N: 6, S: 3, R: 2, L: 1, MaxBlocks: 2, MaxPos: 5,
+		OffTokens: 0, OffPos: 6, OffSeq: 12, OffBlocks: 18, OffSample: 24, Len: 26, Order: []int{1, 0}}
+	if m.N != wantMeta.N || m.S != wantMeta.S || m.R != wantMeta.R || m.L != wantMeta.L || m.MaxBlocks != wantMeta.MaxBlocks ||
+		m.MaxPos != wantMeta.MaxPos || m.OffPos != wantMeta.OffPos || m.OffSeq != wantMeta.OffSeq || m.OffBlocks != wantMeta.OffBlocks ||
+		m.OffSample != wantMeta.OffSample || m.Len != wantMeta.Len || !slices.Equal(m.Order, wantMeta.Order) {
+		t.Errorf("meta\n got %+v\nwant %+v", m, wantMeta)
+	}
+
+	// Reuse: a decode-only step into the same buffer allocates nothing new.
+	b2 := &engine.Batch{NumTokens: 1, Seqs: []engine.SeqBatch{
+		{ID: 7, Tokens: []int{42}, StartPos: 3, BlockTable: []int32{3}, Sample: true},
+	}}
+	buf2, err := packBatch(buf, &m, b2, testLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if &buf2[0] != &buf[0] {
+		t.Error("packBatch reallocated a large enough buffer")
+	}
+	if want := []int32{42, 3, 0, 3, 0}; !slices.Equal(buf2, want) || m.R != 1 || m.L != 0 || !slices.Equal(m.Order, []int{0}) {
+		t.Errorf("decode step: %v %+v", buf2, m)
+	}
+	if n := testing.AllocsPerRun(100, func() { buf2, _ = packBatch(buf2, &m, b, testLimits) }); n != 0 {
+		t.Errorf("steady-state packBatch allocates %v times", n)
+	}
+}
+
+func TestPackBatchRejects(t *testing.T) {
+	ok := engine.SeqBatch{ID: 1, Tokens: []int{1, 2}, StartPos: 0, BlockTable: []int32{0}, Sample: true}
+	cases := []struct {
+		name string
+		edit func(s *engine.SeqBatch, b *engine.Batch)
+		want string
+	}{
+		{"no tokens", func(s *engine.SeqBatch, b *engine.Batch) { s.Tokens = nil; b.NumTokens = 0 }, "no tokens"},
+		{"past the context", func(s *engine.SeqBatch, _ *engine.Batch) { s.StartPos = 63; s.BlockTable = make([]int32, 17) }, "outside the context"},
+		{"negative start", func(s *engine.SeqBatch, _ *engine.Batch) { s.StartPos = -1 }, "outside the context"},
+		{"short block table", func(s *engine.SeqBatch, _ *engine.Batch) { s.StartPos = 3 }, "block table has 1 blocks"},
+		{"block outside the pool", func(s *engine.SeqBatch, _ *engine.Batch) { s.BlockTable = []int32{10} }, "outside the pool"},
+		{"negative block", func(s *engine.SeqBatch, _ *engine.Batch) { s.BlockTable = []int32{-1} }, "outside the pool"},
+		{"token outside the vocabulary", func(s *engine.SeqBatch, _ *engine.Batch) { s.Tokens = []int{1, 100} }, "vocabulary"},
+		{"NumTokens mismatch", func(_ *engine.SeqBatch, b *engine.Batch) { b.NumTokens = 3 }, "NumTokens"},
+	}
+	for _, c := range cases {
+		s := ok
+		s.Tokens = slices.Clone(ok.Tokens)
+		b := &engine.Batch{NumTokens: 2}
+		c.edit(&s, b)
+		b.Seqs = []engine.SeqBatch{s}
+		var m batchMeta
+		_, err := packBatch(nil, &m, b, testLimits)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want one containing %q", c.name, err, c.want)
+		}
+	}
+	// An empty step is valid and packs nothing.
+	var m batchMeta
+	if buf, err := packBatch(nil, &m, &engine.Batch{}, testLimits); err != nil || len(buf) != 0 || m.N != 0 {
+		t.Errorf("empty batch: %v %v %+v", buf, err, m)
+	}
+}
