@@ -1,0 +1,152 @@
+package gpt2
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/tinyserve/tinyserve/llm/engine"
+	"github.com/tinyserve/tinyserve/llm/kv"
+)
+
+// benchModel is the model the CPU benchmarks run: the checkpoint folder in
+// $TINYSERVE_BENCH_MODEL when set (bench/cpu/run.sh writes the 124M random
+// checkpoint as safetensors and points here), else the built-in 124M shape
+// generated in memory.
+func benchModel(b *testing.B) *Model {
+	b.Helper()
+	var m *Model
+	var err error
+	if dir := os.Getenv("TINYSERVE_BENCH_MODEL"); dir != "" {
+		m, err = Load(dir)
+	} else {
+		m, err = Builtin(Builtin124M)
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = m.Close() })
+	return m
+}
+
+// BenchmarkCPUPrefill runs one prompt of 128 or 512 tokens through every
+// layer, with the LM head for the last row only (what serving needs), and
+// reports prompt tokens per second.
+func BenchmarkCPUPrefill(b *testing.B) {
+	m := benchModel(b)
+	for _, n := range []int{128, 512} {
+		b.Run(fmt.Sprintf("tokens=%d", n), func(b *testing.B) {
+			h := newHarness(b, m, (n+15)/16, 16, CPUOptions{})
+			toks := make([]int, n)
+			for i := range toks {
+				toks[i] = (i * 7919) % m.Config.VocabSize
+			}
+			if ok, _ := h.kv.Allocate(1, n); !ok {
+				b.Fatal("allocate")
+			}
+			batch := &engine.Batch{NumTokens: n, Seqs: []engine.SeqBatch{{ID: 1, Tokens: toks, BlockTable: h.kv.BlockTable(1), Sample: true}}}
+			b.ResetTimer()
+			for b.Loop() {
+				if _, err := h.b.Forward(batch); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "tok/s")
+			reportPeakRSS(b)
+		})
+	}
+}
+
+// BenchmarkCPUDecode runs decode steps for batches of 1, 8 and 32
+// sequences at a context of 128 tokens (one new token each, attention over
+// 129 positions, LM head for every row) and reports generated tokens per
+// second. The cache positions before 128 hold zeros rather than a real
+// prefill, which costs the same arithmetic and saves minutes of setup.
+func BenchmarkCPUDecode(b *testing.B) {
+	m := benchModel(b)
+	const ctx = 128
+	for _, batchSize := range []int{1, 8, 32} {
+		b.Run(fmt.Sprintf("batch=%d", batchSize), func(b *testing.B) {
+			blocksPer := (ctx + 1 + 15) / 16
+			h := newHarness(b, m, batchSize*blocksPer, 16, CPUOptions{})
+			batch := &engine.Batch{NumTokens: batchSize}
+			for i := range batchSize {
+				id := kv.SeqID(i + 1)
+				if ok, _ := h.kv.Allocate(id, ctx+1); !ok {
+					b.Fatal("allocate")
+				}
+				batch.Seqs = append(batch.Seqs, engine.SeqBatch{ID: id, Tokens: []int{1000 + i}, StartPos: ctx,
+					BlockTable: h.kv.BlockTable(id), Sample: true})
+			}
+			if _, err := h.b.Forward(batch); err != nil { // grow buffers outside the timing
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for b.Loop() {
+				if _, err := h.b.Forward(batch); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(batchSize)*float64(b.N)/b.Elapsed().Seconds(), "tok/s")
+			b.ReportMetric(b.Elapsed().Seconds()*1000/float64(b.N), "ms/step")
+			reportPeakRSS(b)
+		})
+	}
+}
+
+// BenchmarkBuiltinTiny measures building the default model, which must
+// stay well under a second.
+func BenchmarkBuiltinTiny(b *testing.B) {
+	for b.Loop() {
+		if _, err := Builtin(BuiltinTiny); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkCPUDecodeTiny is a decode step of the default model at batch 8,
+// the shape the sweep's embedded target runs.
+func BenchmarkCPUDecodeTiny(b *testing.B) {
+	m, err := Builtin(BuiltinTiny)
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := newHarness(b, m, 8*9, 16, CPUOptions{})
+	batch := &engine.Batch{NumTokens: 8}
+	for i := range 8 {
+		id := kv.SeqID(i + 1)
+		if ok, _ := h.kv.Allocate(id, 129); !ok {
+			b.Fatal("allocate")
+		}
+		batch.Seqs = append(batch.Seqs, engine.SeqBatch{ID: id, Tokens: []int{i}, StartPos: 128, BlockTable: h.kv.BlockTable(id), Sample: true})
+	}
+	for b.Loop() {
+		if _, err := h.b.Forward(batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(8*float64(b.N)/b.Elapsed().Seconds(), "tok/s")
+}
+
+// reportPeakRSS reports the process's peak resident memory (VmHWM) where
+// /proc provides it.
+func reportPeakRSS(b *testing.B) {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+			kb, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(rest), " kB"))
+			if err == nil {
+				b.ReportMetric(float64(kb)/1024, "peakRSS-MiB")
+			}
+			return
+		}
+	}
+}
