@@ -264,8 +264,14 @@ func panel(c *Combined, ylabel string, get func(*LevelAggregate) ([]*float64, *f
 		}
 	}
 	p.X.Tick.Marker = plot.ConstantTicks(ticks)
-	// Levels usually double, so a log axis spaces them evenly.
-	p.X.Scale = plot.LogScale{}
+	if len(c.ByConcurrency) > 0 {
+		// Levels usually double, so a log axis spaces them evenly. Its range
+		// is set here: with no data gonum's default range includes zero,
+		// which a log scale cannot draw.
+		lo, hi := float64(c.ByConcurrency[0].Concurrency), float64(c.ByConcurrency[len(c.ByConcurrency)-1].Concurrency)
+		p.X.Scale = plot.LogScale{}
+		p.X.Min, p.X.Max = lo/1.15, hi*1.15
+	}
 	p.Y.Min = 0
 	if ymax > 0 {
 		p.Y.Max = ymax * 1.4 // headroom so the legend does not cover data

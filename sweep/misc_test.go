@@ -1,0 +1,248 @@
+package sweep
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestSanitize(t *testing.T) {
+	in := map[string]any{
+		"api_key":    "k1",
+		"x-token":    "k2",
+		"password":   "k3",
+		"tokens":     5, // not a secret: "tokens" is not the word "token"
+		"max_tokens": 16,
+		"url":        "http://user:pw@host:8000/v1/completions?api_key=k4&model=m",
+		"header":     "Bearer k5",
+		"nested":     map[string]any{"list": []any{"--api-key", "k6", "--port", "8000", "--token=k7", "plain"}},
+	}
+	out := Sanitize(in).(map[string]any)
+	b, _ := json.Marshal(out)
+	for _, secret := range []string{"k1", "k2", "k3", "k4", "k5", "k6", "k7", "pw"} {
+		assert.NotContains(t, string(b), `"`+secret, secret)
+		assert.NotContains(t, string(b), secret+`"`, secret)
+	}
+	assert.Equal(t, 5, out["tokens"])
+	assert.Equal(t, 16, out["max_tokens"])
+	assert.Equal(t, []any{"--api-key", Redacted, "--port", "8000", "--token=" + Redacted, "plain"}, out["nested"].(map[string]any)["list"])
+	assert.Contains(t, out["url"], "host:8000/v1/completions")
+	assert.Contains(t, out["url"], "model=m")
+	assert.Equal(t, "http://localhost:8000/v1/completions", Sanitize("http://localhost:8000/v1/completions"))
+}
+
+func TestParsePrometheusText(t *testing.T) {
+	text := `# HELP vllm:num_requests_running Number of requests running.
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{model_name="a"} 3
+vllm:num_requests_running{model_name="b"} 1
+vllm:kv_cache_usage_perc{model_name="a",engine="0"} 0.25
+vllm:num_preemptions_total 7 1700000000000
+vllm:num_requests_waiting{model_name="a"} NaN-ish
+other_metric 9
+vllm:generation_tokens_total{label="with } brace"} 12
+`
+	got := ParsePrometheusText(strings.NewReader(text), ScrapedMetrics)
+	assert.Equal(t, 4.0, got["vllm:num_requests_running"])
+	assert.Equal(t, 0.25, got["vllm:kv_cache_usage_perc"])
+	assert.Equal(t, 7.0, got["vllm:num_preemptions_total"])
+	assert.Equal(t, 12.0, got["vllm:generation_tokens_total"])
+	assert.NotContains(t, got, "vllm:num_requests_waiting")
+	assert.NotContains(t, got, "other_metric")
+}
+
+func TestServerBase(t *testing.T) {
+	for in, want := range map[string]string{
+		"http://localhost:8000/v1/completions":     "http://localhost:8000",
+		"http://u:p@h:1/prefix/v1/completions?x=1": "http://h:1/prefix",
+		"https://h/completions":                    "https://h",
+	} {
+		got, err := ServerBase(in)
+		require.NoError(t, err)
+		assert.Equal(t, want, got, in)
+	}
+}
+
+func TestEstimateETA(t *testing.T) {
+	s := time.Second
+	assert.Zero(t, EstimateETA(nil, 5, 0, 0))
+	assert.Equal(t, 4*s+2*s, EstimateETA([]time.Duration{2 * s, 2 * s}, 2, 0, 0))
+	// Halfway through the current run after 3 s: 3 s more, plus 2 runs of 2 s.
+	assert.Equal(t, 7*s, EstimateETA([]time.Duration{2 * s}, 2, 3*s, 0.5))
+	// Past the mean with nothing finished: only the runs not started.
+	assert.Equal(t, 4*s, EstimateETA([]time.Duration{2 * s}, 2, 5*s, 0))
+}
+
+func TestProgressPlainAndTerminal(t *testing.T) {
+	now := time.Unix(0, 0)
+	clock := func() time.Time { now = now.Add(time.Second); return now }
+	var plain bytes.Buffer
+	p := NewProgress(&plain, false, clock)
+	p.Begin(2)
+	p.Skip(RunSpec{Kind: KindWarmup, Index: 1, Concurrency: 1})
+	p.StartRun(RunSpec{Kind: KindRepeat, Index: 1, Concurrency: 2}, 4)
+	p.Request(1)
+	p.EndRun(&Summary{Counts: Counts{Attempted: 4, Successful: 4}})
+	p.Finish()
+	out := plain.String()
+	assert.Contains(t, out, "resume: keeping complete run warmup-01/concurrency-001")
+	assert.Contains(t, out, "run 2/2: repeat-01/concurrency-002 (4 requests)")
+	assert.Contains(t, out, "done: 4/4 ok")
+	assert.NotContains(t, out, "\r", "no control characters when not a terminal")
+
+	var tty bytes.Buffer
+	p = NewProgress(&tty, true, clock)
+	p.Begin(3)
+	p.StartRun(RunSpec{Kind: KindRepeat, Index: 1, Concurrency: 2}, 4)
+	p.Request(2)
+	p.EndRun(nil)
+	p.Logf("hello %d", 1)
+	p.Finish()
+	assert.Contains(t, tty.String(), "runs 1/3")
+	assert.Contains(t, tty.String(), "2/4 requests")
+	assert.Contains(t, tty.String(), "ETA")
+	assert.Contains(t, tty.String(), "hello 1\n")
+
+	var nilP *Progress
+	nilP.Begin(1)
+	nilP.Request(1)
+	nilP.Finish()
+}
+
+func TestPublishNewNeverOverwrites(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "a.json")
+	require.NoError(t, writeNewFileAtomic(p, []byte("one")))
+	err := writeNewFileAtomic(p, []byte("two"))
+	require.Error(t, err)
+	assert.True(t, errors.Is(err, fs.ErrExist))
+	b, _ := os.ReadFile(p)
+	assert.Equal(t, "one", string(b))
+	entries, _ := os.ReadDir(dir)
+	assert.Len(t, entries, 1, "no temporary file is left behind")
+
+	require.NoError(t, writeFileAtomic(p, []byte("three")))
+	b, _ = os.ReadFile(p)
+	assert.Equal(t, "three", string(b))
+}
+
+func TestSummarizeAndGoodput(t *testing.T) {
+	ok := func(lat, ttft float64, tpot *float64, out int) Record {
+		return Record{Status: 200, LatencyS: lat, TTFTS: &ttft, TPOTS: tpot, OutputTokens: &out, InterChunkS: []float64{0.1}}
+	}
+	recs := []Record{
+		ok(1, 0.1, f64(0.01), 10),
+		ok(2, 0.3, f64(0.01), 20),
+		ok(3, 0.1, nil, 1), // one token: no TPOT, so it cannot show it met a TPOT SLO
+		{Status: 500, LatencyS: 9},
+		{Status: StatusError, LatencyS: 9},
+	}
+	s := Summarize(SummaryConfig{Concurrency: 2, SLO: &SLO{TTFTS: 0.2, TPOTS: 0.05}}, recs, 10)
+	assert.Equal(t, Counts{Attempted: 5, Successful: 3, Failed: 2, OutputTokens: 31}, s.Counts)
+	assert.InDelta(t, 0.3, *s.RequestThroughput, 1e-12)
+	assert.InDelta(t, 3.1, *s.OutputTokenThroughput, 1e-12)
+	assert.Equal(t, 3, s.LatencyS.Count, "failures are not in distributions")
+	assert.Equal(t, 2.0, *s.LatencyS.P50)
+	assert.Equal(t, 2, s.TPOTS.Count)
+	assert.Equal(t, 3, s.InterChunkS.Count)
+	require.NotNil(t, s.Goodput)
+	assert.Equal(t, 1, s.Goodput.Met)
+	assert.InDelta(t, 0.2, *s.Goodput.Fraction, 1e-12)
+	assert.InDelta(t, 1.0, *s.Goodput.OutputTokensPer, 1e-12)
+
+	z := Summarize(SummaryConfig{}, nil, 0)
+	assert.Nil(t, z.RequestThroughput)
+	assert.Nil(t, z.Goodput)
+	b, err := json.Marshal(z)
+	require.NoError(t, err)
+	assert.Contains(t, string(b), `"latency_s":{"count":0,"mean":null`)
+}
+
+func TestParseSLO(t *testing.T) {
+	s, err := ParseSLO([]string{"ttft=0.2", "tpot=0.05", "latency=3"})
+	require.NoError(t, err)
+	assert.Equal(t, SLO{TTFTS: 0.2, TPOTS: 0.05, LatencyS: 3}, s)
+	for _, bad := range []string{"ttft", "ttft=-1", "ttft=x", "foo=1"} {
+		_, err := ParseSLO([]string{bad})
+		assert.ErrorContains(t, err, bad)
+	}
+}
+
+func TestStatusJSON(t *testing.T) {
+	for _, s := range []Status{200, 503, StatusError} {
+		b, err := json.Marshal(s)
+		require.NoError(t, err)
+		var back Status
+		require.NoError(t, json.Unmarshal(b, &back))
+		assert.Equal(t, s, back)
+	}
+	b, _ := json.Marshal(StatusError)
+	assert.Equal(t, `"error"`, string(b))
+	var s Status
+	assert.Error(t, json.Unmarshal([]byte(`"weird"`), &s))
+}
+
+func TestAggregateFixed(t *testing.T) {
+	mk := func(kind string, idx, c int, tps, p99 float64, lat ...float64) RunData {
+		var recs []Record
+		for _, l := range lat {
+			out := 10
+			recs = append(recs, Record{Status: 200, LatencyS: l, OutputTokens: &out})
+		}
+		return RunData{Spec: RunSpec{Kind: kind, Index: idx, Concurrency: c}, Records: recs,
+			Summary: Summary{DurationS: 1, OutputTokenThroughput: f64(tps), RequestThroughput: f64(tps / 10), LatencyS: Distribution{P99: f64(p99)}}}
+	}
+	runs := []RunData{
+		mk(KindWarmup, 1, 1, 9999, 99, 50), // excluded everywhere
+		mk(KindRepeat, 1, 4, 104, 1.55, 1, 2),
+		mk(KindRepeat, 1, 1, 100, 1.0, 1),
+		mk(KindRepeat, 1, 2, 103, 1.25, 1),
+		mk(KindRepeat, 2, 1, 300, 5.0, 3),
+		mk(KindRepeat, 3, 1, 100, 1.0, 2),
+		mk(KindRepeat, 2, 2, 103, 1.25, 1),
+		mk(KindRepeat, 2, 4, 104, 1.55, 1),
+	}
+	c := Aggregate(map[string]any{"name": "x"}, nil, []int{4, 1, 2}, runs)
+	require.Len(t, c.ByConcurrency, 3)
+	l1 := c.ByConcurrency[0]
+	assert.Equal(t, 1, l1.Concurrency)
+	assert.Equal(t, 3, l1.Repeats)
+	assert.Equal(t, 100.0, *l1.RepeatMedians.OutputTokenThroughput, "median of 100, 300, 100")
+	assert.Equal(t, 1.0, *l1.RepeatMedians.LatencyP99S)
+	assert.Equal(t, 3, l1.Counts.Successful, "warmup records excluded")
+	assert.InDelta(t, 10.0, *l1.OutputTokenThroughput, 1e-12, "30 tokens over 3 s")
+	assert.Len(t, c.MeasuredRuns, 7)
+	require.NotNil(t, c.Saturation.Candidate)
+	assert.Equal(t, 2, *c.Saturation.Candidate)
+
+	csvb, err := RenderCSV(&c)
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(string(csvb)), "\n")
+	require.Len(t, lines, 4)
+	assert.True(t, strings.HasPrefix(lines[0], "concurrency,repeats,"))
+	assert.True(t, strings.HasSuffix(lines[2], ",true"), "level 2 is the candidate: %s", lines[2])
+	md := RenderReport(&c)
+	assert.Contains(t, md, "| 1 | 3 | 3 | 0 |")
+	assert.Contains(t, md, "not proof that the device itself is saturated")
+	png, svg, err := RenderPlot(&c)
+	require.NoError(t, err)
+	assert.True(t, bytes.HasPrefix(png, []byte("\x89PNG")))
+	assert.Contains(t, string(svg), "<svg")
+
+	// Missing values never crash the aggregate or the reports.
+	empty := Aggregate(nil, nil, []int{1, 2}, nil)
+	assert.Len(t, empty.ByConcurrency, 2)
+	assert.Nil(t, empty.Saturation.Candidate)
+	_, _, err = RenderPlot(&empty)
+	require.NoError(t, err)
+	assert.Contains(t, RenderReport(&empty), "n/a")
+}
