@@ -166,7 +166,7 @@ func (h *handler) completions(w http.ResponseWriter, r *http.Request) {
 		h.streamCompletion(ctx, cancel, w, r, req, prompts, choices)
 		return
 	}
-	h.finishCompletion(ctx, w, r, req, prompts, choices)
+	h.finishCompletion(ctx, cancel, w, r, req, prompts, choices)
 }
 
 // preparePrompts tokenizes each prompt once and checks it against the
@@ -200,17 +200,19 @@ func (h *handler) preparePrompts(req *completionRequest) ([]promptIn, *apiError)
 }
 
 // eachEvent calls fn with every event of every choice in arrival order until
-// fn returns false, every choice has closed, or ctx ends. ok is false when a
-// choice's channel closed. A single choice is read directly (the common
-// case stays free of goroutines); several are merged by one forwarding
-// goroutine each, all gone when eachEvent returns.
-func eachEvent(ctx context.Context, choices []*choice, fn func(c *choice, ev llm.Event, ok bool) bool) {
+// fn returns false, every choice has finished or closed, or ctx ends; then
+// it calls cancel, which aborts whatever still runs. ok is false when a
+// choice's channel closed without a final event. A single choice is read
+// directly (the common case stays free of goroutines); several are merged
+// by one forwarding goroutine each, all gone when eachEvent returns.
+func eachEvent(ctx context.Context, cancel context.CancelFunc, choices []*choice, fn func(c *choice, ev llm.Event, ok bool) bool) {
+	defer cancel()
 	if len(choices) == 1 {
 		c := choices[0]
 		for {
 			select {
 			case ev, ok := <-c.ch:
-				if !fn(c, ev, ok) || !ok {
+				if !fn(c, ev, ok) || !ok || ev.Finish != "" {
 					return
 				}
 			case <-ctx.Done():
@@ -223,10 +225,9 @@ func eachEvent(ctx context.Context, choices []*choice, fn func(c *choice, ev llm
 		ev llm.Event
 		ok bool
 	}
-	fctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer func() {
-		stop()
+		cancel() // unblocks the forwarders, and the engine closes their channels
 		wg.Wait()
 	}()
 	merged := make(chan tagged)
@@ -236,13 +237,13 @@ func eachEvent(ctx context.Context, choices []*choice, fn func(c *choice, ev llm
 				select {
 				case merged <- t:
 					return true
-				case <-fctx.Done():
+				case <-ctx.Done():
 					return false
 				}
 			}
 			for ev := range c.ch {
-				if !send(tagged{c, ev, true}) {
-					return // not reading on is allowed: the caller cancels the request
+				if !send(tagged{c, ev, true}) || ev.Finish != "" {
+					return // after a final event only the channel's close is left
 				}
 			}
 			send(tagged{c: c})
@@ -252,7 +253,7 @@ func eachEvent(ctx context.Context, choices []*choice, fn func(c *choice, ev llm
 	for open > 0 {
 		select {
 		case t := <-merged:
-			if !t.ok {
+			if !t.ok || t.ev.Finish != "" {
 				open--
 			}
 			if !fn(t.c, t.ev, t.ok) {
@@ -265,12 +266,12 @@ func eachEvent(ctx context.Context, choices []*choice, fn func(c *choice, ev llm
 }
 
 // finishCompletion waits for every choice and writes one JSON response.
-func (h *handler) finishCompletion(ctx context.Context, w http.ResponseWriter, r *http.Request,
+func (h *handler) finishCompletion(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, r *http.Request,
 	req *completionRequest, prompts []promptIn, choices []*choice) {
 	wantLP := req.params.Logprobs != nil
 	var failed *choice
 	done := 0
-	eachEvent(ctx, choices, func(c *choice, ev llm.Event, ok bool) bool {
+	eachEvent(ctx, cancel, choices, func(c *choice, ev llm.Event, ok bool) bool {
 		if !ok {
 			if c.finish == "" {
 				c.err = errors.New("the engine ended the request without a final event")
@@ -370,7 +371,7 @@ func (h *handler) streamCompletion(ctx context.Context, cancel context.CancelFun
 	done := 0
 	var failed *choice
 	var writeErr error
-	eachEvent(ctx, choices, func(c *choice, ev llm.Event, ok bool) bool {
+	eachEvent(ctx, cancel, choices, func(c *choice, ev llm.Event, ok bool) bool {
 		if !ok {
 			if c.finish == "" {
 				c.err = errors.New("the engine ended the request without a final event")

@@ -1,0 +1,60 @@
+package openai
+
+import (
+	"encoding/json"
+	"net/http"
+	"testing"
+)
+
+// FuzzDecodeCompletion feeds arbitrary bodies to the request decoder and to
+// the whole handler (on the fake engine): decoding either fails with a 4xx
+// OpenAI error or yields a request that satisfies every validation rule, and
+// the handler never panics nor answers 5xx. Seeds: testdata/fuzz.
+func FuzzDecodeCompletion(f *testing.F) {
+	f.Add([]byte(`{"prompt":"a"}`))
+	f.Add([]byte(`{"prompt":[[0],[256]],"n":3,"seed":-1,"stream":true}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req, e := decodeCompletion(body)
+		if e != nil {
+			if e.status != http.StatusBadRequest || e.Type != typeInvalidRequest || e.Message == "" {
+				t.Fatalf("bad rejection %+v", e)
+			}
+			if _, err := json.Marshal(errorBody{e}); err != nil {
+				t.Fatalf("error body does not encode: %v", err)
+			}
+		} else {
+			if (len(req.texts) == 0) == (len(req.tokenLists) == 0) {
+				t.Fatalf("want exactly one prompt form: %+v", req)
+			}
+			for _, s := range req.texts {
+				if s == "" {
+					t.Fatal("empty text prompt accepted")
+				}
+			}
+			for _, ids := range req.tokenLists {
+				if len(ids) == 0 {
+					t.Fatal("empty token prompt accepted")
+				}
+			}
+			if req.n < 1 || req.n > MaxN || req.numPrompts()*req.n > MaxChoices {
+				t.Fatalf("n out of range: %d x %d", req.numPrompts(), req.n)
+			}
+			if err := req.params.Validate(); err != nil {
+				t.Fatalf("invalid params accepted: %v", err)
+			}
+			if req.includeUsage && !req.stream {
+				t.Fatal("include_usage without stream accepted")
+			}
+			if req.echo && req.params.Logprobs != nil {
+				t.Fatal("echo with logprobs accepted")
+			}
+		}
+		rec := serve(t, NewHandler(newFake()), "POST", "/v1/completions", string(body))
+		if rec.Code >= 500 {
+			t.Fatalf("status %d for %q: %s", rec.Code, body, rec.Body)
+		}
+		if e != nil && rec.Code != e.status {
+			t.Fatalf("handler answered %d, decoder %d", rec.Code, e.status)
+		}
+	})
+}
