@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 )
@@ -168,6 +169,10 @@ func LoadConfig(dir string) (Config, error) {
 	path := filepath.Join(dir, "config.json")
 	data, err := os.ReadFile(path)
 	if err != nil {
+		if st, serr := os.Stat(dir); serr == nil && st.IsDir() && errors.Is(err, fs.ErrNotExist) {
+			// The folder exists but is not a checkpoint.
+			return Config{}, fmt.Errorf("%w: %s: no config.json", ErrBadCheckpoint, dir)
+		}
 		return Config{}, fmt.Errorf("gpt2: %w", err)
 	}
 	c, err := ParseConfig(data)

@@ -274,6 +274,9 @@ func (b *CPUBackend) Forward(batch *engine.Batch) ([]engine.SampleRow, error) {
 		return b.out[:0], nil
 	}
 	w := &b.m.Weights
+	// batch.Dropped needs no work: the backend keeps no per-sequence state
+	// between steps (the KV lives in the engine's blocks, and everything a
+	// step needs comes with the batch).
 
 	// Embedding and row bookkeeping.
 	b.sampled = b.sampled[:0]

@@ -226,7 +226,8 @@ func TestLoadFolderErrors(t *testing.T) {
 		setup func(t *testing.T, dir string)
 		want  []string
 	}{
-		{"no config", func(t *testing.T, dir string) {}, []string{"config.json"}},
+		{"no config", func(t *testing.T, dir string) {}, []string{"bad checkpoint", "no config.json"}},
+		{"no folder", func(t *testing.T, dir string) { os.Remove(dir) }, []string{"no such file"}},
 		{"bad config", func(t *testing.T, dir string) {
 			os.WriteFile(filepath.Join(dir, "config.json"), []byte(`{"model_type":"gpt2","vocab_size":10,"n_positions":8,"n_embd":6,"n_layer":1,"n_head":4}`), 0o644)
 		}, []string{"config.json", "not a multiple of n_head"}},
