@@ -1,0 +1,26 @@
+// Package gpt2 is GPT-2 for tinyserve: Hugging Face checkpoint loading
+// (config.json plus safetensors, memory-mapped, float32/float16/bfloat16),
+// the built-in random-weight models, and a CPU implementation of the
+// engine's Backend with attention read through paged-KV block tables.
+//
+// Typical use, as tinyserve.Open does it:
+//
+//	m, err := gpt2.Builtin(gpt2.BuiltinTiny) // or gpt2.Load(dir)
+//	...
+//	defer m.Close()
+//	be, err := gpt2.NewCPUBackend(m, gpt2.CPUOptions{})
+//	...
+//	defer be.Close()
+//	eng, err := engine.New(be, tok, be.Info(), engine.Config{...})
+//
+// A Model is read-only once built and may back several backends (a CUDA
+// backend can read Model.Weights to upload them). A CPUBackend is used from
+// the engine's goroutine only, like every Backend.
+//
+// Numerics follow Hugging Face's GPT2LMHeadModel: pre-LayerNorm blocks,
+// Conv1D weights stored in×out (y = x·W + b), c_attn output split q|k|v,
+// heads contiguous, scores scaled by 1/sqrt(head_dim), gelu_new (tanh form),
+// final ln_f, LM head tied to wte unless lm_head.weight exists. Everything
+// is computed in float32; the golden tests (testdata/gpt2-tiny*) compare
+// with PyTorch float64 references.
+package gpt2
