@@ -1,0 +1,336 @@
+// Package f32 holds the float32 kernels of tinyserve's CPU backends: a
+// matrix product against weights packed once at load, and the vector
+// helpers attention and normalisation need.
+//
+// Decoding a small transformer on a CPU reads every weight once per step,
+// so the matrix kernel is built to stream the weights exactly once, in the
+// order it uses them: Pack rearranges a K×N matrix into column panels of
+// PanelWidth floats, each stored K-major, so that a microkernel reads one
+// panel front to back while a few rows of x stay in registers. Packing at
+// load (rather than per call, as a BLAS sgemm does) is what lets batch-1 to
+// batch-8 decoding run at the memory-bandwidth floor.
+//
+// The kernels are Go assembly for AVX-512 and AVX2+FMA, chosen once at
+// start-up from golang.org/x/sys/cpu, with a portable Go path for other
+// CPUs (and for the purego build tag). GODEBUG=cpu.avx512f=off selects the
+// AVX2 path on an AVX-512 machine.
+package f32
+
+import (
+	"fmt"
+	"math"
+	"unsafe"
+)
+
+// PanelWidth is the number of output columns in one packed panel. MulAdd's
+// column range must start at a multiple of it, so a caller that splits a
+// product across cores hands each core whole panels. 32 floats are two
+// AVX-512 or four AVX2 vectors, a 128-byte row per k.
+const PanelWidth = 32
+
+// kBlock is the depth of one pass when a product has more rows than the
+// microkernel holds: a 256×32 slice of a panel (32 KiB) stays in L1 while
+// every row block of x runs over it.
+const kBlock = 256
+
+// maxMR is the most rows any microkernel carries.
+const maxMR = 6
+
+// isa is an instruction set the kernels are written for.
+type isa int
+
+const (
+	isaGeneric isa = iota // portable Go
+	isaAVX2               // AVX2 + FMA
+	isaAVX512             // AVX-512F
+)
+
+// kernels is one implementation of every operation, selected as a whole.
+// The assembly is called directly from a switch on isa, never through func
+// values: an indirect call makes every pointer argument escape, which
+// would move stack buffers to the heap and allocate on every call.
+type kernels struct {
+	name string
+	isa  isa
+	mr   int // rows per microkernel call
+}
+
+// The kernel sets: immutable tables.
+var (
+	genericKernels = &kernels{name: "generic", isa: isaGeneric, mr: 4}
+	avx2Kernels    = &kernels{name: "avx2", isa: isaAVX2, mr: 3}
+	avx512Kernels  = &kernels{name: "avx512", isa: isaAVX512, mr: 6}
+)
+
+// best is the kernel set for this CPU, chosen once at start-up and never
+// changed: an immutable table, not configuration.
+var best = detect()
+
+// Impl names the implementation in use ("avx512", "avx2" or "generic"),
+// for benchmark reports and logs.
+func Impl() string { return best.name }
+
+// Packed is a K×N weight matrix rearranged for MulAdd: ceil(N/PanelWidth)
+// panels, panel p holding columns [p·PanelWidth, (p+1)·PanelWidth) as K
+// rows of PanelWidth floats, the ragged last panel padded with zeros. It is
+// read-only after packing and safe for concurrent MulAdd calls.
+type Packed struct {
+	k, n int
+	data []float32 // panels, 64-byte aligned, len = panels·k·PanelWidth
+}
+
+// K is the inner dimension (rows of the original matrix).
+func (p *Packed) K() int { return p.k }
+
+// N is the number of output columns.
+func (p *Packed) N() int { return p.n }
+
+// Bytes is the memory the packed matrix occupies.
+func (p *Packed) Bytes() int64 { return int64(len(p.data)) * 4 }
+
+// newPacked allocates the panels, aligned to a cache line so that no panel
+// row straddles two lines.
+func newPacked(k, n int) *Packed {
+	if k < 0 || n < 0 {
+		panic(fmt.Sprintf("f32: negative matrix shape %d×%d", k, n))
+	}
+	panels := (n + PanelWidth - 1) / PanelWidth
+	size := panels * k * PanelWidth
+	buf := make([]float32, size+16)
+	off := 0
+	if size > 0 {
+		off = int((64 - uintptr(unsafe.Pointer(&buf[0]))%64) % 64 / 4)
+	}
+	return &Packed{k: k, n: n, data: buf[off : off+size : off+size]}
+}
+
+// Pack copies the row-major K×N matrix w (element [k, j] at w[k·n+j], as
+// GPT-2's Conv1D stores its weight) into panels. The result does not refer
+// to w, so w may be released or unmapped afterwards.
+func Pack(w []float32, k, n int) *Packed {
+	p := newPacked(k, n)
+	if len(w) < k*n {
+		panic(fmt.Sprintf("f32: Pack of %d×%d needs %d floats, got %d", k, n, k*n, len(w)))
+	}
+	for j0 := 0; j0 < n; j0 += PanelWidth {
+		cols := min(PanelWidth, n-j0)
+		panel := p.data[(j0/PanelWidth)*k*PanelWidth:]
+		for kk := range k {
+			copy(panel[kk*PanelWidth:kk*PanelWidth+cols], w[kk*n+j0:kk*n+j0+cols])
+		}
+	}
+	return p
+}
+
+// PackTransposed packs the K×N matrix whose transpose wt is given row-major
+// as N×K (element [j, k] at wt[j·k+k]): an LM head tied to the token
+// embedding [vocab, C] multiplies by the embedding's transpose.
+func PackTransposed(wt []float32, n, k int) *Packed {
+	p := newPacked(k, n)
+	if len(wt) < k*n {
+		panic(fmt.Sprintf("f32: PackTransposed of %d×%d needs %d floats, got %d", n, k, k*n, len(wt)))
+	}
+	for j0 := 0; j0 < n; j0 += PanelWidth {
+		cols := min(PanelWidth, n-j0)
+		panel := p.data[(j0/PanelWidth)*k*PanelWidth:]
+		for c := range cols {
+			src := wt[(j0+c)*k : (j0+c+1)*k]
+			for kk, v := range src {
+				panel[kk*PanelWidth+c] = v
+			}
+		}
+	}
+	return p
+}
+
+// MulAdd adds x·W to y for rows r < m and columns [j0, j1):
+//
+//	y[r·ldy + j] += Σ_k x[r·ldx + k]·W[k, j]
+//
+// x is m rows of K floats with leading dimension ldx ≥ K, y has leading
+// dimension ldy ≥ j1. j0 must be a multiple of PanelWidth and
+// 0 ≤ j0 ≤ j1 ≤ N, so that concurrent callers can each take whole panels
+// of the same y; j1 may end inside a panel (the last one, or any split a
+// caller chooses). Other columns of y are not touched.
+//
+// MulAdd panics, like an out-of-range index, when the shapes do not fit:
+// they come from the program, never from input data.
+func (p *Packed) MulAdd(y []float32, ldy int, x []float32, ldx int, m, j0, j1 int) {
+	p.mulAdd(best, y, ldy, x, ldx, m, j0, j1)
+}
+
+func (p *Packed) check(y []float32, ldy int, x []float32, ldx int, m, j0, j1 int) {
+	switch {
+	case m < 0:
+		panic(fmt.Sprintf("f32: MulAdd with %d rows", m))
+	case j0 < 0 || j0 > j1 || j1 > p.n || j0%PanelWidth != 0:
+		panic(fmt.Sprintf("f32: MulAdd columns [%d, %d) of %d (start must be a multiple of %d)", j0, j1, p.n, PanelWidth))
+	case m == 0 || j0 == j1:
+		return
+	case ldx < p.k || len(x) < (m-1)*ldx+p.k:
+		panic(fmt.Sprintf("f32: MulAdd x of %d floats, ldx %d, too small for %d×%d", len(x), ldx, m, p.k))
+	case ldy < j1 || len(y) < (m-1)*ldy+j1:
+		panic(fmt.Sprintf("f32: MulAdd y of %d floats, ldy %d, too small for %d rows to column %d", len(y), ldy, m, j1))
+	}
+}
+
+func (p *Packed) mulAdd(ks *kernels, y []float32, ldy int, x []float32, ldx int, m, j0, j1 int) {
+	p.check(y, ldy, x, ldx, m, j0, j1)
+	if m == 0 || j0 == j1 || p.k == 0 {
+		return
+	}
+	K := p.k
+	// One row block streams each panel once, from memory, in a single
+	// pass; more rows reuse an L1-sized slice of the panel across blocks.
+	kc := K
+	if m > ks.mr {
+		kc = kBlock
+	}
+	var tile [maxMR * PanelWidth]float32
+	for k0 := 0; k0 < K; k0 += kc {
+		kn := min(kc, K-k0)
+		for pj := j0; pj < j1; pj += PanelWidth {
+			panel := p.data[(pj/PanelWidth)*K*PanelWidth+k0*PanelWidth:]
+			panel = panel[:kn*PanelWidth]
+			cols := min(PanelWidth, j1-pj)
+			for r := 0; r < m; r += ks.mr {
+				rows := min(ks.mr, m-r)
+				xs := x[r*ldx+k0:]
+				if cols == PanelWidth {
+					ks.tile(y[r*ldy+pj:], ldy, xs, ldx, panel, rows, kn)
+					continue
+				}
+				// A partial panel runs on a full-width copy of its y rows,
+				// so the kernels never need masked stores.
+				for i := range rows {
+					copy(tile[i*PanelWidth:i*PanelWidth+cols], y[(r+i)*ldy+pj:(r+i)*ldy+pj+cols])
+				}
+				ks.tile(tile[:], PanelWidth, xs, ldx, panel, rows, kn)
+				for i := range rows {
+					copy(y[(r+i)*ldy+pj:(r+i)*ldy+pj+cols], tile[i*PanelWidth:i*PanelWidth+cols])
+				}
+			}
+		}
+	}
+}
+
+// tile adds rows×PanelWidth of y (leading dimension ldy) += x[rows, kn] ·
+// panel[kn, PanelWidth]. The caller has checked that every row of y holds
+// PanelWidth floats and every row of x holds kn.
+func (ks *kernels) tile(y []float32, ldy int, x []float32, ldx int, panel []float32, rows, kn int) {
+	if ks.isa != isaGeneric && asmTile(ks.isa, &y[0], ldy, &x[0], ldx, &panel[0], rows, kn) {
+		return
+	}
+	genericTile(y, ldy, x, ldx, panel, rows, kn)
+}
+
+// genericTile is the portable microkernel, four rows at a time so that
+// each panel row loaded is used four times.
+func genericTile(y []float32, ldy int, x []float32, ldx int, panel []float32, rows, kn int) {
+	r := 0
+	for ; r+4 <= rows; r += 4 {
+		var a0, a1, a2, a3 [PanelWidth]float32
+		x0, x1, x2, x3 := x[r*ldx:r*ldx+kn], x[(r+1)*ldx:(r+1)*ldx+kn], x[(r+2)*ldx:(r+2)*ldx+kn], x[(r+3)*ldx:(r+3)*ldx+kn]
+		for kk := range kn {
+			w := (*[PanelWidth]float32)(panel[kk*PanelWidth:])
+			b0, b1, b2, b3 := x0[kk], x1[kk], x2[kk], x3[kk]
+			for j, v := range w {
+				a0[j] += b0 * v
+				a1[j] += b1 * v
+				a2[j] += b2 * v
+				a3[j] += b3 * v
+			}
+		}
+		addRow(y[r*ldy:], &a0)
+		addRow(y[(r+1)*ldy:], &a1)
+		addRow(y[(r+2)*ldy:], &a2)
+		addRow(y[(r+3)*ldy:], &a3)
+	}
+	for ; r < rows; r++ {
+		var a0 [PanelWidth]float32
+		x0 := x[r*ldx : r*ldx+kn]
+		for kk, b0 := range x0 {
+			w := (*[PanelWidth]float32)(panel[kk*PanelWidth:])
+			for j, v := range w {
+				a0[j] += b0 * v
+			}
+		}
+		addRow(y[r*ldy:], &a0)
+	}
+}
+
+func addRow(y []float32, a *[PanelWidth]float32) {
+	y = y[:PanelWidth]
+	for j, v := range a {
+		y[j] += v
+	}
+}
+
+// Dot returns Σ a[i]·b[i] over len(a); b must be at least as long.
+func Dot(a, b []float32) float32 { return best.dotSlices(a, b) }
+
+// Axpy adds a·x to y element-wise over len(y); x must be at least as long.
+func Axpy(y []float32, a float32, x []float32) { best.axpySlices(y, a, x) }
+
+// Scale multiplies every element of y by a.
+func Scale(y []float32, a float32) { best.scaleSlice(y, a) }
+
+// Max returns the largest element of x, or -Inf for an empty slice. NaNs
+// are ignored unless every element is NaN. It is plain Go: softmax calls it
+// once per attention row, next to an exp per element.
+func Max(x []float32) float32 {
+	m := float32(math.Inf(-1))
+	for _, v := range x {
+		if v > m {
+			m = v
+		}
+	}
+	return m
+}
+
+func (ks *kernels) dotSlices(a, b []float32) float32 {
+	b = b[:len(a)]
+	if len(a) == 0 {
+		return 0
+	}
+	if s, ok := asmDot(ks.isa, &a[0], &b[0], len(a)); ok {
+		return s
+	}
+	var s0, s1, s2, s3 float32
+	i := 0
+	for ; i+4 <= len(a); i += 4 {
+		s0 += a[i] * b[i]
+		s1 += a[i+1] * b[i+1]
+		s2 += a[i+2] * b[i+2]
+		s3 += a[i+3] * b[i+3]
+	}
+	for ; i < len(a); i++ {
+		s0 += a[i] * b[i]
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+func (ks *kernels) axpySlices(y []float32, a float32, x []float32) {
+	x = x[:len(y)]
+	if len(y) == 0 {
+		return
+	}
+	if asmAxpy(ks.isa, &y[0], &x[0], len(y), a) {
+		return
+	}
+	for i, v := range x {
+		y[i] += a * v
+	}
+}
+
+func (ks *kernels) scaleSlice(y []float32, a float32) {
+	if len(y) == 0 {
+		return
+	}
+	if asmScale(ks.isa, &y[0], len(y), a) {
+		return
+	}
+	for i := range y {
+		y[i] *= a
+	}
+}

@@ -1,0 +1,265 @@
+package f32
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// eps32 is float32's unit roundoff.
+const eps32 = 1.0 / (1 << 23)
+
+// refMulAdd is the obvious triple loop in float64, with the sum of |terms|
+// for each output so the tolerance can follow the magnitudes involved.
+func refMulAdd(y []float32, ldy int, x []float32, ldx int, w []float32, k, n, m, j0, j1 int) (ref, mag []float64) {
+	ref = make([]float64, len(y))
+	mag = make([]float64, len(y))
+	for i, v := range y {
+		ref[i] = float64(v)
+		mag[i] = math.Abs(float64(v))
+	}
+	for r := range m {
+		for j := j0; j < j1; j++ {
+			for kk := range k {
+				t := float64(x[r*ldx+kk]) * float64(w[kk*n+j])
+				ref[r*ldy+j] += t
+				mag[r*ldy+j] += math.Abs(t)
+			}
+		}
+	}
+	return ref, mag
+}
+
+func randSlice(rng *rand.Rand, n int) []float32 {
+	s := make([]float32, n)
+	for i := range s {
+		s[i] = float32(rng.NormFloat64())
+	}
+	return s
+}
+
+// checkMulAdd runs one case on kernel set ks and compares it with the
+// reference. Float32 accumulation over K terms is off by at most about
+// (K+2)·eps·Σ|terms| (a standard bound for recursive summation); we allow
+// exactly that, which is loose enough for any summation order and tight
+// enough to catch a wrong or missing term.
+func checkMulAdd(t *testing.T, ks *kernels, rng *rand.Rand, k, n, m, j0, j1 int, transposed bool) {
+	t.Helper()
+	ldx := k + rng.IntN(3)
+	ldy := n + rng.IntN(3)
+	w := randSlice(rng, k*n)
+	var p *Packed
+	if transposed {
+		wt := make([]float32, n*k)
+		for kk := range k {
+			for j := range n {
+				wt[j*k+kk] = w[kk*n+j]
+			}
+		}
+		p = PackTransposed(wt, n, k)
+	} else {
+		p = Pack(w, k, n)
+	}
+	x := randSlice(rng, max(0, (m-1)*ldx+k))
+	y := randSlice(rng, m*ldy+5) // guard floats past the last row
+	y0 := append([]float32(nil), y...)
+	ref, mag := refMulAdd(y, ldy, x, ldx, w, k, n, m, j0, j1)
+	p.mulAdd(ks, y, ldy, x, ldx, m, j0, j1)
+	for i := range y {
+		r, j := i/ldy, i%ldy
+		inside := r < m && j >= j0 && j < j1
+		if !inside {
+			if y[i] != y0[i] {
+				t.Fatalf("%s k=%d n=%d m=%d cols [%d,%d) transposed=%v: y[%d] (row %d col %d) outside the range changed from %v to %v",
+					ks.name, k, n, m, j0, j1, transposed, i, r, j, y0[i], y[i])
+			}
+			continue
+		}
+		tol := float64(k+2)*eps32*mag[i] + 1e-30
+		if d := math.Abs(float64(y[i]) - ref[i]); d > tol {
+			t.Fatalf("%s k=%d n=%d m=%d cols [%d,%d) transposed=%v: y[%d,%d] = %v, want %v (diff %g > tol %g)",
+				ks.name, k, n, m, j0, j1, transposed, r, j, y[i], ref[i], d, tol)
+		}
+	}
+}
+
+func TestMulAddRandomShapes(t *testing.T) {
+	const seed = 20261202
+	for _, ks := range available() {
+		t.Run(ks.name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, uint64(ks.isa)))
+			t.Logf("seed %d", seed)
+			for range 300 {
+				k := 1 + rng.IntN(300)
+				n := 1 + rng.IntN(130)
+				m := 1 + rng.IntN(37)
+				panels := (n + PanelWidth - 1) / PanelWidth
+				j0 := rng.IntN(panels) * PanelWidth
+				j1 := j0 + rng.IntN(n-j0+1)
+				checkMulAdd(t, ks, rng, k, n, m, j0, j1, rng.IntN(2) == 0)
+			}
+		})
+	}
+}
+
+// TestMulAddEdges covers the shapes random draws rarely hit: one column,
+// one k, K straddling the k-block, N one past a panel, empty ranges.
+func TestMulAddEdges(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	cases := []struct{ k, n, m, j0, j1 int }{
+		{1, 1, 1, 0, 1},
+		{1, 33, 7, 32, 33},
+		{kBlock, 64, 13, 0, 64},
+		{kBlock + 1, 65, 37, 0, 65},
+		{2*kBlock - 1, 96, 6, 32, 70},
+		{768, 100, 1, 0, 100},
+		{768, 100, 8, 64, 100},
+		{5, 40, 0, 0, 40},
+		{5, 40, 3, 32, 32},
+		{0, 40, 3, 0, 40},
+	}
+	for _, ks := range available() {
+		for _, c := range cases {
+			checkMulAdd(t, ks, rng, c.k, c.n, c.m, c.j0, c.j1, false)
+		}
+	}
+}
+
+// TestMulAddPathsAgree checks that the assembly paths match the portable
+// one on a GPT-2 shape, not only the reference: the layouts are shared, so
+// a kernel that read the wrong panel row would show here at full size.
+func TestMulAddPathsAgree(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	const k, n, m = 768, 2304, 9
+	p := Pack(randSlice(rng, k*n), k, n)
+	x := randSlice(rng, m*k)
+	want := make([]float32, m*n)
+	p.mulAdd(genericKernels, want, n, x, k, m, 0, n)
+	for _, ks := range available()[1:] {
+		got := make([]float32, m*n)
+		p.mulAdd(ks, got, n, x, k, m, 0, n)
+		for i := range got {
+			if d := math.Abs(float64(got[i] - want[i])); d > 1e-3 {
+				t.Fatalf("%s: y[%d] = %v, generic %v", ks.name, i, got[i], want[i])
+			}
+		}
+	}
+}
+
+func TestPackLayout(t *testing.T) {
+	const k, n = 3, 35
+	w := make([]float32, k*n)
+	for i := range w {
+		w[i] = float32(i + 1)
+	}
+	p := Pack(w, k, n)
+	if len(p.data) != 2*k*PanelWidth {
+		t.Fatalf("packed length %d, want %d", len(p.data), 2*k*PanelWidth)
+	}
+	for pi := range 2 {
+		for kk := range k {
+			for c := range PanelWidth {
+				j := pi*PanelWidth + c
+				want := float32(0) // padding
+				if j < n {
+					want = w[kk*n+j]
+				}
+				if got := p.data[(pi*k+kk)*PanelWidth+c]; got != want {
+					t.Fatalf("panel %d row %d col %d = %v, want %v", pi, kk, c, got, want)
+				}
+			}
+		}
+	}
+	if p.K() != k || p.N() != n || p.Bytes() != int64(2*k*PanelWidth*4) {
+		t.Fatalf("K, N, Bytes = %d, %d, %d", p.K(), p.N(), p.Bytes())
+	}
+}
+
+func TestMulAddPanicsOnBadShapes(t *testing.T) {
+	p := Pack(make([]float32, 4*64), 4, 64)
+	y := make([]float32, 2*64)
+	x := make([]float32, 2*4)
+	bad := map[string]func(){
+		"unaligned j0": func() { p.MulAdd(y, 64, x, 4, 2, 1, 64) },
+		"j1 past N":    func() { p.MulAdd(y, 64, x, 4, 2, 0, 65) },
+		"short x":      func() { p.MulAdd(y, 64, x[:7], 4, 2, 0, 64) },
+		"short y":      func() { p.MulAdd(y[:127], 64, x, 4, 2, 0, 64) },
+		"small ldx":    func() { p.MulAdd(y, 64, x, 3, 2, 0, 64) },
+	}
+	for name, f := range bad {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: no panic", name)
+				}
+			}()
+			f()
+		}()
+	}
+}
+
+func TestVectorHelpers(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, ks := range available() {
+		for n := range 150 {
+			a, b := randSlice(rng, n), randSlice(rng, n+3)
+			var want, mag float64
+			for i := range n {
+				want += float64(a[i]) * float64(b[i])
+				mag += math.Abs(float64(a[i]) * float64(b[i]))
+			}
+			if got := ks.dotSlices(a, b); math.Abs(float64(got)-want) > float64(n+2)*eps32*mag {
+				t.Fatalf("%s Dot n=%d = %v, want %v", ks.name, n, got, want)
+			}
+
+			y := randSlice(rng, n+2)
+			y0 := append([]float32(nil), y...)
+			const alpha = float32(-0.75)
+			ks.axpySlices(y[:n], alpha, b)
+			for i := range y {
+				want := y0[i]
+				if i < n {
+					want = y0[i] + alpha*b[i]
+				}
+				// One rounding (FMA) or two (mul, add): within 2 ulps.
+				if d := math.Abs(float64(y[i] - want)); d > 2*eps32*(math.Abs(float64(want))+math.Abs(float64(alpha*b[i]))) {
+					t.Fatalf("%s Axpy n=%d: y[%d] = %v, want %v", ks.name, n, i, y[i], want)
+				}
+			}
+
+			copy(y, y0)
+			ks.scaleSlice(y[:n], alpha)
+			for i := range y {
+				want := y0[i]
+				if i < n {
+					want = alpha * y0[i]
+				}
+				if y[i] != want { // one multiply rounds the same everywhere
+					t.Fatalf("%s Scale n=%d: y[%d] = %v, want %v", ks.name, n, i, y[i], want)
+				}
+			}
+		}
+	}
+}
+
+func TestMax(t *testing.T) {
+	if got := Max(nil); !math.IsInf(float64(got), -1) {
+		t.Fatalf("Max(nil) = %v", got)
+	}
+	if got := Max([]float32{-3, 2, float32(math.NaN()), 7, 1}); got != 7 {
+		t.Fatalf("Max = %v, want 7", got)
+	}
+}
+
+// TestDetect checks that the chosen set is one this machine can run and,
+// on amd64 with AVX2, that it is not the portable one: a plain build must
+// get the fast path.
+func TestDetect(t *testing.T) {
+	av := available()
+	if best != av[len(av)-1] {
+		t.Fatalf("best is %s, widest available is %s", best.name, av[len(av)-1].name)
+	}
+	if Impl() != best.name {
+		t.Fatalf("Impl() = %q", Impl())
+	}
+}

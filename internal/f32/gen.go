@@ -1,0 +1,308 @@
+//go:build ignore
+
+// gen writes kernels_amd64.s: the register-blocked matrix microkernels and
+// the vector helpers, for AVX-512 and AVX2+FMA. Every kernel of a family
+// differs only in how many rows it carries, so writing them out by hand
+// would be six near-identical copies; generating them keeps one source of
+// truth without adding a dependency (avo) to the main module.
+//
+// Run with `go generate ./internal/f32/` (see generate.go).
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"log"
+	"os"
+)
+
+// panelWidth must match f32.PanelWidth: floats per packed panel row.
+const panelWidth = 32
+
+type gen struct{ bytes.Buffer }
+
+func (g *gen) p(format string, args ...any) {
+	fmt.Fprintf(&g.Buffer, format, args...)
+	g.WriteByte('\n')
+}
+
+// rowAddr returns the operand addressing row i of a matrix whose row 0 is
+// at base, with the row stride in bytes in stride and base+3*stride in
+// base3. Only scales 1, 2 and 4 exist, so rows 3 and 5 go through base3.
+func rowAddr(i int, off int, base, stride, base3 string) string {
+	o := ""
+	if off != 0 {
+		o = fmt.Sprint(off)
+	}
+	switch i {
+	case 0:
+		return fmt.Sprintf("%s(%s)", o, base)
+	case 1:
+		return fmt.Sprintf("%s(%s)(%s*1)", o, base, stride)
+	case 2:
+		return fmt.Sprintf("%s(%s)(%s*2)", o, base, stride)
+	case 3:
+		return fmt.Sprintf("%s(%s)", o, base3)
+	case 4:
+		return fmt.Sprintf("%s(%s)(%s*4)", o, base, stride)
+	case 5:
+		return fmt.Sprintf("%s(%s)(%s*2)", o, base3, stride)
+	}
+	panic("row out of range")
+}
+
+// matKernel emits y[r, 0:32] += Σ_k x[r, k]·w[k, 0:32] for rows r < rows,
+// with vecs vectors of lanes floats covering the 32 panel columns.
+//
+// Arguments (ABI0): y *float32, ldy int (floats), x *float32, ldx int
+// (floats), w *float32 (panel start, rows of 32 floats), k int.
+func (g *gen) matKernel(name string, rows int, avx512 bool) {
+	vecs, vb, reg := 4, 32, "Y"
+	if avx512 {
+		vecs, vb, reg = 2, 64, "Z"
+	}
+	g.p("// func %s(y *float32, ldy int, x *float32, ldx int, w *float32, k int)", name)
+	g.p("TEXT ·%s(SB), NOSPLIT, $0-48", name)
+	g.p("\tMOVQ y+0(FP), DI")
+	g.p("\tMOVQ ldy+8(FP), R8")
+	g.p("\tSHLQ $2, R8")
+	g.p("\tMOVQ x+16(FP), SI")
+	g.p("\tMOVQ ldx+24(FP), R9")
+	g.p("\tSHLQ $2, R9")
+	g.p("\tMOVQ w+32(FP), DX")
+	g.p("\tMOVQ k+40(FP), CX")
+	if rows > 3 {
+		g.p("\tLEAQ (SI)(R9*2), R10")
+		g.p("\tADDQ R9, R10")
+		g.p("\tLEAQ (DI)(R8*2), R11")
+		g.p("\tADDQ R8, R11")
+	}
+	acc := func(r, v int) string { return fmt.Sprintf("%s%d", reg, r*vecs+v) }
+	for r := range rows {
+		for v := range vecs {
+			a := acc(r, v)
+			if avx512 {
+				g.p("\tVPXORD %s, %s, %s", a, a, a)
+			} else {
+				g.p("\tVXORPS %s, %s, %s", a, a, a)
+			}
+		}
+	}
+	g.p("\tTESTQ CX, CX")
+	g.p("\tJZ %s_store", name)
+	g.p("%s_loop:", name)
+	if avx512 {
+		// Both panel vectors in registers; each row's x[r, k] is broadcast
+		// straight from memory into the FMA (EVEX embedded broadcast).
+		g.p("\tVMOVUPS (DX), Z12")
+		g.p("\tVMOVUPS 64(DX), Z13")
+		for r := range rows {
+			for v := range vecs {
+				g.p("\tVFMADD231PS.BCST %s, Z%d, %s", rowAddr(r, 0, "SI", "R9", "R10"), 12+v, acc(r, v))
+			}
+		}
+	} else {
+		// Twelve accumulators leave no room for four panel registers, so
+		// the panel is the FMA's memory operand (an L1 hit after the first
+		// row) and x[r, k] is broadcast into a register per row.
+		for r := range rows {
+			b := fmt.Sprintf("Y%d", 12+r)
+			g.p("\tVBROADCASTSS %s, %s", rowAddr(r, 0, "SI", "R9", "R10"), b)
+			for v := range vecs {
+				g.p("\tVFMADD231PS %d(DX), %s, %s", v*vb, b, acc(r, v))
+			}
+		}
+	}
+	g.p("\tADDQ $4, SI")
+	if rows > 3 {
+		g.p("\tADDQ $4, R10")
+	}
+	g.p("\tADDQ $%d, DX", panelWidth*4)
+	g.p("\tDECQ CX")
+	g.p("\tJNZ %s_loop", name)
+	g.p("%s_store:", name)
+	for r := range rows {
+		for v := range vecs {
+			ad := rowAddr(r, v*vb, "DI", "R8", "R11")
+			g.p("\tVADDPS %s, %s, %s", ad, acc(r, v), acc(r, v))
+			g.p("\tVMOVUPS %s, %s", acc(r, v), ad)
+		}
+	}
+	g.p("\tVZEROUPPER")
+	g.p("\tRET")
+	g.p("")
+}
+
+// hsum reduces the vector accumulator 0 (Z0 or Y0) into X0's low lane.
+func (g *gen) hsum(avx512 bool) {
+	if avx512 {
+		g.p("\tVEXTRACTF64X4 $1, Z0, Y1")
+		g.p("\tVADDPS Y1, Y0, Y0")
+	}
+	g.p("\tVEXTRACTF128 $1, Y0, X1")
+	g.p("\tVADDPS X1, X0, X0")
+	g.p("\tVHADDPS X0, X0, X0")
+	g.p("\tVHADDPS X0, X0, X0")
+}
+
+// dot emits func name(a, b *float32, n int) float32: four accumulators of
+// vector width, then one vector at a time, then scalar.
+func (g *gen) dot(name string, avx512 bool) {
+	reg, lanes := "Y", 8
+	if avx512 {
+		reg, lanes = "Z", 16
+	}
+	vb := lanes * 4
+	zero := "VXORPS"
+	if avx512 {
+		zero = "VPXORD"
+	}
+	g.p("// func %s(a, b *float32, n int) float32", name)
+	g.p("TEXT ·%s(SB), NOSPLIT, $0-28", name)
+	g.p("\tMOVQ a+0(FP), SI")
+	g.p("\tMOVQ b+8(FP), DI")
+	g.p("\tMOVQ n+16(FP), CX")
+	for i := range 4 {
+		g.p("\t%s %s%d, %s%d, %s%d", zero, reg, i, reg, i, reg, i)
+	}
+	g.p("%s_l4:", name)
+	g.p("\tCMPQ CX, $%d", 4*lanes)
+	g.p("\tJLT %s_l1", name)
+	for i := range 4 {
+		g.p("\tVMOVUPS %d(SI), %s%d", i*vb, reg, 4+i)
+	}
+	for i := range 4 {
+		g.p("\tVFMADD231PS %d(DI), %s%d, %s%d", i*vb, reg, 4+i, reg, i)
+	}
+	g.p("\tADDQ $%d, SI", 4*vb)
+	g.p("\tADDQ $%d, DI", 4*vb)
+	g.p("\tSUBQ $%d, CX", 4*lanes)
+	g.p("\tJMP %s_l4", name)
+	g.p("%s_l1:", name)
+	g.p("\tCMPQ CX, $%d", lanes)
+	g.p("\tJLT %s_reduce", name)
+	g.p("\tVMOVUPS (SI), %s4", reg)
+	g.p("\tVFMADD231PS (DI), %s4, %s0", reg, reg)
+	g.p("\tADDQ $%d, SI", vb)
+	g.p("\tADDQ $%d, DI", vb)
+	g.p("\tSUBQ $%d, CX", lanes)
+	g.p("\tJMP %s_l1", name)
+	g.p("%s_reduce:", name)
+	g.p("\tVADDPS %s1, %s0, %s0", reg, reg, reg)
+	g.p("\tVADDPS %s3, %s2, %s2", reg, reg, reg)
+	g.p("\tVADDPS %s2, %s0, %s0", reg, reg, reg)
+	g.hsum(avx512)
+	g.p("\tTESTQ CX, CX")
+	g.p("\tJZ %s_done", name)
+	g.p("%s_tail:", name)
+	g.p("\tVMOVSS (SI), X1")
+	g.p("\tVFMADD231SS (DI), X1, X0")
+	g.p("\tADDQ $4, SI")
+	g.p("\tADDQ $4, DI")
+	g.p("\tDECQ CX")
+	g.p("\tJNZ %s_tail", name)
+	g.p("%s_done:", name)
+	g.p("\tVMOVSS X0, ret+24(FP)")
+	g.p("\tVZEROUPPER")
+	g.p("\tRET")
+	g.p("")
+}
+
+// axpy emits func name(y, x *float32, n int, a float32): y[i] += a·x[i].
+// With scale set it emits func name(y *float32, n int, a float32):
+// y[i] *= a instead (x unused).
+func (g *gen) axpy(name string, avx512, scale bool) {
+	reg, lanes := "Y", 8
+	if avx512 {
+		reg, lanes = "Z", 16
+	}
+	vb := lanes * 4
+	if scale {
+		g.p("// func %s(y *float32, n int, a float32)", name)
+		g.p("TEXT ·%s(SB), NOSPLIT, $0-20", name)
+		g.p("\tMOVQ y+0(FP), DI")
+		g.p("\tMOVQ n+8(FP), CX")
+		g.p("\tVBROADCASTSS a+16(FP), %s15", reg)
+	} else {
+		g.p("// func %s(y, x *float32, n int, a float32)", name)
+		g.p("TEXT ·%s(SB), NOSPLIT, $0-28", name)
+		g.p("\tMOVQ y+0(FP), DI")
+		g.p("\tMOVQ x+8(FP), SI")
+		g.p("\tMOVQ n+16(FP), CX")
+		g.p("\tVBROADCASTSS a+24(FP), %s15", reg)
+	}
+	step := func(n int) {
+		for i := range n {
+			g.p("\tVMOVUPS %d(DI), %s%d", i*vb, reg, i)
+		}
+		for i := range n {
+			if scale {
+				g.p("\tVMULPS %s15, %s%d, %s%d", reg, reg, i, reg, i)
+			} else {
+				g.p("\tVFMADD231PS %d(SI), %s15, %s%d", i*vb, reg, reg, i)
+			}
+		}
+		for i := range n {
+			g.p("\tVMOVUPS %s%d, %d(DI)", reg, i, i*vb)
+		}
+		if !scale {
+			g.p("\tADDQ $%d, SI", n*vb)
+		}
+		g.p("\tADDQ $%d, DI", n*vb)
+		g.p("\tSUBQ $%d, CX", n*lanes)
+	}
+	g.p("%s_l4:", name)
+	g.p("\tCMPQ CX, $%d", 4*lanes)
+	g.p("\tJLT %s_l1", name)
+	step(4)
+	g.p("\tJMP %s_l4", name)
+	g.p("%s_l1:", name)
+	g.p("\tCMPQ CX, $%d", lanes)
+	g.p("\tJLT %s_tailcheck", name)
+	step(1)
+	g.p("\tJMP %s_l1", name)
+	g.p("%s_tailcheck:", name)
+	g.p("\tTESTQ CX, CX")
+	g.p("\tJZ %s_done", name)
+	g.p("%s_tail:", name)
+	g.p("\tVMOVSS (DI), X0")
+	if scale {
+		g.p("\tVMULSS X15, X0, X0")
+	} else {
+		g.p("\tVFMADD231SS (SI), X15, X0")
+		g.p("\tADDQ $4, SI")
+	}
+	g.p("\tVMOVSS X0, (DI)")
+	g.p("\tADDQ $4, DI")
+	g.p("\tDECQ CX")
+	g.p("\tJNZ %s_tail", name)
+	g.p("%s_done:", name)
+	g.p("\tVZEROUPPER")
+	g.p("\tRET")
+	g.p("")
+}
+
+func main() {
+	var g gen
+	g.p("// Code generated by gen.go; DO NOT EDIT.")
+	g.p("")
+	g.p("//go:build amd64 && !purego")
+	g.p("")
+	g.p("#include \"textflag.h\"")
+	g.p("")
+	for r := 1; r <= 6; r++ {
+		g.matKernel(fmt.Sprintf("mulAVX512R%d", r), r, true)
+	}
+	for r := 1; r <= 3; r++ {
+		g.matKernel(fmt.Sprintf("mulAVX2R%d", r), r, false)
+	}
+	g.dot("dotAVX512", true)
+	g.dot("dotAVX2", false)
+	g.axpy("axpyAVX512", true, false)
+	g.axpy("axpyAVX2", false, false)
+	g.axpy("scaleAVX512", true, true)
+	g.axpy("scaleAVX2", false, true)
+	if err := os.WriteFile("kernels_amd64.s", g.Bytes(), 0o644); err != nil {
+		log.Fatal(err)
+	}
+}

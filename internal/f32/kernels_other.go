@@ -1,0 +1,17 @@
+//go:build !amd64 || purego
+
+package f32
+
+// Without assembly for this architecture (or with the purego tag) every
+// asm hook reports false and the portable Go loops run.
+
+func asmTile(isa, *float32, int, *float32, int, *float32, int, int) bool { return false }
+func asmDot(isa, *float32, *float32, int) (float32, bool)                { return 0, false }
+func asmAxpy(isa, *float32, *float32, int, float32) bool                 { return false }
+func asmScale(isa, *float32, int, float32) bool                          { return false }
+
+// detect returns the portable kernels.
+func detect() *kernels { return genericKernels }
+
+// available lists the kernel sets this machine can run, for tests.
+func available() []*kernels { return []*kernels{genericKernels} }
