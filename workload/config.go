@@ -53,6 +53,7 @@ type FieldError struct {
 	Msg   string
 }
 
+// Error names the field first, so a message points straight at the line to fix.
 func (e *FieldError) Error() string { return fmt.Sprintf("field %q: %s", e.Field, e.Msg) }
 
 func fieldErr(field, format string, args ...any) error {

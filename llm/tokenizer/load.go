@@ -84,6 +84,7 @@ type NotFoundError struct {
 	Looked []string // paths and patterns that were checked, in order
 }
 
+// Error lists the places searched and the ways to provide the file.
 func (e *NotFoundError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "tokenizer %q not found (nothing is downloaded); looked in:", e.Spec)
