@@ -61,7 +61,10 @@ type sseChunk struct {
 func ParseStream(r io.Reader, now func() time.Time) (StreamResult, error) {
 	var res StreamResult
 	var text strings.Builder
-	br := bufio.NewReaderSize(r, 64<<10)
+	var chunk sseChunk // reused: decoding into it keeps the choices slice
+	// A small buffer: SSE lines are short, and a per-response 64 KiB buffer
+	// was most of the client's allocation. Longer lines are assembled below.
+	br := bufio.NewReaderSize(r, 4<<10)
 	var long []byte
 	for {
 		frag, err := br.ReadSlice('\n')
@@ -85,7 +88,7 @@ func ParseStream(r io.Reader, now func() time.Time) (StreamResult, error) {
 		if len(line) > 0 {
 			if len(line) > MaxSSELine {
 				res.Malformed++
-			} else if stop := res.handleLine(line, now, &text); stop {
+			} else if stop := res.handleLine(line, now, &text, &chunk); stop {
 				res.Done = true
 				break
 			}
@@ -104,7 +107,7 @@ func ParseStream(r io.Reader, now func() time.Time) (StreamResult, error) {
 }
 
 // handleLine processes one line and reports whether it was [DONE].
-func (res *StreamResult) handleLine(line []byte, now func() time.Time, text *strings.Builder) bool {
+func (res *StreamResult) handleLine(line []byte, now func() time.Time, text *strings.Builder, c *sseChunk) bool {
 	line = bytes.TrimSpace(line)
 	data, ok := bytes.CutPrefix(line, []byte("data:"))
 	if !ok {
@@ -114,8 +117,11 @@ func (res *StreamResult) handleLine(line []byte, now func() time.Time, text *str
 	if string(data) == "[DONE]" {
 		return true
 	}
-	var c sseChunk
-	if len(data) == 0 || data[0] != '{' || json.Unmarshal(data, &c) != nil {
+	// Zero the reused elements: encoding/json leaves fields that a chunk
+	// does not mention as they were, which would repeat an earlier text.
+	clear(c.Choices[:cap(c.Choices)])
+	c.Choices, c.Usage = c.Choices[:0], nil
+	if len(data) == 0 || data[0] != '{' || json.Unmarshal(data, c) != nil {
 		res.Malformed++
 		return false
 	}

@@ -57,6 +57,7 @@ func TestParseStreamMalformed(t *testing.T) {
 		{"other fields ignored", "event: message\nid: 3\nretry: 10\ndata: {\"choices\":[{\"text\":\"b\"}]}\n", "b", 0, false},
 		{"no trailing newline", "data: {\"choices\":[{\"text\":\"c\"}]}", "c", 0, false},
 		{"done with spaces", "data:   [DONE]  \n", "", 0, true},
+		{"chunk without text repeats nothing", "data: {\"choices\":[{\"text\":\"a\"}]}\ndata: {\"choices\":[{\"index\":0}]}\n", "a", 0, false},
 		{"error object", "data: {\"error\":{\"message\":\"boom\"}}\n", "", 0, false},
 	}
 	for _, c := range cases {
