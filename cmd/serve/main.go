@@ -1,0 +1,206 @@
+// Command tinyserve-serve serves a model over the OpenAI completions API, as
+// `vllm serve` does: POST /v1/completions, GET /v1/models, GET /health, GET
+// /metrics, POST /tokenize and POST /detokenize (see docs/server.md).
+//
+//	go run ./cmd/serve                         # built-in tiny GPT-2 on the CPU
+//	go run ./cmd/serve --backend mock --port 8001
+//
+// Every flag can also be set from a TINYSERVE_* environment variable (the
+// flag name in upper case with underscores: TINYSERVE_MAX_NUM_SEQS). On
+// SIGINT or SIGTERM the server drains: /health turns 503, new requests get
+// 503, accepted requests finish (up to --drain-timeout), then it exits 0.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/urfave/cli/v2"
+
+	"github.com/tinyserve/tinyserve"
+	"github.com/tinyserve/tinyserve/openai"
+)
+
+// envPrefix makes every flag readable from the environment, for containers.
+const envPrefix = "TINYSERVE_"
+
+// Server limits: a client that sends its headers or body slowly, or holds an
+// idle connection, cannot hold the server. There is deliberately no
+// WriteTimeout: it would cut long streams; the handler pushes a write
+// deadline forward before each event instead.
+const (
+	readHeaderTimeout = 10 * time.Second
+	readTimeout       = 60 * time.Second
+	idleTimeout       = 120 * time.Second
+	maxHeaderBytes    = 64 << 10
+)
+
+func main() {
+	if err := newApp(os.Stderr).Run(os.Args); err != nil {
+		fmt.Fprintln(os.Stderr, "tinyserve-serve:", err)
+		os.Exit(1)
+	}
+}
+
+// serveOptions are the flags of this binary beyond the engine's.
+type serveOptions struct {
+	addr         string
+	drainTimeout time.Duration
+	logger       *slog.Logger
+	// ready, when set, is called with the listening address once the
+	// server accepts connections (tests use port 0).
+	ready func(net.Addr)
+}
+
+func newApp(stderr io.Writer) *cli.App {
+	env := func(name string) []string { return []string{envPrefix + envName(name)} }
+	flags := append(tinyserve.EngineFlags(envPrefix),
+		&cli.StringFlag{Name: "host", Value: "127.0.0.1", EnvVars: env("host"), Usage: "address to listen on (0.0.0.0 in a container)"},
+		&cli.IntFlag{Name: "port", Value: 8000, EnvVars: env("port"), Usage: "port to listen on (0: any free port)"},
+		&cli.DurationFlag{Name: "drain-timeout", Value: 30 * time.Second, EnvVars: env("drain-timeout"), Usage: "how long accepted requests may run on after SIGTERM"},
+		&cli.StringFlag{Name: "log-format", Value: "text", EnvVars: env("log-format"), Usage: "text or json"},
+		&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("log-level"), Usage: "debug, info, warn or error"},
+	)
+	return &cli.App{
+		Name:      "tinyserve-serve",
+		Usage:     "serve a model over the OpenAI completions API",
+		Flags:     flags,
+		ErrWriter: stderr,
+		Action: func(c *cli.Context) error {
+			cfg, err := tinyserve.ConfigFromFlags(c)
+			if err != nil {
+				return err
+			}
+			logger, err := newLogger(stderr, c.String("log-format"), c.String("log-level"))
+			if err != nil {
+				return err
+			}
+			cfg.Logger = logger
+			port := c.Int("port")
+			if port < 0 || port > 65535 {
+				return fmt.Errorf("--port must be in [0, 65535], got %d", port)
+			}
+			if c.Duration("drain-timeout") <= 0 {
+				return fmt.Errorf("--drain-timeout must be positive, got %v", c.Duration("drain-timeout"))
+			}
+			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return run(ctx, cfg, serveOptions{
+				addr:         net.JoinHostPort(c.String("host"), strconv.Itoa(port)),
+				drainTimeout: c.Duration("drain-timeout"),
+				logger:       logger,
+			})
+		},
+	}
+}
+
+// envName is the environment spelling of a flag: drain-timeout ->
+// DRAIN_TIMEOUT, as tinyserve.EngineFlags spells the engine's.
+func envName(flag string) string {
+	b := []byte(flag)
+	for i, c := range b {
+		switch {
+		case c == '-':
+			b[i] = '_'
+		case c >= 'a' && c <= 'z':
+			b[i] = c - 'a' + 'A'
+		}
+	}
+	return string(b)
+}
+
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format must be text or json, got %q", format)
+}
+
+// run serves cfg's engine until ctx ends, then drains: engine.Drain first
+// (health and new requests answer 503 while accepted ones finish), then
+// srv.Shutdown, both bounded by the drain timeout; it returns nil after a
+// drain, even one cut short by the timeout, which it logs.
+func run(ctx context.Context, cfg tinyserve.Config, o serveOptions) error {
+	lg := o.logger
+	eng, err := tinyserve.Open(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer eng.Close()
+	info := eng.Info()
+	lg.Info("engine ready", "model", info.ID, "backend", info.Backend, "max_model_len", info.MaxModelLen,
+		"kv_blocks", eng.NumKVBlocks(), "random_weights", info.RandomWeights)
+
+	// The Go and process collectors belong to the binary, not to the
+	// library handler, which a host service may embed beside its own.
+	reg := prometheus.NewRegistry()
+	for _, c := range []prometheus.Collector{
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	} {
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("registering runtime metrics: %w", err)
+		}
+	}
+	h := openai.NewHandler(eng, openai.WithLogger(lg), openai.WithRegistry(reg, reg))
+
+	ln, err := net.Listen("tcp", o.addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(lg.Handler(), slog.LevelWarn),
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	lg.Info("listening", "addr", ln.Addr().String())
+	if o.ready != nil {
+		o.ready(ln.Addr())
+	}
+
+	select {
+	case err := <-served:
+		return fmt.Errorf("serving: %w", err)
+	case <-ctx.Done():
+	}
+	lg.Info("shutting down: draining", "timeout", o.drainTimeout)
+	dctx, cancel := context.WithTimeout(context.Background(), o.drainTimeout)
+	defer cancel()
+	if err := eng.Drain(dctx); err != nil {
+		lg.Warn("drain cut short: requests still running are aborted", "err", err)
+	}
+	if err := srv.Shutdown(dctx); err != nil {
+		lg.Warn("shutdown cut short: closing the remaining connections", "err", err)
+		_ = srv.Close()
+	}
+	if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serving: %w", err)
+	}
+	lg.Info("stopped")
+	return nil
+}

@@ -1,0 +1,184 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tinyserve/tinyserve"
+	"github.com/tinyserve/tinyserve/llm/mock"
+)
+
+// TestDrainOnShutdown: when the context ends (what SIGTERM does), health and
+// new requests answer 503 while an accepted stream runs to its end, then run
+// returns nil.
+func TestDrainOnShutdown(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	addrc := make(chan net.Addr, 1)
+	runErr := make(chan error, 1)
+	cfg := tinyserve.Config{Backend: tinyserve.BackendMock, MockLatency: mock.Latency{PerStep: 3 * time.Millisecond}}
+	go func() {
+		runErr <- run(ctx, cfg, serveOptions{
+			addr: "127.0.0.1:0", drainTimeout: 10 * time.Second,
+			logger: slog.New(slog.DiscardHandler), ready: func(a net.Addr) { addrc <- a },
+		})
+	}()
+	base := "http://" + (<-addrc).String()
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+
+	resp, err := client.Post(base+"/v1/completions", "application/json",
+		strings.NewReader(`{"prompt":"drain me","max_tokens":100,"stream":true,"stream_options":{"include_usage":true}}`))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, 200, resp.StatusCode)
+	br := bufio.NewReader(resp.Body)
+	first, err := br.ReadString('\n')
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(first, "data: {"), first)
+
+	cancel() // SIGTERM
+	require.Eventually(t, func() bool {
+		r, err := client.Get(base + "/health")
+		if err != nil {
+			return false
+		}
+		r.Body.Close()
+		return r.StatusCode == 503
+	}, 5*time.Second, time.Millisecond, "health turns 503 at once")
+	r, err := client.Post(base+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"late"}`))
+	require.NoError(t, err, "the listener stays open while accepted requests finish")
+	b, _ := io.ReadAll(r.Body)
+	r.Body.Close()
+	assert.Equal(t, 503, r.StatusCode, string(b))
+
+	rest, err := io.ReadAll(br)
+	require.NoError(t, err)
+	assert.True(t, strings.HasSuffix(string(rest), "data: [DONE]\n\n"), "the accepted stream ends normally")
+	assert.Contains(t, string(rest), `"completion_tokens":100`)
+	require.NoError(t, <-runErr)
+}
+
+// syncBuffer is a bytes.Buffer safe for the logger and the test at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestSIGTERM runs the real command line: flags from the environment, the
+// runtime collectors on /metrics, and a clean exit on SIGTERM.
+func TestSIGTERM(t *testing.T) {
+	t.Setenv("TINYSERVE_SERVED_MODEL_NAME", "from-env")
+	t.Setenv("TINYSERVE_BACKEND", "mock")
+	var logs syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- newApp(&logs).Run([]string{"tinyserve-serve", "--port", "0", "--log-format", "json", "--drain-timeout", "5s"})
+	}()
+	addrRE := regexp.MustCompile(`"msg":"listening","addr":"([^"]+)"`)
+	var addr string
+	require.Eventually(t, func() bool {
+		m := addrRE.FindStringSubmatch(logs.String())
+		if m != nil {
+			addr = m[1]
+		}
+		return m != nil
+	}, 10*time.Second, time.Millisecond, "logs: %s", logs.String())
+	base := "http://" + addr
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+
+	r, err := client.Get(base + "/v1/models")
+	require.NoError(t, err)
+	var models struct {
+		Data []struct{ ID string } `json:"data"`
+	}
+	require.NoError(t, json.NewDecoder(r.Body).Decode(&models))
+	r.Body.Close()
+	require.Len(t, models.Data, 1)
+	assert.Equal(t, "from-env", models.Data[0].ID)
+
+	r, err = client.Post(base+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"hi","max_tokens":3}`))
+	require.NoError(t, err)
+	r.Body.Close()
+	assert.Equal(t, 200, r.StatusCode)
+	assert.NotEmpty(t, r.Header.Get("X-Request-ID"))
+
+	r, err = client.Get(base + "/metrics")
+	require.NoError(t, err)
+	m, _ := io.ReadAll(r.Body)
+	r.Body.Close()
+	for _, want := range []string{"go_goroutines", "process_cpu_seconds_total", `vllm:request_success_total{finished_reason="length",model_name="from-env"} 1`} {
+		assert.Contains(t, string(m), want)
+	}
+
+	require.NoError(t, syscall.Kill(syscall.Getpid(), syscall.SIGTERM))
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no exit after SIGTERM")
+	}
+	for _, want := range []string{`"msg":"shutting down: draining"`, `"msg":"stopped"`} {
+		assert.Contains(t, logs.String(), want)
+	}
+	// Every access log line names its request.
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, `"msg":"http request"`) {
+			assert.Contains(t, line, `"request_id":`)
+		}
+	}
+}
+
+func TestFlagErrors(t *testing.T) {
+	tests := []struct {
+		args []string
+		env  [2]string
+		want string
+	}{
+		{[]string{"--log-format", "xml"}, [2]string{}, "--log-format"},
+		{[]string{"--log-level", "loud"}, [2]string{}, "--log-level"},
+		{[]string{"--port", "70000"}, [2]string{}, "--port"},
+		{[]string{"--drain-timeout", "0s"}, [2]string{}, "--drain-timeout"},
+		{nil, [2]string{"TINYSERVE_MAX_NUM_SEQS", "-1"}, "max-num-seqs"},
+		{nil, [2]string{"TINYSERVE_LOG_FORMAT", "yaml"}, "--log-format"},
+		{[]string{"--backend", "tpu"}, [2]string{}, "unknown backend"},
+	}
+	for _, tc := range tests {
+		t.Run(strings.Join(tc.args, " ")+tc.env[0], func(t *testing.T) {
+			if tc.env[0] != "" {
+				t.Setenv(tc.env[0], tc.env[1])
+			}
+			var logs syncBuffer
+			args := append([]string{"tinyserve-serve", "--port", "0"}, tc.args...)
+			err := newApp(&logs).Run(args)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
