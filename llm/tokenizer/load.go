@@ -124,9 +124,11 @@ func Locate(spec string, opts LoadOptions) (path string, builtin bool, err error
 			return p, false, nil
 		}
 		nf.Looked = append(nf.Looked, p)
-		return "", false, nf
+	} else {
+		nf.Looked = append(nf.Looked, spec+" (no such file or folder)")
 	}
-	nf.Looked = append(nf.Looked, spec+" (no such file or folder)")
+	// A folder that happens to share an id's name (and lacks the file) does
+	// not stop the lookup of the id.
 	if !isHFID(spec) {
 		return "", false, nf
 	}

@@ -59,6 +59,12 @@ func TestLocate(t *testing.T) {
 	xdg := filepath.Join(root, "xdg")
 	viaXDG := copyTiny(t, filepath.Join(xdg, "huggingface", "hub", "models--Org--X", "snapshots", "x"))
 
+	// A folder named like an id, without tokenizer.json, in the working
+	// directory: the lookup must go on to the caches.
+	t.Chdir(root)
+	if err := os.MkdirAll(filepath.Join(root, "Org", "H"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name     string
 		spec     string
@@ -80,6 +86,7 @@ func TestLocate(t *testing.T) {
 		{"xdg", "Org/X", LoadOptions{XDGCacheHome: xdg, Home: home}, viaXDG, false, false},
 		{"user cache, id without org", "legacy", LoadOptions{Home: home}, viaUser, false, false},
 		{"hub cache wins over home", "legacy", LoadOptions{HFHubCache: hub, Home: home}, "", false, true},
+		{"id shadowed by an empty folder", "Org/H", LoadOptions{HFHome: hfHome}, viaHome, false, false},
 		{"missing id", "Org/Missing", LoadOptions{HFHubCache: hub, TokenizerDir: tokDir}, "", false, true},
 		{"missing path", filepath.Join(root, "nope", "tokenizer.json"), LoadOptions{HFHubCache: hub}, "", false, true},
 		{"no options", "Org/H", LoadOptions{}, "", false, true},
