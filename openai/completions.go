@@ -357,7 +357,9 @@ func (h *handler) streamCompletion(ctx context.Context, cancel context.CancelFun
 	hd.Set("Cache-Control", "no-cache")
 	hd.Set("X-Accel-Buffering", "no") // tell proxies not to buffer the stream
 	w.WriteHeader(http.StatusOK)
-	if err := sse.flush(); err != nil {
+	if err := sse.rc.Flush(); errors.Is(err, http.ErrNotSupported) {
+		lg.Warn("the response writer cannot flush, so the stream is buffered; does a middleware's ResponseWriter lack Unwrap?")
+	} else if err != nil {
 		cancel()
 		lg.Info("stream aborted", "err", err)
 		return
