@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# GPU device check for llm/cuda (issue 7). Runs on a machine with an NVIDIA
+# GPU (CUDA 12 or 13 driver) from binaries build.sh made elsewhere; Go is not
+# needed here. Python 3 with torch + transformers is needed only for the
+# PyTorch peer (skipped, and said so, without them).
+#
+#   bench/gpu/run.sh            # results in bench/gpu/out, or in $OUT if set
+#
+# Steps (about 2-3 minutes on an H200; each bounded by a timeout):
+#   1. correctness: the llm/cuda GPU tests (float32 goldens, mixed batches vs
+#      the CPU backend, float16/bfloat16 top-10), skips turned into failures
+#   2. per-step time: GPT-2 124M, 4 decoding sequences (goal: < 1 ms)
+#   3. tiny-vLLM's seven scenarios through the engine on the GPU (gpubench)
+#   4. the same scenarios with Hugging Face transformers (hf_peer.py)
+#   5. the comparison table -> $OUT/table.md, everything -> $OUT/summary.md
+#   6. the embedded sweep with experiments/sweep-*.json, when cmd/sweep and
+#      those configs exist (retargeted to backend cuda, gpt2-124m-random)
+#
+# Knobs: REQUESTS (per scenario, default 32; tiny-vLLM used 100),
+# DTYPE (default float16), TINYSERVE_CUDA_LIB_DIR (library folder).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+root=$PWD
+bin=$root/bench/gpu/bin
+out=${OUT:-$root/bench/gpu/out}
+requests=${REQUESTS:-32}
+dtype=${DTYPE:-float16}
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+mkdir -p "$out"
+summary=$out/summary.md
+fail=0
+note() { echo "$*" | tee -a "$summary"; }
+step() { # step NAME TIMEOUT CMD... ; output to $out/NAME.txt
+	local name=$1 limit=$2
+	shift 2
+	local t0=$SECONDS
+	timeout "$limit" "$@" >"$out/$name.txt" 2>&1
+	local rc=$?
+	if [ $rc -eq 0 ]; then note "- $name: ok ($((SECONDS - t0)) s)"; else
+		note "- $name: FAILED (exit $rc after $((SECONDS - t0)) s; see $name.txt)"
+		fail=1
+	fi
+	return $rc
+}
+
+: >"$summary"
+note "# tinyserve GPU device check"
+note ""
+note "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+note "git: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+note "gpu: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo 'nvidia-smi not found')"
+note "requests per scenario: $requests, dtype: $dtype"
+note ""
+for f in cuda.test gpubench; do
+	if [ ! -x "$bin/$f" ]; then
+		note "missing $bin/$f: run bench/gpu/build.sh on a machine with Go first"
+		exit 2
+	fi
+done
+
+# 1. Correctness (the test binary reads ../../testdata relative to llm/cuda).
+(cd llm/cuda && TINYSERVE_CUDA_REQUIRE=1 step correctness 150 "$bin/cuda.test" -test.v -test.count=1 -test.run 'GPU')
+grep -E '^(--- |    --- )|max .*GPU|GPU .*sm_' "$out/correctness.txt" | sed 's/^/    /' >>"$summary"
+
+# 2. Per-step time.
+(cd llm/cuda && TINYSERVE_CUDA_REQUIRE=1 step step_time 90 "$bin/cuda.test" -test.run '^$' -test.bench 'GPUDecodeStep' -test.benchtime 300x)
+grep -E 'Benchmark' "$out/step_time.txt" | sed 's/^/    /' >>"$summary"
+
+# 3. tinyserve on the seven scenarios.
+step tinyserve 150 "$bin/gpubench" scenarios -requests "$requests" -dtype "$dtype" -out "$out/tinyserve.json"
+
+# 4. The PyTorch peer on the same weights.
+if python3 -c 'import torch, transformers, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+	if step checkpoint 60 "$bin/gpubench" checkpoint "$scratch/gpt2-124m"; then
+		step hf_peer 150 python3 bench/gpu/hf_peer.py --model "$scratch/gpt2-124m" --requests "$requests" --dtype "$dtype" --out "$out/hf.json"
+	fi
+else
+	note "- hf_peer: SKIPPED (python3 with torch, transformers and a CUDA device not found)"
+fi
+
+# 5. Table.
+if [ -f "$out/tinyserve.json" ]; then
+	other=$out/hf.json
+	[ -f "$other" ] || other=$out/tinyserve.json
+	"$bin/gpubench" table "$out/tinyserve.json" "$other" >"$out/table.md" && { note ""; cat "$out/table.md" >>"$summary"; cat "$out/table.md"; }
+fi
+
+# 6. Embedded sweep (needs cmd/sweep, experiments/sweep-*.json and the
+#    cuda backend wired into tinyserve.Open).
+shopt -s nullglob
+configs=(experiments/sweep-*.json)
+if [ -x "$bin/sweep" ] && [ ${#configs[@]} -gt 0 ]; then
+	for c in "${configs[@]}"; do
+		name=$(basename "$c" .json)
+		python3 - "$c" "$scratch/$name.json" "$requests" "$dtype" "$out/sweep" <<'PY' || { note "- $name: cannot retarget config"; continue; }
+import json, sys
+src, dst, n, dtype, outdir = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
+c = json.load(open(src))
+t = c.setdefault("target", {"kind": "embedded"})
+e = t.setdefault("engine", {})
+e.update({"backend": "cuda", "model": "gpt2-124m-random", "dtype": dtype})
+c["num_requests"] = min(n, c.get("num_requests", n))
+c["warmups"], c["repeats"], c["output_dir"] = 0, 1, outdir
+json.dump(c, open(dst, "w"), indent=2)
+PY
+		step "sweep-$name" 120 "$bin/sweep" "$scratch/$name.json"
+	done
+else
+	note "- embedded sweep: SKIPPED ($([ -x "$bin/sweep" ] || echo 'no bench/gpu/bin/sweep: cmd/sweep was absent at build time; ')$([ ${#configs[@]} -gt 0 ] || echo 'no experiments/sweep-*.json'))"
+fi
+
+note ""
+note "total: $SECONDS s; $([ $fail -eq 0 ] && echo 'all steps passed' || echo 'SOME STEPS FAILED')"
+exit $fail
