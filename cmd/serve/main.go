@@ -12,6 +12,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -78,6 +79,13 @@ func newApp(stderr io.Writer) *cli.App {
 		Usage:     "serve a model over the OpenAI completions API",
 		Flags:     flags,
 		ErrWriter: stderr,
+		Commands: []*cli.Command{{
+			Name:  "health",
+			Usage: "exit 0 when the server on --host/--port answers GET /health with 200 (a container HEALTHCHECK without curl)",
+			Action: func(c *cli.Context) error {
+				return checkHealth(c.Context, c.String("host"), c.Int("port"))
+			},
+		}},
 		Action: func(c *cli.Context) error {
 			cfg, err := tinyserve.ConfigFromFlags(c)
 			if err != nil {
@@ -202,5 +210,31 @@ func run(ctx context.Context, cfg tinyserve.Config, o serveOptions) error {
 		return fmt.Errorf("serving: %w", err)
 	}
 	lg.Info("stopped")
+	return nil
+}
+
+// checkHealth asks a running server for GET /health. A wildcard listen
+// address is probed on loopback.
+func checkHealth(ctx context.Context, host string, port int) error {
+	switch host {
+	case "", "0.0.0.0", "::":
+		host = "127.0.0.1"
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	url := "http://" + net.JoinHostPort(host, strconv.Itoa(port)) + "/health"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := (&http.Client{}).Do(req)
+	if err != nil {
+		return fmt.Errorf("health: %w", err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("health: %s: %s", resp.Status, bytes.TrimSpace(body))
+	}
 	return nil
 }

@@ -137,6 +137,11 @@ func TestSIGTERM(t *testing.T) {
 		assert.Contains(t, string(m), want)
 	}
 
+	_, port, err := net.SplitHostPort(addr)
+	require.NoError(t, err)
+	require.NoError(t, newApp(io.Discard).Run([]string{"tinyserve-serve", "--host", "0.0.0.0", "--port", port, "health"}),
+		"the HEALTHCHECK command sees a healthy server")
+
 	require.NoError(t, syscall.Kill(syscall.Getpid(), syscall.SIGTERM))
 	select {
 	case err := <-done:
@@ -181,4 +186,14 @@ func TestFlagErrors(t *testing.T) {
 			assert.Contains(t, err.Error(), tc.want)
 		})
 	}
+}
+
+func TestHealthCommandFails(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	require.NoError(t, ln.Close()) // nothing listens there now
+	err = newApp(io.Discard).Run([]string{"tinyserve-serve", "--port", port, "health"})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "health")
 }
