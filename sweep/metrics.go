@@ -40,11 +40,43 @@ type MetricsSnapshot struct {
 }
 
 // RunMetrics is a run's .metrics.json: the server's metrics just before and
-// just after the run.
+// just after the run, and the largest value of each seen while it ran
+// (gauges such as running requests and KV usage are back at zero by the time
+// a run ends, so before and after alone would hide the peak).
 type RunMetrics struct {
 	URL    string          `json:"url"`
 	Before MetricsSnapshot `json:"before"`
 	After  MetricsSnapshot `json:"after"`
+	// DuringMax is the maximum of each metric over the scrapes made while
+	// the run was in flight; DuringSamples counts those scrapes.
+	DuringMax     map[string]float64 `json:"during_max,omitempty"`
+	DuringSamples int                `json:"during_samples"`
+}
+
+// watchMetrics scrapes base/metrics every interval until ctx ends and
+// returns the per-metric maxima and the number of successful scrapes.
+func watchMetrics(ctx context.Context, client *http.Client, base, apiKey string, interval time.Duration, now func() time.Time) (map[string]float64, int) {
+	maxima := map[string]float64{}
+	n := 0
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return maxima, n
+		case <-t.C:
+		}
+		s := ScrapeMetrics(ctx, client, base, apiKey, now)
+		if !s.Available {
+			continue
+		}
+		n++
+		for k, v := range s.Values {
+			if cur, ok := maxima[k]; !ok || v > cur {
+				maxima[k] = v
+			}
+		}
+	}
 }
 
 // ParsePrometheusText reads the Prometheus text exposition format and

@@ -53,6 +53,9 @@ type SweepOptions struct {
 	// RequestIDPrefix starts each request's X-Request-Id; empty means one
 	// per run made from the sweep name and the run.
 	RequestIDPrefix string
+	// MetricsInterval is how often /metrics is scraped while a run is in
+	// flight; zero means every second, negative means only before and after.
+	MetricsInterval time.Duration
 }
 
 // SweepResult says what a sweep did and where its reports are.
@@ -391,7 +394,31 @@ func (s *sweeper) measure(ctx context.Context, spec RunSpec) error {
 		lo.Progress = nil
 	}
 	s.opts.Progress.StartRun(spec, len(s.rows))
+	interval := s.opts.MetricsInterval
+	if interval == 0 {
+		interval = time.Second
+	}
+	type watched struct {
+		max map[string]float64
+		n   int
+	}
+	watchDone := make(chan watched, 1)
+	wctx, stopWatch := context.WithCancel(ctx)
+	if interval > 0 && rm.Before.Available {
+		go func() {
+			m, n := watchMetrics(wctx, s.client, s.base, s.opts.APIKey, interval, s.now)
+			watchDone <- watched{m, n}
+		}()
+	} else {
+		watchDone <- watched{}
+	}
 	sum, _, err := RunCondition(ctx, lo, s.rows, f)
+	stopWatch()
+	w := <-watchDone
+	rm.DuringMax, rm.DuringSamples = w.max, w.n
+	if len(rm.DuringMax) == 0 {
+		rm.DuringMax = nil
+	}
 	if err != nil {
 		f.Close()
 		return fmt.Errorf("run %s: %w (its records so far are kept in %s)", spec, err, partial)

@@ -99,7 +99,7 @@ func TestSweepFindsStructuralPlateau(t *testing.T) {
 	f := newFakeServer(t, &fakeServer{Slots: 4, TokenTime: 5 * time.Millisecond})
 	prompts := writePrompts(t, dir, 32, 4)
 	cfgJSON := sweepConfigJSON(f.URL(), prompts, []int{1, 2, 8, 16, 32}, 32, 1, 2)
-	res, err := runTestSweep(t, context.Background(), cfgJSON, dir, nil)
+	res, err := runTestSweep(t, context.Background(), cfgJSON, dir, func(o *SweepOptions) { o.MetricsInterval = 5 * time.Millisecond })
 	require.NoError(t, err)
 	assert.Equal(t, 15, res.Measured)
 	assert.Equal(t, int64(15*32), f.requests.Load())
@@ -144,6 +144,8 @@ func TestSweepFindsStructuralPlateau(t *testing.T) {
 	require.NoError(t, json.Unmarshal(b, &rm))
 	assert.True(t, rm.Before.Available)
 	assert.Contains(t, rm.After.Values, "vllm:num_requests_running")
+	assert.Positive(t, rm.DuringSamples, "scraped while the run was in flight")
+	assert.Equal(t, 4.0, rm.DuringMax["vllm:num_requests_running"], "the fake's four slots are full at concurrency 8")
 
 	// Already complete: nothing is sent, nothing changes.
 	before := snapshot(t, root)
