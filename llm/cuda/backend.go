@@ -50,6 +50,11 @@ type Options struct {
 	Getenv func(string) string
 	// Logger receives start-up and warning logs; nil discards them.
 	Logger *slog.Logger
+	// CUDAGraphs replays decode-only steps (every sequence decoding one
+	// token) of up to 64 sequences from CUDA graphs captured per batch size,
+	// saving the launch overhead of about 130 kernels and GEMMs per step.
+	// Off by default until it has been verified on a GPU (see docs/cuda.md).
+	CUDAGraphs bool
 }
 
 // Backend runs a GPT-2 model on an NVIDIA GPU as an engine.Backend. It
@@ -104,6 +109,11 @@ type Backend struct {
 	metaHost           unsafe.Pointer // pinned, capMeta int32s
 	resHost            unsafe.Pointer // pinned, same layout as res
 	resHostBytes       int
+
+	// CUDA graphs of decode-only steps, by batch size (Options.CUDAGraphs).
+	graphs    map[int]GraphExec
+	graphSeen map[int]bool // sizes run once eagerly; the next is captured
+	graphsOff bool         // a capture failed: eager from then on
 
 	packed []int32
 	bm     batchMeta
@@ -425,6 +435,7 @@ func (b *Backend) AllocateKV(numBlocks, blockSize int) error {
 		return err
 	}
 	_ = b.drv.StreamSync(b.stream)
+	b.dropGraphs() // they hold the old cache's addresses
 	b.drv.MemFree(b.kc)
 	b.drv.MemFree(b.vc)
 	b.kc, b.vc = 0, 0
@@ -484,10 +495,11 @@ func (b *Backend) release() error {
 	if b.stream != 0 {
 		keep(b.drv.StreamSync(b.stream))
 	}
-	for _, p := range []DevicePtr{b.kc, b.vc, b.acts, b.meta, b.res, b.weights} {
+	b.dropGraphs()
+	for _, p := range []DevicePtr{b.kc, b.vc, b.acts, b.meta, b.res, b.hs, b.weights} {
 		keep(b.drv.MemFree(p))
 	}
-	b.kc, b.vc, b.acts, b.meta, b.res, b.weights = 0, 0, 0, 0, 0, 0
+	b.kc, b.vc, b.acts, b.meta, b.res, b.hs, b.weights = 0, 0, 0, 0, 0, 0, 0
 	keep(b.drv.MemFreeHost(b.metaHost))
 	keep(b.drv.MemFreeHost(b.resHost))
 	b.metaHost, b.resHost = nil, nil

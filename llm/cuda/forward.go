@@ -24,6 +24,10 @@ const (
 func (b *Backend) grow(rows, sample, metaLen int) error {
 	c := b.cfg
 	C, V, H := c.NEmbd, c.VocabSize, c.NInner
+	if rows > b.capRows || sample > b.capSample || metaLen > b.capMeta {
+		// Graphs hold the old addresses.
+		b.dropGraphs()
+	}
 	if rows > b.capRows {
 		rows = max(rows, 2*b.capRows, 64)
 		if err := b.drv.StreamSync(b.stream); err != nil {
@@ -113,12 +117,24 @@ func (b *Backend) Forward(batch *engine.Batch) ([]engine.SampleRow, error) {
 		return nil, errors.New("cuda: Forward before AllocateKV")
 	}
 	lim := metaLimits{vocab: b.cfg.VocabSize, nPositions: b.cfg.NPositions, numBlocks: b.numBlocks, blockSize: b.blockSize}
-	if b.packed, err = packBatch(b.packed, &b.bm, batch, lim); err != nil {
+	// A decode-only step that may use a CUDA graph packs its block tables
+	// with the widest stride and attends over the full context size, so
+	// that every launch parameter is the same for every such step of one
+	// batch size.
+	graph := b.graphable(batch)
+	stride, npos := 0, 0
+	if graph {
+		stride, npos = (b.cfg.NPositions+b.blockSize-1)/b.blockSize, b.cfg.NPositions
+	}
+	if b.packed, err = packBatch(b.packed, &b.bm, batch, lim, stride); err != nil {
 		return nil, err
 	}
 	m := &b.bm
 	if m.N == 0 {
 		return b.rows[:0], nil
+	}
+	if npos == 0 {
+		npos = m.MaxPos + 1
 	}
 	if err := b.grow(m.N, m.R, m.Len); err != nil {
 		return nil, err
@@ -127,7 +143,12 @@ func (b *Backend) Forward(batch *engine.Batch) ([]engine.SampleRow, error) {
 	if err := b.drv.CopyHtoD(b.meta, b.metaHost, m.Len*4, b.stream); err != nil {
 		return nil, err
 	}
-	if err := b.forwardDevice(m); err != nil {
+	if graph {
+		err = b.forwardGraph(m, npos)
+	} else {
+		err = b.forwardDevice(m, npos)
+	}
+	if err != nil {
 		return nil, err
 	}
 	n := m.R * 4
@@ -164,8 +185,9 @@ func (b *Backend) results(m *batchMeta) []engine.SampleRow {
 	return rows
 }
 
-// forwardDevice queues the whole forward pass on the stream.
-func (b *Backend) forwardDevice(m *batchMeta) error {
+// forwardDevice queues the whole forward pass on the stream; attention
+// keeps room for npos positions (at least the batch's largest plus one).
+func (b *Backend) forwardDevice(m *batchMeta, npos int) error {
 	c := b.cfg
 	C, D, NH, H, V := c.NEmbd, c.HeadDim(), c.NHead, c.NInner, c.VocabSize
 	N := m.N
@@ -182,10 +204,10 @@ func (b *Backend) forwardDevice(m *batchMeta) error {
 	if c.Activation == gpt2.GeluErf {
 		useErf = 1
 	}
-	layerElems := DevicePtr(b.numBlocks*b.blockSize*C) * DevicePtr(b.dt.size)
+	layerBytes := DevicePtr(b.numBlocks*b.blockSize*C) * DevicePtr(b.dt.size)
+	stride := m.MaxBlocks
 	G := attentionGroups(D)
 	attBlock := [3]uint32{uint32(D * G), 1, 1}
-	npos := m.MaxPos + 1
 	attShared := uint32(attentionShared(npos, D))
 
 	a := &b.args
@@ -194,8 +216,8 @@ func (b *Backend) forwardDevice(m *batchMeta) error {
 	}
 	for l := range c.NLayer {
 		w := &b.w.layers[l]
-		kc := b.kc + DevicePtr(l)*layerElems
-		vc := b.vc + DevicePtr(l)*layerElems
+		kc := b.kc + DevicePtr(l)*layerBytes
+		vc := b.vc + DevicePtr(l)*layerBytes
 		scale := 1.0
 		if c.ScaleAttnWeights {
 			scale /= math.Sqrt(float64(D))
@@ -203,38 +225,50 @@ func (b *Backend) forwardDevice(m *batchMeta) error {
 		if c.ScaleAttnByInverseLayerIdx {
 			scale /= float64(l + 1)
 		}
-		steps := []func() error{
-			func() error {
-				return b.launch(b.fn.layernorm, rowGrid, rowBlock, 0, a.reset().ptr(b.h).ptr(b.x).ptr(0).ptr(w.ln1W).ptr(w.ln1B).i32(C).f32(eps))
-			},
-			func() error { return b.linear(b.gemm, b.h, w.attnW, N, C, 3*C) },
-			func() error {
-				return b.launch(b.fn.qkvStore, rowGrid, rowBlock, 0, a.reset().ptr(b.q).ptr(b.gemm).ptr(w.attnB).ptr(kc).ptr(vc).ptr(pos).ptr(seq).ptr(bt).i32(m.MaxBlocks).i32(b.blockSize).i32(C))
-			},
-			func() error {
-				return b.launch(b.fn.attention, [3]uint32{uint32(N), uint32(NH), 1}, attBlock, attShared,
-					a.reset().ptr(b.att).ptr(b.q).ptr(kc).ptr(vc).ptr(pos).ptr(seq).ptr(bt).i32(m.MaxBlocks).i32(b.blockSize).i32(C).i32(D).i32(npos).f32(float32(scale)))
-			},
-			func() error { return b.linear(b.gemm, b.att, w.attnProjW, N, C, C) },
-			func() error {
-				return b.elementwise(b.fn.residual, N*C, a.reset().ptr(b.x).ptr(b.gemm).ptr(w.attnProjB).i32(N).i32(C))
-			},
-			func() error {
-				return b.launch(b.fn.layernorm, rowGrid, rowBlock, 0, a.reset().ptr(b.h).ptr(b.x).ptr(0).ptr(w.ln2W).ptr(w.ln2B).i32(C).f32(eps))
-			},
-			func() error { return b.linear(b.gemm, b.h, w.fcW, N, C, H) },
-			func() error {
-				return b.elementwise(b.fn.biasAct, N*H, a.reset().ptr(b.act).ptr(b.gemm).ptr(w.fcB).i32(N).i32(H).i32(useErf))
-			},
-			func() error { return b.linear(b.gemm, b.act, w.projW, N, H, C) },
-			func() error {
-				return b.elementwise(b.fn.residual, N*C, a.reset().ptr(b.x).ptr(b.gemm).ptr(w.projB).i32(N).i32(C))
-			},
+		// ln_1
+		if err := b.launch(b.fn.layernorm, rowGrid, rowBlock, 0, a.reset().ptr(b.h).ptr(b.x).ptr(0).ptr(w.ln1W).ptr(w.ln1B).i32(C).f32(eps)); err != nil {
+			return fmt.Errorf("cuda: layer %d: %w", l, err)
 		}
-		for _, s := range steps {
-			if err := s(); err != nil {
-				return fmt.Errorf("cuda: layer %d: %w", l, err)
-			}
+		// c_attn
+		if err := b.linear(b.gemm, b.h, w.attnW, N, C, 3*C); err != nil {
+			return fmt.Errorf("cuda: layer %d: %w", l, err)
+		}
+		// bias; K and V into the paged cache
+		if err := b.launch(b.fn.qkvStore, rowGrid, rowBlock, 0, a.reset().ptr(b.q).ptr(b.gemm).ptr(w.attnB).ptr(kc).ptr(vc).ptr(pos).ptr(seq).ptr(bt).i32(stride).i32(b.blockSize).i32(C)); err != nil {
+			return fmt.Errorf("cuda: layer %d: %w", l, err)
+		}
+		// causal paged attention
+		if err := b.launch(b.fn.attention, [3]uint32{uint32(N), uint32(NH), 1}, attBlock, attShared,
+			a.reset().ptr(b.att).ptr(b.q).ptr(kc).ptr(vc).ptr(pos).ptr(seq).ptr(bt).i32(stride).i32(b.blockSize).i32(C).i32(D).i32(npos).f32(float32(scale))); err != nil {
+			return fmt.Errorf("cuda: layer %d: %w", l, err)
+		}
+		// attn.c_proj
+		if err := b.linear(b.gemm, b.att, w.attnProjW, N, C, C); err != nil {
+			return fmt.Errorf("cuda: layer %d: %w", l, err)
+		}
+		// + bias into the residual stream
+		if err := b.elementwise(b.fn.residual, N*C, a.reset().ptr(b.x).ptr(b.gemm).ptr(w.attnProjB).i32(N).i32(C)); err != nil {
+			return fmt.Errorf("cuda: layer %d: %w", l, err)
+		}
+		// ln_2
+		if err := b.launch(b.fn.layernorm, rowGrid, rowBlock, 0, a.reset().ptr(b.h).ptr(b.x).ptr(0).ptr(w.ln2W).ptr(w.ln2B).i32(C).f32(eps)); err != nil {
+			return fmt.Errorf("cuda: layer %d: %w", l, err)
+		}
+		// mlp.c_fc
+		if err := b.linear(b.gemm, b.h, w.fcW, N, C, H); err != nil {
+			return fmt.Errorf("cuda: layer %d: %w", l, err)
+		}
+		// bias + GELU
+		if err := b.elementwise(b.fn.biasAct, N*H, a.reset().ptr(b.act).ptr(b.gemm).ptr(w.fcB).i32(N).i32(H).i32(useErf)); err != nil {
+			return fmt.Errorf("cuda: layer %d: %w", l, err)
+		}
+		// mlp.c_proj
+		if err := b.linear(b.gemm, b.act, w.projW, N, H, C); err != nil {
+			return fmt.Errorf("cuda: layer %d: %w", l, err)
+		}
+		// + bias into the residual stream
+		if err := b.elementwise(b.fn.residual, N*C, a.reset().ptr(b.x).ptr(b.gemm).ptr(w.projB).i32(N).i32(C)); err != nil {
+			return fmt.Errorf("cuda: layer %d: %w", l, err)
 		}
 	}
 	if m.R == 0 {

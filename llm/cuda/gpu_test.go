@@ -81,7 +81,13 @@ func loadGoldenCases(t *testing.T, name string) (*gpt2.Model, []goldenCase) {
 // the test where there is no GPU.
 func newGPU(t testing.TB, m *gpt2.Model, dtype string, numBlocks int) *Backend {
 	t.Helper()
-	b, err := NewBackend(m, Options{DType: dtype, LibDir: LibDirFromEnv(), CacheDir: t.TempDir()})
+	return newGPUOpts(t, m, Options{DType: dtype}, numBlocks)
+}
+
+func newGPUOpts(t testing.TB, m *gpt2.Model, opts Options, numBlocks int) *Backend {
+	t.Helper()
+	opts.LibDir, opts.CacheDir = LibDirFromEnv(), t.TempDir()
+	b, err := NewBackend(m, opts)
 	if err != nil {
 		var nf *NotFoundError
 		if (errors.As(err, &nf) || errors.Is(err, ErrNoDevice)) && os.Getenv("TINYSERVE_CUDA_REQUIRE") != "1" {
@@ -323,14 +329,21 @@ func TestGPUHalfTop10(t *testing.T) {
 // (under 1 ms), in float16. Each iteration is a full Forward: metadata
 // copy, 12 layers, LM head for 4 rows, argmax, result copy.
 func BenchmarkGPUDecodeStep(b *testing.B) {
-	for _, dt := range []string{"float16", "float32"} {
-		b.Run(dt, func(b *testing.B) {
+	for _, v := range []struct {
+		dt     string
+		graphs bool
+	}{{"float16", false}, {"float16", true}, {"float32", false}} {
+		name := v.dt
+		if v.graphs {
+			name += "-graphs"
+		}
+		b.Run(name, func(b *testing.B) {
 			m, err := gpt2.Builtin(gpt2.Builtin124M)
 			if err != nil {
 				b.Fatal(err)
 			}
 			const seqs, prompt = 4, 128
-			gb := newGPU(b, m, dt, seqs*64)
+			gb := newGPUOpts(b, m, Options{DType: v.dt, CUDAGraphs: v.graphs}, seqs*64)
 			mgr, _ := kv.New(seqs*64, 16)
 			batch := &engine.Batch{}
 			for i := range seqs {
@@ -363,4 +376,57 @@ func BenchmarkGPUDecodeStep(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/step")
 		})
 	}
+}
+
+// TestGPUGraphsMatchEager decodes 4 sequences for 24 steps on two float32
+// backends, one replaying CUDA graphs, one eager, dropping a sequence
+// halfway (so a second graph size is captured); every step's argmax and
+// logits must agree.
+func TestGPUGraphsMatchEager(t *testing.T) {
+	m, cases := loadGoldenCases(t, "gpt2-tiny-hot")
+	eager := newGPU(t, m, "float32", goldenBlocks)
+	gb := newGPUOpts(t, m, Options{DType: "float32", CUDAGraphs: true}, goldenBlocks)
+	es, gs := newStepper(t, eager, goldenBlocks), newStepper(t, gb, goldenBlocks)
+	const seqs = 4
+	last := make([]int, seqs)
+	pos := make([]int, seqs)
+	for i := range seqs {
+		p := part{id: kv.SeqID(i + 1), tokens: cases[i].InputIDs, sample: true, needLogits: true}
+		er, gr := es.step(p), gs.step(p)
+		if er[0].Argmax != gr[0].Argmax {
+			t.Fatalf("prefill %d: argmax %d vs %d", i, er[0].Argmax, gr[0].Argmax)
+		}
+		last[i], pos[i] = er[0].Argmax, len(cases[i].InputIDs)
+	}
+	worst := 0.0
+	for step := range 24 {
+		n := seqs
+		if step >= 12 {
+			n = seqs - 1
+		}
+		var parts []part
+		for i := range n {
+			parts = append(parts, part{id: kv.SeqID(i + 1), tokens: []int{last[i]}, start: pos[i], sample: true, needLogits: step%3 == 0})
+		}
+		er, gr := es.step(parts...), gs.step(parts...)
+		for i := range n {
+			if er[i].Argmax != gr[i].Argmax {
+				t.Fatalf("step %d seq %d: eager argmax %d, graph %d", step, i+1, er[i].Argmax, gr[i].Argmax)
+			}
+			if parts[i].needLogits {
+				for v := range er[i].Logits {
+					worst = max(worst, math.Abs(float64(er[i].Logits[v]-gr[i].Logits[v])))
+				}
+			}
+			last[i] = er[i].Argmax
+			pos[i]++
+		}
+	}
+	if gb.graphsOff || len(gb.graphs) != 2 {
+		t.Errorf("graphs off=%v, %d captured; want 2 sizes captured", gb.graphsOff, len(gb.graphs))
+	}
+	if worst > 1e-6 {
+		t.Errorf("graph vs eager logits differ by %.3g", worst)
+	}
+	t.Logf("max |graph - eager| logit: %.3g", worst)
 }

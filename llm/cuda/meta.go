@@ -36,11 +36,12 @@ type metaLimits struct {
 }
 
 // packBatch checks b against lim and flattens it into buf (grown as needed,
-// returned), filling m. Nothing of b is kept: the batch is valid only
-// during Forward.
-func packBatch(buf []int32, m *batchMeta, b *engine.Batch, lim metaLimits) ([]int32, error) {
+// returned), filling m. The block-table stride is the longest table the
+// batch needs, or minStride if that is more (CUDA graphs fix the stride).
+// Nothing of b is kept: the batch is valid only during Forward.
+func packBatch(buf []int32, m *batchMeta, b *engine.Batch, lim metaLimits, minStride int) ([]int32, error) {
 	bs := lim.blockSize
-	n, maxBlocks, r, l, maxPos := 0, 1, 0, 0, 0
+	n, maxBlocks, r, l, maxPos := 0, max(1, minStride), 0, 0, 0
 	for i := range b.Seqs {
 		s := &b.Seqs[i]
 		if len(s.Tokens) == 0 {

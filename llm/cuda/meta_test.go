@@ -20,7 +20,7 @@ func TestPackBatch(t *testing.T) {
 		{ID: 9, Tokens: []int{10, 11}, StartPos: 2, BlockTable: []int32{2}},
 	}}
 	var m batchMeta
-	buf, err := packBatch(nil, &m, b, testLimits)
+	buf, err := packBatch(nil, &m, b, testLimits, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func TestPackBatch(t *testing.T) {
 	b2 := &engine.Batch{NumTokens: 1, Seqs: []engine.SeqBatch{
 		{ID: 7, Tokens: []int{42}, StartPos: 3, BlockTable: []int32{3}, Sample: true},
 	}}
-	buf2, err := packBatch(buf, &m, b2, testLimits)
+	buf2, err := packBatch(buf, &m, b2, testLimits, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,8 +56,26 @@ func TestPackBatch(t *testing.T) {
 	if want := []int32{42, 3, 0, 3, 0}; !slices.Equal(buf2, want) || m.R != 1 || m.L != 0 || !slices.Equal(m.Order, []int{0}) {
 		t.Errorf("decode step: %v %+v", buf2, m)
 	}
-	if n := testing.AllocsPerRun(100, func() { buf2, _ = packBatch(buf2, &m, b, testLimits) }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { buf2, _ = packBatch(buf2, &m, b, testLimits, 0) }); n != 0 {
 		t.Errorf("steady-state packBatch allocates %v times", n)
+	}
+}
+
+// TestPackBatchMinStride: a CUDA-graph step fixes the block-table stride;
+// tables are zero-padded to it and the sampled rows move accordingly.
+func TestPackBatchMinStride(t *testing.T) {
+	b := &engine.Batch{NumTokens: 2, Seqs: []engine.SeqBatch{
+		{ID: 1, Tokens: []int{4}, StartPos: 4, BlockTable: []int32{5, 6}, Sample: true},
+		{ID: 2, Tokens: []int{8}, StartPos: 0, BlockTable: []int32{7}, Sample: true},
+	}}
+	var m batchMeta
+	buf, err := packBatch(nil, &m, b, testLimits, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []int32{4, 8, 4, 0, 0, 1, 5, 6, 0, 7, 0, 0, 0, 1}
+	if !slices.Equal(buf, want) || m.MaxBlocks != 3 || m.OffSample != 12 {
+		t.Errorf("got %v (%+v), want %v", buf, m, want)
 	}
 }
 
@@ -84,14 +102,14 @@ func TestPackBatchRejects(t *testing.T) {
 		c.edit(&s, b)
 		b.Seqs = []engine.SeqBatch{s}
 		var m batchMeta
-		_, err := packBatch(nil, &m, b, testLimits)
+		_, err := packBatch(nil, &m, b, testLimits, 0)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: error %v, want one containing %q", c.name, err, c.want)
 		}
 	}
 	// An empty step is valid and packs nothing.
 	var m batchMeta
-	if buf, err := packBatch(nil, &m, &engine.Batch{}, testLimits); err != nil || len(buf) != 0 || m.N != 0 {
+	if buf, err := packBatch(nil, &m, &engine.Batch{}, testLimits, 0); err != nil || len(buf) != 0 || m.N != 0 {
 		t.Errorf("empty batch: %v %v %+v", buf, err, m)
 	}
 }
