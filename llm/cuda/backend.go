@@ -257,10 +257,14 @@ func (b *Backend) start() error {
 	if b.stream, err = b.drv.StreamCreate(); err != nil {
 		return err
 	}
-	if b.rtc, err = LoadNVRTC(dirs); err != nil {
+	drvVersion, err := b.drv.Version()
+	if err != nil {
 		return err
 	}
-	if b.blas, err = LoadCuBLAS(dirs); err != nil {
+	if b.rtc, err = LoadNVRTC(LibNVRTC.ForDriver(drvVersion), dirs); err != nil {
+		return err
+	}
+	if b.blas, err = LoadCuBLAS(LibCuBLAS.ForDriver(drvVersion), dirs); err != nil {
 		return err
 	}
 	if err := b.blas.SetStream(b.stream); err != nil {
@@ -297,8 +301,7 @@ func (b *Backend) start() error {
 	if err := b.uploadWeights(); err != nil {
 		return err
 	}
-	v, _ := b.drv.Version()
-	b.log.Info("cuda: backend ready", "device", b.deviceName, "arch", b.arch, "driver", v,
+	b.log.Info("cuda: backend ready", "device", b.deviceName, "arch", b.arch, "driver", drvVersion,
 		"dtype", b.dt.name, "cublas", b.blas.Path, "nvrtc", b.rtc.Path)
 	return nil
 }

@@ -38,6 +38,41 @@ var (
 	LibNVRTC  = Library{Name: "NVRTC", Files: []string{"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so.11.2", "libnvrtc.so"}, PipPackage: "cuda_nvrtc"}
 )
 
+// ForDriver drops the candidate files of a CUDA major version newer than
+// the driver's (driverVersion as cuDriverGetVersion reports it, e.g. 12040):
+// cuBLAS 13 or NVRTC 13 cubins do not run on a CUDA 12 driver, so where pip
+// installed both, the 12 build must win. Zero keeps every candidate.
+func (l Library) ForDriver(driverVersion int) Library {
+	if driverVersion <= 0 {
+		return l
+	}
+	major := driverVersion / 1000
+	out := l
+	out.Files = nil
+	for _, f := range l.Files {
+		if v := sonameMajor(f); v == 0 || v <= major {
+			out.Files = append(out.Files, f)
+		}
+	}
+	return out
+}
+
+// sonameMajor is N in lib*.so.N[.M], or 0 for an unversioned name.
+func sonameMajor(file string) int {
+	_, ver, ok := strings.Cut(file, ".so.")
+	if !ok {
+		return 0
+	}
+	n := 0
+	for _, c := range ver {
+		if c < '0' || c > '9' {
+			break
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n
+}
+
 // NotFoundError says that a library is in none of the places searched.
 type NotFoundError struct {
 	// Lib is the library that is missing.

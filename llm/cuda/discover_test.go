@@ -95,3 +95,25 @@ func TestSearchDirs(t *testing.T) {
 		}
 	}
 }
+
+func TestLibraryForDriver(t *testing.T) {
+	cases := []struct {
+		v    int
+		want []string
+	}{
+		{0, LibCuBLAS.Files},
+		{12040, []string{"libcublas.so.12", "libcublas.so.11", "libcublas.so"}},
+		{13000, LibCuBLAS.Files},
+	}
+	for _, c := range cases {
+		if got := LibCuBLAS.ForDriver(c.v).Files; !slices.Equal(got, c.want) {
+			t.Errorf("ForDriver(%d) = %v, want %v", c.v, got, c.want)
+		}
+	}
+	if got := LibNVRTC.ForDriver(11080).Files; !slices.Equal(got, []string{"libnvrtc.so.11.2", "libnvrtc.so"}) {
+		t.Errorf("NVRTC for 11.8: %v", got)
+	}
+	if len(LibCuBLAS.Files) != 4 {
+		t.Error("ForDriver modified the package's table")
+	}
+}

@@ -27,10 +27,10 @@ type NVRTC struct {
 	hasCUBIN          bool
 }
 
-// LoadNVRTC opens NVRTC from dirs. Its builtins library (which NVRTC opens
+// LoadNVRTC opens NVRTC (lib is LibNVRTC, or LibNVRTC.ForDriver(v)) from dirs. Its builtins library (which NVRTC opens
 // itself while compiling) is preloaded from the same folder.
-func LoadNVRTC(dirs []string) (*NVRTC, error) {
-	h, path, err := openLibrary(LibNVRTC, dirs, []string{"libnvrtc-builtins.so.*"})
+func LoadNVRTC(lib Library, dirs []string) (*NVRTC, error) {
+	h, path, err := openLibrary(lib, dirs, []string{"libnvrtc-builtins.so.*"})
 	if err != nil {
 		return nil, err
 	}
