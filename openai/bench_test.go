@@ -6,6 +6,8 @@ import (
 	"net/http/httptest"
 	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,66 +15,127 @@ import (
 	"github.com/tinyserve/tinyserve/llm/mock"
 )
 
+const (
+	benchConcurrency = 64
+	benchBody        = `{"prompt":"hello","max_tokens":1,"temperature":0}`
+)
+
+// benchTarget is one server under the benchmark's client.
+type benchTarget struct {
+	srv    *httptest.Server
+	tr     *http.Transport
+	client *http.Client
+	url    string
+}
+
+func newBenchTarget(h http.Handler) *benchTarget {
+	srv := httptest.NewServer(h)
+	tr := &http.Transport{MaxIdleConns: 2 * benchConcurrency, MaxIdleConnsPerHost: 2 * benchConcurrency}
+	return &benchTarget{srv: srv, tr: tr, client: &http.Client{Transport: tr}, url: srv.URL + "/v1/completions"}
+}
+
+func (bt *benchTarget) close() {
+	bt.tr.CloseIdleConnections()
+	bt.srv.Close()
+}
+
+func (bt *benchTarget) post(b *testing.B) bool {
+	resp, err := bt.client.Post(bt.url, "application/json", strings.NewReader(benchBody))
+	if err != nil {
+		b.Error(err)
+		return false
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b.Errorf("status %d", resp.StatusCode)
+		return false
+	}
+	return true
+}
+
+// burst sends n requests from benchConcurrency clients and returns the time
+// they took.
+func (bt *benchTarget) burst(b *testing.B, n int) time.Duration {
+	var left atomic.Int64
+	left.Store(int64(n))
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range benchConcurrency {
+		wg.Go(func() {
+			for left.Add(-1) >= 0 {
+				if !bt.post(b) {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return time.Since(start)
+}
+
+// bareHandler answers like a completion without doing anything.
+func bareHandler() http.Handler {
+	fixed := []byte(`{"id":"cmpl-0","object":"text_completion","created":0,"model":"mock","choices":[{"index":0,"text":"a","logprobs":null,"finish_reason":"length","stop_reason":null}],"usage":{"prompt_tokens":5,"completion_tokens":1,"total_tokens":6}}`)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(fixed)
+	})
+}
+
 // BenchmarkCompletionsVsBare measures requests per second of non-streaming
 // completions (max_tokens 1, mock backend without latency, 64 concurrent
-// clients over loopback) and of a bare net/http handler that returns a
-// fixed JSON body, under the same client. The tinyserve sub-benchmark
-// reports ratio_to_bare when the bare one ran first (the goal is >= 0.5):
+// clients over loopback) against a bare net/http handler that returns a
+// fixed JSON body, under the same client. "bare" and "tinyserve" report
+// req/s alone; "paired" alternates bursts of 512 requests between the two
+// servers, so that load from elsewhere on the machine hits both alike, and
+// reports ratio_to_bare (the goal is >= 0.5):
 //
 //	go test -run XXX -bench CompletionsVsBare -benchtime 3s ./openai
 func BenchmarkCompletionsVsBare(b *testing.B) {
-	const concurrency = 64
-	const body = `{"prompt":"hello","max_tokens":1,"temperature":0}`
-	var bareRPS float64
-
-	run := func(b *testing.B, h http.Handler) float64 {
-		srv := httptest.NewServer(h)
-		defer srv.Close()
-		tr := &http.Transport{MaxIdleConns: 2 * concurrency, MaxIdleConnsPerHost: 2 * concurrency}
-		defer tr.CloseIdleConnections()
-		client := &http.Client{Transport: tr}
-		url := srv.URL + "/v1/completions"
-		b.SetParallelism((concurrency + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+	newEngine := func(b *testing.B) http.Handler {
+		eng, err := mock.NewEngine(mock.Config{}, engine.Config{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = eng.Close() })
+		return NewHandler(eng)
+	}
+	alone := func(b *testing.B, h http.Handler) {
+		bt := newBenchTarget(h)
+		defer bt.close()
+		b.SetParallelism((benchConcurrency + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
 		b.ReportAllocs()
 		b.ResetTimer()
 		start := time.Now()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
-				resp, err := client.Post(url, "application/json", strings.NewReader(body))
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != http.StatusOK {
-					b.Errorf("status %d", resp.StatusCode)
+				if !bt.post(b) {
 					return
 				}
 			}
 		})
-		rps := float64(b.N) / time.Since(start).Seconds()
-		b.ReportMetric(rps, "req/s")
-		return rps
+		b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "req/s")
 	}
-
-	b.Run("bare", func(b *testing.B) {
-		fixed := []byte(`{"id":"cmpl-0","object":"text_completion","created":0,"model":"mock","choices":[{"index":0,"text":"a","logprobs":null,"finish_reason":"length","stop_reason":null}],"usage":{"prompt_tokens":5,"completion_tokens":1,"total_tokens":6}}`)
-		bareRPS = run(b, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			_, _ = io.Copy(io.Discard, r.Body)
-			w.Header().Set("Content-Type", "application/json")
-			_, _ = w.Write(fixed)
-		}))
-	})
-	b.Run("tinyserve", func(b *testing.B) {
-		eng, err := mock.NewEngine(mock.Config{}, engine.Config{})
-		if err != nil {
-			b.Fatal(err)
+	b.Run("bare", func(b *testing.B) { alone(b, bareHandler()) })
+	b.Run("tinyserve", func(b *testing.B) { alone(b, newEngine(b)) })
+	b.Run("paired", func(b *testing.B) {
+		const perBurst = 512
+		bare, tiny := newBenchTarget(bareHandler()), newBenchTarget(newEngine(b))
+		defer bare.close()
+		defer tiny.close()
+		bare.burst(b, perBurst) // warm both connection pools
+		tiny.burst(b, perBurst)
+		var bareT, tinyT time.Duration
+		b.ResetTimer()
+		for b.Loop() {
+			bareT += bare.burst(b, perBurst)
+			tinyT += tiny.burst(b, perBurst)
 		}
-		defer eng.Close()
-		rps := run(b, NewHandler(eng))
-		if bareRPS > 0 {
-			b.ReportMetric(rps/bareRPS, "ratio_to_bare")
-		}
+		n := float64(b.N * perBurst)
+		b.ReportMetric(n/bareT.Seconds(), "bare_req/s")
+		b.ReportMetric(n/tinyT.Seconds(), "tinyserve_req/s")
+		b.ReportMetric(bareT.Seconds()/tinyT.Seconds(), "ratio_to_bare")
 	})
 }
