@@ -185,6 +185,7 @@ func applyBehavior(spans []span, b splitBehavior, invert bool) []span {
 // alternation, (?!...)), which Go's regexp lacks.
 type regexSplit struct {
 	re       *regexp2.Regexp
+	fast     fastPattern // a hand-written matcher for re, or fastNone
 	behavior splitBehavior
 	invert   bool
 }
@@ -196,15 +197,28 @@ func (p *regexSplit) split(dst []string, piece string) []string {
 	runes := []rune(piece)
 	var spans []span
 	prev := 0
-	m, err := p.re.FindRunesMatch(runes)
-	for err == nil && m != nil {
-		start, end := m.Index, m.Index+m.Length
+	add := func(start, end int) {
 		if prev != start {
 			spans = append(spans, span{prev, start, false})
 		}
 		spans = append(spans, span{start, end, true})
 		prev = end
-		m, err = p.re.FindNextMatch(m)
+	}
+	if p.fast != fastNone {
+		for i := 0; i < len(runes); {
+			if e := p.fast.match(runes, i); e > i {
+				add(i, e)
+				i = e
+			} else {
+				i++
+			}
+		}
+	} else {
+		m, err := p.re.FindRunesMatch(runes)
+		for err == nil && m != nil {
+			add(m.Index, m.Index+m.Length)
+			m, err = p.re.FindNextMatch(m)
+		}
 	}
 	if prev != len(runes) {
 		spans = append(spans, span{prev, len(runes), false})
@@ -347,7 +361,11 @@ func appendPreTokenizer(seq *[]preTokenizer, raw json.RawMessage) error {
 		if err != nil {
 			return fmt.Errorf("%w: Split regex %q: %v", ErrUnsupported, expr, err)
 		}
-		*seq = append(*seq, &regexSplit{re: re, behavior: b, invert: s.Invert})
+		var fast fastPattern
+		if s.Pattern.Regex != nil {
+			fast = fastPatternFor(expr)
+		}
+		*seq = append(*seq, &regexSplit{re: re, fast: fast, behavior: b, invert: s.Invert})
 		return nil
 	case "ByteLevel":
 		s := struct {
@@ -359,7 +377,7 @@ func appendPreTokenizer(seq *[]preTokenizer, raw json.RawMessage) error {
 		}
 		p := byteLevelSplit{addPrefixSpace: s.AddPrefixSpace}
 		if s.UseRegex {
-			p.regex = &regexSplit{re: regexp2.MustCompile(gpt2Pattern, regexp2.None), behavior: behaviorIsolated}
+			p.regex = &regexSplit{re: regexp2.MustCompile(gpt2Pattern, regexp2.None), fast: fastGPT2, behavior: behaviorIsolated}
 		}
 		*seq = append(*seq, p)
 		return nil
