@@ -73,7 +73,7 @@ func GPT2() (*GPT2Tokenizer, error) {
 		tokens[id] = []byte(s)
 	}
 	tokens[GPT2EOS] = []byte(GPT2EOSText)
-	split := &regexSplit{re: regexp2.MustCompile(gpt2Pattern, regexp2.None), behavior: behaviorIsolated}
+	split := &regexSplit{re: regexp2.MustCompile(gpt2Pattern, regexp2.None), fast: fastGPT2, behavior: behaviorIsolated}
 	return &GPT2Tokenizer{enc: enc, tokens: tokens, ranks: ranks, split: split}, nil
 }
 
