@@ -108,12 +108,21 @@ const (
 	behaviorContiguous
 )
 
-var splitBehaviors = map[string]splitBehavior{
-	"Removed":            behaviorRemoved,
-	"Isolated":           behaviorIsolated,
-	"MergedWithPrevious": behaviorMergedWithPrevious,
-	"MergedWithNext":     behaviorMergedWithNext,
-	"Contiguous":         behaviorContiguous,
+// parseBehavior reads a SplitDelimiterBehavior name.
+func parseBehavior(name string) (splitBehavior, bool) {
+	switch name {
+	case "Removed":
+		return behaviorRemoved, true
+	case "Isolated":
+		return behaviorIsolated, true
+	case "MergedWithPrevious":
+		return behaviorMergedWithPrevious, true
+	case "MergedWithNext":
+		return behaviorMergedWithNext, true
+	case "Contiguous":
+		return behaviorContiguous, true
+	}
+	return 0, false
 }
 
 // span is a run of runes [start, end) that is or is not a delimiter match.
@@ -341,7 +350,7 @@ func appendPreTokenizer(seq *[]preTokenizer, raw json.RawMessage) error {
 		if err := json.Unmarshal(raw, &s); err != nil {
 			return fmt.Errorf("tokenizer.json Split pre_tokenizer: %w", err)
 		}
-		b, ok := splitBehaviors[s.Behavior]
+		b, ok := parseBehavior(s.Behavior)
 		if !ok {
 			return fmt.Errorf("%w: Split behavior %q", ErrUnsupported, s.Behavior)
 		}

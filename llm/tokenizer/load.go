@@ -14,9 +14,11 @@ import (
 // BuiltinGPT2 is the tokenizer spec that selects the built-in GPT-2 BPE.
 const BuiltinGPT2 = "gpt2"
 
-// gpt2Aliases are Hugging Face ids whose tokenizer is exactly GPT-2's, so
-// they need no file.
-var gpt2Aliases = []string{BuiltinGPT2, "openai-community/gpt2"}
+// isGPT2Alias reports whether spec names the built-in GPT-2 tokenizer: "gpt2"
+// or a Hugging Face id whose tokenizer is exactly GPT-2's, so it needs no file.
+func isGPT2Alias(spec string) bool {
+	return spec == BuiltinGPT2 || spec == "openai-community/gpt2"
+}
 
 // LoadOptions tell Load where to look for Hugging Face ids. They are plain
 // values rather than environment lookups inside Load, so that tests and
@@ -111,7 +113,7 @@ func Locate(spec string, opts LoadOptions) (path string, builtin bool, err error
 	if spec == "" {
 		return "", false, errors.New("tokenizer: empty name")
 	}
-	if slices.Contains(gpt2Aliases, spec) {
+	if isGPT2Alias(spec) {
 		return "", true, nil
 	}
 	nf := &NotFoundError{Spec: spec}
