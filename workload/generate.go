@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/tinyserve/tinyserve/internal/pyrandom"
 	"github.com/tinyserve/tinyserve/llm"
@@ -66,7 +67,7 @@ func Generate(cfg *Config, tok llm.Tokenizer) ([]Row, error) {
 	rows := make([]Row, len(seq))
 	for i, b := range seq {
 		source := fmt.Sprintf("%s request %06d. ", cfg.Name, i) + SourceText
-		ids := tok.Encode(source, true)
+		ids := slices.Clone(tok.Encode(source, true)) // appended to below; never touch the tokenizer's slice
 		for len(ids) < b.PromptTokens {
 			ids = append(ids, filler[0])
 		}
