@@ -1,0 +1,125 @@
+package cuda
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// loadTestNVRTC opens NVRTC where one is installed (no GPU is needed to
+// compile), or skips. $TINYSERVE_CUDA_LIB_DIR may point at a folder holding
+// just libnvrtc.so.* and its builtins library.
+func loadTestNVRTC(t *testing.T) *NVRTC {
+	t.Helper()
+	rtc, err := LoadNVRTC(LibNVRTC, SearchDirs(LibDirFromEnv(), nil))
+	if err != nil {
+		var nf *NotFoundError
+		if errors.As(err, &nf) {
+			t.Skipf("NVRTC not installed (set %s to a folder with libnvrtc.so.*): %v", EnvLibDir, err)
+		}
+		t.Fatal(err)
+	}
+	ma, mi, err := rtc.Version()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("NVRTC %d.%d from %s", ma, mi, rtc.Path)
+	return rtc
+}
+
+// TestKernelsCompile compiles the embedded kernels with NVRTC, as
+// NewBackend does, for every architecture this NVRTC supports from sm_70
+// on (cubin) and to PTX, and checks that every kernel the backend looks up
+// is in the output.
+func TestKernelsCompile(t *testing.T) {
+	rtc := loadTestNVRTC(t)
+	archs, err := rtc.SupportedArchs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, sfx := range []string{"_f32", "_f16", "_bf16"} {
+		for _, k := range []string{"embed", "layernorm", "qkv_store", "attention", "bias_act", "residual"} {
+			names = append(names, k+sfx)
+		}
+	}
+	names = append(names, "argmax_rows")
+	compiled := 0
+	for _, arch := range archs {
+		if arch < 70 || (testing.Short() && arch != 80) {
+			continue
+		}
+		img, err := rtc.Compile(KernelSource(), "gpt2.cu", []string{fmt.Sprintf("--gpu-architecture=sm_%d", arch), "-default-device", "--std=c++17"}, true)
+		if err != nil {
+			t.Fatalf("sm_%d: %v", arch, err)
+		}
+		if !bytes.HasPrefix(img, []byte("\x7fELF")) {
+			t.Errorf("sm_%d: cubin is not an ELF file", arch)
+		}
+		for _, n := range names {
+			if !bytes.Contains(img, []byte(n)) {
+				t.Errorf("sm_%d: cubin lacks kernel %s", arch, n)
+			}
+		}
+		compiled++
+	}
+	if compiled == 0 {
+		t.Fatalf("no architecture from sm_70 on among %v", archs)
+	}
+	ptx, err := rtc.Compile(KernelSource(), "gpt2.cu", []string{"--gpu-architecture=compute_80", "-default-device", "--std=c++17"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ptx[len(ptx)-1] != 0 {
+		t.Error("PTX is not NUL-terminated (cuModuleLoadData needs it)")
+	}
+	for _, n := range names {
+		if !bytes.Contains(ptx, []byte(".entry "+n+"(")) {
+			t.Errorf("PTX lacks .entry %s", n)
+		}
+	}
+	t.Logf("compiled for %d architectures; PTX %d bytes", compiled, len(ptx))
+}
+
+// TestKernelImageCompilesAndCaches: kernelImage compiles on a cache miss,
+// writes the cache, and a broken source reports NVRTC's log.
+func TestKernelImageCompilesAndCaches(t *testing.T) {
+	rtc := loadTestNVRTC(t)
+	dir := t.TempDir()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	img, err := kernelImage(rtc, KernelSource(), 80, dir, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cached, err := os.ReadFile(filepath.Join(dir, CacheKey(KernelSource(), 80)+".cubin"))
+	if err != nil || !bytes.Equal(cached, img) {
+		t.Fatalf("cache not written: %v", err)
+	}
+	_, err = kernelImage(rtc, "extern \"C\" __global__ void k() { undefined_thing(); }", 80, dir, log)
+	var ce *CompileError
+	if !errors.As(err, &ce) || !strings.Contains(ce.Log, "undefined_thing") {
+		t.Fatalf("broken source: %v", err)
+	}
+	t.Logf("compile error as a user sees it: %v", err)
+}
+
+// TestPTXFallbackArch: a GPU newer than NVRTC gets PTX for the newest
+// architecture NVRTC knows.
+func TestPTXFallbackArch(t *testing.T) {
+	rtc := loadTestNVRTC(t)
+	archs, _ := rtc.SupportedArchs()
+	newest := archs[len(archs)-1]
+	got, err := ptxFallbackArch(rtc, 999)
+	if err != nil || got != newest {
+		t.Errorf("ptxFallbackArch(999) = %d, %v; want %d", got, err, newest)
+	}
+	if _, err := ptxFallbackArch(rtc, 10); err == nil {
+		t.Error("sm_10 got a fallback")
+	}
+}
