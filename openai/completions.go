@@ -129,6 +129,12 @@ func (h *handler) completions(w http.ResponseWriter, r *http.Request) {
 	}
 
 	k := len(prompts) * req.n
+	if max := h.cfg.maxPending; max > 0 && k > max {
+		// A retry could never succeed, so this is not a 429.
+		writeError(w, r, badRequest("n", "invalid_value",
+			"the request needs %d sequences (prompts times n); this server admits at most %d at once", k, max))
+		return
+	}
 	if max := h.cfg.maxPending; max > 0 {
 		if h.pending.Add(int64(k)) > int64(max) {
 			h.pending.Add(int64(-k))
@@ -158,7 +164,7 @@ func (h *handler) completions(w http.ResponseWriter, r *http.Request) {
 				writeError(w, r, engineError(err))
 				return
 			}
-			choices = append(choices, &choice{index: i, prompt: pi, ch: ch, obs: h.m.newObserver()})
+			choices = append(choices, &choice{index: i, prompt: pi, ch: ch})
 		}
 	}
 	ri.log.Debug("completion admitted", "prompts", len(prompts), "n", req.n, "stream", req.stream, "user", req.user)

@@ -302,6 +302,10 @@ func TestMaxPending(t *testing.T) {
 	f := newFake()
 	f.hold = make(chan struct{})
 	h := NewHandler(f, WithMaxPending(3))
+	rec := serve(t, h, "POST", "/v1/completions", `{"prompt":["a","b"],"n":2}`)
+	require.Equal(t, 400, rec.Code, "4 sequences can never fit a bound of 3: no point retrying")
+	assert.Equal(t, "n", *decodeErr(t, rec).Error.Param)
+
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 	// Two requests of n=1 and n=... hold 3 sequences; the next is refused
@@ -319,7 +323,7 @@ func TestMaxPending(t *testing.T) {
 		}()
 	}
 	require.Eventually(t, func() bool { return len(f.requests()) == 3 }, 5*time.Second, time.Millisecond)
-	rec := serve(t, h, "POST", "/v1/completions", `{"prompt":"a","max_tokens":1}`)
+	rec = serve(t, h, "POST", "/v1/completions", `{"prompt":"a","max_tokens":1}`)
 	require.Equal(t, 429, rec.Code)
 	assert.Equal(t, "1", rec.Header().Get("Retry-After"))
 	assert.Equal(t, typeRateLimit, decodeErr(t, rec).Error.Type)

@@ -67,8 +67,6 @@ func errModelNotFound(name string) *apiError {
 	}
 }
 
-func isErr(err, target error) bool { return errors.Is(err, target) }
-
 // engineError maps an error from the engine (Generate's rejection, or an
 // error event) to its HTTP answer. Each llm sentinel says whether the request
 // was admitted and whether a retry can help; the status carries that to the

@@ -10,6 +10,7 @@
 package openai
 
 import (
+	"errors"
 	"log/slog"
 	"net/http"
 	"sync/atomic"
@@ -85,9 +86,11 @@ func WithStreamWriteTimeout(d time.Duration) Option { return func(c *config) { c
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
 // WithRegistry sets where the handler registers its metrics and what GET
-// /metrics gathers. Either may be nil; without this option each handler gets
-// a fresh prometheus.NewRegistry() for both, so two handlers in one process
-// never collide. Metrics are registered with a model_name label (the first
+// /metrics gathers. Without this option each handler gets a fresh
+// prometheus.NewRegistry() for both, so two handlers in one process never
+// collide. A nil gatherer means reg itself when it is one (a
+// *prometheus.Registry), else /metrics serves nothing (the host serves its
+// metrics); a nil reg means a private registry. Metrics are registered with a model_name label (the first
 // served name), so several handlers can share one registry.
 func WithRegistry(reg prometheus.Registerer, g prometheus.Gatherer) Option {
 	return func(c *config) { c.registerer, c.gatherer = reg, g }
@@ -105,7 +108,6 @@ type handler struct {
 	log     *slog.Logger
 	m       *metrics
 	pending atomic.Int64
-	mux     *http.ServeMux
 }
 
 // NewHandler returns an http.Handler serving eng with the OpenAI completions
@@ -125,13 +127,18 @@ func NewHandler(eng llm.Engine, opts ...Option) http.Handler {
 	if cfg.logger == nil {
 		cfg.logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.registerer == nil && cfg.gatherer == nil {
+	switch {
+	case cfg.registerer == nil && cfg.gatherer == nil:
 		reg := prometheus.NewRegistry()
 		cfg.registerer, cfg.gatherer = reg, reg
-	} else if cfg.registerer == nil {
-		cfg.registerer = prometheus.NewRegistry() // metrics kept but not served
-	} else if cfg.gatherer == nil {
-		cfg.gatherer = prometheus.Gatherers{} // registered elsewhere, served by the host
+	case cfg.registerer == nil:
+		cfg.registerer = prometheus.NewRegistry() // kept, but only the given gatherer is served
+	case cfg.gatherer == nil:
+		if g, ok := cfg.registerer.(prometheus.Gatherer); ok { // a *prometheus.Registry
+			cfg.gatherer = g
+		} else {
+			cfg.gatherer = prometheus.Gatherers{} // the host serves its metrics itself
+		}
 	}
 	info := eng.Info()
 	names := cfg.names
@@ -162,7 +169,6 @@ func NewHandler(eng llm.Engine, opts ...Option) http.Handler {
 		mux.HandleFunc(p, methodNotAllowed)
 	}
 	mux.HandleFunc("/", notFound)
-	h.mux = mux
 	return withRequestID(cfg.logger, mux)
 }
 
@@ -240,11 +246,11 @@ func (h *handler) health(w http.ResponseWriter, r *http.Request) {
 	}
 	status := "unavailable"
 	switch {
-	case isErr(err, llm.ErrDraining):
+	case errors.Is(err, llm.ErrDraining):
 		status = "draining"
-	case isErr(err, llm.ErrEngineDead):
+	case errors.Is(err, llm.ErrEngineDead):
 		status = "dead"
-	case isErr(err, llm.ErrClosed):
+	case errors.Is(err, llm.ErrClosed):
 		status = "closed"
 	}
 	h.writeJSON(w, r, http.StatusServiceUnavailable, healthBody{Status: status, Reason: err.Error()})

@@ -75,8 +75,6 @@ type observer struct {
 	sawFirst  bool
 }
 
-func (m *metrics) newObserver() observer { return observer{} }
-
 // observe records what ev tells about its request's latencies. Times come
 // from the engine's stamps, so queueing in the HTTP layer does not blur them.
 func (m *metrics) observe(o *observer, ev llm.Event) {

@@ -113,3 +113,21 @@ func TestMetricsErrorLog(t *testing.T) {
 	assert.True(t, strings.Contains(logs.String(), "gather broke"), logs.String())
 	assert.Contains(t, logs.String(), "request_id=")
 }
+
+func TestRegistryOptions(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	// A nil gatherer serves the registry itself when it is one.
+	h := NewHandler(newFake(), WithRegistry(reg, nil), WithServedModelNames("m"))
+	rec := serve(t, h, "GET", "/metrics", "")
+	require.Equal(t, 200, rec.Code)
+	assert.Contains(t, rec.Body.String(), `vllm:num_requests_running{model_name="m"} 0`)
+	// A registerer that is no gatherer: the host serves metrics, /metrics is empty.
+	wrapped := prometheus.WrapRegistererWithPrefix("host_", reg)
+	h = NewHandler(newFake(), WithRegistry(wrapped, nil), WithServedModelNames("w"))
+	rec = serve(t, h, "GET", "/metrics", "")
+	require.Equal(t, 200, rec.Code)
+	assert.NotContains(t, rec.Body.String(), "vllm:")
+	n, err := testutil.GatherAndCount(reg, "host_vllm:num_requests_running")
+	require.NoError(t, err)
+	assert.Equal(t, 1, n, "registered through the host's registerer")
+}
