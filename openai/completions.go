@@ -129,16 +129,16 @@ func (h *handler) completions(w http.ResponseWriter, r *http.Request) {
 	}
 
 	k := len(prompts) * req.n
-	if max := h.cfg.maxPending; max > 0 && k > max {
-		// A retry could never succeed, so this is not a 429.
-		writeError(w, r, badRequest("n", "invalid_value",
-			"the request needs %d sequences (prompts times n); this server admits at most %d at once", k, max))
-		return
-	}
-	if max := h.cfg.maxPending; max > 0 {
-		if h.pending.Add(int64(k)) > int64(max) {
+	if limit := h.cfg.maxPending; limit > 0 {
+		if k > limit {
+			// A retry could never succeed, so this is not a 429.
+			writeError(w, r, badRequest("n", "invalid_value",
+				"the request needs %d sequences (prompts times n); this server admits at most %d at once", k, limit))
+			return
+		}
+		if h.pending.Add(int64(k)) > int64(limit) {
 			h.pending.Add(int64(-k))
-			writeError(w, r, errOverloaded(fmt.Sprintf("the server has %d requests pending, its limit; retry later", max)))
+			writeError(w, r, errOverloaded(fmt.Sprintf("the server has %d sequences pending, its limit; retry later", limit)))
 			return
 		}
 		defer h.pending.Add(int64(-k))
