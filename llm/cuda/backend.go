@@ -219,6 +219,22 @@ func (b *Backend) start() error {
 	if b.drv, err = LoadDriver(dirs); err != nil {
 		return err
 	}
+	return b.setup(func(drvVersion int) (*NVRTC, *CuBLAS, error) {
+		rtc, err := LoadNVRTC(LibNVRTC.ForDriver(drvVersion), dirs)
+		if err != nil {
+			return nil, nil, err
+		}
+		blas, err := LoadCuBLAS(LibCuBLAS.ForDriver(drvVersion), dirs)
+		return rtc, blas, err
+	})
+}
+
+// setup initialises the device with the loaded driver (b.drv) and the
+// NVRTC and cuBLAS that load returns (called once a context is current,
+// which cuBLAS's handle needs), compiles the kernels and uploads the
+// weights. Tests call it with a driver and libraries of their own.
+func (b *Backend) setup(load func(drvVersion int) (*NVRTC, *CuBLAS, error)) error {
+	var err error
 	if err := b.drv.Init(); err != nil {
 		return fmt.Errorf("cuda backend: driver %s: %w", b.drv.Path, err)
 	}
@@ -261,10 +277,7 @@ func (b *Backend) start() error {
 	if err != nil {
 		return err
 	}
-	if b.rtc, err = LoadNVRTC(LibNVRTC.ForDriver(drvVersion), dirs); err != nil {
-		return err
-	}
-	if b.blas, err = LoadCuBLAS(LibCuBLAS.ForDriver(drvVersion), dirs); err != nil {
+	if b.rtc, b.blas, err = load(drvVersion); err != nil {
 		return err
 	}
 	if err := b.blas.SetStream(b.stream); err != nil {

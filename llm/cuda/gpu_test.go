@@ -222,66 +222,11 @@ func TestGPUMixedBatchesMatchCPU(t *testing.T) {
 			if err := cb.AllocateKV(goldenBlocks, 16); err != nil {
 				t.Fatal(err)
 			}
-			gs, cs := newStepper(t, gb, goldenBlocks), newStepper(t, cb, goldenBlocks)
-			const chunk, gen = 13, 6
-			type seqState struct {
-				toks []int // prompt, then generated tokens
-				done int   // tokens already in the cache
-				n    int   // prompt length
-			}
-			st := make([]seqState, len(cases))
+			prompts := make([][]int, len(cases))
 			for i, c := range cases {
-				st[i] = seqState{toks: slices.Clone(c.InputIDs), n: len(c.InputIDs)}
+				prompts[i] = c.InputIDs
 			}
-			worst := 0.0
-			for step := 0; ; step++ {
-				var parts []part
-				var who []int
-				for i := range st {
-					s := &st[i]
-					if len(s.toks)-s.n >= gen && s.done == len(s.toks) {
-						continue // finished
-					}
-					end := min(s.done+chunk, len(s.toks))
-					p := part{id: kv.SeqID(i + 1), tokens: s.toks[s.done:end], start: s.done, sample: end == len(s.toks)}
-					p.needLogits = p.sample && (step+i)%2 == 0
-					parts = append(parts, p)
-					if p.sample {
-						who = append(who, i)
-					}
-				}
-				if len(parts) == 0 {
-					break
-				}
-				gr, cr := gs.step(parts...), cs.step(parts...)
-				if len(gr) != len(who) || len(cr) != len(who) {
-					t.Fatalf("step %d: %d GPU rows, %d CPU rows, want %d", step, len(gr), len(cr), len(who))
-				}
-				k := 0
-				for pi := range parts {
-					st[parts[pi].id-1].done = parts[pi].start + len(parts[pi].tokens)
-					if !parts[pi].sample {
-						continue
-					}
-					i := who[k]
-					g, c := gr[k], cr[k]
-					k++
-					if g.Argmax != c.Argmax {
-						t.Errorf("step %d seq %d: GPU argmax %d, CPU %d", step, i+1, g.Argmax, c.Argmax)
-					}
-					if parts[pi].needLogits {
-						if g.Logits == nil {
-							t.Fatalf("step %d seq %d: no logits", step, i+1)
-						}
-						for v := range c.Logits {
-							worst = max(worst, math.Abs(float64(g.Logits[v]-c.Logits[v])))
-						}
-					}
-					if len(st[i].toks) == st[i].done && len(st[i].toks)-st[i].n < gen {
-						st[i].toks = append(st[i].toks, c.Argmax)
-					}
-				}
-			}
+			worst := compareMixed(t, gb, cb, prompts, goldenBlocks, 13, 6)
 			if worst > ck.tol {
 				t.Errorf("max |GPU - CPU| logit %.3g over the tolerance %.0e", worst, ck.tol)
 			}
@@ -429,4 +374,75 @@ func TestGPUGraphsMatchEager(t *testing.T) {
 		t.Errorf("graph vs eager logits differ by %.3g", worst)
 	}
 	t.Logf("max |graph - eager| logit: %.3g", worst)
+}
+
+// compareMixed runs prompts concurrently on two backends with the same
+// schedule: prefills in chunks of chunk tokens mixed with decodes of the
+// sequences already past their prompt (gen tokens each, b's argmax fed
+// back), alternating rows that need logits and rows that need only the
+// argmax. Every step's argmax must agree; it returns the largest logit
+// difference seen.
+func compareMixed(t *testing.T, a, b engine.Backend, prompts [][]int, numBlocks, chunk, gen int) float64 {
+	t.Helper()
+	as, bs := newStepper(t, a, numBlocks), newStepper(t, b, numBlocks)
+	type seqState struct {
+		toks []int // prompt, then generated tokens
+		done int   // tokens already in the cache
+		n    int   // prompt length
+	}
+	st := make([]seqState, len(prompts))
+	for i, p := range prompts {
+		st[i] = seqState{toks: slices.Clone(p), n: len(p)}
+	}
+	worst := 0.0
+	for step := 0; ; step++ {
+		var parts []part
+		var who []int
+		for i := range st {
+			s := &st[i]
+			if len(s.toks)-s.n >= gen && s.done == len(s.toks) {
+				continue // finished
+			}
+			end := min(s.done+chunk, len(s.toks))
+			p := part{id: kv.SeqID(i + 1), tokens: s.toks[s.done:end], start: s.done, sample: end == len(s.toks)}
+			p.needLogits = p.sample && (step+i)%2 == 0
+			parts = append(parts, p)
+			if p.sample {
+				who = append(who, i)
+			}
+		}
+		if len(parts) == 0 {
+			return worst
+		}
+		ar, br := as.step(parts...), bs.step(parts...)
+		if len(ar) != len(who) || len(br) != len(who) {
+			t.Fatalf("step %d: %d and %d rows, want %d", step, len(ar), len(br), len(who))
+		}
+		k := 0
+		for pi := range parts {
+			st[parts[pi].id-1].done = parts[pi].start + len(parts[pi].tokens)
+			if !parts[pi].sample {
+				continue
+			}
+			i := who[k]
+			x, y := ar[k], br[k]
+			k++
+			if x.Argmax != y.Argmax {
+				t.Errorf("step %d seq %d: argmax %d vs %d", step, i+1, x.Argmax, y.Argmax)
+			}
+			if parts[pi].needLogits {
+				if x.Logits == nil || y.Logits == nil {
+					t.Fatalf("step %d seq %d: no logits", step, i+1)
+				}
+				for v := range y.Logits {
+					worst = max(worst, math.Abs(float64(x.Logits[v]-y.Logits[v])))
+				}
+			} else if x.Logits != nil {
+				t.Errorf("step %d seq %d: logits returned for a row that needs only the argmax", step, i+1)
+			}
+			if len(st[i].toks) == st[i].done && len(st[i].toks)-st[i].n < gen {
+				st[i].toks = append(st[i].toks, y.Argmax)
+			}
+		}
+	}
 }

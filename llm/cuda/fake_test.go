@@ -1,0 +1,235 @@
+package cuda
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/tinyserve/tinyserve/llm/gpt2"
+)
+
+// smallModel is a GPT-2 small enough for the fake GPU's Go emulation:
+// vocabulary 300, width 32, 4 heads of 8, 2 layers, 128 positions.
+func smallModel(t testing.TB, mutate func(*gpt2.Config)) *gpt2.Model {
+	t.Helper()
+	cfg := gpt2.Config{VocabSize: 300, NPositions: 128, NEmbd: 32, NLayer: 2, NHead: 4,
+		LayerNormEpsilon: 1e-5, Activation: gpt2.GeluTanh, ScaleAttnWeights: true, BOSTokenID: -1, EOSTokenID: -1}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	m, err := gpt2.NewRandom("small", cfg, 7, 0.1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func smallPrompts(vocab int, lens ...int) [][]int {
+	r := rand.New(rand.NewPCG(1, 2))
+	out := make([][]int, len(lens))
+	for i, l := range lens {
+		for range l {
+			out[i] = append(out[i], r.IntN(vocab))
+		}
+	}
+	return out
+}
+
+func cpuBackend(t testing.TB, m *gpt2.Model, numBlocks int) *gpt2.CPUBackend {
+	t.Helper()
+	cb, err := gpt2.NewCPUBackend(m, gpt2.CPUOptions{Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cb.Close() })
+	if err := cb.AllocateKV(numBlocks, 16); err != nil {
+		t.Fatal(err)
+	}
+	return cb
+}
+
+// TestFakeGPUMatchesCPU runs the backend's real orchestration (metadata
+// packing and copy, every launch with its arguments, the cuBLAS calls, the
+// results copy and reordering) on the fake GPU, whose kernels and GEMMs are
+// Go emulations, against the CPU backend on mixed batches: chunked
+// prefills crossing block boundaries, decodes, rows with and without
+// logits. In float32 the argmax must agree at every step and the logits
+// closely; variants cover the erf GELU, the per-layer attention scaling
+// and a model with an untied LM head... as far as NewRandom builds one.
+func TestFakeGPUMatchesCPU(t *testing.T) {
+	for _, v := range []struct {
+		name   string
+		mutate func(*gpt2.Config)
+	}{
+		{"gelu_new", nil},
+		{"gelu_erf", func(c *gpt2.Config) { c.Activation = gpt2.GeluErf }},
+		{"inverse_layer_scaling", func(c *gpt2.Config) { c.ScaleAttnByInverseLayerIdx = true }},
+	} {
+		t.Run(v.name, func(t *testing.T) {
+			m := smallModel(t, v.mutate)
+			const blocks = 40
+			fb, g := newFakeBackend(t, m, Options{DType: "float32"}, blocks)
+			cb := cpuBackend(t, m, blocks)
+			prompts := smallPrompts(300, 1, 17, 40, 5, 33)
+			worst := compareMixed(t, fb, cb, prompts, blocks, 7, 5)
+			if worst > 1e-5 {
+				t.Errorf("fake GPU vs CPU logits differ by %.3g", worst)
+			}
+			t.Logf("max |fake GPU - CPU| logit %.3g; %d kernel launches", worst, g.launches)
+		})
+	}
+}
+
+// TestFakeGPUHalf checks the float16 and bfloat16 paths' plumbing (storage
+// sizes, conversions, GEMM data types) on the fake GPU: the argmax agrees
+// with float32 where the float32 margin is clear, and logits stay within
+// the GPU tests' tolerance relative to the largest logit.
+func TestFakeGPUHalf(t *testing.T) {
+	m := smallModel(t, nil)
+	const blocks = 20
+	ref, _ := newFakeBackend(t, m, Options{DType: "float32"}, blocks)
+	rs := newStepper(t, ref, blocks)
+	prompts := smallPrompts(300, 30, 9)
+	var want [][]float32
+	for i, p := range prompts {
+		rows := rs.step(part{id: kvID(i), tokens: p, sample: true, needLogits: true})
+		want = append(want, rows[0].Logits)
+	}
+	for _, dt := range []struct {
+		name string
+		rel  float64
+	}{{"float16", tolFloat16Rel}, {"bfloat16", tolBFloat16Rel}} {
+		t.Run(dt.name, func(t *testing.T) {
+			hb, _ := newFakeBackend(t, m, Options{DType: dt.name}, blocks)
+			if hb.KVBytesPerBlock(16) != ref.KVBytesPerBlock(16)/2 {
+				t.Errorf("KV block %d bytes, want half of float32's %d", hb.KVBytesPerBlock(16), ref.KVBytesPerBlock(16))
+			}
+			hs := newStepper(t, hb, blocks)
+			worst := 0.0
+			for i, p := range prompts {
+				rows := hs.step(part{id: kvID(i), tokens: p, sample: true, needLogits: true})
+				scale := 0.0
+				for _, v := range want[i] {
+					scale = max(scale, abs64(float64(v)))
+				}
+				for v := range want[i] {
+					worst = max(worst, abs64(float64(rows[0].Logits[v]-want[i][v]))/scale)
+				}
+			}
+			if worst > dt.rel {
+				t.Errorf("relative logit error %.3g over %.0e", worst, dt.rel)
+			}
+			t.Logf("max relative |%s - float32| on the fake GPU: %.3g", dt.name, worst)
+		})
+	}
+}
+
+// TestFakeGPUGraphs: with CUDA graphs on, decode-only steps are captured
+// once per batch size (after one eager run) and replayed; the results equal
+// an eager backend's exactly, a step that is not decode-only runs eagerly,
+// and a reallocation of the step buffers drops the graphs.
+func TestFakeGPUGraphs(t *testing.T) {
+	m := smallModel(t, nil)
+	const blocks = 40
+	eager, _ := newFakeBackend(t, m, Options{DType: "float32"}, blocks)
+	gb, g := newFakeBackend(t, m, Options{DType: "float32", CUDAGraphs: true}, blocks)
+	es, gs := newStepper(t, eager, blocks), newStepper(t, gb, blocks)
+	prompts := smallPrompts(300, 20, 3, 9)
+	last := make([]int, len(prompts))
+	pos := make([]int, len(prompts))
+	for i, p := range prompts {
+		pp := part{id: kvID(i), tokens: p, sample: true}
+		er, gr := es.step(pp), gs.step(pp)
+		if er[0].Argmax != gr[0].Argmax {
+			t.Fatalf("prefill %d differs", i)
+		}
+		last[i], pos[i] = er[0].Argmax, len(p)
+	}
+	for step := range 12 {
+		n := len(prompts)
+		if step >= 6 {
+			n-- // a sequence finished: a second batch size
+		}
+		var parts []part
+		for i := range n {
+			parts = append(parts, part{id: kvID(i), tokens: []int{last[i]}, start: pos[i], sample: true, needLogits: step%4 == 1})
+		}
+		before := g.launches
+		er, gr := es.step(parts...), gs.step(parts...)
+		replayed := g.launches == before
+		if wantReplay := step%6 >= 2; replayed != wantReplay {
+			t.Errorf("step %d: replayed=%v, want %v", step, replayed, wantReplay)
+		}
+		for i := range n {
+			if er[i].Argmax != gr[i].Argmax {
+				t.Fatalf("step %d seq %d: argmax %d eager, %d graph", step, i, er[i].Argmax, gr[i].Argmax)
+			}
+			for v := range er[i].Logits {
+				if er[i].Logits[v] != gr[i].Logits[v] {
+					t.Fatalf("step %d seq %d: logit %d differs", step, i, v)
+				}
+			}
+			last[i] = er[i].Argmax
+			pos[i]++
+		}
+	}
+	if len(gb.graphs) != 2 || gb.graphsOff {
+		t.Errorf("%d graphs (off=%v), want 2", len(gb.graphs), gb.graphsOff)
+	}
+	// A prefill of more rows than the buffers hold reallocates them.
+	gs.step(part{id: kvID(9), tokens: smallPrompts(300, 100)[0], sample: true})
+	if len(gb.graphs) != 0 || len(g.graphs) != 0 {
+		t.Errorf("graphs survived a reallocation: %d (%d on the device)", len(gb.graphs), len(g.graphs))
+	}
+}
+
+// TestFakeGPUSizing: MaxKVBlocks from NumBlocks or the memory fraction.
+func TestFakeGPUSizing(t *testing.T) {
+	m := smallModel(t, nil)
+	b, g := newFakeBackend(t, m, Options{DType: "float16"}, 4)
+	per := b.KVBytesPerBlock(16) // 2 layers * 2 * 16 * 32 * 2 bytes
+	if per != 4096 {
+		t.Fatalf("KVBytesPerBlock = %d, want 4096", per)
+	}
+	g.free = 2 << 30
+	n, err := b.MaxKVBlocks(16)
+	free := float64(2 << 30)
+	want := int((int64(free*0.9) - activationReserve) / per)
+	if err != nil || n != want {
+		t.Errorf("MaxKVBlocks = %d, %v; want %d", n, err, want)
+	}
+	b.opts.GPUMemoryUtilization = 0.5
+	g.free = 1 << 30
+	if n, err := b.MaxKVBlocks(16); err == nil {
+		t.Errorf("0.5 of 1 GiB less the 512 MiB reserve gave %d blocks, want an error", n)
+	}
+	b.opts.NumBlocks = 77
+	if n, err := b.MaxKVBlocks(16); err != nil || n != 77 {
+		t.Errorf("NumBlocks: %d, %v", n, err)
+	}
+	if _, err := b.MaxKVBlocks(0); err == nil {
+		t.Error("block size 0 accepted")
+	}
+}
+
+// TestFakeGPUErrors: bad batches are rejected before anything is queued,
+// and a closed backend refuses work.
+func TestFakeGPUErrors(t *testing.T) {
+	m := smallModel(t, nil)
+	b, g := newFakeBackend(t, m, Options{DType: "float32"}, 4)
+	s := newStepper(t, b, 4)
+	_ = s
+	before := g.launches
+	bad := []part{{id: 1, tokens: []int{300}, sample: true}}
+	if _, err := b.Forward(batchOf(s, bad...)); err == nil {
+		t.Error("token outside the vocabulary accepted")
+	}
+	if g.launches != before {
+		t.Error("a rejected batch launched kernels")
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Forward(batchOf(s, part{id: 2, tokens: []int{1}, sample: true})); err == nil {
+		t.Error("Forward after Close succeeded")
+	}
+}

@@ -1,0 +1,519 @@
+package cuda
+
+// A fake GPU for testing the backend's orchestration without one: the
+// Driver's and CuBLAS's C functions are replaced by Go functions over a
+// bounds-checked fake device memory, and each kernel of kernels/gpt2.cu is
+// emulated in Go from its documented semantics, reading its parameters
+// from cuLaunchKernel's argument array in the .cu file's order. This checks
+// what a GPU run would otherwise be the first to check: kernel argument
+// order and types, buffer offsets and sizes, the cuBLAS transposes and
+// leading dimensions, the metadata layout, the results copy and their
+// mapping back to batch order, and CUDA graph capture and replay. It cannot
+// check the CUDA C itself (NVRTC compiles it in nvrtc_test.go; only a GPU
+// runs it).
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"testing"
+	"unsafe"
+
+	"github.com/tinyserve/tinyserve/llm/engine"
+	"github.com/tinyserve/tinyserve/llm/gpt2"
+	"github.com/tinyserve/tinyserve/llm/kv"
+)
+
+type fakeAlloc struct {
+	base DevicePtr
+	data []byte
+}
+
+// fakeGPU is the device: memory, kernels by name, and the graph being
+// captured.
+type fakeGPU struct {
+	t       testing.TB
+	allocs  []*fakeAlloc // sorted by base
+	next    DevicePtr
+	host    map[unsafe.Pointer][]byte
+	kernels []string
+	// capturing collects the work queued while a stream is being captured;
+	// graphs holds captured work by GraphExec id.
+	capturing *[]func()
+	graphs    map[GraphExec][]func()
+	launches  int
+	free      uint64
+}
+
+func newFakeGPU(t testing.TB) *fakeGPU {
+	return &fakeGPU{t: t, next: 1 << 32, host: map[unsafe.Pointer][]byte{}, graphs: map[GraphExec][]func(){}, free: 8 << 30}
+}
+
+func (g *fakeGPU) alloc(n int) DevicePtr {
+	a := &fakeAlloc{base: g.next, data: make([]byte, n)}
+	g.allocs = append(g.allocs, a)
+	g.next += DevicePtr(align(n, 256) + 256)
+	return a.base
+}
+
+func (g *fakeGPU) freePtr(p DevicePtr) int32 {
+	for i, a := range g.allocs {
+		if a.base == p {
+			g.allocs = slices.Delete(g.allocs, i, i+1)
+			return 0
+		}
+	}
+	g.t.Errorf("cuMemFree of %#x, which is not an allocation", p)
+	return 1
+}
+
+// bytes returns n bytes of device memory at p, failing the test on an
+// out-of-bounds access (which a real GPU would not report).
+func (g *fakeGPU) bytes(p DevicePtr, n int) []byte {
+	i := sort.Search(len(g.allocs), func(i int) bool { return g.allocs[i].base > p }) - 1
+	if i < 0 {
+		panic(fmt.Sprintf("device access at %#x outside every allocation", p))
+	}
+	a := g.allocs[i]
+	off := int(p - a.base)
+	if off+n > len(a.data) {
+		panic(fmt.Sprintf("device access [%#x, +%d) overruns an allocation of %d bytes at %#x", p, n, len(a.data), a.base))
+	}
+	return a.data[off : off+n]
+}
+
+func (g *fakeGPU) f32(p DevicePtr, i int) float32 {
+	return math.Float32frombits(le32(g.bytes(p+DevicePtr(4*i), 4)))
+}
+func (g *fakeGPU) setF32(p DevicePtr, i int, v float32) {
+	put32(g.bytes(p+DevicePtr(4*i), 4), math.Float32bits(v))
+}
+func (g *fakeGPU) i32(p DevicePtr, i int) int { return int(int32(le32(g.bytes(p+DevicePtr(4*i), 4)))) }
+func (g *fakeGPU) setI32(p DevicePtr, i, v int) {
+	put32(g.bytes(p+DevicePtr(4*i), 4), uint32(int32(v)))
+}
+
+// elem reads element i of an array of cudaDataType dt.
+func (g *fakeGPU) elem(p DevicePtr, i, dt int) float32 {
+	switch dt {
+	case DataFloat32:
+		return g.f32(p, i)
+	case DataFloat16:
+		b := g.bytes(p+DevicePtr(2*i), 2)
+		return f16ToF32(uint16(b[0]) | uint16(b[1])<<8)
+	case DataBFloat16:
+		b := g.bytes(p+DevicePtr(2*i), 2)
+		return math.Float32frombits(uint32(uint16(b[0])|uint16(b[1])<<8) << 16)
+	}
+	panic(fmt.Sprintf("data type %d", dt))
+}
+
+func (g *fakeGPU) setElem(p DevicePtr, i, dt int, v float32) {
+	switch dt {
+	case DataFloat32:
+		g.setF32(p, i, v)
+	case DataFloat16, DataBFloat16:
+		h := f32ToF16(v)
+		if dt == DataBFloat16 {
+			h = f32ToBF16(v)
+		}
+		b := g.bytes(p+DevicePtr(2*i), 2)
+		b[0], b[1] = byte(h), byte(h>>8)
+	default:
+		panic(fmt.Sprintf("data type %d", dt))
+	}
+}
+
+func le32(b []byte) uint32 {
+	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
+}
+func put32(b []byte, v uint32) {
+	b[0], b[1], b[2], b[3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
+}
+
+// hostBytes is the Go memory behind a host pointer: pinned memory from
+// MemAllocHost, or Go memory the backend passed directly.
+func (g *fakeGPU) hostBytes(p unsafe.Pointer, n int) []byte { return unsafe.Slice((*byte)(p), n) }
+
+// queue runs f now, or records it when the stream is being captured.
+func (g *fakeGPU) queue(f func()) {
+	if g.capturing != nil {
+		*g.capturing = append(*g.capturing, f)
+		return
+	}
+	f()
+}
+
+// driver returns a Driver whose calls act on g.
+func (g *fakeGPU) driver() *Driver {
+	return &Driver{
+		Path:             "fake",
+		getErrorName:     func(int32, **byte) int32 { return 1 },
+		getErrorString:   func(int32, **byte) int32 { return 1 },
+		init:             func(uint32) int32 { return 0 },
+		driverGetVersion: func(v *int32) int32 { *v = 12040; return 0 },
+		deviceGetCount:   func(n *int32) int32 { *n = 1; return 0 },
+		deviceGet:        func(d *int32, o int32) int32 { *d = o; return 0 },
+		deviceGetAttr: func(v *int32, attr, dev int32) int32 {
+			switch attr {
+			case AttrComputeCapabilityMajor:
+				*v = 9
+			case AttrComputeCapabilityMinor:
+				*v = 0
+			default:
+				*v = 1
+			}
+			return 0
+		},
+		deviceGetName: func(name *byte, n, dev int32) int32 {
+			copy(unsafe.Slice(name, n), "Fake GPU\x00")
+			return 0
+		},
+		primaryCtxRetain:  func(c *Context, dev int32) int32 { *c = 1; return 0 },
+		primaryCtxRelease: func(int32) int32 { return 0 },
+		ctxSetCurrent:     func(Context) int32 { return 0 },
+		memAlloc:          func(p *DevicePtr, n uint64) int32 { *p = g.alloc(int(n)); return 0 },
+		memFree:           func(p DevicePtr) int32 { return g.freePtr(p) },
+		memGetInfo:        func(free, total *uint64) int32 { *free, *total = g.free, 16<<30; return 0 },
+		memAllocHost: func(p *unsafe.Pointer, n uint64) int32 {
+			b := make([]byte, n)
+			*p = unsafe.Pointer(&b[0])
+			g.host[*p] = b
+			return 0
+		},
+		memFreeHost: func(p unsafe.Pointer) int32 { delete(g.host, p); return 0 },
+		memcpyHtoD: func(dst DevicePtr, src unsafe.Pointer, n uint64, s Stream) int32 {
+			if g.capturing != nil {
+				g.t.Error("a copy was queued during graph capture")
+			}
+			copy(g.bytes(dst, int(n)), g.hostBytes(src, int(n)))
+			return 0
+		},
+		memcpyDtoH: func(dst unsafe.Pointer, src DevicePtr, n uint64, s Stream) int32 {
+			if g.capturing != nil {
+				g.t.Error("a copy was queued during graph capture")
+			}
+			copy(g.hostBytes(dst, int(n)), g.bytes(src, int(n)))
+			return 0
+		},
+		streamCreate:  func(s *Stream, flags uint32) int32 { *s = 7; return 0 },
+		streamDestroy: func(Stream) int32 { return 0 },
+		streamSync:    func(Stream) int32 { return 0 },
+		moduleLoadData: func(m *Module, image unsafe.Pointer) int32 {
+			*m = 1
+			return 0
+		},
+		moduleGetFunction: func(f *Function, m Module, name string) int32 {
+			g.kernels = append(g.kernels, name)
+			*f = Function(len(g.kernels))
+			return 0
+		},
+		moduleUnload: func(Module) int32 { return 0 },
+		launchKernel: func(f Function, gx, gy, gz, bx, by, bz, shared uint32, s Stream, params, extra unsafe.Pointer) int32 {
+			g.launch(g.kernels[f-1], [3]uint32{gx, gy, gz}, [3]uint32{bx, by, bz}, shared, params)
+			return 0
+		},
+		streamBeginCapture: func(s Stream, mode int32) int32 {
+			g.capturing = &[]func(){}
+			return 0
+		},
+		streamEndCapture: func(s Stream, gr *Graph) int32 {
+			id := GraphExec(len(g.graphs) + 1)
+			g.graphs[id] = *g.capturing
+			g.capturing = nil
+			*gr = Graph(id)
+			return 0
+		},
+		graphInstantiate: func(e *GraphExec, gr Graph, flags uint64) int32 { *e = GraphExec(gr); return 0 },
+		graphLaunch: func(e GraphExec, s Stream) int32 {
+			for _, f := range g.graphs[e] {
+				f()
+			}
+			return 0
+		},
+		graphExecDestroy: func(e GraphExec) int32 { delete(g.graphs, e); return 0 },
+		graphDestroy:     func(Graph) int32 { return 0 },
+	}
+}
+
+// args decodes cuLaunchKernel's parameter array: slot i as a pointer,
+// an int or a float.
+type args struct{ p []unsafe.Pointer }
+
+func (a args) ptr(i int) DevicePtr { return DevicePtr(*(*uint64)(a.p[i])) }
+func (a args) int(i int) int       { return int(*(*int32)(a.p[i])) }
+func (a args) flt(i int) float32   { return *(*float32)(a.p[i]) }
+func storage(name string) (int, string) {
+	for _, s := range []struct {
+		sfx string
+		dt  int
+	}{{"_bf16", DataBFloat16}, {"_f16", DataFloat16}, {"_f32", DataFloat32}} {
+		if n := len(name) - len(s.sfx); n > 0 && name[n:] == s.sfx {
+			return s.dt, name[:n]
+		}
+	}
+	return DataFloat32, name
+}
+
+// launch emulates one kernel. Parameter values are decoded now (as
+// cuLaunchKernel copies them), the work runs now or at graph replay.
+func (g *fakeGPU) launch(name string, grid, block [3]uint32, shared uint32, params unsafe.Pointer) {
+	g.launches++
+	nargs := map[string]int{"embed": 6, "layernorm": 7, "qkv_store": 11, "attention": 13, "bias_act": 6, "residual": 5, "argmax_rows": 3}
+	dt, base := storage(name)
+	n, ok := nargs[base]
+	if !ok {
+		panic("unknown kernel " + name)
+	}
+	raw := unsafe.Slice((*unsafe.Pointer)(params), n)
+	// Copy the values: the backend reuses its argument array.
+	vals := make([]uint64, n)
+	for i := range n {
+		vals[i] = *(*uint64)(raw[i])
+	}
+	cp := make([]unsafe.Pointer, n)
+	for i := range n {
+		cp[i] = unsafe.Pointer(&vals[i])
+	}
+	a := args{cp}
+	if block[0]%32 != 0 || block[0] > 1024 || block[1] != 1 || block[2] != 1 {
+		panic(fmt.Sprintf("%s: block %v", name, block))
+	}
+	g.queue(func() { g.run(base, dt, grid, block, shared, a) })
+}
+
+func (g *fakeGPU) run(k string, dt int, grid, block [3]uint32, shared uint32, a args) {
+	switch k {
+	case "embed": // (float* x, const T* wte, const T* wpe, const int* tokens, const int* pos, int C)
+		x, wte, wpe, tok, pos, C := a.ptr(0), a.ptr(1), a.ptr(2), a.ptr(3), a.ptr(4), a.int(5)
+		for i := range int(grid[0]) {
+			t, p := g.i32(tok, i), g.i32(pos, i)
+			for c := range C {
+				g.setF32(x, i*C+c, g.elem(wte, t*C+c, dt)+g.elem(wpe, p*C+c, dt))
+			}
+		}
+	case "layernorm": // (T* out, const float* x, const int* rows, const T* w, const T* b, int C, float eps)
+		out, x, rows, w, bias, C, eps := a.ptr(0), a.ptr(1), a.ptr(2), a.ptr(3), a.ptr(4), a.int(5), a.flt(6)
+		for r := range int(grid[0]) {
+			src := r
+			if rows != 0 {
+				src = g.i32(rows, r)
+			}
+			var s float64
+			for c := range C {
+				s += float64(g.f32(x, src*C+c))
+			}
+			mean := s / float64(C)
+			var ss float64
+			for c := range C {
+				d := float64(g.f32(x, src*C+c)) - mean
+				ss += d * d
+			}
+			inv := 1 / math.Sqrt(ss/float64(C)+float64(eps))
+			for c := range C {
+				n := float32((float64(g.f32(x, src*C+c)) - mean) * inv)
+				g.setElem(out, r*C+c, dt, n*g.elem(w, c, dt)+g.elem(bias, c, dt))
+			}
+		}
+	case "qkv_store": // (float* q, const float* qkv, const T* bias, T* kc, T* vc, pos, seq, bt, int maxBlocks, int bs, int C)
+		q, qkv, bias, kc, vc, pos, seq, bt := a.ptr(0), a.ptr(1), a.ptr(2), a.ptr(3), a.ptr(4), a.ptr(5), a.ptr(6), a.ptr(7)
+		maxBlocks, bs, C := a.int(8), a.int(9), a.int(10)
+		for i := range int(grid[0]) {
+			p := g.i32(pos, i)
+			slot := g.i32(bt, g.i32(seq, i)*maxBlocks+p/bs)*bs + p%bs
+			for c := range C {
+				g.setF32(q, i*C+c, g.f32(qkv, i*3*C+c)+g.elem(bias, c, dt))
+				g.setElem(kc, slot*C+c, dt, g.f32(qkv, i*3*C+C+c)+g.elem(bias, C+c, dt))
+				g.setElem(vc, slot*C+c, dt, g.f32(qkv, i*3*C+2*C+c)+g.elem(bias, 2*C+c, dt))
+			}
+		}
+	case "attention": // (T* out, const float* q, kc, vc, pos, seq, bt, int maxBlocks, int bs, int C, int D, int npos, float scale)
+		out, q, kc, vc, pos, seq, bt := a.ptr(0), a.ptr(1), a.ptr(2), a.ptr(3), a.ptr(4), a.ptr(5), a.ptr(6)
+		maxBlocks, bs, C, D, npos, scale := a.int(7), a.int(8), a.int(9), a.int(10), a.int(11), a.flt(12)
+		if int(block[0])%D != 0 || int(shared) < (npos+D+int(block[0]))*4 || int(grid[1])*D != C {
+			panic(fmt.Sprintf("attention: block %d, shared %d, grid %v for D=%d npos=%d C=%d", block[0], shared, grid, D, npos, C))
+		}
+		sc := make([]float32, npos)
+		for i := range int(grid[0]) {
+			p, s := g.i32(pos, i), g.i32(seq, i)
+			if p >= npos {
+				panic(fmt.Sprintf("attention: position %d with shared room for %d", p, npos))
+			}
+			for h := range int(grid[1]) {
+				m := float32(-3e38)
+				for j := 0; j <= p; j++ {
+					slot := g.i32(bt, s*maxBlocks+j/bs)*bs + j%bs
+					var dot float32
+					for d := range D {
+						dot += g.f32(q, i*C+h*D+d) * scale * g.elem(kc, slot*C+h*D+d, dt)
+					}
+					sc[j] = dot
+					m = max(m, dot)
+				}
+				var sum float32
+				for j := 0; j <= p; j++ {
+					sc[j] = float32(math.Exp(float64(sc[j] - m)))
+					sum += sc[j]
+				}
+				for d := range D {
+					var acc float32
+					for j := 0; j <= p; j++ {
+						slot := g.i32(bt, s*maxBlocks+j/bs)*bs + j%bs
+						acc += sc[j] * g.elem(vc, slot*C+h*D+d, dt)
+					}
+					g.setElem(out, i*C+h*D+d, dt, acc/sum)
+				}
+			}
+		}
+	case "bias_act": // (T* out, const float* in, const T* bias, int rows, int cols, int useErf)
+		out, in, bias, rows, cols, useErf := a.ptr(0), a.ptr(1), a.ptr(2), a.int(3), a.int(4), a.int(5)
+		for k := range rows * cols {
+			x := float64(g.f32(in, k) + g.elem(bias, k%cols, dt))
+			var y float64
+			if useErf != 0 {
+				y = 0.5 * x * (1 + math.Erf(x/math.Sqrt2))
+			} else {
+				y = 0.5 * x * (1 + math.Tanh(0.79788456080286536*(x+0.044715*x*x*x)))
+			}
+			g.setElem(out, k, dt, float32(y))
+		}
+	case "residual": // (float* x, const float* in, const T* bias, int rows, int cols)
+		x, in, bias, rows, cols := a.ptr(0), a.ptr(1), a.ptr(2), a.int(3), a.int(4)
+		for k := range rows * cols {
+			g.setF32(x, k, g.f32(x, k)+g.f32(in, k)+g.elem(bias, k%cols, dt))
+		}
+	case "argmax_rows": // (int* out, const float* logits, int V)
+		out, logits, V := a.ptr(0), a.ptr(1), a.int(2)
+		for r := range int(grid[0]) {
+			best, bi := float32(-3.4e38), 0
+			for v := range V {
+				if x := g.f32(logits, r*V+v); x > best {
+					best, bi = x, v
+				}
+			}
+			g.setI32(out, r, bi)
+		}
+	default:
+		panic("kernel " + k)
+	}
+}
+
+// blas returns a CuBLAS whose GemmEx computes on g (column-major, as
+// cuBLAS defines it).
+func (g *fakeGPU) blas() *CuBLAS {
+	return &CuBLAS{
+		Path:        "fake",
+		handle:      1,
+		destroy:     func(uintptr) int32 { return 0 },
+		setStream:   func(uintptr, Stream) int32 { return 0 },
+		setMathMode: func(uintptr, int32) int32 { return 0 },
+		gemmEx: func(h uintptr, ta, tb int32, m, n, k int32, alpha unsafe.Pointer,
+			A DevicePtr, atype int32, lda int32, B DevicePtr, btype int32, ldb int32,
+			beta unsafe.Pointer, Cp DevicePtr, ctype int32, ldc int32, compute int32, algo int32) int32 {
+			al, be := *(*float32)(alpha), *(*float32)(beta)
+			if compute != ComputeFloat32 {
+				panic("compute type")
+			}
+			// Leading dimensions as cuBLAS checks them.
+			rowsA, rowsB := m, k
+			if ta == OpT {
+				rowsA = k
+			}
+			if tb == OpT {
+				rowsB = n
+			}
+			if lda < max(1, rowsA) || ldb < max(1, rowsB) || ldc < max(1, m) {
+				return 7 // CUBLAS_STATUS_INVALID_VALUE
+			}
+			g.queue(func() {
+				for j := range int(n) {
+					for i := range int(m) {
+						var acc float64
+						for l := range int(k) {
+							ai := i + l*int(lda)
+							if ta == OpT {
+								ai = l + i*int(lda)
+							}
+							bi := l + j*int(ldb)
+							if tb == OpT {
+								bi = j + l*int(ldb)
+							}
+							acc += float64(g.elem(A, ai, int(atype))) * float64(g.elem(B, bi, int(btype)))
+						}
+						ci := i + j*int(ldc)
+						v := al * float32(acc)
+						if be != 0 {
+							v += be * g.elem(Cp, ci, int(ctype))
+						}
+						g.setElem(Cp, ci, int(ctype), v)
+					}
+				}
+			})
+			return 0
+		},
+	}
+}
+
+// newFakeBackend builds a Backend on a fake GPU the way NewBackend does,
+// with a placeholder kernel image in the cache so that NVRTC is not needed,
+// and KV for numBlocks blocks of 16.
+func newFakeBackend(t testing.TB, m *gpt2.Model, opts Options, numBlocks int) (*Backend, *fakeGPU) {
+	t.Helper()
+	g := newFakeGPU(t)
+	cfg := m.Config
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	dt, err := parseDType(opts.DType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.CacheDir = fakeCache(t)
+	b := &Backend{m: m, cfg: cfg, opts: opts, dt: dt, log: slog.New(slog.NewTextHandler(io.Discard, nil)), drv: g.driver()}
+	if err := b.setup(func(int) (*NVRTC, *CuBLAS, error) { return &NVRTC{}, g.blas(), nil }); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := b.Close(); err != nil {
+			t.Error(err)
+		}
+		if len(g.allocs) != 0 {
+			t.Errorf("%d device allocations left after Close", len(g.allocs))
+		}
+	})
+	if err := b.AllocateKV(numBlocks, 16); err != nil {
+		t.Fatal(err)
+	}
+	return b, g
+}
+
+func fakeCache(t testing.TB) string {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, CacheKey(KernelSource(), 90)+".cubin"), []byte("fake cubin"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func kvID(i int) kv.SeqID { return kv.SeqID(i + 1) }
+
+func abs64(x float64) float64 { return math.Abs(x) }
+
+// batchOf builds a batch as stepper.step does, without running it.
+func batchOf(s *stepper, parts ...part) *engine.Batch {
+	batch := &engine.Batch{}
+	for _, p := range parts {
+		if ok, err := s.kv.Allocate(p.id, p.start+len(p.tokens)); err != nil || !ok {
+			s.t.Fatalf("allocate: %v %v", ok, err)
+		}
+		batch.Seqs = append(batch.Seqs, engine.SeqBatch{ID: p.id, Tokens: p.tokens, StartPos: p.start,
+			BlockTable: s.kv.BlockTable(p.id), Sample: p.sample, NeedLogits: p.needLogits})
+		batch.NumTokens += len(p.tokens)
+	}
+	return batch
+}
