@@ -47,7 +47,11 @@ func NewByteDecoder(tokenBytes func(id int) []byte) *ByteDecoder {
 
 // Add implements Decoder.
 func (d *ByteDecoder) Add(id int) string {
-	d.pending = append(d.pending, d.tokenBytes(id)...)
+	b := d.tokenBytes(id)
+	if len(d.pending) == 0 && completePrefix(b) == len(b) && utf8.Valid(b) {
+		return string(b) // the common case: a token of whole characters
+	}
+	d.pending = append(d.pending, b...)
 	n := completePrefix(d.pending)
 	if n == 0 {
 		return ""

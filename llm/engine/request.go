@@ -46,6 +46,11 @@ func newRequest(id kv.SeqID, r llm.Request, tok llm.Tokenizer, eos int, seed uin
 		q.holdBack = max(q.holdBack, len(s)-1)
 	}
 	q.times.Arrival = now
+	// Room for the usual completion up front saves the doublings later.
+	q.tokens = make([]int, 0, min(r.Params.MaxTokens, 256))
+	if len(r.Params.Stop) > 0 {
+		q.text = make([]byte, 0, min(r.Params.MaxTokens, 256)*4)
+	}
 	return q
 }
 
@@ -98,6 +103,14 @@ func (q *request) accept(tok int, lp *llm.TokenLogprob, now time.Time) llm.Event
 	case pastMin && slices.Contains(q.params.StopTokenIDs, tok):
 		ev.Finish = llm.FinishStop
 		ev.StopTokenID = tok
+	case len(q.params.Stop) == 0:
+		// Without stop strings no text needs keeping: pass the delta on.
+		ev.Text = q.dec.Add(tok)
+		if q.generated >= q.params.MaxTokens {
+			ev.Finish = llm.FinishLength
+			ev.Text += q.dec.Flush()
+		}
+		return ev
 	default:
 		q.text = append(q.text, q.dec.Add(tok)...)
 		if pastMin {

@@ -38,7 +38,35 @@ type Manager struct {
 	numBlocks int
 	free      []int32 // free block ids, used as a stack (LIFO keeps hot blocks hot)
 	refs      []int32 // reference count of each block
-	tables    map[SeqID][]int32
+	tables    map[SeqID]*table
+
+	// A one-entry cache: the scheduler allocates for a sequence and then
+	// copies its table, so the second lookup is nearly always the first's.
+	lastID    SeqID
+	lastTable *table
+}
+
+// table is one sequence's block ids, in position order.
+type table struct{ blocks []int32 }
+
+// lookup finds seq's table, or nil.
+func (m *Manager) lookup(seq SeqID) *table {
+	if m.lastTable != nil && m.lastID == seq {
+		return m.lastTable
+	}
+	t := m.tables[seq]
+	if t != nil {
+		m.lastID, m.lastTable = seq, t
+	}
+	return t
+}
+
+// blocksOf is seq's block ids (nil if unknown).
+func (m *Manager) blocksOf(seq SeqID) []int32 {
+	if t := m.lookup(seq); t != nil {
+		return t.blocks
+	}
+	return nil
 }
 
 // New returns a pool of numBlocks blocks of blockSize tokens; blockSize zero
@@ -58,7 +86,7 @@ func New(numBlocks, blockSize int) (*Manager, error) {
 		numBlocks: numBlocks,
 		free:      make([]int32, numBlocks),
 		refs:      make([]int32, numBlocks),
-		tables:    make(map[SeqID][]int32),
+		tables:    make(map[SeqID]*table),
 	}
 	// Pop order is 0, 1, 2, ... so traces are easy to read.
 	for i := range m.free {
@@ -99,68 +127,76 @@ func (m *Manager) Allocate(seq SeqID, numTokens int) (bool, error) {
 	if numTokens < 0 {
 		return false, fmt.Errorf("%w: numTokens %d is negative", ErrInvalid, numTokens)
 	}
-	table := m.tables[seq]
-	need := m.BlocksFor(numTokens) - len(table)
+	t := m.lookup(seq)
+	have := 0
+	if t != nil {
+		have = len(t.blocks)
+	}
+	need := m.BlocksFor(numTokens) - have
 	if need <= 0 {
 		return true, nil
 	}
 	if need > len(m.free) {
 		return false, nil
 	}
+	if t == nil {
+		t = &table{}
+		m.tables[seq] = t
+		m.lastID, m.lastTable = seq, t
+	}
 	for range need {
 		id := m.free[len(m.free)-1]
 		m.free = m.free[:len(m.free)-1]
 		m.refs[id] = 1
-		table = append(table, id)
+		t.blocks = append(t.blocks, id)
 	}
-	m.tables[seq] = table
 	return true, nil
 }
 
 // CanAllocate reports whether Allocate(seq, numTokens) would succeed.
 func (m *Manager) CanAllocate(seq SeqID, numTokens int) bool {
-	return m.BlocksFor(numTokens)-len(m.tables[seq]) <= len(m.free)
+	return m.BlocksFor(numTokens)-len(m.blocksOf(seq)) <= len(m.free)
 }
 
 // Free releases every block of seq (blocks shared with other sequences stay
 // until their last holder frees them). Freeing an unknown or already freed
 // sequence returns ErrUnknownSeq and changes nothing.
 func (m *Manager) Free(seq SeqID) error {
-	table, ok := m.tables[seq]
-	if !ok {
+	t := m.lookup(seq)
+	if t == nil {
 		return fmt.Errorf("%w: %d", ErrUnknownSeq, seq)
 	}
 	// Free in reverse so the next allocation reuses the table's first block
 	// first, keeping allocation order readable in traces.
-	for i := len(table) - 1; i >= 0; i-- {
-		id := table[i]
+	for i := len(t.blocks) - 1; i >= 0; i-- {
+		id := t.blocks[i]
 		m.refs[id]--
 		if m.refs[id] == 0 {
 			m.free = append(m.free, id)
 		}
 	}
 	delete(m.tables, seq)
+	m.lastTable = nil
 	return nil
 }
 
 // Has reports whether seq holds blocks.
 func (m *Manager) Has(seq SeqID) bool {
-	_, ok := m.tables[seq]
-	return ok
+	return m.lookup(seq) != nil
 }
 
 // NumSeqBlocks is the number of blocks in seq's table (0 if unknown).
-func (m *Manager) NumSeqBlocks(seq SeqID) int { return len(m.tables[seq]) }
+func (m *Manager) NumSeqBlocks(seq SeqID) int { return len(m.blocksOf(seq)) }
 
 // BlockTable returns a copy of seq's block table.
 func (m *Manager) BlockTable(seq SeqID) []int32 {
-	return append([]int32(nil), m.tables[seq]...)
+	return append([]int32(nil), m.blocksOf(seq)...)
 }
 
 // AppendBlockTable appends seq's block ids to dst and returns it, so callers
 // can fill a reused buffer without allocating.
 func (m *Manager) AppendBlockTable(dst []int32, seq SeqID) []int32 {
-	return append(dst, m.tables[seq]...)
+	return append(dst, m.blocksOf(seq)...)
 }
 
 // RefCount is the number of holders of block id (0 for a free block).
@@ -176,11 +212,11 @@ func (m *Manager) RefCount(id int) int {
 // blocks have none. Tests call it after every operation.
 func (m *Manager) Check() error {
 	holders := make([]int32, m.numBlocks)
-	for seq, table := range m.tables {
-		if len(table) == 0 {
+	for seq, t := range m.tables {
+		if len(t.blocks) == 0 {
 			return fmt.Errorf("kv: seq %d has an empty table", seq)
 		}
-		for _, id := range table {
+		for _, id := range t.blocks {
 			if id < 0 || int(id) >= m.numBlocks {
 				return fmt.Errorf("kv: seq %d holds block %d out of range", seq, id)
 			}

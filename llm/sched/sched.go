@@ -76,7 +76,9 @@ type Scheduler struct {
 	kv      *kv.Manager
 	seqs    map[kv.SeqID]*seq
 	waiting []*seq // front is index 0
-	running []*seq // in admission order
+	running []*seq // in admission order; may hold removed ones until compactRunning
+
+	numRemovedRunning int
 
 	scheduled []*seq // the last Output's sequences, until Update
 	pending   bool   // an Output awaits its Update
@@ -119,7 +121,7 @@ func (s *Scheduler) Config() Config { return s.cfg }
 func (s *Scheduler) NumWaiting() int { return len(s.waiting) }
 
 // NumRunning is the number of running sequences.
-func (s *Scheduler) NumRunning() int { return len(s.running) }
+func (s *Scheduler) NumRunning() int { return len(s.running) - s.numRemovedRunning }
 
 // Stats returns the cumulative counters.
 func (s *Scheduler) Stats() Stats { return s.stats }
@@ -164,16 +166,19 @@ func (s *Scheduler) Abort(id kv.SeqID) error {
 		return fmt.Errorf("%w: %d", ErrUnknown, id)
 	}
 	s.remove(q)
+	s.compactRunning()
 	return nil
 }
 
-// remove forgets q wherever it is.
+// remove forgets q wherever it is. A running sequence stays in the running
+// list, marked removed, until compactRunning: several finish in one Update,
+// and compacting once is linear where deleting each is quadratic.
 func (s *Scheduler) remove(q *seq) {
 	switch q.state {
 	case stateWaiting:
 		s.waiting = deleteSeq(s.waiting, q)
 	case stateRunning:
-		s.running = deleteSeq(s.running, q)
+		s.numRemovedRunning++
 	}
 	if s.kv.Has(q.id) {
 		// Cannot fail: the scheduler is the only user and checked Has.
@@ -184,6 +189,23 @@ func (s *Scheduler) remove(q *seq) {
 	}
 	q.removed = true
 	delete(s.seqs, q.id)
+}
+
+// compactRunning drops removed sequences from the running list, keeping
+// admission order.
+func (s *Scheduler) compactRunning() {
+	if s.numRemovedRunning == 0 {
+		return
+	}
+	kept := s.running[:0]
+	for _, q := range s.running {
+		if !q.removed {
+			kept = append(kept, q)
+		}
+	}
+	clear(s.running[len(kept):])
+	s.running = kept
+	s.numRemovedRunning = 0
 }
 
 func deleteSeq(list []*seq, q *seq) []*seq {
@@ -219,6 +241,7 @@ type Output struct {
 
 	tokenArena []int
 	blockArena []int32
+	moved      bool // an arena grew during this step: views need fixing
 }
 
 // Scheduled is one sequence's part of a step.
@@ -246,14 +269,25 @@ func (s *Scheduler) Schedule() *Output {
 	if s.pending {
 		return &s.out
 	}
+	s.compactRunning()
 	out := &s.out
 	out.Scheduled = out.Scheduled[:0]
 	out.Preempted = out.Preempted[:0]
 	out.Dropped = append(out.Dropped[:0], s.dropped...)
 	s.dropped = s.dropped[:0]
 	out.NumTokens = 0
+	// Arenas big enough for any step, so views never go stale as they fill:
+	// a step runs at most the budget in tokens, and sequences share no
+	// blocks yet, so their tables hold at most the pool.
+	if cap(out.tokenArena) < s.cfg.MaxNumBatchedTokens {
+		out.tokenArena = make([]int, 0, s.cfg.MaxNumBatchedTokens)
+	}
+	if cap(out.blockArena) < s.kv.NumBlocks() {
+		out.blockArena = make([]int32, 0, s.kv.NumBlocks())
+	}
 	out.tokenArena = out.tokenArena[:0]
 	out.blockArena = out.blockArena[:0]
+	out.moved = false
 	s.scheduled = s.scheduled[:0]
 
 	budget := s.cfg.MaxNumBatchedTokens
@@ -300,7 +334,9 @@ func (s *Scheduler) Schedule() *Output {
 		budget -= n
 	}
 
-	fixArenaViews(out)
+	if out.moved {
+		fixArenaViews(out)
+	}
 	if len(out.Scheduled) == 0 {
 		// No forward pass will carry the drops to the backend: keep them
 		// for the next step that runs.
@@ -322,10 +358,11 @@ func (s *Scheduler) tryAllocate(q *seq, n int) bool {
 }
 
 func (s *Scheduler) plan(q *seq, n int, out *Output) {
-	t0 := len(out.tokenArena)
+	t0, tc := len(out.tokenArena), cap(out.tokenArena)
 	out.tokenArena = append(out.tokenArena, q.tokens[q.numComputed:q.numComputed+n]...)
-	b0 := len(out.blockArena)
+	b0, bc := len(out.blockArena), cap(out.blockArena)
 	out.blockArena = s.kv.AppendBlockTable(out.blockArena, q.id)
+	out.moved = out.moved || cap(out.tokenArena) != tc || cap(out.blockArena) != bc
 	out.Scheduled = append(out.Scheduled, Scheduled{
 		ID:           q.id,
 		StartPos:     q.numComputed,
@@ -337,7 +374,7 @@ func (s *Scheduler) plan(q *seq, n int, out *Output) {
 	out.NumTokens += n
 	s.scheduled = append(s.scheduled, q)
 	q.everRan = true
-	// The views may go stale when an arena grows; only their lengths matter
+	// If an arena grew, earlier views went stale; only their lengths matter
 	// until fixArenaViews re-slices them at the end of Schedule.
 	last := &out.Scheduled[len(out.Scheduled)-1]
 	last.Tokens = out.tokenArena[t0 : t0+n : t0+n]
@@ -424,5 +461,6 @@ func (s *Scheduler) Update(sampled []Sampled) ([]kv.SeqID, error) {
 			s.remove(q)
 		}
 	}
+	s.compactRunning()
 	return finished, err
 }
