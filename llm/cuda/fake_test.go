@@ -65,6 +65,9 @@ func TestFakeGPUMatchesCPU(t *testing.T) {
 		{"inverse_layer_scaling", func(c *gpt2.Config) { c.ScaleAttnByInverseLayerIdx = true }},
 	} {
 		t.Run(v.name, func(t *testing.T) {
+			if raceEnabled && v.mutate != nil {
+				t.Skip("variants skipped under the race detector (slow emulation); the default model runs")
+			}
 			m := smallModel(t, v.mutate)
 			const blocks = 40
 			fb, g := newFakeBackend(t, m, Options{DType: "float32"}, blocks)

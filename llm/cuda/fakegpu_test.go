@@ -39,6 +39,7 @@ type fakeAlloc struct {
 type fakeGPU struct {
 	t       testing.TB
 	allocs  []*fakeAlloc // sorted by base
+	last    *fakeAlloc   // the allocation of the previous access (a cache)
 	next    DevicePtr
 	host    map[unsafe.Pointer][]byte
 	kernels []string
@@ -65,6 +66,7 @@ func (g *fakeGPU) freePtr(p DevicePtr) int32 {
 	for i, a := range g.allocs {
 		if a.base == p {
 			g.allocs = slices.Delete(g.allocs, i, i+1)
+			g.last = nil
 			return 0
 		}
 	}
@@ -75,11 +77,15 @@ func (g *fakeGPU) freePtr(p DevicePtr) int32 {
 // bytes returns n bytes of device memory at p, failing the test on an
 // out-of-bounds access (which a real GPU would not report).
 func (g *fakeGPU) bytes(p DevicePtr, n int) []byte {
-	i := sort.Search(len(g.allocs), func(i int) bool { return g.allocs[i].base > p }) - 1
-	if i < 0 {
-		panic(fmt.Sprintf("device access at %#x outside every allocation", p))
+	a := g.last
+	if a == nil || p < a.base || p >= a.base+DevicePtr(len(a.data)) {
+		i := sort.Search(len(g.allocs), func(i int) bool { return g.allocs[i].base > p }) - 1
+		if i < 0 {
+			panic(fmt.Sprintf("device access at %#x outside every allocation", p))
+		}
+		a = g.allocs[i]
+		g.last = a
 	}
-	a := g.allocs[i]
 	off := int(p - a.base)
 	if off+n > len(a.data) {
 		panic(fmt.Sprintf("device access [%#x, +%d) overruns an allocation of %d bytes at %#x", p, n, len(a.data), a.base))
