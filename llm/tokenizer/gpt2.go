@@ -108,7 +108,7 @@ func (t *GPT2Tokenizer) Decode(ids []int, skipSpecial bool) string {
 	for _, id := range ids {
 		b = append(b, t.tokenBytes(id, skipSpecial)...)
 	}
-	return lossyUTF8(b)
+	return llm.LossyUTF8(b)
 }
 
 // NewDecoder implements llm.Tokenizer.

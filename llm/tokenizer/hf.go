@@ -410,7 +410,7 @@ func (t *HFTokenizer) Decode(ids []int, skipSpecial bool) string {
 	for _, id := range ids {
 		b = append(b, t.tokenBytes(id, skipSpecial)...)
 	}
-	return lossyUTF8(b)
+	return llm.LossyUTF8(b)
 }
 
 // NewDecoder implements llm.Tokenizer.
