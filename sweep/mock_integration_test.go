@@ -21,14 +21,17 @@ import (
 // step costs about the same whether it carries one sequence or four. At
 // concurrency 4 a closed-loop client still leaves the batch short while a
 // finished request's successor travels (a few percent of throughput, close
-// to the 5% threshold), so the levels skip from 2 to 8: from 8 on a queue
-// keeps the batch full, throughput is flat and latency doubles with each
-// doubling of concurrency. 8->16 and 16->32 qualify, so the candidate is 16.
-// Steps of 8 ms, 64 requests per run and medians of three repeats keep
-// scheduling noise on a loaded 2-core machine under the race detector (about
-// ±3% in throughput) well inside the 5% threshold.
+// to the 5% threshold), and even at 8 a shallow queue measured a few percent
+// slower than deeper ones under the race detector, so the levels skip from 2
+// to 16: from there a deep queue keeps the batch full, throughput is flat and
+// latency doubles with each doubling of concurrency. 16->32 and 32->64
+// qualify, so the candidate is 32.
+// Steps of 20 ms (two tokens per request, so runs stay short), 64 requests
+// per run and medians of three repeats keep the scheduling noise of a loaded
+// 2-core machine under the race detector, which adds milliseconds to each
+// step, well inside the 5% threshold.
 func TestSweepAgainstTinyserveMock(t *testing.T) {
-	eng, err := mock.NewEngine(mock.Config{Latency: mock.Latency{PerStep: 8 * time.Millisecond, PerDecodeSeq: 20 * time.Microsecond}},
+	eng, err := mock.NewEngine(mock.Config{Latency: mock.Latency{PerStep: 20 * time.Millisecond, PerDecodeSeq: 20 * time.Microsecond}},
 		engine.Config{MaxNumSeqs: 4, MaxNumBatchedTokens: 256, Seed: 1})
 	require.NoError(t, err)
 	t.Cleanup(func() { eng.Close() })
@@ -36,8 +39,8 @@ func TestSweepAgainstTinyserveMock(t *testing.T) {
 	t.Cleanup(srv.Close)
 
 	dir := t.TempDir()
-	prompts := writePrompts(t, dir, 64, 4)
-	cfgJSON := sweepConfigJSON(srv.URL+"/v1/completions", prompts, []int{2, 8, 16, 32}, 64, 0, 3)
+	prompts := writePrompts(t, dir, 64, 2)
+	cfgJSON := sweepConfigJSON(srv.URL+"/v1/completions", prompts, []int{2, 16, 32, 64}, 64, 0, 3)
 	cfg, err := ParseConfig(cfgJSON)
 	require.NoError(t, err)
 	cfg.Model = "" // the embedded case: the served model's name comes from the caller
@@ -46,14 +49,14 @@ func TestSweepAgainstTinyserveMock(t *testing.T) {
 	require.NoError(t, err)
 	c := res.Combined
 	require.NotNil(t, c.Saturation.Candidate, "report:\n%s", RenderReport(c))
-	assert.Equal(t, 16, *c.Saturation.Candidate, "8->16 and 16->32 are flat with rising p99")
+	assert.Equal(t, 32, *c.Saturation.Candidate, "16->32 and 32->64 are flat with rising p99")
 	for _, a := range c.ByConcurrency {
 		assert.Equal(t, 192, a.Counts.Successful)
-		assert.Equal(t, 192*4, a.Counts.OutputTokens, "usage comes from the server")
+		assert.Equal(t, 192*2, a.Counts.OutputTokens, "usage comes from the server")
 		assert.Equal(t, 192, a.TTFTS.Count)
 	}
 	var rm RunMetrics
-	b := readFile(t, filepath.Join(res.Root, "repeat-01", "concurrency-032.metrics.json"))
+	b := readFile(t, filepath.Join(res.Root, "repeat-01", "concurrency-064.metrics.json"))
 	require.NoError(t, jsonUnmarshal(b, &rm))
 	assert.True(t, rm.After.Available)
 	assert.Contains(t, rm.After.Values, "vllm:generation_tokens_total")

@@ -42,6 +42,7 @@ func (r RunSpec) MetricsPath(root string) string {
 	return filepath.Join(root, r.Dir(), r.Stem()+".metrics.json")
 }
 
+// String names the run as its folder and stem, for messages.
 func (r RunSpec) String() string { return r.Dir() + "/" + r.Stem() }
 
 // Order returns the sweep's runs in the order they are run: one RNG seeded

@@ -27,13 +27,13 @@ const DefaultMaxTokens = 128
 // Row is one line of a prompt file (prompts/<workload>.jsonl). The schema is
 // fixed by serving-inference's generate_prompts.py; unknown keys are ignored.
 type Row struct {
-	Bucket             string `json:"bucket"`
-	ID                 string `json:"id"`
-	Prompt             string `json:"prompt"`
-	PromptTokens       *int   `json:"prompt_tokens"`
-	TargetOutputTokens *int   `json:"target_output_tokens"`
-	TargetPromptTokens *int   `json:"target_prompt_tokens"`
-	Workload           string `json:"workload"`
+	Bucket             string `json:"bucket"`               // the workload bucket the row was drawn for
+	ID                 string `json:"id"`                   // unique within the workload
+	Prompt             string `json:"prompt"`               // the text sent
+	PromptTokens       *int   `json:"prompt_tokens"`        // the prompt's length in the workload's tokenizer
+	TargetOutputTokens *int   `json:"target_output_tokens"` // sent as max_tokens
+	TargetPromptTokens *int   `json:"target_prompt_tokens"` // the length the generator aimed for
+	Workload           string `json:"workload"`             // the workload's name
 }
 
 // MaxTokens is the max_tokens to request for the row.
@@ -138,14 +138,14 @@ func (s *Status) UnmarshalJSON(b []byte) error {
 // Bucket, XRequestID and ClientQueueS are tinyserve's additions at the end.
 // Times are seconds; offsets are from the start of the run.
 type Record struct {
-	SchemaVersion      string  `json:"schema_version"`
-	ID                 string  `json:"id"`
-	RequestIndex       int     `json:"request_index"`
-	Workload           *string `json:"workload"`
-	PromptTokens       *int    `json:"prompt_tokens"`
-	TargetPromptTokens *int    `json:"target_prompt_tokens"`
-	TargetOutputTokens int     `json:"target_output_tokens"`
-	Status             Status  `json:"status"`
+	SchemaVersion      string  `json:"schema_version"`       // ResultSchemaVersion
+	ID                 string  `json:"id"`                   // the prompt row's id
+	RequestIndex       int     `json:"request_index"`        // the row's position in the prompt file
+	Workload           *string `json:"workload"`             // the row's workload
+	PromptTokens       *int    `json:"prompt_tokens"`        // the server's usage.prompt_tokens, else the row's
+	TargetPromptTokens *int    `json:"target_prompt_tokens"` // the row's target
+	TargetOutputTokens int     `json:"target_output_tokens"` // max_tokens as sent
+	Status             Status  `json:"status"`               // HTTP status, or StatusError
 	// StartedOffsetS is when the request was sent (after it got its
 	// concurrency slot), EndedOffsetS when its response ended.
 	StartedOffsetS float64 `json:"started_offset_s"`
@@ -165,9 +165,9 @@ type Record struct {
 	// when the server sent no usage (ServerTokenUsagePresent is then false).
 	OutputTokens            *int    `json:"output_tokens"`
 	ServerTokenUsagePresent bool    `json:"server_token_usage_present"`
-	FinishReason            *string `json:"finish_reason"`
-	StreamTextEventCount    *int    `json:"stream_text_event_count"`
-	MalformedStreamEvents   *int    `json:"malformed_stream_events"`
+	FinishReason            *string `json:"finish_reason"`           // the last choices[0].finish_reason
+	StreamTextEventCount    *int    `json:"stream_text_event_count"` // SSE events with text; nil without streaming
+	MalformedStreamEvents   *int    `json:"malformed_stream_events"` // data lines that were not a JSON object
 	// ErrorBody is the first MaxErrorBodyChars characters of a non-200
 	// response.
 	ErrorBody          *string `json:"error_body,omitempty"`
@@ -177,7 +177,8 @@ type Record struct {
 	// Response is the generated text (streaming) or the raw body, only with
 	// store_response.
 	Response *string `json:"response,omitempty"`
-	Bucket   *string `json:"bucket"`
+	// Bucket is the prompt row's bucket, so mixed workloads can be split.
+	Bucket *string `json:"bucket"`
 	// XRequestID was sent as the X-Request-Id header, so the request can be
 	// found in the server's logs.
 	XRequestID string `json:"x_request_id"`

@@ -54,9 +54,9 @@ func Median(values []float64) *float64 {
 // serving-inference's; the rest are tinyserve's additions. Every statistic is
 // null (nil) when Count is zero, so a reader never mistakes "no data" for 0.
 type Distribution struct {
-	Count int      `json:"count"`
+	Count int      `json:"count"` // values summarised
 	Mean  *float64 `json:"mean"`
-	P50   *float64 `json:"p50"`
+	P50   *float64 `json:"p50"` // percentiles: linear between closest ranks
 	P90   *float64 `json:"p90"`
 	P99   *float64 `json:"p99"`
 	Min   *float64 `json:"min"`

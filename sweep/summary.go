@@ -82,19 +82,19 @@ type SummaryConfig struct {
 
 // Counts are a run's request and token counts.
 type Counts struct {
-	Attempted    int `json:"attempted"`
-	Successful   int `json:"successful"`
-	Failed       int `json:"failed"`
-	OutputTokens int `json:"output_tokens"`
+	Attempted    int `json:"attempted"`     // requests sent
+	Successful   int `json:"successful"`    // HTTP 200
+	Failed       int `json:"failed"`        // any other status or no response
+	OutputTokens int `json:"output_tokens"` // server-reported, successful requests only
 }
 
 // Goodput is the share of requests that met every SLO.
 type Goodput struct {
-	SLO             SLO      `json:"slo"`
-	Met             int      `json:"requests_meeting_slo"`
-	Fraction        *float64 `json:"fraction_meeting_slo"`
-	RequestsPerS    *float64 `json:"goodput_requests_per_s"`
-	OutputTokensPer *float64 `json:"goodput_output_tokens_per_s"`
+	SLO             SLO      `json:"slo"`                         // the objectives
+	Met             int      `json:"requests_meeting_slo"`        // successful requests meeting all of them
+	Fraction        *float64 `json:"fraction_meeting_slo"`        // Met over attempted requests
+	RequestsPerS    *float64 `json:"goodput_requests_per_s"`      // Met over the run's duration
+	OutputTokensPer *float64 `json:"goodput_output_tokens_per_s"` // their output tokens over the duration
 }
 
 // Summary is a run's .summary.json, serving-inference's build_summary keys

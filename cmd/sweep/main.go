@@ -38,6 +38,7 @@ type exitCoder struct {
 	code int
 }
 
+// Unwrap lets errors.Is see the cause.
 func (e exitCoder) Unwrap() error { return e.error }
 
 func main() {
