@@ -295,7 +295,16 @@ func (b *Backend) setup(load func(drvVersion int) (*NVRTC, *CuBLAS, error)) erro
 		return err
 	}
 	if b.mod, err = b.drv.ModuleLoad(img); err != nil {
-		return fmt.Errorf("cuda backend: loading the kernels: %w", err)
+		// A cached image the driver refuses (written by another NVRTC, or
+		// damaged) is replaced by a fresh compile, once.
+		b.log.Warn("cuda: the driver refused the kernel image; recompiling", "err", err)
+		dropCachedImage(kernelSource, b.arch, b.opts.CacheDir)
+		if img, err = compileKernels(b.rtc, kernelSource, b.arch, b.opts.CacheDir, b.log); err != nil {
+			return err
+		}
+		if b.mod, err = b.drv.ModuleLoad(img); err != nil {
+			return fmt.Errorf("cuda backend: loading the kernels: %w", err)
+		}
 	}
 	sfx := b.dt.suffix
 	for _, k := range []struct {

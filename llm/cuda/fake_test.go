@@ -1,8 +1,14 @@
 package cuda
 
 import (
+	"io"
+	"log/slog"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/tinyserve/tinyserve/llm/gpt2"
 )
@@ -234,5 +240,34 @@ func TestFakeGPUErrors(t *testing.T) {
 	}
 	if _, err := b.Forward(batchOf(s, part{id: 2, tokens: []int{1}, sample: true})); err == nil {
 		t.Error("Forward after Close succeeded")
+	}
+}
+
+// TestFakeGPURefusedCacheIsRecompiled: when the driver refuses a cached
+// kernel image, the cache entry is dropped and the kernels recompiled
+// (here the fake NVRTC cannot compile, so the error says so).
+func TestFakeGPURefusedCacheIsRecompiled(t *testing.T) {
+	m := smallModel(t, nil)
+	cfg := m.Config
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	g := newFakeGPU(t)
+	drv := g.driver()
+	drv.moduleLoadData = func(*Module, unsafe.Pointer) int32 { return cudaErrorNoBinary }
+	dir := fakeCache(t)
+	b := &Backend{m: m, cfg: cfg, opts: Options{CacheDir: dir}, dt: dtFloat32, log: slog.New(slog.NewTextHandler(io.Discard, nil)), drv: drv}
+	err := b.setup(func(int) (*NVRTC, *CuBLAS, error) { return &NVRTC{Path: "fake-nvrtc"}, g.blas(), nil })
+	if rerr := b.release(); rerr != nil {
+		t.Error(rerr)
+	}
+	if err == nil || !strings.Contains(err.Error(), "compiling the kernels") {
+		t.Fatalf("error %v, want a recompile failure", err)
+	}
+	if _, serr := os.Stat(filepath.Join(dir, CacheKey(KernelSource(), 90)+".cubin")); !os.IsNotExist(serr) {
+		t.Errorf("the refused image is still cached (%v)", serr)
+	}
+	if len(g.allocs) != 0 {
+		t.Errorf("%d allocations left", len(g.allocs))
 	}
 }

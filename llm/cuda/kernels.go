@@ -53,6 +53,21 @@ func kernelImage(rtc *NVRTC, src string, arch int, cacheDir string, log *slog.Lo
 			return img, nil
 		}
 	}
+	return compileKernels(rtc, src, arch, cacheDir, log)
+}
+
+// dropCachedImage removes the cached images of src for arch, after the
+// driver refused one (e.g. PTX from a newer NVRTC than the driver).
+func dropCachedImage(src string, arch int, cacheDir string) {
+	key := CacheKey(src, arch)
+	for _, ext := range []string{".cubin", ".ptx"} {
+		_ = os.Remove(filepath.Join(cacheDir, key+ext))
+	}
+}
+
+// compileKernels compiles src for arch and caches the result.
+func compileKernels(rtc *NVRTC, src string, arch int, cacheDir string, log *slog.Logger) ([]byte, error) {
+	key := CacheKey(src, arch)
 	opts := []string{fmt.Sprintf("--gpu-architecture=sm_%d", arch), "-default-device", "--std=c++17"}
 	img, err := rtc.Compile(src, "gpt2.cu", opts, true)
 	ext := ".cubin"
