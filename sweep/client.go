@@ -76,7 +76,7 @@ type LoadOptions struct {
 // SummaryConfig returns the config object recorded in the run's summary.
 func (o *LoadOptions) SummaryConfig(numRequests int) SummaryConfig {
 	c := SummaryConfig{
-		URL:                 o.URL,
+		URL:                 sanitizeURL(o.URL), // credentials in a URL never reach a file
 		Model:               o.Model,
 		NumRequests:         numRequests,
 		Concurrency:         o.Concurrency,

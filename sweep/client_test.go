@@ -191,6 +191,14 @@ func TestRunConditionNonStreamingAndStore(t *testing.T) {
 	_ = recs
 }
 
+func TestSummaryConfigHidesURLCredentials(t *testing.T) {
+	o := LoadOptions{URL: "http://user:secret@127.0.0.1:1/v1/completions?token=abc", APIKey: "k"}
+	c := o.SummaryConfig(1)
+	assert.NotContains(t, c.URL, "secret")
+	assert.NotContains(t, c.URL, "abc")
+	assert.Contains(t, c.URL, "127.0.0.1:1/v1/completions")
+}
+
 func TestRunConditionNoUsage(t *testing.T) {
 	f := newFakeServer(t, &fakeServer{NoUsage: true})
 	_, recs, err := RunCondition(context.Background(), LoadOptions{URL: f.URL(), Model: "m", Concurrency: 1, Stream: true}, testRows(1, 3), &bytes.Buffer{})

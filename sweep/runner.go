@@ -289,7 +289,7 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 		rd.Summary = *sum
 		runs = append(runs, rd)
 	}
-	combined := Aggregate(rc.resolvedView(), order, rc.Concurrency, runs)
+	combined := Aggregate(Sanitize(rc.resolvedView()), order, rc.Concurrency, runs)
 	res.Combined = &combined
 	if res.Reports, err = WriteReports(root, &combined); err != nil {
 		return res, err
