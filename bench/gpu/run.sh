@@ -10,7 +10,8 @@
 #   1. correctness: the llm/cuda GPU tests (float32 goldens, mixed batches vs
 #      the CPU backend, float16/bfloat16 top-10), skips turned into failures
 #   2. per-step time: GPT-2 124M, 4 decoding sequences (goal: < 1 ms)
-#   3. tiny-vLLM's seven scenarios through the engine on the GPU (gpubench)
+#   3. tiny-vLLM's seven scenarios through the engine on the GPU (gpubench),
+#      eager and with CUDA graphs
 #   4. the same scenarios with Hugging Face transformers (hf_peer.py)
 #   5. the comparison table -> $OUT/table.md, everything -> $OUT/summary.md
 #   6. the embedded sweep with experiments/sweep-*.json, when cmd/sweep and
@@ -73,8 +74,9 @@ step step_time 90 "$bin/cuda.test" -test.run '^$' -test.bench 'GPUDecodeStep' -t
 grep -E 'Benchmark' "$out/step_time.txt" | sed 's/^/    /' >>"$summary"
 cd "$root"
 
-# 3. tinyserve on the seven scenarios.
-step tinyserve 150 "$bin/gpubench" scenarios -requests "$requests" -dtype "$dtype" -out "$out/tinyserve.json"
+# 3. tinyserve on the seven scenarios, eager, then with CUDA graphs.
+step tinyserve 120 "$bin/gpubench" scenarios -requests "$requests" -dtype "$dtype" -out "$out/tinyserve.json"
+step tinyserve_graphs 120 "$bin/gpubench" scenarios -graphs -requests "$requests" -dtype "$dtype" -out "$out/tinyserve-graphs.json"
 
 # 4. The PyTorch peer on the same weights.
 if python3 -c 'import torch, transformers, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
@@ -85,11 +87,18 @@ else
 	note "- hf_peer: SKIPPED (python3 with torch, transformers and a CUDA device not found)"
 fi
 
-# 5. Table.
-if [ -f "$out/tinyserve.json" ]; then
+# 5. Tables: tinyserve (eager and graphs) against the PyTorch peer.
+: >"$out/table.md"
+for ts in tinyserve tinyserve-graphs; do
+	[ -f "$out/$ts.json" ] || continue
 	other=$out/hf.json
-	[ -f "$other" ] || other=$out/tinyserve.json
-	"$bin/gpubench" table "$out/tinyserve.json" "$other" >"$out/table.md" && { note ""; cat "$out/table.md" >>"$summary"; cat "$out/table.md"; }
+	[ -f "$other" ] || other=$out/$ts.json # no peer: the table still shows tinyserve's numbers
+	"$bin/gpubench" table "$out/$ts.json" "$other" >>"$out/table.md" && echo >>"$out/table.md"
+done
+if [ -s "$out/table.md" ]; then
+	note ""
+	cat "$out/table.md" >>"$summary"
+	cat "$out/table.md"
 fi
 
 # 6. Embedded sweep (needs cmd/sweep, experiments/sweep-*.json and the

@@ -83,6 +83,7 @@ func scenariosCmd(args []string, stdout, stderr io.Writer) error {
 	budget := fs.Int("max-num-batched-tokens", 64, "tiny-vLLM's comparable setting")
 	numBlocks := fs.Int("num-blocks", 256, "KV blocks of 16 tokens (tiny-vLLM's comparable setting)")
 	timeout := fs.Duration("timeout", 3*time.Minute, "give up after this long")
+	graphs := fs.Bool("graphs", false, "replay decode-only steps from CUDA graphs (cuda.Options.CUDAGraphs)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -102,12 +103,15 @@ func scenariosCmd(args []string, stdout, stderr io.Writer) error {
 	var be engine.Backend
 	switch *backend {
 	case "cuda":
-		b, err := cuda.NewBackend(m, cuda.Options{DType: *dtype, NumBlocks: *numBlocks, LibDir: cuda.LibDirFromEnv(), Logger: log})
+		b, err := cuda.NewBackend(m, cuda.Options{DType: *dtype, NumBlocks: *numBlocks, LibDir: cuda.LibDirFromEnv(), Logger: log, CUDAGraphs: *graphs})
 		if err != nil {
 			return err
 		}
 		name, arch := b.Device()
 		rep.Engine, rep.Device, rep.DType = "tinyserve-cuda", fmt.Sprintf("%s (sm_%d)", name, arch), b.DType()
+		if *graphs {
+			rep.Engine += "+graphs"
+		}
 		be = b
 	case "cpu":
 		b, err := gpt2.NewCPUBackend(m, gpt2.CPUOptions{})
