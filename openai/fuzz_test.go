@@ -9,7 +9,10 @@ import (
 // FuzzDecodeCompletion feeds arbitrary bodies to the request decoder and to
 // the whole handler (on the fake engine): decoding either fails with a 4xx
 // OpenAI error or yields a request that satisfies every validation rule, and
-// the handler never panics nor answers 5xx. Seeds: testdata/fuzz.
+// the handler never panics nor answers 5xx. Seeds: testdata/fuzz. Each new
+// input is slow to minimize (a handler per run), so fuzz with
+//
+//	go test -run XXX -fuzz FuzzDecodeCompletion -fuzzminimizetime 1s ./openai
 func FuzzDecodeCompletion(f *testing.F) {
 	f.Add([]byte(`{"prompt":"a"}`))
 	f.Add([]byte(`{"prompt":[[0],[256]],"n":3,"seed":-1,"stream":true}`))
