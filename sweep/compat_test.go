@@ -1,0 +1,92 @@
+package sweep
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// keysInOrder returns the top-level keys of a JSON object in file order.
+func keysInOrder(t *testing.T, b []byte) []string {
+	t.Helper()
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	_, err := dec.Token()
+	require.NoError(t, err)
+	var keys []string
+	for dec.More() {
+		k, err := dec.Token()
+		require.NoError(t, err)
+		keys = append(keys, k.(string))
+		var skip json.RawMessage
+		require.NoError(t, dec.Decode(&skip))
+	}
+	return keys
+}
+
+// A successful record starts with serving-inference's keys in its order
+// (send_one in scripts/send_requests.py) and only appends tinyserve's.
+func TestRecordKeysFollowServingInference(t *testing.T) {
+	n, m := 3, 0
+	rec := Record{SchemaVersion: "1.0", Status: 200, InterChunkS: []float64{}, StreamTextEventCount: &n, MalformedStreamEvents: &m}
+	b, err := json.Marshal(&rec)
+	require.NoError(t, err)
+	python := []string{"schema_version", "id", "request_index", "workload", "prompt_tokens", "target_prompt_tokens",
+		"target_output_tokens", "status", "started_offset_s", "ended_offset_s", "latency_s", "ttft_s",
+		"approx_time_per_output_token_s", "observed_inter_chunk_latency_s", "output_tokens",
+		"server_token_usage_present", "finish_reason", "stream_text_event_count", "malformed_stream_events"}
+	keys := keysInOrder(t, b)
+	assert.Equal(t, python, keys[:len(python)])
+	assert.Equal(t, []string{"bucket", "x_request_id", "client_queue_s"}, keys[len(python):])
+
+	s := Summarize(SummaryConfig{}, nil, 1)
+	b, err = json.Marshal(&s)
+	require.NoError(t, err)
+	keys = keysInOrder(t, b)
+	assert.Equal(t, []string{"config", "counts", "duration_s", "request_throughput_per_s", "output_token_throughput_per_s",
+		"latency_s", "ttft_s", "approx_time_per_output_token_s", "observed_inter_chunk_latency_s"}, keys[:9])
+}
+
+// Runs written by serving-inference itself (no tinyserve fields) count as
+// complete, so a sweep started with the Python tool can be resumed here.
+func TestCheckRunAcceptsServingInferenceFiles(t *testing.T) {
+	root := t.TempDir()
+	spec := RunSpec{Kind: KindRepeat, Index: 1, Concurrency: 2}
+	require.NoError(t, os.MkdirAll(filepath.Join(root, spec.Dir()), 0o755))
+	var lines []string
+	for i := range 2 {
+		lines = append(lines, fmt.Sprintf(`{"schema_version": "1.0", "id": "mixed_%06d", "request_index": %d, "workload": "mixed", "prompt_tokens": 128, "target_prompt_tokens": 128, "target_output_tokens": 64, "status": 200, "started_offset_s": 0.0, "ended_offset_s": 1.5, "latency_s": 1.5, "ttft_s": 0.05, "approx_time_per_output_token_s": 0.02, "observed_inter_chunk_latency_s": [0.02, 0.02], "output_tokens": 64, "server_token_usage_present": true, "finish_reason": "length", "stream_text_event_count": 64, "malformed_stream_events": 0}`, i, i))
+	}
+	require.NoError(t, os.WriteFile(spec.RawPath(root), []byte(strings.Join(lines, "\n")+"\n"), 0o644))
+	summary := `{
+  "config": {"url": "http://localhost:8000/v1/completions", "model": "Qwen/Qwen2.5-0.5B-Instruct", "num_requests": 2, "concurrency": 2, "stream": true, "temperature": 0.0, "store_response": false, "result_schema_version": "1.0"},
+  "counts": {"attempted": 2, "successful": 2, "failed": 0, "output_tokens": 128},
+  "duration_s": 1.6,
+  "request_throughput_per_s": 1.25,
+  "output_token_throughput_per_s": 80.0,
+  "latency_s": {"count": 2, "mean": 1.5, "p50": 1.5, "p90": 1.5, "p99": 1.5},
+  "ttft_s": {"count": 2, "mean": 0.05, "p50": 0.05, "p90": 0.05, "p99": 0.05},
+  "approx_time_per_output_token_s": {"count": 2, "mean": 0.02, "p50": 0.02, "p90": 0.02, "p99": 0.02},
+  "observed_inter_chunk_latency_s": {"count": 4, "mean": 0.02, "p50": 0.02, "p90": 0.02, "p99": 0.02}
+}
+`
+	require.NoError(t, os.WriteFile(spec.SummaryPath(root), []byte(summary), 0o644))
+	complete, err := CheckRun(root, spec, 2)
+	require.NoError(t, err)
+	assert.True(t, complete)
+	s, err := ReadSummary(spec.SummaryPath(root))
+	require.NoError(t, err)
+	assert.Equal(t, 1.5, *s.LatencyS.P99)
+	assert.Nil(t, s.LatencyS.P999, "keys the Python tool does not write stay null")
+
+	// A failed Python record ("status": "error") is recognised as a failure.
+	bad := strings.Replace(lines[1], `"status": 200`, `"status": "error"`, 1)
+	require.NoError(t, os.WriteFile(spec.RawPath(root), []byte(lines[0]+"\n"+bad+"\n"), 0o644))
+	_, err = CheckRun(root, spec, 2)
+	assert.ErrorContains(t, err, "failed requests")
+}
