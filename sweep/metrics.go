@@ -7,15 +7,19 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 )
 
-// ScrapedMetrics are the server metrics kept beside each run: the gauges
-// and counters that explain a plateau (queueing, running batch, KV usage,
-// preemptions). Names are vLLM's; tinyserve serves the same ones.
-var ScrapedMetrics = []string{
+// ScrapedMetrics returns the names of the server metrics kept beside each
+// run: the gauges and counters that explain a plateau (queueing, running
+// batch, KV usage, preemptions). Names are vLLM's; tinyserve serves the same
+// ones. A function, so that no caller can change the list for everyone.
+func ScrapedMetrics() []string { return slices.Clone(scrapedMetrics) }
+
+var scrapedMetrics = []string{
 	"vllm:num_requests_running",
 	"vllm:num_requests_waiting",
 	"vllm:kv_cache_usage_perc",
@@ -177,6 +181,6 @@ func ScrapeMetrics(ctx context.Context, client *http.Client, base, apiKey string
 		return s
 	}
 	s.Available = true
-	s.Values = ParsePrometheusText(strings.NewReader(string(b)), ScrapedMetrics)
+	s.Values = ParsePrometheusText(strings.NewReader(string(b)), scrapedMetrics)
 	return s
 }

@@ -51,7 +51,7 @@ vllm:num_requests_waiting{model_name="a"} NaN-ish
 other_metric 9
 vllm:generation_tokens_total{label="with } brace"} 12
 `
-	got := ParsePrometheusText(strings.NewReader(text), ScrapedMetrics)
+	got := ParsePrometheusText(strings.NewReader(text), ScrapedMetrics())
 	assert.Equal(t, 4.0, got["vllm:num_requests_running"])
 	assert.Equal(t, 0.25, got["vllm:kv_cache_usage_perc"])
 	assert.Equal(t, 7.0, got["vllm:num_preemptions_total"])

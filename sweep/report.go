@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -143,8 +144,10 @@ func RenderReport(c *Combined) string {
 	return b.String()
 }
 
-// CSVHeader is the header row of summary.csv.
-var CSVHeader = []string{
+// CSVHeader returns the header row of summary.csv (a copy each time).
+func CSVHeader() []string { return slices.Clone(csvHeader) }
+
+var csvHeader = []string{
 	"concurrency", "repeats", "attempted", "successful", "failed", "output_tokens", "duration_s",
 	"request_throughput_per_s", "output_token_throughput_per_s",
 	"median_repeat_request_throughput_per_s", "median_repeat_output_token_throughput_per_s", "median_repeat_latency_p99_s",
@@ -160,7 +163,7 @@ var CSVHeader = []string{
 func RenderCSV(c *Combined) ([]byte, error) {
 	var buf bytes.Buffer
 	w := csv.NewWriter(&buf)
-	if err := w.Write(CSVHeader); err != nil {
+	if err := w.Write(csvHeader); err != nil {
 		return nil, err
 	}
 	f := func(v *float64) string {
