@@ -188,11 +188,14 @@ func TestLoad(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			verifyNoLeak(t)
-			mcfg := mock.Config{Latency: mock.Latency{PerStep: 200 * time.Microsecond}}
+			// Each admitted request runs for at least 32 steps of 2 ms, long
+			// enough that far more than 32 are in flight however slowly the
+			// 200 clients connect.
+			mcfg := mock.Config{Latency: mock.Latency{PerStep: 2 * time.Millisecond}}
 			ms := newMockServer(t, mcfg, tc.ecfg, tc.opts...)
 			ms.client.Transport.(*http.Transport).MaxIdleConnsPerHost = 200
 
-			const clients, maxTokens = 200, 8
+			const clients, maxTokens = 200, 32
 			type result struct {
 				status int
 				prompt string

@@ -21,7 +21,7 @@ import (
 )
 
 func TestEmbedded(t *testing.T) {
-	eng, err := mock.NewEngine(mock.Config{Latency: mock.Latency{PerStep: 10 * time.Millisecond}}, engine.Config{})
+	eng, err := mock.NewEngine(mock.Config{Latency: mock.Latency{PerStep: 20 * time.Millisecond}}, engine.Config{})
 	require.NoError(t, err)
 	defer eng.Close()
 	var logs bytes.Buffer
