@@ -278,15 +278,25 @@ func (c *completionRequest) decodeStreamOptions(raw json.RawMessage) *apiError {
 	}
 	known := func(k string) bool { return k == "include_usage" }
 	if e := decodeStrict(raw, known, &so); e != nil {
-		if e.Param != "" && !strings.HasPrefix(e.Param, "stream_options") {
-			e.Param = "stream_options." + e.Param
-		} else if e.Param == "" {
+		if e.Param == "" {
 			e.Param = "stream_options"
+		} else {
+			e.Param = "stream_options." + e.Param
 		}
+		e.Message = "stream_options: " + e.Message
 		return e
 	}
 	c.includeUsage = so.IncludeUsage != nil && *so.IncludeUsage
 	return nil
+}
+
+// snippet shortens raw JSON quoted back in an error message.
+func snippet(raw []byte) string {
+	const limit = 40
+	if len(raw) <= limit {
+		return string(raw)
+	}
+	return string(raw[:limit]) + "..."
 }
 
 // jsonKind names the JSON type of a raw value for error messages.
@@ -359,7 +369,7 @@ func parsePrompt(raw json.RawMessage) ([]string, [][]int, *apiError) {
 		ids := make([]int, len(elems))
 		for i, el := range elems {
 			if err := json.Unmarshal(el, &ids[i]); err != nil {
-				return nil, nil, badRequest("prompt", "invalid_type", "prompt: token ids must be integers, got %s", el)
+				return nil, nil, badRequest("prompt", "invalid_type", "prompt: token ids must be integers, got %s", snippet(el))
 			}
 		}
 		return nil, [][]int{ids}, nil
