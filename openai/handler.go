@@ -105,7 +105,6 @@ type handler struct {
 	names   []string
 	created int64
 	cfg     config
-	log     *slog.Logger
 	m       *metrics
 	pending atomic.Int64
 }
@@ -152,7 +151,6 @@ func NewHandler(eng llm.Engine, opts ...Option) http.Handler {
 		names:   names,
 		created: time.Now().Unix(),
 		cfg:     cfg,
-		log:     cfg.logger,
 	}
 	h.m = newMetrics(cfg.registerer, names[0], eng, cfg.logger)
 
