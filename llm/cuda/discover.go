@@ -82,6 +82,8 @@ type NotFoundError struct {
 	Searched []string
 }
 
+// Error lists the library, the names tried and every place searched, and
+// says how to point tinyserve at the library.
 func (e *NotFoundError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "cuda: %s library not found (tried %s) in:", e.Lib.Name, strings.Join(e.Lib.Files, ", "))

@@ -25,6 +25,7 @@ type Error struct {
 	Message string
 }
 
+// Error reads "cuda: <function>: <NAME> (<code>): <message>".
 func (e *Error) Error() string {
 	switch {
 	case e.Message != "" && e.Message != e.Name:

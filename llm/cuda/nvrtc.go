@@ -107,6 +107,7 @@ type CompileError struct {
 	Log string
 }
 
+// Error is the status followed by the compiler log.
 func (e *CompileError) Error() string { return fmt.Sprintf("%v\n%s", e.Err, e.Log) }
 
 // Unwrap exposes the NVRTC status.
