@@ -35,6 +35,12 @@ type SweepOptions struct {
 	URL string
 	// Model is used when the config has no model (an embedded target).
 	Model string
+	// Target, when set, starts the server the first time the sweep needs
+	// it (never when every run is already complete or the sweep refuses)
+	// and returns its completions URL and served model name, which replace
+	// URL and Model. cmd/sweep uses it for an embedded target; stopping the
+	// server after RunSweep returns is the caller's job.
+	Target func(ctx context.Context) (url, model string, err error)
 	// APIKey is sent as a bearer token; never written anywhere.
 	APIKey string
 	// WorkDir resolves relative paths; empty means the working directory.
@@ -197,9 +203,17 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 	}
 	root := filepath.Join(outDir, rc.Name)
 	res := &SweepResult{Root: root}
-	probe := LoadOptions{URL: rc.URL, Model: rc.Model, Concurrency: 1, ExtraBody: rc.ExtraBody}
-	if err := probe.Validate(); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+	validate := func() error {
+		probe := LoadOptions{URL: rc.URL, Model: rc.Model, Concurrency: 1, ExtraBody: rc.ExtraBody}
+		if err := probe.Validate(); err != nil {
+			return fmt.Errorf("%w: %v", ErrConfig, err)
+		}
+		return nil
+	}
+	if opts.Target == nil {
+		if err := validate(); err != nil {
+			return nil, err
+		}
 	}
 	rows, err := ReadRows(rc.Prompts, rc.NumRequests)
 	if err != nil {
@@ -226,6 +240,19 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 	if ok, _ := exists(reports.Summary); allDone && ok {
 		res.AlreadyComplete, res.Kept, res.Reports = true, len(order), reports
 		return res, nil
+	}
+	if opts.Target != nil {
+		url, model, err := opts.Target(ctx)
+		if err != nil {
+			return nil, err
+		}
+		rc.URL = url
+		if rc.Model == "" {
+			rc.Model = model
+		}
+		if err := validate(); err != nil {
+			return nil, err
+		}
 	}
 
 	m, err := startManifest(ctx, root, wd, cfg, rc, opts, now)

@@ -318,8 +318,12 @@ func TestSweepRefusals(t *testing.T) {
 			}
 			sent := f.requests.Load()
 			before := snapshot(t, root)
-			_, err := runTestSweep(t, context.Background(), cfgJSON, dir, nil)
+			started := 0
+			_, err := runTestSweep(t, context.Background(), cfgJSON, dir, func(o *SweepOptions) {
+				o.Target = func(context.Context) (string, string, error) { started++; return f.URL(), "fake-model", nil }
+			})
 			require.Error(t, err)
+			assert.Zero(t, started, "the target is never started when refusing")
 			assert.True(t, errors.Is(err, ErrRefused), "%v", err)
 			assert.Contains(t, err.Error(), c.want)
 			assert.Equal(t, sent, f.requests.Load(), "nothing is sent when refusing")

@@ -126,20 +126,29 @@ func runSweep(c *cli.Context, stdout, stderr io.Writer, getenv func(string) stri
 			level = slog.LevelInfo
 		}
 		logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-		fmt.Fprintln(stderr, "starting embedded tinyserve target...")
-		srv, err := startEmbedded(ctx, cfg.Target, logger)
-		if err != nil {
-			return err
-		}
+		var srv *embeddedServer
 		defer func() {
+			if srv == nil {
+				return
+			}
 			sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			if err := srv.stop(sctx); err != nil {
 				fmt.Fprintln(stderr, "warning: stopping the embedded target:", err)
 			}
 		}()
-		opts.URL, opts.Model = srv.URL, srv.Model
-		fmt.Fprintf(stderr, "embedded target serving %s at %s\n", srv.Model, srv.URL)
+		// Started only when a run needs it: a complete or refused sweep
+		// never loads the model.
+		opts.Target = func(ctx context.Context) (string, string, error) {
+			fmt.Fprintln(stderr, "starting embedded tinyserve target...")
+			s, err := startEmbedded(ctx, cfg.Target, logger)
+			if err != nil {
+				return "", "", err
+			}
+			srv = s
+			fmt.Fprintf(stderr, "embedded target serving %s at %s\n", s.Model, s.URL)
+			return s.URL, s.Model, nil
+		}
 	}
 	start := time.Now()
 	res, err := sweep.RunSweep(ctx, cfg, opts)

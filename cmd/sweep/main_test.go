@@ -65,9 +65,10 @@ func TestEmbeddedSweepAndCompare(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(rows), `"output_tokens":4`)
 
-	out, _, err = runApp(cfg)
+	out, errOut, err = runApp(cfg)
 	require.NoError(t, err)
 	assert.Contains(t, out, "already complete")
+	assert.NotContains(t, errOut, "starting embedded", "a complete sweep never starts the engine")
 
 	// A different backend is a different sweep: refused in the same folder.
 	_, _, err = runApp("--engine", "max_num_seqs=1", cfg)
