@@ -220,11 +220,11 @@ func (b *Backend) start() error {
 		return err
 	}
 	return b.setup(func(drvVersion int) (*NVRTC, *CuBLAS, error) {
-		rtc, err := LoadNVRTC(LibNVRTC.ForDriver(drvVersion), dirs)
+		rtc, err := LoadNVRTC(LibNVRTC().ForDriver(drvVersion), dirs)
 		if err != nil {
 			return nil, nil, err
 		}
-		blas, err := LoadCuBLAS(LibCuBLAS.ForDriver(drvVersion), dirs)
+		blas, err := LoadCuBLAS(LibCuBLAS().ForDriver(drvVersion), dirs)
 		return rtc, blas, err
 	})
 }

@@ -56,7 +56,8 @@ type CuBLAS struct {
 	alphaBeta [2]float32
 }
 
-// LoadCuBLAS opens cuBLAS (lib is LibCuBLAS, or LibCuBLAS.ForDriver(v)) from dirs and creates a handle in the current
+// LoadCuBLAS opens cuBLAS (lib is LibCuBLAS(), or LibCuBLAS().ForDriver(v))
+// from dirs and creates a handle in the current
 // context (the caller has made one current).
 func LoadCuBLAS(lib Library, dirs []string) (*CuBLAS, error) {
 	h, path, err := openLibrary(lib, dirs, []string{"libcublasLt.so.*"})

@@ -30,13 +30,23 @@ type Library struct {
 	PipPackage string
 }
 
-// The libraries the backend needs. CUDA 13 and 12 sonames come first; the
-// unversioned names (present only with the toolkit's -dev files) come last.
-var (
-	LibCUDA   = Library{Name: "CUDA driver", Files: []string{"libcuda.so.1", "libcuda.so"}}
-	LibCuBLAS = Library{Name: "cuBLAS", Files: []string{"libcublas.so.13", "libcublas.so.12", "libcublas.so.11", "libcublas.so"}, PipPackage: "cublas"}
-	LibNVRTC  = Library{Name: "NVRTC", Files: []string{"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so.11.2", "libnvrtc.so"}, PipPackage: "cuda_nvrtc"}
-)
+// LibCUDA is the CUDA driver. It comes with the kernel driver, not with
+// pip, so it has no pip folder.
+func LibCUDA() Library {
+	return Library{Name: "CUDA driver", Files: []string{"libcuda.so.1", "libcuda.so"}}
+}
+
+// LibCuBLAS is cuBLAS: CUDA 13 and 12 sonames first; the unversioned name
+// (present only with the toolkit's -dev files) last. Functions rather than
+// variables, so that no caller can change what another one searches for.
+func LibCuBLAS() Library {
+	return Library{Name: "cuBLAS", Files: []string{"libcublas.so.13", "libcublas.so.12", "libcublas.so.11", "libcublas.so"}, PipPackage: "cublas"}
+}
+
+// LibNVRTC is the CUDA runtime compiler, newest soname first.
+func LibNVRTC() Library {
+	return Library{Name: "NVRTC", Files: []string{"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so.11.2", "libnvrtc.so"}, PipPackage: "cuda_nvrtc"}
+}
 
 // ForDriver drops the candidate files of a CUDA major version newer than
 // the driver's (driverVersion as cuDriverGetVersion reports it, e.g. 12040):

@@ -99,7 +99,7 @@ type Driver struct {
 // that, through the system loader, and binds every call the package uses.
 // It does not call cuInit.
 func LoadDriver(dirs []string) (*Driver, error) {
-	h, path, err := openLibrary(LibCUDA, dirs, nil)
+	h, path, err := openLibrary(LibCUDA(), dirs, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -39,7 +39,7 @@ func TestRealDriver(t *testing.T) {
 }
 
 func TestRealCuBLAS(t *testing.T) {
-	c, err := LoadCuBLAS(LibCuBLAS, SearchDirs(LibDirFromEnv(), nil))
+	c, err := LoadCuBLAS(LibCuBLAS(), SearchDirs(LibDirFromEnv(), nil))
 	var nf *NotFoundError
 	if errors.As(err, &nf) {
 		t.Skipf("no cuBLAS here: %v", err)

@@ -27,7 +27,8 @@ type NVRTC struct {
 	hasCUBIN          bool
 }
 
-// LoadNVRTC opens NVRTC (lib is LibNVRTC, or LibNVRTC.ForDriver(v)) from dirs. Its builtins library (which NVRTC opens
+// LoadNVRTC opens NVRTC (lib is LibNVRTC(), or LibNVRTC().ForDriver(v))
+// from dirs. Its builtins library (which NVRTC opens
 // itself while compiling) is preloaded from the same folder.
 func LoadNVRTC(lib Library, dirs []string) (*NVRTC, error) {
 	h, path, err := openLibrary(lib, dirs, []string{"libnvrtc-builtins.so.*"})

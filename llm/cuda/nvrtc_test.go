@@ -17,7 +17,7 @@ import (
 // just libnvrtc.so.* and its builtins library.
 func loadTestNVRTC(t *testing.T) *NVRTC {
 	t.Helper()
-	rtc, err := LoadNVRTC(LibNVRTC, SearchDirs(LibDirFromEnv(), nil))
+	rtc, err := LoadNVRTC(LibNVRTC(), SearchDirs(LibDirFromEnv(), nil))
 	if err != nil {
 		var nf *NotFoundError
 		if errors.As(err, &nf) {
