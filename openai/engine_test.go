@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -409,4 +411,71 @@ func TestEngineFailure(t *testing.T) {
 	resp.Body.Close()
 	assert.Equal(t, 503, resp.StatusCode)
 	require.ErrorIs(t, ms.eng.Health(), llm.ErrEngineDead)
+}
+
+// smallBufListener shrinks each accepted connection's send buffer, so a
+// client that stops reading blocks the server's writes after a few KiB.
+type smallBufListener struct{ net.Listener }
+
+func (l smallBufListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetWriteBuffer(4096)
+	}
+	return c, err
+}
+
+// TestStalledReaderDropped: a streaming client that stops reading is
+// dropped once a write outlasts the per-event deadline, and its request is
+// aborted instead of holding KV blocks.
+func TestStalledReaderDropped(t *testing.T) {
+	verifyNoLeak(t)
+	eng, err := mock.NewEngine(mock.Config{Latency: mock.Latency{PerStep: time.Millisecond}}, engine.Config{})
+	require.NoError(t, err)
+	var logs syncBuffer
+	h := NewHandler(eng, WithStreamWriteTimeout(200*time.Millisecond),
+		WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	srv := httptest.NewUnstartedServer(h)
+	srv.Listener = smallBufListener{srv.Listener}
+	srv.Start()
+	t.Cleanup(func() {
+		srv.Close()
+		_ = eng.Close()
+	})
+
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	require.NoError(t, err)
+	defer conn.Close()
+	require.NoError(t, conn.(*net.TCPConn).SetReadBuffer(4096))
+	const maxTokens = 4000 // 4 s of steps: a normal end is out of reach
+	body := fmt.Sprintf(`{"prompt":"stall","max_tokens":%d,"logprobs":20,"stream":true}`, maxTokens)
+	_, err = fmt.Fprintf(conn, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	require.NoError(t, err)
+	// Never read.
+	require.Eventually(t, func() bool { return eng.Stats().GenerationTokens > 0 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool {
+		s := eng.Stats()
+		return s.Running == 0 && s.KVBlocksUsed == 0
+	}, 5*time.Second, 5*time.Millisecond, "the stalled request is aborted: %+v", eng.Stats())
+	assert.Less(t, eng.Stats().GenerationTokens, uint64(maxTokens))
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "writing to the client failed") },
+		5*time.Second, 5*time.Millisecond)
+}
+
+// syncBuffer is a bytes.Buffer the logger and the test may use at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
