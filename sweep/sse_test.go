@@ -1,6 +1,7 @@
 package sweep
 
 import (
+	"encoding/json"
 	"errors"
 	"io"
 	"strings"
@@ -132,5 +133,49 @@ func FuzzParseStream(f *testing.F) {
 		if len(r.Text) > 6*len(in) { // \u escapes can grow at most this much
 			t.Fatalf("text longer than possible: %d > %d", len(r.Text), len(in))
 		}
+		ref := parseStreamReference(in)
+		if r.Text != ref.text || r.TextEvents != ref.events || r.Malformed != ref.malformed || r.Done != ref.done || r.UsageSeen != ref.usage {
+			t.Fatalf("parser and reference differ:\nparser    text=%q events=%d malformed=%d done=%v usage=%v\nreference %+v",
+				r.Text, r.TextEvents, r.Malformed, r.Done, r.UsageSeen, ref)
+		}
 	})
+}
+
+type referenceResult struct {
+	text        string
+	events      int
+	malformed   int
+	done, usage bool
+}
+
+// parseStreamReference is the obviously right version of ParseStream for
+// the differential check: split into lines, decode every data line into a
+// fresh value, no buffers reused.
+func parseStreamReference(in []byte) referenceResult {
+	var r referenceResult
+	for _, line := range strings.Split(string(in), "\n") {
+		line = strings.TrimSpace(line)
+		data, ok := strings.CutPrefix(line, "data:")
+		if !ok {
+			continue
+		}
+		data = strings.TrimSpace(data)
+		if data == "[DONE]" {
+			r.done = true
+			break
+		}
+		var c sseChunk
+		if !strings.HasPrefix(data, "{") || json.Unmarshal([]byte(data), &c) != nil {
+			r.malformed++
+			continue
+		}
+		if c.Usage != nil {
+			r.usage = true
+		}
+		if len(c.Choices) > 0 && c.Choices[0].Text != "" {
+			r.events++
+			r.text += c.Choices[0].Text
+		}
+	}
+	return r
 }
