@@ -357,7 +357,6 @@ func (h *handler) streamCompletion(ctx context.Context, cancel context.CancelFun
 	r *http.Request, req *completionRequest, prompts []promptIn, choices []*choice) {
 	lg := requestLogger(r)
 	sse := &sseWriter{w: w, rc: http.NewResponseController(w), timeout: h.cfg.writeTimeout}
-	defer setWriteDeadline(sse.rc, 0) // see writeJSON
 	hd := w.Header()
 	hd.Set("Content-Type", "text/event-stream")
 	hd.Set("Cache-Control", "no-cache")

@@ -7,9 +7,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"strings"
 	"testing"
 	"time"
@@ -485,5 +487,33 @@ func TestDisconnectCancels(t *testing.T) {
 		<-done
 		f.wg.Wait() // returns only once the fake saw its context cancelled
 		srv.Close()
+	}
+}
+
+// TestDeadlineClearedForKeepAlive: the server has no WriteTimeout, so a
+// write deadline left on a keep-alive connection would fail the next
+// request on it. The handler relies on net/http clearing it after each
+// response; this guards that assumption.
+func TestDeadlineClearedForKeepAlive(t *testing.T) {
+	srv := httptest.NewServer(NewHandler(newFake(), WithStreamWriteTimeout(50*time.Millisecond)))
+	defer srv.Close()
+	client := srv.Client()
+	defer client.CloseIdleConnections()
+	for i, body := range []string{
+		`{"prompt":"a","max_tokens":2,"stream":true}`, `{"prompt":"a","max_tokens":2}`, `{"prompt":"a","max_tokens":2}`,
+	} {
+		reused := false
+		trace := &httptrace.ClientTrace{GotConn: func(ci httptrace.GotConnInfo) { reused = ci.Reused }}
+		req, err := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace),
+			"POST", srv.URL+"/v1/completions", strings.NewReader(body))
+		require.NoError(t, err)
+		resp, err := client.Do(req)
+		require.NoError(t, err, "request %d", i)
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		require.Equal(t, 200, resp.StatusCode, "request %d: %s", i, b)
+		assert.Equal(t, i > 0, reused, "request %d on the kept-alive connection", i)
+		time.Sleep(150 * time.Millisecond) // well past the last deadline
 	}
 }

@@ -113,10 +113,7 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // writer that cannot (a test recorder, some wrappers) is fine: there is
 // then no deadline to push.
 func setWriteDeadline(rc *http.ResponseController, d time.Duration) {
-	var t time.Time
-	if d > 0 {
-		t = time.Now().Add(d)
-	}
+	t := time.Now().Add(d)
 	// An error means no deadline can be set (http.ErrNotSupported) or the
 	// connection is gone, which the write that follows reports anyway.
 	_ = rc.SetWriteDeadline(t)
@@ -131,11 +128,9 @@ func (h *handler) writeJSON(w http.ResponseWriter, r *http.Request, status int, 
 		return
 	}
 	body = append(body, '\n')
-	rc := http.NewResponseController(w)
-	setWriteDeadline(rc, h.cfg.writeTimeout)
-	// The server sets no WriteTimeout, so a deadline left on a keep-alive
-	// connection would fail the next request's response: clear it after.
-	defer setWriteDeadline(rc, 0)
+	// net/http clears the deadline once the response is flushed, before the
+	// connection serves its next request.
+	setWriteDeadline(http.NewResponseController(w), h.cfg.writeTimeout)
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
