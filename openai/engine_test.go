@@ -145,6 +145,37 @@ func TestSDK(t *testing.T) {
 		assert.Equal(t, int64(22), u.TotalTokens)
 	})
 
+	t.Run("logprobs and a stop string", func(t *testing.T) {
+		full := ms.expected("abc", 40)
+		stop := full[10:12]
+		want := full[:strings.Index(full, stop)]
+		c, err := client.Completions.New(ctx, sdk.CompletionNewParams{
+			Model:       "tiny",
+			Prompt:      sdk.CompletionNewParamsPromptUnion{OfString: sdk.String("abc")},
+			MaxTokens:   sdk.Int(40),
+			Temperature: sdk.Float(0),
+			Logprobs:    sdk.Int(2),
+			Stop:        sdk.CompletionNewParamsStopUnion{OfString: sdk.String(stop)},
+		})
+		require.NoError(t, err)
+		ch := c.Choices[0]
+		assert.Equal(t, want, ch.Text)
+		assert.Equal(t, sdk.CompletionChoiceFinishReasonStop, ch.FinishReason)
+		assert.Equal(t, fmt.Sprintf("%q", stop), ch.JSON.ExtraFields["stop_reason"].Raw())
+		lp := ch.Logprobs
+		require.Len(t, lp.Tokens, int(c.Usage.CompletionTokens), "one entry per generated token")
+		assert.True(t, strings.HasPrefix(strings.Join(lp.Tokens, ""), want), "tokens spell the text (and the cut stop string)")
+		offset := int64(0)
+		for i, tok := range lp.Tokens {
+			assert.Equal(t, offset, lp.TextOffset[i])
+			offset += int64(len([]rune(tok)))
+			assert.LessOrEqual(t, lp.TokenLogprobs[i], 0.0)
+			top := lp.TopLogprobs[i]
+			assert.Contains(t, top, tok, "the chosen token is listed")
+			assert.LessOrEqual(t, len(top), 3)
+		}
+	})
+
 	errCases := []struct {
 		name   string
 		params sdk.CompletionNewParams
