@@ -23,6 +23,7 @@ const (
 	FlagGPUMemoryUtilization = "gpu-memory-utilization"
 	FlagKVCacheBytes         = "kv-cache-bytes"
 	FlagThreads              = "threads"
+	FlagCUDAGraphs           = "cuda-graphs"
 )
 
 // EngineFlags returns the engine flags shared by cmd/serve, cmd/generate and
@@ -39,7 +40,7 @@ func EngineFlags(envPrefix string) []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: FlagModel, Value: DefaultModel, EnvVars: env(FlagModel), Usage: "built-in model (tiny-gpt2, gpt2-124m-random; random weights) or a Hugging Face GPT-2 checkpoint folder"},
 		&cli.StringFlag{Name: FlagBackend, Value: BackendCPU, EnvVars: env(FlagBackend), Usage: "cpu, cuda or mock"},
-		&cli.StringFlag{Name: FlagDType, Value: "auto", EnvVars: env(FlagDType), Usage: "compute type: auto or float32"},
+		&cli.StringFlag{Name: FlagDType, Value: "auto", EnvVars: env(FlagDType), Usage: "weight and KV type: auto (cpu: float32, cuda: float16), float16, bfloat16, float32"},
 		&cli.StringFlag{Name: FlagTokenizer, EnvVars: env(FlagTokenizer), Usage: "tokenizer override: gpt2, a tokenizer.json, a model folder or a Hugging Face id in the local cache"},
 		&cli.StringFlag{Name: FlagTokenizerDir, EnvVars: env(FlagTokenizerDir), Usage: "extra folder searched for Hugging Face tokenizer ids"},
 		&cli.StringFlag{Name: FlagServedModelName, EnvVars: env(FlagServedModelName), Usage: "model name clients use (default: the model's id)"},
@@ -52,6 +53,7 @@ func EngineFlags(envPrefix string) []cli.Flag {
 		&cli.Float64Flag{Name: FlagGPUMemoryUtilization, Value: 0.9, EnvVars: env(FlagGPUMemoryUtilization), Usage: "fraction of free GPU memory for the KV cache (cuda)"},
 		&cli.Int64Flag{Name: FlagKVCacheBytes, EnvVars: env(FlagKVCacheBytes), Usage: "KV cache budget in bytes (cpu; 0: the backend's default)"},
 		&cli.IntFlag{Name: FlagThreads, EnvVars: env(FlagThreads), Usage: "CPU threads for the forward pass (0: GOMAXPROCS)"},
+		&cli.BoolFlag{Name: FlagCUDAGraphs, EnvVars: env(FlagCUDAGraphs), Usage: "replay decode-only steps from CUDA graphs (cuda; not yet verified on a GPU)"},
 	}
 }
 
@@ -86,6 +88,7 @@ func ConfigFromFlags(c *cli.Context) (Config, error) {
 		GPUMemoryUtilization: c.Float64(FlagGPUMemoryUtilization),
 		KVCacheBytes:         c.Int64(FlagKVCacheBytes),
 		Threads:              c.Int(FlagThreads),
+		CUDAGraphs:           c.Bool(FlagCUDAGraphs),
 	}
 	if cfg.Backend == BackendMock && cfg.Model == DefaultModel {
 		cfg.Model = "" // the default model flag does not apply to the mock

@@ -10,13 +10,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 
 	"github.com/tinyserve/tinyserve/llm"
+	"github.com/tinyserve/tinyserve/llm/cuda"
 	"github.com/tinyserve/tinyserve/llm/engine"
 	"github.com/tinyserve/tinyserve/llm/gpt2"
 	"github.com/tinyserve/tinyserve/llm/mock"
@@ -43,7 +43,9 @@ type Config struct {
 	Model string `json:"model,omitempty"`
 	// Backend is cpu, cuda or mock. Empty means cpu.
 	Backend string `json:"backend,omitempty"`
-	// DType is the compute and weight type; empty or auto means float32.
+	// DType is the weight and KV type: auto (the default) means float32 on
+	// the cpu backend and float16 on cuda; cuda also takes bfloat16 and
+	// float32 (for exact comparisons).
 	DType string `json:"dtype,omitempty"`
 	// Tokenizer overrides the model's tokenizer: gpt2, a tokenizer.json
 	// path, a model folder or a Hugging Face id found in the local cache.
@@ -73,6 +75,8 @@ type Config struct {
 	KVCacheBytes int64 `json:"kv_cache_bytes,omitempty"`
 	// Threads is the CPU backend's parallelism; 0 means GOMAXPROCS.
 	Threads int `json:"threads,omitempty"`
+	// CUDAGraphs replays decode-only steps from CUDA graphs (cuda backend).
+	CUDAGraphs bool `json:"cuda_graphs,omitempty"`
 	// Seed seeds requests that set none; 0 means from the clock.
 	Seed uint64 `json:"seed,omitempty"`
 	// MockLatency gives the mock backend a device-like latency model.
@@ -146,20 +150,24 @@ func closeQuietly(b engine.Backend) {
 
 // load picks the backend and tokenizer for cfg.
 func load(cfg Config) (engine.Backend, llm.Tokenizer, llm.ModelInfo, error) {
-	switch cfg.DType {
-	case "", "auto", "float32":
-	default:
-		return nil, nil, llm.ModelInfo{}, fmt.Errorf("dtype %q is not supported yet (float32 only)", cfg.DType)
-	}
 	switch cfg.Backend {
 	case BackendMock:
 		if cfg.Model != "" && cfg.Model != "mock" {
 			return nil, nil, llm.ModelInfo{}, fmt.Errorf("the mock backend serves only the mock model, not %q", cfg.Model)
 		}
 		return mock.NewBackend(mock.Config{Latency: cfg.MockLatency}), mock.NewTokenizer(), mock.Info(), nil
-	case BackendCUDA:
-		return nil, nil, llm.ModelInfo{}, errors.New("backend cuda: the CUDA backend is not available in this build yet; use --backend cpu")
 	case "", BackendCPU:
+		switch cfg.DType {
+		case "", "auto", "float32":
+		default:
+			return nil, nil, llm.ModelInfo{}, fmt.Errorf("dtype %q is not supported by the cpu backend (float32 only)", cfg.DType)
+		}
+	case BackendCUDA:
+		switch cfg.DType {
+		case "", "auto", "float16", "half", "bfloat16", "float32":
+		default:
+			return nil, nil, llm.ModelInfo{}, fmt.Errorf("dtype %q is not supported by the cuda backend (auto, float16, bfloat16, float32)", cfg.DType)
+		}
 	default:
 		return nil, nil, llm.ModelInfo{}, fmt.Errorf("unknown backend %q (want cpu, cuda or mock)", cfg.Backend)
 	}
@@ -186,6 +194,21 @@ func load(cfg Config) (engine.Backend, llm.Tokenizer, llm.ModelInfo, error) {
 	if tok.VocabSize() != m.Config.VocabSize {
 		m.Close()
 		return nil, nil, llm.ModelInfo{}, fmt.Errorf("tokenizer has %d tokens but the model's config.json says vocab_size %d", tok.VocabSize(), m.Config.VocabSize)
+	}
+	if cfg.Backend == BackendCUDA {
+		dtype := cfg.DType
+		if dtype == "half" {
+			dtype = "float16"
+		}
+		b, err := cuda.NewBackend(m, cuda.Options{
+			DType: dtype, GPUMemoryUtilization: cfg.GPUMemoryUtilization, NumBlocks: cfg.NumBlocks,
+			LibDir: cuda.LibDirFromEnv(), Getenv: cfg.Getenv, Logger: cfg.Logger, CUDAGraphs: cfg.CUDAGraphs,
+		})
+		if err != nil {
+			m.Close()
+			return nil, nil, llm.ModelInfo{}, fmt.Errorf("backend cuda: %w", err)
+		}
+		return b, tok, b.Info(), nil
 	}
 	backend, err := gpt2.NewCPUBackend(m, gpt2.CPUOptions{Threads: cfg.Threads, KVCacheBytes: cfg.KVCacheBytes})
 	if err != nil {

@@ -68,7 +68,8 @@ func TestOpenErrors(t *testing.T) {
 	}{
 		{Config{Backend: "tpu"}, "unknown backend"},
 		{Config{DType: "int4"}, "dtype"},
-		{Config{Backend: BackendCUDA}, "cuda"},
+		{Config{Backend: BackendCUDA}, "backend cuda"}, // no GPU in CI: a clear error, not a panic
+		{Config{Backend: BackendCUDA, DType: "int8"}, "dtype"},
 		{Config{Model: filepath.Join(dir, "missing")}, "missing"},
 		{Config{MaxModelLen: 5000}, "max_model_len"},
 		{Config{Model: ckpt, Tokenizer: "testdata/tokenizers/qwen3/tokenizer.json"}, "vocab_size"},
