@@ -125,3 +125,14 @@ func isLayerNormWeight(name string) bool {
 	n := len(name)
 	return n >= 7 && name[n-7:] == ".weight" && (strings.Contains(name, "ln_"))
 }
+
+// Open returns the model a --model flag names: a built-in model
+// (BuiltinTiny, Builtin124M) by name, otherwise the checkpoint folder at
+// that path (see Load). A folder that happens to be called like a built-in
+// model can be opened as "./tiny-gpt2".
+func Open(model string) (*Model, error) {
+	if IsBuiltin(model) {
+		return Builtin(model)
+	}
+	return Load(model)
+}

@@ -118,3 +118,21 @@ func TestBuiltin(t *testing.T) {
 		t.Error("124M not marked random")
 	}
 }
+
+func TestOpen(t *testing.T) {
+	m, err := Open(BuiltinTiny)
+	if err != nil || !m.RandomWeights || m.Name != BuiltinTiny {
+		t.Fatalf("Open(tiny-gpt2) = %v, %v", m, err)
+	}
+	m, err = Open(fixtures + "/gpt2-tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if m.RandomWeights || m.Name != "gpt2-tiny" || m.Config.NEmbd != 64 {
+		t.Errorf("Open(folder): name %q random %v n_embd %d", m.Name, m.RandomWeights, m.Config.NEmbd)
+	}
+	if _, err := Open(t.TempDir() + "/nothing"); err == nil {
+		t.Error("Open of a missing folder succeeded")
+	}
+}

@@ -292,3 +292,15 @@ func TestLogitsOnlyWhenAsked(t *testing.T) {
 		t.Errorf("argmax %d and %d, logits say %d", rows[0].Argmax, rows[1].Argmax, argmax(rows[1].Logits))
 	}
 }
+
+// TestEmptyBatch: a step with nothing to run returns no rows.
+func TestEmptyBatch(t *testing.T) {
+	h := newHarness(t, smallModel(t), 4, 4, CPUOptions{})
+	rows, err := h.b.Forward(&engine.Batch{})
+	if err != nil || len(rows) != 0 {
+		t.Errorf("Forward(empty) = %v, %v", rows, err)
+	}
+	if rows, err := h.b.Forward(&engine.Batch{Dropped: []kv.SeqID{3}}); err != nil || len(rows) != 0 {
+		t.Errorf("Forward(dropped only) = %v, %v", rows, err)
+	}
+}
