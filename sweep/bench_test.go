@@ -27,20 +27,21 @@ func BenchmarkParseStream(b *testing.B) {
 	}
 }
 
-// BenchmarkRunCondition is the whole client per request (body, HTTP, SSE,
-// record) against an in-process endpoint that answers at once; see
-// bench/client for the comparison with wrk.
+// BenchmarkRunCondition is the whole client per request (body, HTTP, SSE
+// with four text chunks, record) against an in-process endpoint that answers
+// at once; see bench/client for the comparison with wrk.
 func BenchmarkRunCondition(b *testing.B) {
-	body := []byte(benchStream)
+	body := []byte(strings.Repeat(`data: {"id":"c","object":"text_completion","choices":[{"index":0,"text":" tok","finish_reason":null}]}`+"\n\n", 4) +
+		`data: {"id":"c","choices":[],"usage":{"prompt_tokens":8,"completion_tokens":4}}` + "\n\ndata: [DONE]\n\n")
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "text/event-stream")
 		w.Write(body)
 	}))
 	defer srv.Close()
-	for _, c := range []int{1, 64} {
+	for _, c := range []int{1, 256} {
 		b.Run(fmt.Sprintf("concurrency=%d", c), func(b *testing.B) {
-			rows := testRows(256, 32)
+			rows := testRows(1024, 4)
 			opts := LoadOptions{URL: srv.URL, Model: "m", Concurrency: c, Stream: true, Client: NewHTTPClient(c)}
 			var out bytes.Buffer
 			b.ReportAllocs()
