@@ -451,7 +451,30 @@ type headTask struct {
 
 func (t *headTask) run(_, lo, hi int) {
 	C, V := t.c, t.v
-	for v := lo * headGrain; v < min(hi*headGrain, V); v++ {
+	v := lo * headGrain
+	end := min(hi*headGrain, V)
+	// Four vocabulary rows at a time: each loaded activation serves four
+	// dot products, and the four sums are independent chains.
+	for ; v+4 <= end; v += 4 {
+		w0 := t.w[v*C : (v+1)*C]
+		w1 := t.w[(v+1)*C : (v+2)*C]
+		w2 := t.w[(v+2)*C : (v+3)*C]
+		w3 := t.w[(v+3)*C : (v+4)*C]
+		for s := range t.rows {
+			x := t.x[s*C : (s+1)*C]
+			w0, w1, w2, w3 := w0[:len(x)], w1[:len(x)], w2[:len(x)], w3[:len(x)]
+			var a0, a1, a2, a3 float32
+			for k, xv := range x {
+				a0 += xv * w0[k]
+				a1 += xv * w1[k]
+				a2 += xv * w2[k]
+				a3 += xv * w3[k]
+			}
+			y := t.y[s*V+v : s*V+v+4]
+			y[0], y[1], y[2], y[3] = a0, a1, a2, a3
+		}
+	}
+	for ; v < end; v++ {
 		wr := t.w[v*C : (v+1)*C]
 		for s := range t.rows {
 			t.y[s*V+v] = dot(t.x[s*C:(s+1)*C], wr)
