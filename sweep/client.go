@@ -3,8 +3,6 @@ package sweep
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +10,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -62,8 +61,9 @@ type LoadOptions struct {
 	APIKey string
 	// SLO, when not empty, adds goodput to the summary.
 	SLO SLO
-	// RequestIDPrefix starts every X-Request-Id; empty means a random one,
-	// so that two runs never share ids in a server's logs.
+	// RequestIDPrefix starts every X-Request-Id; empty means one made from
+	// the run's start time, so that two runs never share ids in a server's
+	// logs.
 	RequestIDPrefix string
 	// Client sends the requests; nil means a client sized for Concurrency
 	// with no overall timeout (Timeout applies per request).
@@ -215,21 +215,20 @@ func RunCondition(ctx context.Context, opts LoadOptions, rows []Row, out io.Writ
 		client = NewHTTPClient(max(opts.Concurrency, 1))
 		defer client.CloseIdleConnections()
 	}
+	started := time.Now()
 	prefix := opts.RequestIDPrefix
 	if prefix == "" {
-		var b [6]byte
-		_, _ = rand.Read(b[:])
-		prefix = "sweep-" + hex.EncodeToString(b[:])
+		// The start time in nanoseconds tells runs apart in a server's logs
+		// without an unseeded random source.
+		prefix = "sweep-" + strconv.FormatInt(started.UnixNano(), 36)
 	}
-	s := &sender{opts: opts, extra: extra, client: client, prefix: prefix}
+	s := &sender{opts: opts, extra: extra, client: client, prefix: prefix, started: started}
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	results := make(chan Record)
 	jobs := make(chan job)
 	var wg sync.WaitGroup
-	started := time.Now()
-	s.started = started
 
 	workers := opts.Concurrency
 	if opts.RequestRate > 0 && workers == 0 {
