@@ -89,19 +89,23 @@ func (p *Packed) N() int { return p.n }
 func (p *Packed) Bytes() int64 { return int64(len(p.data)) * 4 }
 
 // newPacked allocates the panels, aligned to a cache line so that no panel
-// row straddles two lines.
+// row straddles two lines (see allocFloats for large matrices).
 func newPacked(k, n int) *Packed {
 	if k < 0 || n < 0 {
 		panic(fmt.Sprintf("f32: negative matrix shape %d×%d", k, n))
 	}
 	panels := (n + PanelWidth - 1) / PanelWidth
-	size := panels * k * PanelWidth
-	buf := make([]float32, size+16)
-	off := 0
-	if size > 0 {
-		off = int((64 - uintptr(unsafe.Pointer(&buf[0]))%64) % 64 / 4)
-	}
-	return &Packed{k: k, n: n, data: buf[off : off+size : off+size]}
+	p := &Packed{k: k, n: n}
+	p.data = allocFloats(p, panels*k*PanelWidth)
+	return p
+}
+
+// heapFloats returns n zeroed floats from the Go heap, aligned to a cache
+// line.
+func heapFloats(n int) []float32 {
+	buf := make([]float32, n+16)
+	off := int((64 - uintptr(unsafe.Pointer(&buf[0]))%64) % 64 / 4)
+	return buf[off : off+n : off+n]
 }
 
 // Pack copies the row-major K×N matrix w (element [k, j] at w[k·n+j], as

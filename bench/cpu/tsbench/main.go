@@ -19,7 +19,9 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"os"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"time"
 
@@ -52,6 +54,7 @@ func main() {
 	cases := flag.String("cases", "prefill-128,prefill-512,decode-b1,decode-b4,decode-b8,decode-b32,e2e-b1,e2e-b4", "comma-separated cases")
 	name := flag.String("engine", "tinyserve", "engine name printed with each result")
 	jsonOut := flag.Bool("json", false, "print one JSON object per case instead of a table row")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the timed cases to this file")
 	flag.Parse()
 
 	var m *gpt2.Model
@@ -87,13 +90,23 @@ func main() {
 		log.Fatal(err)
 	}
 	r := &runner{b: b, vocab: m.Config.VocabSize, numBlocks: numBlocks}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			log.Fatal(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 
 	for _, c := range splitComma(*cases) {
 		var times []time.Duration
 		for i := range *reps + 1 {
 			d, err := r.run(c, i)
 			if err != nil {
-				log.Fatalf("%s: %v", c, err)
+				log.Panicf("%s: %v", c, err) // unwinds, so the profile is flushed
 			}
 			if i > 0 { // the first run warms caches and grows buffers
 				times = append(times, d)
