@@ -329,39 +329,44 @@ func parsePrompt(raw json.RawMessage) ([]string, [][]int, *apiError) {
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
 		return nil, nil, badRequest("prompt", "missing_required_parameter", "prompt is required")
 	}
-	empty := badRequest("prompt", "invalid_value", "prompt must not be empty")
-	wrong := badRequest("prompt", "invalid_type", "prompt must be %s, got %s", promptShapes, jsonKind(raw))
+	// The errors are built only when needed: this runs on every request.
+	empty := func() *apiError { return badRequest("prompt", "invalid_value", "prompt must not be empty") }
+	wrong := func() *apiError {
+		return badRequest("prompt", "invalid_type", "prompt must be %s, got %s", promptShapes, jsonKind(raw))
+	}
+	mixed := func() *apiError {
+		return badRequest("prompt", "invalid_type", "prompt must be %s; its elements must all be of one kind", promptShapes)
+	}
 	switch raw[0] {
 	case '"':
 		var s string
 		if err := json.Unmarshal(raw, &s); err != nil {
-			return nil, nil, wrong
+			return nil, nil, wrong()
 		}
 		if s == "" {
-			return nil, nil, empty
+			return nil, nil, empty()
 		}
 		return []string{s}, nil, nil
 	case '[':
 	default:
-		return nil, nil, wrong
+		return nil, nil, wrong()
 	}
 	var elems []json.RawMessage
 	if err := json.Unmarshal(raw, &elems); err != nil {
-		return nil, nil, wrong
+		return nil, nil, wrong()
 	}
 	if len(elems) == 0 {
-		return nil, nil, empty
+		return nil, nil, empty()
 	}
-	mixed := badRequest("prompt", "invalid_type", "prompt must be %s; its elements must all be of one kind", promptShapes)
 	switch jsonKind(elems[0]) {
 	case "a string":
 		texts := make([]string, len(elems))
 		for i, el := range elems {
 			if err := json.Unmarshal(el, &texts[i]); err != nil {
-				return nil, nil, mixed
+				return nil, nil, mixed()
 			}
 			if texts[i] == "" {
-				return nil, nil, empty
+				return nil, nil, empty()
 			}
 		}
 		return texts, nil, nil
@@ -377,18 +382,18 @@ func parsePrompt(raw json.RawMessage) ([]string, [][]int, *apiError) {
 		lists := make([][]int, len(elems))
 		for i, el := range elems {
 			if jsonKind(el) != "an array" {
-				return nil, nil, mixed
+				return nil, nil, mixed()
 			}
 			if err := json.Unmarshal(el, &lists[i]); err != nil {
 				return nil, nil, badRequest("prompt", "invalid_type", "prompt: token ids must be integers: %v", err)
 			}
 			if len(lists[i]) == 0 {
-				return nil, nil, empty
+				return nil, nil, empty()
 			}
 		}
 		return nil, lists, nil
 	}
-	return nil, nil, wrong
+	return nil, nil, wrong()
 }
 
 // parseStop accepts a string or an array of strings (null means none).
