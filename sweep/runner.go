@@ -300,6 +300,12 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 	}
 	opts.Progress.Finish()
 
+	failed := func(err error) (*SweepResult, error) {
+		if merr := finish("failed"); merr != nil {
+			err = errors.Join(err, merr)
+		}
+		return res, err
+	}
 	var runs []RunData
 	for _, spec := range order {
 		if spec.Kind != KindRepeat {
@@ -307,11 +313,11 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 		}
 		rd := RunData{Spec: spec, RawPath: spec.RawPath(root), SummaryPath: spec.SummaryPath(root)}
 		if rd.Records, err = ReadRecords(rd.RawPath); err != nil {
-			return res, err
+			return failed(err)
 		}
 		sum, err := ReadSummary(rd.SummaryPath)
 		if err != nil {
-			return res, err
+			return failed(err)
 		}
 		rd.Summary = *sum
 		runs = append(runs, rd)
@@ -319,7 +325,7 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 	combined := Aggregate(Sanitize(rc.resolvedView()), order, rc.Concurrency, runs)
 	res.Combined = &combined
 	if res.Reports, err = WriteReports(root, &combined); err != nil {
-		return res, err
+		return failed(err)
 	}
 	return res, finish("completed")
 }
