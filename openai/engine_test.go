@@ -28,6 +28,8 @@ import (
 )
 
 // These tests run the handler on the real engine over the mock backend.
+// Requests that must run their full length ask for temperature 0: at the
+// default temperature of 1 the mock may sample end-of-text.
 
 type mockServer struct {
 	eng    *engine.Engine
@@ -380,7 +382,7 @@ func TestDisconnectFreesBlocks(t *testing.T) {
 			ms := newMockServer(t, mcfg, engine.Config{})
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			body := fmt.Sprintf(`{"prompt":"%s","max_tokens":3000,"stream":%v}`, strings.Repeat("z", 100), stream)
+			body := fmt.Sprintf(`{"prompt":"%s","max_tokens":3000,"temperature":0,"stream":%v}`, strings.Repeat("z", 100), stream)
 			running := make(chan struct{})
 			done := make(chan struct{})
 			go func() {
@@ -421,7 +423,7 @@ func TestDisconnectFreesBlocks(t *testing.T) {
 // error event and [DONE]; /health then says the engine is dead.
 func TestEngineFailure(t *testing.T) {
 	ms := newMockServer(t, mock.Config{FailAtStep: 5}, engine.Config{})
-	resp, err := ms.post(context.Background(), "/v1/completions", `{"prompt":"x","max_tokens":50,"stream":true}`)
+	resp, err := ms.post(context.Background(), "/v1/completions", `{"prompt":"x","max_tokens":50,"temperature":0,"stream":true}`)
 	require.NoError(t, err)
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
@@ -479,7 +481,7 @@ func TestStalledReaderDropped(t *testing.T) {
 	defer conn.Close()
 	require.NoError(t, conn.(*net.TCPConn).SetReadBuffer(4096))
 	const maxTokens = 4000 // 4 s of steps: a normal end is out of reach
-	body := fmt.Sprintf(`{"prompt":"stall","max_tokens":%d,"logprobs":20,"stream":true}`, maxTokens)
+	body := fmt.Sprintf(`{"prompt":"stall","max_tokens":%d,"temperature":0,"logprobs":20,"stream":true}`, maxTokens)
 	_, err = fmt.Fprintf(conn, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 	require.NoError(t, err)
 	// Never read.
@@ -489,13 +491,8 @@ func TestStalledReaderDropped(t *testing.T) {
 		return s.Running == 0 && s.KVBlocksUsed == 0
 	}, 5*time.Second, 5*time.Millisecond, "the stalled request is aborted: %+v", eng.Stats())
 	assert.Less(t, eng.Stats().GenerationTokens, uint64(maxTokens))
-	// Either our write reports the deadline, or net/http's failed flush
-	// cancels the request's context first; both abort the request.
-	require.Eventually(t, func() bool {
-		l := logs.String()
-		return strings.Contains(l, "stream aborted: writing to the client failed") ||
-			strings.Contains(l, "client went away; request aborted")
-	}, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "writing to the client failed") },
+		5*time.Second, 5*time.Millisecond)
 }
 
 // syncBuffer is a bytes.Buffer the logger and the test may use at once.

@@ -42,7 +42,7 @@ func TestDrainOnShutdown(t *testing.T) {
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 
 	resp, err := client.Post(base+"/v1/completions", "application/json",
-		strings.NewReader(`{"prompt":"drain me","max_tokens":100,"stream":true,"stream_options":{"include_usage":true}}`))
+		strings.NewReader(`{"prompt":"drain me","max_tokens":100,"temperature":0,"stream":true,"stream_options":{"include_usage":true}}`))
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	require.Equal(t, 200, resp.StatusCode)
@@ -123,7 +123,7 @@ func TestSIGTERM(t *testing.T) {
 	require.Len(t, models.Data, 1)
 	assert.Equal(t, "from-env", models.Data[0].ID)
 
-	r, err = client.Post(base+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"hi","max_tokens":3}`))
+	r, err = client.Post(base+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"hi","max_tokens":3,"temperature":0}`))
 	require.NoError(t, err)
 	r.Body.Close()
 	assert.Equal(t, 200, r.StatusCode)

@@ -55,7 +55,7 @@ func TestEmbedded(t *testing.T) {
 		{"GET", "/llm/v1/models", "", false, 401, "bearer token"},
 		{"GET", "/llm/v1/models", "", true, 200, `"id":"mock"`},
 		{"GET", "/llm/health", "", true, 200, `{"status":"ok"}`},
-		{"POST", "/llm/v1/completions", `{"prompt":"hi","max_tokens":2}`, true, 200, `"completion_tokens":2`},
+		{"POST", "/llm/v1/completions", `{"prompt":"hi","max_tokens":2,"temperature":0}`, true, 200, `"completion_tokens":2`},
 		{"POST", "/llm/v1/completions", `{"prompt":"hi","model":"nope"}`, true, 404, "not_found_error"},
 		{"GET", "/llm/nothing", "", true, 404, "not_found_error"},
 		{"GET", "/llm/metrics", "", true, 200, `vllm:request_success_total{finished_reason="length",model_name="mock"} 1`},
@@ -69,7 +69,7 @@ func TestEmbedded(t *testing.T) {
 	// Streaming through StripPrefix and the service's middleware: the first
 	// event arrives while the request is still running, so flushes reach
 	// the connection through the middleware's writer.
-	resp := do("POST", "/llm/v1/completions", `{"prompt":"hi","max_tokens":60,"stream":true}`, true)
+	resp := do("POST", "/llm/v1/completions", `{"prompt":"hi","max_tokens":60,"temperature":0,"stream":true}`, true)
 	require.Equal(t, 200, resp.StatusCode)
 	br := bufio.NewReader(resp.Body)
 	line, err := br.ReadString('\n')
