@@ -292,6 +292,53 @@ func Max(x []float32) float32 {
 	return m
 }
 
+// ExpLow is the smallest argument the exp of ExpSubSum and GeluTanh
+// honours: smaller ones count as ExpLow, so that 2^n stays a normal float.
+// exp(−86) ≈ 4e−38 is far below anything a softmax or GELU can resolve.
+const ExpLow = -86
+
+// ExpSubSum replaces every x[i] by exp(x[i] − m) and returns the sum of
+// the results: the body of a softmax once m is the row's maximum. The exp
+// is a vector polynomial within 3 ulps of the true value for arguments in
+// [ExpLow, 88]; arguments outside are clamped to that range.
+func ExpSubSum(x []float32, m float32) float32 { return best.expSubSum(x, m) }
+
+// GeluTanh applies GPT-2's gelu_new, 0.5x(1 + tanh(sqrt(2/π)(x + 0.044715x³))),
+// to every element of x in place, computed as x/(1 + exp(−2u)) with the
+// exp of ExpSubSum: one exp and one division per element instead of a
+// tanh, within a few ulps of the float64 formula.
+func GeluTanh(x []float32) { best.geluTanh(x) }
+
+// exp32 is the scalar exp with the vector code's clamping, for tails and
+// the portable path.
+func exp32(v float32) float32 {
+	return float32(math.Exp(float64(min(max(v, ExpLow), 88))))
+}
+
+func (ks *kernels) expSubSum(x []float32, m float32) float32 {
+	if len(x) == 0 {
+		return 0
+	}
+	done, sum := asmExpSubSum(ks.isa, &x[0], len(x), m)
+	for i := done; i < len(x); i++ {
+		e := exp32(x[i] - m)
+		x[i] = e
+		sum += e
+	}
+	return sum
+}
+
+func (ks *kernels) geluTanh(x []float32) {
+	if len(x) == 0 {
+		return
+	}
+	for i := asmGelu(ks.isa, &x[0], len(x)); i < len(x); i++ {
+		v := x[i]
+		u := 0.7978845608028654 * (v + 0.044715*v*v*v)
+		x[i] = v / (1 + exp32(-2*u))
+	}
+}
+
 func (ks *kernels) dotSlices(a, b []float32) float32 {
 	b = b[:len(a)]
 	if len(a) == 0 {

@@ -263,3 +263,63 @@ func TestDetect(t *testing.T) {
 		t.Fatalf("Impl() = %q", Impl())
 	}
 }
+
+func TestExpSubSum(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	for _, ks := range available() {
+		for n := range 70 {
+			x := make([]float32, n)
+			for i := range x {
+				x[i] = float32(rng.Float64()*110 - 90) // below the low clamp, and up to e^18
+			}
+			if n > 3 {
+				x[0], x[1], x[2] = 0, -1e-8, 91 // 91 − m is past the high clamp
+			}
+			const m = float32(1.5)
+			orig := append([]float32(nil), x...)
+			sum := ks.expSubSum(x, m)
+			var want float64
+			for i, v := range orig {
+				a := min(max(float64(v-m), ExpLow), 88)
+				e := math.Exp(a)
+				want += e
+				if d := math.Abs(float64(x[i]) - e); d > 3*eps32*e {
+					t.Fatalf("%s: exp(%v) = %v, want %v (%.2g ulps)", ks.name, a, x[i], e, d/e/eps32)
+				}
+			}
+			if d := math.Abs(float64(sum) - want); d > float64(n+3)*eps32*want {
+				t.Fatalf("%s n=%d: sum %v, want %v", ks.name, n, sum, want)
+			}
+		}
+	}
+}
+
+func TestGeluTanh(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	for _, ks := range available() {
+		for n := range 70 {
+			x := make([]float32, n)
+			for i := range x {
+				x[i] = float32(rng.NormFloat64() * 4)
+			}
+			if n > 2 {
+				x[0], x[1] = -30, 30
+			}
+			orig := append([]float32(nil), x...)
+			ks.geluTanh(x)
+			for i, v := range orig {
+				f := float64(v)
+				u := 0.7978845608028654 * (f + 0.044715*f*f*f)
+				// x·σ(2u) equals 0.5x(1 + tanh u) and, unlike it, does not
+				// cancel to zero for x < −5 in float64.
+				want := f / (1 + math.Exp(-2*u))
+				// Rounding u costs an absolute error of a few ulps of 2u in
+				// the exp's argument, which becomes a relative error of the
+				// result where x < 0; then the exp's 3 ulps and the division.
+				if d := math.Abs(float64(x[i]) - want); d > 4*eps32*(2+math.Abs(2*u))*math.Abs(want)+1e-37*math.Abs(f) {
+					t.Fatalf("%s: gelu(%v) = %v, want %v", ks.name, v, x[i], want)
+				}
+			}
+		}
+	}
+}

@@ -282,6 +282,156 @@ func (g *gen) axpy(name string, avx512, scale bool) {
 	g.p("")
 }
 
+// expConsts are the constants of the vector exp, in the order of the
+// DATA table (each replicated to 64 bytes so that AVX-512 and AVX2 code can
+// use it as a full-width memory operand). exp(x) = 2^n·p(r) with
+// n = round(x·log2e) and r = x − n·ln2 split in two parts (Cody–Waite:
+// ln2hi has 9 significant bits, so n·ln2hi is exact), p the degree-7
+// Taylor polynomial, whose error on |r| ≤ ln2/2 is under 2⁻²⁵.
+var expConsts = []struct {
+	name string
+	bits uint32
+}{
+	{"log2e", 0x3fb8aa3b}, // 1/ln 2
+	{"ln2hi", 0x3f318000}, // 0.693359375
+	{"ln2lo", 0xb95e8083}, // ln 2 − ln2hi
+	{"hi", 0x42b00000},    // 88: 2^127 is the largest exponent the AVX2 path can add
+	{"lo", 0xc2ac0000},    // −86: keeps 2^n normal
+	{"one", 0x3f800000},   // c0 = c1 = 1
+	{"c2", 0x3f000000},    // 1/2!
+	{"c3", 0x3e2aaaab},    // 1/3!
+	{"c4", 0x3d2aaaab},    // 1/4!
+	{"c5", 0x3c088889},    // 1/5!
+	{"c6", 0x3ab60b61},    // 1/6!
+	{"c7", 0x39500d01},    // 1/7!
+	{"gc", 0x3d372713},    // 0.044715, gelu_new's cubic coefficient
+	{"gk2", 0xbfcc422a},   // −2·sqrt(2/π)
+}
+
+func constAddr(name string) string {
+	for i, c := range expConsts {
+		if c.name == name {
+			return fmt.Sprintf("expc<>+%d(SB)", i*64)
+		}
+	}
+	panic(name)
+}
+
+func (g *gen) constTable() {
+	for i, c := range expConsts {
+		for j := range 16 {
+			g.p("DATA expc<>+%d(SB)/4, $0x%08x", i*64+j*4, c.bits)
+		}
+	}
+	g.p("GLOBL expc<>(SB), RODATA|NOPTR, $%d", len(expConsts)*64)
+	g.p("")
+}
+
+// expVec emits out = exp(t) for one vector; t and s1 are clobbered.
+func (g *gen) expVec(avx512 bool, t, s1, out string) {
+	c := constAddr
+	g.p("\tVMINPS %s, %s, %s", c("hi"), t, t)
+	g.p("\tVMAXPS %s, %s, %s", c("lo"), t, t)
+	g.p("\tVMULPS %s, %s, %s", c("log2e"), t, s1)
+	if avx512 {
+		g.p("\tVRNDSCALEPS $0, %s, %s", s1, s1)
+	} else {
+		g.p("\tVROUNDPS $0, %s, %s", s1, s1)
+	}
+	g.p("\tVFNMADD231PS %s, %s, %s", c("ln2hi"), s1, t)
+	g.p("\tVFNMADD231PS %s, %s, %s", c("ln2lo"), s1, t)
+	g.p("\tVMOVUPS %s, %s", c("c7"), out)
+	for _, k := range []string{"c6", "c5", "c4", "c3", "c2", "one", "one"} {
+		g.p("\tVFMADD213PS %s, %s, %s", c(k), t, out)
+	}
+	if avx512 {
+		g.p("\tVSCALEFPS %s, %s, %s", s1, out, out)
+	} else {
+		g.p("\tVCVTPS2DQ %s, %s", s1, s1)
+		g.p("\tVPSLLD $23, %s, %s", s1, s1)
+		g.p("\tVPADDD %s, %s, %s", s1, out, out)
+	}
+}
+
+// expSubSum emits func name(x *float32, n int, m float32) float32:
+// x[i] = exp(x[i] − m) for the whole vectors of x, returning their sum.
+// The caller handles the n mod lanes tail.
+func (g *gen) expSubSum(name string, avx512 bool) {
+	reg, lanes := "Y", 8
+	if avx512 {
+		reg, lanes = "Z", 16
+	}
+	r := func(i int) string { return fmt.Sprintf("%s%d", reg, i) }
+	g.p("// func %s(x *float32, n int, m float32) float32", name)
+	g.p("TEXT ·%s(SB), NOSPLIT, $0-28", name)
+	g.p("\tMOVQ x+0(FP), DI")
+	g.p("\tMOVQ n+8(FP), CX")
+	g.p("\tVBROADCASTSS m+16(FP), %s", r(15))
+	if avx512 {
+		g.p("\tVPXORD Z4, Z4, Z4")
+	} else {
+		g.p("\tVXORPS Y4, Y4, Y4")
+	}
+	g.p("%s_loop:", name)
+	g.p("\tCMPQ CX, $%d", lanes)
+	g.p("\tJLT %s_done", name)
+	g.p("\tVMOVUPS (DI), %s", r(1))
+	g.p("\tVSUBPS %s, %s, %s", r(15), r(1), r(1))
+	g.expVec(avx512, r(1), r(2), r(3))
+	g.p("\tVMOVUPS %s, (DI)", r(3))
+	g.p("\tVADDPS %s, %s, %s", r(3), r(4), r(4))
+	g.p("\tADDQ $%d, DI", lanes*4)
+	g.p("\tSUBQ $%d, CX", lanes)
+	g.p("\tJMP %s_loop", name)
+	g.p("%s_done:", name)
+	if avx512 {
+		g.p("\tVMOVUPS Z4, Z0")
+	} else {
+		g.p("\tVMOVUPS Y4, Y0")
+	}
+	g.hsum(avx512)
+	g.p("\tVMOVSS X0, ret+24(FP)")
+	g.p("\tVZEROUPPER")
+	g.p("\tRET")
+	g.p("")
+}
+
+// gelu emits func name(x *float32, n int): x[i] = gelu_new(x[i]) for the
+// whole vectors of x, as x / (1 + exp(−2u)), u = sqrt(2/π)(x + 0.044715x³),
+// which equals 0.5x(1 + tanh(u)) and needs one exp.
+func (g *gen) gelu(name string, avx512 bool) {
+	reg, lanes := "Y", 8
+	if avx512 {
+		reg, lanes = "Z", 16
+	}
+	r := func(i int) string { return fmt.Sprintf("%s%d", reg, i) }
+	c := constAddr
+	g.p("// func %s(x *float32, n int)", name)
+	g.p("TEXT ·%s(SB), NOSPLIT, $0-16", name)
+	g.p("\tMOVQ x+0(FP), DI")
+	g.p("\tMOVQ n+8(FP), CX")
+	g.p("%s_loop:", name)
+	g.p("\tCMPQ CX, $%d", lanes)
+	g.p("\tJLT %s_done", name)
+	g.p("\tVMOVUPS (DI), %s", r(0))
+	g.p("\tVMULPS %s, %s, %s", r(0), r(0), r(1))     // x²
+	g.p("\tVMULPS %s, %s, %s", c("gc"), r(1), r(1))  // 0.044715x²
+	g.p("\tVADDPS %s, %s, %s", c("one"), r(1), r(1)) // 1 + 0.044715x²
+	g.p("\tVMULPS %s, %s, %s", r(0), r(1), r(1))     // x + 0.044715x³
+	g.p("\tVMULPS %s, %s, %s", c("gk2"), r(1), r(1)) // −2u
+	g.expVec(avx512, r(1), r(2), r(3))
+	g.p("\tVADDPS %s, %s, %s", c("one"), r(3), r(3))
+	g.p("\tVDIVPS %s, %s, %s", r(3), r(0), r(0))
+	g.p("\tVMOVUPS %s, (DI)", r(0))
+	g.p("\tADDQ $%d, DI", lanes*4)
+	g.p("\tSUBQ $%d, CX", lanes)
+	g.p("\tJMP %s_loop", name)
+	g.p("%s_done:", name)
+	g.p("\tVZEROUPPER")
+	g.p("\tRET")
+	g.p("")
+}
+
 func main() {
 	var g gen
 	g.p("// Code generated by gen.go; DO NOT EDIT.")
@@ -302,6 +452,11 @@ func main() {
 	g.axpy("axpyAVX2", false, false)
 	g.axpy("scaleAVX512", true, true)
 	g.axpy("scaleAVX2", false, true)
+	g.constTable()
+	g.expSubSum("expSubSumAVX512", true)
+	g.expSubSum("expSubSumAVX2", false)
+	g.gelu("geluAVX512", true)
+	g.gelu("geluAVX2", false)
 	if err := os.WriteFile("kernels_amd64.s", g.Bytes(), 0o644); err != nil {
 		log.Fatal(err)
 	}

@@ -54,6 +54,18 @@ func scaleAVX512(y *float32, n int, a float32)
 //go:noescape
 func scaleAVX2(y *float32, n int, a float32)
 
+//go:noescape
+func expSubSumAVX512(x *float32, n int, m float32) float32
+
+//go:noescape
+func expSubSumAVX2(x *float32, n int, m float32) float32
+
+//go:noescape
+func geluAVX512(x *float32, n int)
+
+//go:noescape
+func geluAVX2(x *float32, n int)
+
 // asmTile runs the microkernel of set s for rows rows, reporting false when
 // s has none (the generic set, or more rows than the set's kernels carry).
 func asmTile(s isa, y *float32, ldy int, x *float32, ldx int, w *float32, rows, k int) bool {
@@ -124,6 +136,35 @@ func asmScale(s isa, y *float32, n int, a float32) bool {
 		return false
 	}
 	return true
+}
+
+// asmExpSubSum handles the whole vectors of x (16 or 8 floats), returning
+// how many it did and their sum.
+func asmExpSubSum(s isa, x *float32, n int, m float32) (int, float32) {
+	switch s {
+	case isaAVX512:
+		done := n &^ 15
+		return done, expSubSumAVX512(x, done, m)
+	case isaAVX2:
+		done := n &^ 7
+		return done, expSubSumAVX2(x, done, m)
+	}
+	return 0, 0
+}
+
+// asmGelu handles the whole vectors of x, returning how many floats it did.
+func asmGelu(s isa, x *float32, n int) int {
+	switch s {
+	case isaAVX512:
+		done := n &^ 15
+		geluAVX512(x, done)
+		return done
+	case isaAVX2:
+		done := n &^ 7
+		geluAVX2(x, done)
+		return done
+	}
+	return 0
 }
 
 // detect picks the widest instruction set this CPU and OS support.

@@ -794,3 +794,393 @@ scaleAVX2_done:
 	VZEROUPPER
 	RET
 
+DATA expc<>+0(SB)/4, $0x3fb8aa3b
+DATA expc<>+4(SB)/4, $0x3fb8aa3b
+DATA expc<>+8(SB)/4, $0x3fb8aa3b
+DATA expc<>+12(SB)/4, $0x3fb8aa3b
+DATA expc<>+16(SB)/4, $0x3fb8aa3b
+DATA expc<>+20(SB)/4, $0x3fb8aa3b
+DATA expc<>+24(SB)/4, $0x3fb8aa3b
+DATA expc<>+28(SB)/4, $0x3fb8aa3b
+DATA expc<>+32(SB)/4, $0x3fb8aa3b
+DATA expc<>+36(SB)/4, $0x3fb8aa3b
+DATA expc<>+40(SB)/4, $0x3fb8aa3b
+DATA expc<>+44(SB)/4, $0x3fb8aa3b
+DATA expc<>+48(SB)/4, $0x3fb8aa3b
+DATA expc<>+52(SB)/4, $0x3fb8aa3b
+DATA expc<>+56(SB)/4, $0x3fb8aa3b
+DATA expc<>+60(SB)/4, $0x3fb8aa3b
+DATA expc<>+64(SB)/4, $0x3f318000
+DATA expc<>+68(SB)/4, $0x3f318000
+DATA expc<>+72(SB)/4, $0x3f318000
+DATA expc<>+76(SB)/4, $0x3f318000
+DATA expc<>+80(SB)/4, $0x3f318000
+DATA expc<>+84(SB)/4, $0x3f318000
+DATA expc<>+88(SB)/4, $0x3f318000
+DATA expc<>+92(SB)/4, $0x3f318000
+DATA expc<>+96(SB)/4, $0x3f318000
+DATA expc<>+100(SB)/4, $0x3f318000
+DATA expc<>+104(SB)/4, $0x3f318000
+DATA expc<>+108(SB)/4, $0x3f318000
+DATA expc<>+112(SB)/4, $0x3f318000
+DATA expc<>+116(SB)/4, $0x3f318000
+DATA expc<>+120(SB)/4, $0x3f318000
+DATA expc<>+124(SB)/4, $0x3f318000
+DATA expc<>+128(SB)/4, $0xb95e8083
+DATA expc<>+132(SB)/4, $0xb95e8083
+DATA expc<>+136(SB)/4, $0xb95e8083
+DATA expc<>+140(SB)/4, $0xb95e8083
+DATA expc<>+144(SB)/4, $0xb95e8083
+DATA expc<>+148(SB)/4, $0xb95e8083
+DATA expc<>+152(SB)/4, $0xb95e8083
+DATA expc<>+156(SB)/4, $0xb95e8083
+DATA expc<>+160(SB)/4, $0xb95e8083
+DATA expc<>+164(SB)/4, $0xb95e8083
+DATA expc<>+168(SB)/4, $0xb95e8083
+DATA expc<>+172(SB)/4, $0xb95e8083
+DATA expc<>+176(SB)/4, $0xb95e8083
+DATA expc<>+180(SB)/4, $0xb95e8083
+DATA expc<>+184(SB)/4, $0xb95e8083
+DATA expc<>+188(SB)/4, $0xb95e8083
+DATA expc<>+192(SB)/4, $0x42b00000
+DATA expc<>+196(SB)/4, $0x42b00000
+DATA expc<>+200(SB)/4, $0x42b00000
+DATA expc<>+204(SB)/4, $0x42b00000
+DATA expc<>+208(SB)/4, $0x42b00000
+DATA expc<>+212(SB)/4, $0x42b00000
+DATA expc<>+216(SB)/4, $0x42b00000
+DATA expc<>+220(SB)/4, $0x42b00000
+DATA expc<>+224(SB)/4, $0x42b00000
+DATA expc<>+228(SB)/4, $0x42b00000
+DATA expc<>+232(SB)/4, $0x42b00000
+DATA expc<>+236(SB)/4, $0x42b00000
+DATA expc<>+240(SB)/4, $0x42b00000
+DATA expc<>+244(SB)/4, $0x42b00000
+DATA expc<>+248(SB)/4, $0x42b00000
+DATA expc<>+252(SB)/4, $0x42b00000
+DATA expc<>+256(SB)/4, $0xc2ac0000
+DATA expc<>+260(SB)/4, $0xc2ac0000
+DATA expc<>+264(SB)/4, $0xc2ac0000
+DATA expc<>+268(SB)/4, $0xc2ac0000
+DATA expc<>+272(SB)/4, $0xc2ac0000
+DATA expc<>+276(SB)/4, $0xc2ac0000
+DATA expc<>+280(SB)/4, $0xc2ac0000
+DATA expc<>+284(SB)/4, $0xc2ac0000
+DATA expc<>+288(SB)/4, $0xc2ac0000
+DATA expc<>+292(SB)/4, $0xc2ac0000
+DATA expc<>+296(SB)/4, $0xc2ac0000
+DATA expc<>+300(SB)/4, $0xc2ac0000
+DATA expc<>+304(SB)/4, $0xc2ac0000
+DATA expc<>+308(SB)/4, $0xc2ac0000
+DATA expc<>+312(SB)/4, $0xc2ac0000
+DATA expc<>+316(SB)/4, $0xc2ac0000
+DATA expc<>+320(SB)/4, $0x3f800000
+DATA expc<>+324(SB)/4, $0x3f800000
+DATA expc<>+328(SB)/4, $0x3f800000
+DATA expc<>+332(SB)/4, $0x3f800000
+DATA expc<>+336(SB)/4, $0x3f800000
+DATA expc<>+340(SB)/4, $0x3f800000
+DATA expc<>+344(SB)/4, $0x3f800000
+DATA expc<>+348(SB)/4, $0x3f800000
+DATA expc<>+352(SB)/4, $0x3f800000
+DATA expc<>+356(SB)/4, $0x3f800000
+DATA expc<>+360(SB)/4, $0x3f800000
+DATA expc<>+364(SB)/4, $0x3f800000
+DATA expc<>+368(SB)/4, $0x3f800000
+DATA expc<>+372(SB)/4, $0x3f800000
+DATA expc<>+376(SB)/4, $0x3f800000
+DATA expc<>+380(SB)/4, $0x3f800000
+DATA expc<>+384(SB)/4, $0x3f000000
+DATA expc<>+388(SB)/4, $0x3f000000
+DATA expc<>+392(SB)/4, $0x3f000000
+DATA expc<>+396(SB)/4, $0x3f000000
+DATA expc<>+400(SB)/4, $0x3f000000
+DATA expc<>+404(SB)/4, $0x3f000000
+DATA expc<>+408(SB)/4, $0x3f000000
+DATA expc<>+412(SB)/4, $0x3f000000
+DATA expc<>+416(SB)/4, $0x3f000000
+DATA expc<>+420(SB)/4, $0x3f000000
+DATA expc<>+424(SB)/4, $0x3f000000
+DATA expc<>+428(SB)/4, $0x3f000000
+DATA expc<>+432(SB)/4, $0x3f000000
+DATA expc<>+436(SB)/4, $0x3f000000
+DATA expc<>+440(SB)/4, $0x3f000000
+DATA expc<>+444(SB)/4, $0x3f000000
+DATA expc<>+448(SB)/4, $0x3e2aaaab
+DATA expc<>+452(SB)/4, $0x3e2aaaab
+DATA expc<>+456(SB)/4, $0x3e2aaaab
+DATA expc<>+460(SB)/4, $0x3e2aaaab
+DATA expc<>+464(SB)/4, $0x3e2aaaab
+DATA expc<>+468(SB)/4, $0x3e2aaaab
+DATA expc<>+472(SB)/4, $0x3e2aaaab
+DATA expc<>+476(SB)/4, $0x3e2aaaab
+DATA expc<>+480(SB)/4, $0x3e2aaaab
+DATA expc<>+484(SB)/4, $0x3e2aaaab
+DATA expc<>+488(SB)/4, $0x3e2aaaab
+DATA expc<>+492(SB)/4, $0x3e2aaaab
+DATA expc<>+496(SB)/4, $0x3e2aaaab
+DATA expc<>+500(SB)/4, $0x3e2aaaab
+DATA expc<>+504(SB)/4, $0x3e2aaaab
+DATA expc<>+508(SB)/4, $0x3e2aaaab
+DATA expc<>+512(SB)/4, $0x3d2aaaab
+DATA expc<>+516(SB)/4, $0x3d2aaaab
+DATA expc<>+520(SB)/4, $0x3d2aaaab
+DATA expc<>+524(SB)/4, $0x3d2aaaab
+DATA expc<>+528(SB)/4, $0x3d2aaaab
+DATA expc<>+532(SB)/4, $0x3d2aaaab
+DATA expc<>+536(SB)/4, $0x3d2aaaab
+DATA expc<>+540(SB)/4, $0x3d2aaaab
+DATA expc<>+544(SB)/4, $0x3d2aaaab
+DATA expc<>+548(SB)/4, $0x3d2aaaab
+DATA expc<>+552(SB)/4, $0x3d2aaaab
+DATA expc<>+556(SB)/4, $0x3d2aaaab
+DATA expc<>+560(SB)/4, $0x3d2aaaab
+DATA expc<>+564(SB)/4, $0x3d2aaaab
+DATA expc<>+568(SB)/4, $0x3d2aaaab
+DATA expc<>+572(SB)/4, $0x3d2aaaab
+DATA expc<>+576(SB)/4, $0x3c088889
+DATA expc<>+580(SB)/4, $0x3c088889
+DATA expc<>+584(SB)/4, $0x3c088889
+DATA expc<>+588(SB)/4, $0x3c088889
+DATA expc<>+592(SB)/4, $0x3c088889
+DATA expc<>+596(SB)/4, $0x3c088889
+DATA expc<>+600(SB)/4, $0x3c088889
+DATA expc<>+604(SB)/4, $0x3c088889
+DATA expc<>+608(SB)/4, $0x3c088889
+DATA expc<>+612(SB)/4, $0x3c088889
+DATA expc<>+616(SB)/4, $0x3c088889
+DATA expc<>+620(SB)/4, $0x3c088889
+DATA expc<>+624(SB)/4, $0x3c088889
+DATA expc<>+628(SB)/4, $0x3c088889
+DATA expc<>+632(SB)/4, $0x3c088889
+DATA expc<>+636(SB)/4, $0x3c088889
+DATA expc<>+640(SB)/4, $0x3ab60b61
+DATA expc<>+644(SB)/4, $0x3ab60b61
+DATA expc<>+648(SB)/4, $0x3ab60b61
+DATA expc<>+652(SB)/4, $0x3ab60b61
+DATA expc<>+656(SB)/4, $0x3ab60b61
+DATA expc<>+660(SB)/4, $0x3ab60b61
+DATA expc<>+664(SB)/4, $0x3ab60b61
+DATA expc<>+668(SB)/4, $0x3ab60b61
+DATA expc<>+672(SB)/4, $0x3ab60b61
+DATA expc<>+676(SB)/4, $0x3ab60b61
+DATA expc<>+680(SB)/4, $0x3ab60b61
+DATA expc<>+684(SB)/4, $0x3ab60b61
+DATA expc<>+688(SB)/4, $0x3ab60b61
+DATA expc<>+692(SB)/4, $0x3ab60b61
+DATA expc<>+696(SB)/4, $0x3ab60b61
+DATA expc<>+700(SB)/4, $0x3ab60b61
+DATA expc<>+704(SB)/4, $0x39500d01
+DATA expc<>+708(SB)/4, $0x39500d01
+DATA expc<>+712(SB)/4, $0x39500d01
+DATA expc<>+716(SB)/4, $0x39500d01
+DATA expc<>+720(SB)/4, $0x39500d01
+DATA expc<>+724(SB)/4, $0x39500d01
+DATA expc<>+728(SB)/4, $0x39500d01
+DATA expc<>+732(SB)/4, $0x39500d01
+DATA expc<>+736(SB)/4, $0x39500d01
+DATA expc<>+740(SB)/4, $0x39500d01
+DATA expc<>+744(SB)/4, $0x39500d01
+DATA expc<>+748(SB)/4, $0x39500d01
+DATA expc<>+752(SB)/4, $0x39500d01
+DATA expc<>+756(SB)/4, $0x39500d01
+DATA expc<>+760(SB)/4, $0x39500d01
+DATA expc<>+764(SB)/4, $0x39500d01
+DATA expc<>+768(SB)/4, $0x3d372713
+DATA expc<>+772(SB)/4, $0x3d372713
+DATA expc<>+776(SB)/4, $0x3d372713
+DATA expc<>+780(SB)/4, $0x3d372713
+DATA expc<>+784(SB)/4, $0x3d372713
+DATA expc<>+788(SB)/4, $0x3d372713
+DATA expc<>+792(SB)/4, $0x3d372713
+DATA expc<>+796(SB)/4, $0x3d372713
+DATA expc<>+800(SB)/4, $0x3d372713
+DATA expc<>+804(SB)/4, $0x3d372713
+DATA expc<>+808(SB)/4, $0x3d372713
+DATA expc<>+812(SB)/4, $0x3d372713
+DATA expc<>+816(SB)/4, $0x3d372713
+DATA expc<>+820(SB)/4, $0x3d372713
+DATA expc<>+824(SB)/4, $0x3d372713
+DATA expc<>+828(SB)/4, $0x3d372713
+DATA expc<>+832(SB)/4, $0xbfcc422a
+DATA expc<>+836(SB)/4, $0xbfcc422a
+DATA expc<>+840(SB)/4, $0xbfcc422a
+DATA expc<>+844(SB)/4, $0xbfcc422a
+DATA expc<>+848(SB)/4, $0xbfcc422a
+DATA expc<>+852(SB)/4, $0xbfcc422a
+DATA expc<>+856(SB)/4, $0xbfcc422a
+DATA expc<>+860(SB)/4, $0xbfcc422a
+DATA expc<>+864(SB)/4, $0xbfcc422a
+DATA expc<>+868(SB)/4, $0xbfcc422a
+DATA expc<>+872(SB)/4, $0xbfcc422a
+DATA expc<>+876(SB)/4, $0xbfcc422a
+DATA expc<>+880(SB)/4, $0xbfcc422a
+DATA expc<>+884(SB)/4, $0xbfcc422a
+DATA expc<>+888(SB)/4, $0xbfcc422a
+DATA expc<>+892(SB)/4, $0xbfcc422a
+GLOBL expc<>(SB), RODATA|NOPTR, $896
+
+// func expSubSumAVX512(x *float32, n int, m float32) float32
+TEXT ·expSubSumAVX512(SB), NOSPLIT, $0-28
+	MOVQ x+0(FP), DI
+	MOVQ n+8(FP), CX
+	VBROADCASTSS m+16(FP), Z15
+	VPXORD Z4, Z4, Z4
+expSubSumAVX512_loop:
+	CMPQ CX, $16
+	JLT expSubSumAVX512_done
+	VMOVUPS (DI), Z1
+	VSUBPS Z15, Z1, Z1
+	VMINPS expc<>+192(SB), Z1, Z1
+	VMAXPS expc<>+256(SB), Z1, Z1
+	VMULPS expc<>+0(SB), Z1, Z2
+	VRNDSCALEPS $0, Z2, Z2
+	VFNMADD231PS expc<>+64(SB), Z2, Z1
+	VFNMADD231PS expc<>+128(SB), Z2, Z1
+	VMOVUPS expc<>+704(SB), Z3
+	VFMADD213PS expc<>+640(SB), Z1, Z3
+	VFMADD213PS expc<>+576(SB), Z1, Z3
+	VFMADD213PS expc<>+512(SB), Z1, Z3
+	VFMADD213PS expc<>+448(SB), Z1, Z3
+	VFMADD213PS expc<>+384(SB), Z1, Z3
+	VFMADD213PS expc<>+320(SB), Z1, Z3
+	VFMADD213PS expc<>+320(SB), Z1, Z3
+	VSCALEFPS Z2, Z3, Z3
+	VMOVUPS Z3, (DI)
+	VADDPS Z3, Z4, Z4
+	ADDQ $64, DI
+	SUBQ $16, CX
+	JMP expSubSumAVX512_loop
+expSubSumAVX512_done:
+	VMOVUPS Z4, Z0
+	VEXTRACTF64X4 $1, Z0, Y1
+	VADDPS Y1, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS X1, X0, X0
+	VHADDPS X0, X0, X0
+	VHADDPS X0, X0, X0
+	VMOVSS X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func expSubSumAVX2(x *float32, n int, m float32) float32
+TEXT ·expSubSumAVX2(SB), NOSPLIT, $0-28
+	MOVQ x+0(FP), DI
+	MOVQ n+8(FP), CX
+	VBROADCASTSS m+16(FP), Y15
+	VXORPS Y4, Y4, Y4
+expSubSumAVX2_loop:
+	CMPQ CX, $8
+	JLT expSubSumAVX2_done
+	VMOVUPS (DI), Y1
+	VSUBPS Y15, Y1, Y1
+	VMINPS expc<>+192(SB), Y1, Y1
+	VMAXPS expc<>+256(SB), Y1, Y1
+	VMULPS expc<>+0(SB), Y1, Y2
+	VROUNDPS $0, Y2, Y2
+	VFNMADD231PS expc<>+64(SB), Y2, Y1
+	VFNMADD231PS expc<>+128(SB), Y2, Y1
+	VMOVUPS expc<>+704(SB), Y3
+	VFMADD213PS expc<>+640(SB), Y1, Y3
+	VFMADD213PS expc<>+576(SB), Y1, Y3
+	VFMADD213PS expc<>+512(SB), Y1, Y3
+	VFMADD213PS expc<>+448(SB), Y1, Y3
+	VFMADD213PS expc<>+384(SB), Y1, Y3
+	VFMADD213PS expc<>+320(SB), Y1, Y3
+	VFMADD213PS expc<>+320(SB), Y1, Y3
+	VCVTPS2DQ Y2, Y2
+	VPSLLD $23, Y2, Y2
+	VPADDD Y2, Y3, Y3
+	VMOVUPS Y3, (DI)
+	VADDPS Y3, Y4, Y4
+	ADDQ $32, DI
+	SUBQ $8, CX
+	JMP expSubSumAVX2_loop
+expSubSumAVX2_done:
+	VMOVUPS Y4, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS X1, X0, X0
+	VHADDPS X0, X0, X0
+	VHADDPS X0, X0, X0
+	VMOVSS X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func geluAVX512(x *float32, n int)
+TEXT ·geluAVX512(SB), NOSPLIT, $0-16
+	MOVQ x+0(FP), DI
+	MOVQ n+8(FP), CX
+geluAVX512_loop:
+	CMPQ CX, $16
+	JLT geluAVX512_done
+	VMOVUPS (DI), Z0
+	VMULPS Z0, Z0, Z1
+	VMULPS expc<>+768(SB), Z1, Z1
+	VADDPS expc<>+320(SB), Z1, Z1
+	VMULPS Z0, Z1, Z1
+	VMULPS expc<>+832(SB), Z1, Z1
+	VMINPS expc<>+192(SB), Z1, Z1
+	VMAXPS expc<>+256(SB), Z1, Z1
+	VMULPS expc<>+0(SB), Z1, Z2
+	VRNDSCALEPS $0, Z2, Z2
+	VFNMADD231PS expc<>+64(SB), Z2, Z1
+	VFNMADD231PS expc<>+128(SB), Z2, Z1
+	VMOVUPS expc<>+704(SB), Z3
+	VFMADD213PS expc<>+640(SB), Z1, Z3
+	VFMADD213PS expc<>+576(SB), Z1, Z3
+	VFMADD213PS expc<>+512(SB), Z1, Z3
+	VFMADD213PS expc<>+448(SB), Z1, Z3
+	VFMADD213PS expc<>+384(SB), Z1, Z3
+	VFMADD213PS expc<>+320(SB), Z1, Z3
+	VFMADD213PS expc<>+320(SB), Z1, Z3
+	VSCALEFPS Z2, Z3, Z3
+	VADDPS expc<>+320(SB), Z3, Z3
+	VDIVPS Z3, Z0, Z0
+	VMOVUPS Z0, (DI)
+	ADDQ $64, DI
+	SUBQ $16, CX
+	JMP geluAVX512_loop
+geluAVX512_done:
+	VZEROUPPER
+	RET
+
+// func geluAVX2(x *float32, n int)
+TEXT ·geluAVX2(SB), NOSPLIT, $0-16
+	MOVQ x+0(FP), DI
+	MOVQ n+8(FP), CX
+geluAVX2_loop:
+	CMPQ CX, $8
+	JLT geluAVX2_done
+	VMOVUPS (DI), Y0
+	VMULPS Y0, Y0, Y1
+	VMULPS expc<>+768(SB), Y1, Y1
+	VADDPS expc<>+320(SB), Y1, Y1
+	VMULPS Y0, Y1, Y1
+	VMULPS expc<>+832(SB), Y1, Y1
+	VMINPS expc<>+192(SB), Y1, Y1
+	VMAXPS expc<>+256(SB), Y1, Y1
+	VMULPS expc<>+0(SB), Y1, Y2
+	VROUNDPS $0, Y2, Y2
+	VFNMADD231PS expc<>+64(SB), Y2, Y1
+	VFNMADD231PS expc<>+128(SB), Y2, Y1
+	VMOVUPS expc<>+704(SB), Y3
+	VFMADD213PS expc<>+640(SB), Y1, Y3
+	VFMADD213PS expc<>+576(SB), Y1, Y3
+	VFMADD213PS expc<>+512(SB), Y1, Y3
+	VFMADD213PS expc<>+448(SB), Y1, Y3
+	VFMADD213PS expc<>+384(SB), Y1, Y3
+	VFMADD213PS expc<>+320(SB), Y1, Y3
+	VFMADD213PS expc<>+320(SB), Y1, Y3
+	VCVTPS2DQ Y2, Y2
+	VPSLLD $23, Y2, Y2
+	VPADDD Y2, Y3, Y3
+	VADDPS expc<>+320(SB), Y3, Y3
+	VDIVPS Y3, Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, DI
+	SUBQ $8, CX
+	JMP geluAVX2_loop
+geluAVX2_done:
+	VZEROUPPER
+	RET
+

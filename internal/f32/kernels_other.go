@@ -10,6 +10,9 @@ func asmDot(isa, *float32, *float32, int) (float32, bool)                { retur
 func asmAxpy(isa, *float32, *float32, int, float32) bool                 { return false }
 func asmScale(isa, *float32, int, float32) bool                          { return false }
 
+func asmExpSubSum(isa, *float32, int, float32) (int, float32) { return 0, 0 }
+func asmGelu(isa, *float32, int) int                          { return 0 }
+
 // detect returns the portable kernels.
 func detect() *kernels { return genericKernels }
 
