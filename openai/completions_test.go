@@ -517,3 +517,40 @@ func TestDeadlineClearedForKeepAlive(t *testing.T) {
 		time.Sleep(150 * time.Millisecond) // well past the last deadline
 	}
 }
+
+// TestPanics: a panic before anything was sent is a 500 with the OpenAI
+// body; one in the middle of a stream aborts the connection, so the client
+// sees a broken stream rather than a short one ending in [DONE]. Either
+// way it is logged with its stack and the server goes on serving.
+func TestPanics(t *testing.T) {
+	var logs syncBuffer
+	lg := slog.New(slog.NewTextHandler(&logs, nil))
+
+	f := newFake()
+	f.panics = true
+	rec := serve(t, NewHandler(f, WithLogger(lg)), "POST", "/v1/completions", `{"prompt":"a"}`)
+	require.Equal(t, 500, rec.Code)
+	assert.Equal(t, typeServer, decodeErr(t, rec).Error.Type)
+	assert.Contains(t, logs.String(), "panic serving the request")
+	assert.Contains(t, logs.String(), "fake engine: injected panic")
+	assert.Contains(t, logs.String(), "status=500", "the access line is still written")
+
+	f = newFake()
+	f.tok = panickyTok{}
+	srv := httptest.NewServer(NewHandler(f, WithLogger(lg)))
+	defer srv.Close()
+	resp, err := srv.Client().Post(srv.URL+"/v1/completions", "application/json",
+		strings.NewReader(`{"prompt":"a","max_tokens":5,"logprobs":0,"stream":true}`))
+	require.NoError(t, err)
+	require.Equal(t, 200, resp.StatusCode)
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Error(t, err, "the connection is aborted")
+	assert.NotContains(t, string(b), "[DONE]")
+	assert.Contains(t, logs.String(), "tokenizer: injected panic")
+
+	resp, err = srv.Client().Post(srv.URL+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"a","max_tokens":2}`))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, 200, resp.StatusCode, "still serving")
+}

@@ -59,6 +59,8 @@ type fakeEngine struct {
 	hold   chan struct{}                     // when set, events wait for it to close
 	health error
 	stats  llm.Stats
+	tok    llm.Tokenizer // nil means byteTok
+	panics bool          // Generate panics
 
 	mu   sync.Mutex
 	reqs []llm.Request
@@ -109,8 +111,11 @@ func (f *fakeEngine) Generate(ctx context.Context, req llm.Request) (<-chan llm.
 	f.mu.Lock()
 	f.reqs = append(f.reqs, req)
 	f.mu.Unlock()
-	if f.genErr != nil {
+	if f.genErr != nil || f.panics {
 		f.wg.Done()
+		if f.panics {
+			panic("fake engine: injected panic")
+		}
 		return nil, f.genErr
 	}
 	script := f.script
@@ -146,9 +151,25 @@ func (f *fakeEngine) requests() []llm.Request {
 	return append([]llm.Request(nil), f.reqs...)
 }
 
-func (f *fakeEngine) Info() llm.ModelInfo             { return f.info }
-func (f *fakeEngine) Tokenizer() llm.Tokenizer        { return byteTok{} }
+func (f *fakeEngine) Info() llm.ModelInfo { return f.info }
+func (f *fakeEngine) Tokenizer() llm.Tokenizer {
+	if f.tok != nil {
+		return f.tok
+	}
+	return byteTok{}
+}
 func (f *fakeEngine) Health() error                   { return f.health }
 func (f *fakeEngine) Stats() llm.Stats                { return f.stats }
 func (f *fakeEngine) Drain(ctx context.Context) error { return nil }
 func (f *fakeEngine) Close() error                    { f.wg.Wait(); return nil }
+
+// panickyTok panics when asked to decode the token 'c' alone, as the
+// handler does for logprobs: a panic after the stream's headers went out.
+type panickyTok struct{ byteTok }
+
+func (t panickyTok) Decode(ids []int, skipSpecial bool) string {
+	if len(ids) == 1 && ids[0] == 'c' {
+		panic("tokenizer: injected panic")
+	}
+	return t.byteTok.Decode(ids, skipSpecial)
+}

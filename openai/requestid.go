@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"runtime/debug"
 	"strconv"
 	"time"
 )
@@ -61,14 +62,33 @@ func withRequestID(base *slog.Logger, next http.Handler) http.Handler {
 		ri := &reqInfo{id: id, log: lg}
 		sw := &statusWriter{ResponseWriter: w}
 		start := time.Now()
-		next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), ctxKey{}, ri)))
-		if sw.status == 0 {
-			sw.status = http.StatusOK
-		}
-		lg.LogAttrs(r.Context(), slog.LevelInfo, "http request",
-			slog.String("method", r.Method), slog.String("path", r.URL.Path),
-			slog.Int("status", sw.status), slog.Int64("bytes", sw.bytes),
-			slog.Duration("duration", time.Since(start)))
+		r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, ri))
+		defer func() {
+			// A panic below (an engine's, a tokenizer's) is logged with its
+			// stack and answers 500 with the OpenAI body when nothing was sent
+			// yet; after that, the connection is aborted so the client cannot
+			// take a cut response for a whole one.
+			v := recover()
+			if v != nil && v != http.ErrAbortHandler {
+				lg.Error("panic serving the request", "panic", v, "stack", string(debug.Stack()))
+				if sw.status == 0 {
+					writeError(sw, r, &apiError{status: http.StatusInternalServerError, Type: typeServer,
+						Code: "internal_error", Message: "internal error"})
+					v = nil
+				}
+			}
+			if sw.status == 0 {
+				sw.status = http.StatusOK
+			}
+			lg.LogAttrs(r.Context(), slog.LevelInfo, "http request",
+				slog.String("method", r.Method), slog.String("path", r.URL.Path),
+				slog.Int("status", sw.status), slog.Int64("bytes", sw.bytes),
+				slog.Duration("duration", time.Since(start)))
+			if v != nil {
+				panic(http.ErrAbortHandler)
+			}
+		}()
+		next.ServeHTTP(sw, r)
 	})
 }
 
