@@ -19,6 +19,10 @@ func TestMulAddAllocs(t *testing.T) {
 			_ = ks.dotSlices(a, b)
 			ks.axpySlices(a, 0.5, b)
 			ks.scaleSlice(a, 0.5)
+			ks.axpyRows(a[:16], b[:4], b)
+			ks.dotRows(a[:4], b[:16], b)
+			_ = ks.expSubSum(a, 1)
+			ks.geluTanh(a)
 		})
 		if allocs != 0 {
 			t.Errorf("%s: %v allocations per MulAdd", ks.name, allocs)

@@ -292,6 +292,45 @@ func Max(x []float32) float32 {
 	return m
 }
 
+// AxpyRows adds a·W to y, where W is len(a) rows of len(y) floats stored
+// row-major in w: y[j] += Σ_i a[i]·w[i·len(y)+j]. Attention's weighted sum
+// of a block of value rows is one call, with y held in registers across
+// the block instead of loaded and stored once per row.
+func AxpyRows(y, a, w []float32) { best.axpyRows(y, a, w) }
+
+// DotRows sets dst[i] to the dot product of q with row i of keys (rows of
+// len(q) floats, row-major) for i < len(dst): attention's scores for a
+// block of keys in one call.
+func DotRows(dst, q, keys []float32) { best.dotRows(dst, q, keys) }
+
+func (ks *kernels) axpyRows(y, a, w []float32) {
+	n, k := len(y), len(a)
+	if n == 0 || k == 0 {
+		return
+	}
+	w = w[:n*k]
+	if asmAxpyRows(ks.isa, &y[0], &a[0], &w[0], n, k) {
+		return
+	}
+	for i, v := range a {
+		ks.axpySlices(y, v, w[i*n:(i+1)*n])
+	}
+}
+
+func (ks *kernels) dotRows(dst, q, keys []float32) {
+	d, rows := len(q), len(dst)
+	if rows == 0 {
+		return
+	}
+	keys = keys[:rows*d]
+	if d > 0 && asmDotRows(ks.isa, &dst[0], &q[0], &keys[0], rows, d) {
+		return
+	}
+	for i := range dst {
+		dst[i] = ks.dotSlices(q, keys[i*d:(i+1)*d])
+	}
+}
+
 // ExpLow is the smallest argument the exp of ExpSubSum and GeluTanh
 // honours: smaller ones count as ExpLow, so that 2^n stays a normal float.
 // exp(−86) ≈ 4e−38 is far below anything a softmax or GELU can resolve.

@@ -323,3 +323,49 @@ func TestGeluTanh(t *testing.T) {
 		}
 	}
 }
+
+func TestRowsHelpers(t *testing.T) {
+	rng := rand.New(rand.NewPCG(15, 16))
+	for _, ks := range available() {
+		for _, n := range []int{1, 7, 8, 16, 24, 48, 64, 80, 100, 128} {
+			for _, k := range []int{0, 1, 3, 16} {
+				a, w := randSlice(rng, k), randSlice(rng, n*k+2)
+				y := randSlice(rng, n+2)
+				y0 := append([]float32(nil), y...)
+				ks.axpyRows(y[:n], a, w)
+				for j := range y {
+					want, mag := float64(y0[j]), math.Abs(float64(y0[j]))
+					if j < n {
+						for i := range k {
+							tm := float64(a[i]) * float64(w[i*n+j])
+							want += tm
+							mag += math.Abs(tm)
+						}
+					}
+					if d := math.Abs(float64(y[j]) - want); d > float64(k+2)*eps32*mag {
+						t.Fatalf("%s AxpyRows n=%d k=%d: y[%d] = %v, want %v", ks.name, n, k, j, y[j], want)
+					}
+				}
+
+				q, keys := randSlice(rng, n), randSlice(rng, k*n+3)
+				dst := randSlice(rng, k+1)
+				last := dst[k]
+				ks.dotRows(dst[:k], q, keys)
+				for i := range k {
+					var want, mag float64
+					for j := range n {
+						tm := float64(q[j]) * float64(keys[i*n+j])
+						want += tm
+						mag += math.Abs(tm)
+					}
+					if d := math.Abs(float64(dst[i]) - want); d > float64(n+2)*eps32*mag {
+						t.Fatalf("%s DotRows d=%d rows=%d: dst[%d] = %v, want %v", ks.name, n, k, i, dst[i], want)
+					}
+				}
+				if dst[k] != last {
+					t.Fatalf("%s DotRows wrote past its rows", ks.name)
+				}
+			}
+		}
+	}
+}

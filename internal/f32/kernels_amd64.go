@@ -66,6 +66,44 @@ func geluAVX512(x *float32, n int)
 //go:noescape
 func geluAVX2(x *float32, n int)
 
+//go:noescape
+func axpyRowsAVX512(y, a, w *float32, n, k int)
+
+//go:noescape
+func axpyRowsAVX2(y, a, w *float32, n, k int)
+
+//go:noescape
+func dotRowsAVX512(dst, q, keys *float32, rows, d int)
+
+//go:noescape
+func dotRowsAVX2(dst, q, keys *float32, rows, d int)
+
+// asmAxpyRows runs the fused kernel when n is a whole number of vectors.
+func asmAxpyRows(s isa, y, a, w *float32, n, k int) bool {
+	switch {
+	case s == isaAVX512 && n%16 == 0:
+		axpyRowsAVX512(y, a, w, n, k)
+	case s == isaAVX2 && n%8 == 0:
+		axpyRowsAVX2(y, a, w, n, k)
+	default:
+		return false
+	}
+	return true
+}
+
+// asmDotRows runs the fused kernel when d is a whole number of vectors.
+func asmDotRows(s isa, dst, q, keys *float32, rows, d int) bool {
+	switch {
+	case s == isaAVX512 && d%16 == 0:
+		dotRowsAVX512(dst, q, keys, rows, d)
+	case s == isaAVX2 && d%8 == 0:
+		dotRowsAVX2(dst, q, keys, rows, d)
+	default:
+		return false
+	}
+	return true
+}
+
 // asmTile runs the microkernel of set s for rows rows, reporting false when
 // s has none (the generic set, or more rows than the set's kernels carry).
 func asmTile(s isa, y *float32, ldy int, x *float32, ldx int, w *float32, rows, k int) bool {

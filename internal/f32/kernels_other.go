@@ -13,6 +13,9 @@ func asmScale(isa, *float32, int, float32) bool                          { retur
 func asmExpSubSum(isa, *float32, int, float32) (int, float32) { return 0, 0 }
 func asmGelu(isa, *float32, int) int                          { return 0 }
 
+func asmAxpyRows(isa, *float32, *float32, *float32, int, int) bool { return false }
+func asmDotRows(isa, *float32, *float32, *float32, int, int) bool  { return false }
+
 // detect returns the portable kernels.
 func detect() *kernels { return genericKernels }
 
