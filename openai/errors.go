@@ -29,6 +29,7 @@ type apiError struct {
 	Code       string
 }
 
+// Error implements error, so an apiError can travel as one.
 func (e *apiError) Error() string { return e.Message }
 
 // MarshalJSON writes the OpenAI shape {"message","type","param","code"}.

@@ -110,6 +110,7 @@ type statusWriter struct {
 	bytes  int64
 }
 
+// WriteHeader records the first status written.
 func (w *statusWriter) WriteHeader(code int) {
 	if w.status == 0 {
 		w.status = code
@@ -117,6 +118,7 @@ func (w *statusWriter) WriteHeader(code int) {
 	w.ResponseWriter.WriteHeader(code)
 }
 
+// Write counts the body bytes; a write before WriteHeader means 200.
 func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK

@@ -107,11 +107,13 @@ func accessLog(logger *slog.Logger, next http.Handler) http.Handler {
 	})
 }
 
+// statusRecorder is the service's ResponseWriter wrapper for its access log.
 type statusRecorder struct {
 	http.ResponseWriter
 	status int
 }
 
+// WriteHeader records the status for the access log.
 func (s *statusRecorder) WriteHeader(code int) {
 	s.status = code
 	s.ResponseWriter.WriteHeader(code)
