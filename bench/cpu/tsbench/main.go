@@ -10,8 +10,12 @@
 //     steps, 64 greedy tokens per sequence in all.
 //
 // Each case reports the median of -reps timed runs after one warm-up run.
-// With -write DIR it only writes the random 124M checkpoint (safetensors)
-// that the PyTorch peer reads too.
+// With -table FILE it instead prints the JSON results in FILE (its own and
+// torch_peer.py's, as bench/cpu/compare.sh collects them) as a table with
+// ratios.
+//
+// It uses only the packages' public API, so compare.sh can build it against
+// an older revision for before/after figures.
 package main
 
 import (
@@ -25,7 +29,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/tinyserve/tinyserve/internal/f32"
 	"github.com/tinyserve/tinyserve/llm/engine"
 	"github.com/tinyserve/tinyserve/llm/gpt2"
 	"github.com/tinyserve/tinyserve/llm/kv"
@@ -48,7 +51,8 @@ type result struct {
 
 func main() {
 	model := flag.String("model", gpt2.Builtin124M, "checkpoint folder, or a built-in model name")
-	write := flag.String("write", "", "write the model as a checkpoint to this folder and exit")
+	table := flag.String("table", "", "print the JSON results in this file as a table and exit")
+	base := flag.String("base", "tinyserve", "with -table: the engine the others are compared with")
 	reps := flag.Int("reps", 5, "timed runs per case (the median is reported)")
 	threads := flag.Int("threads", 0, "backend threads (0: GOMAXPROCS)")
 	cases := flag.String("cases", "prefill-128,prefill-512,decode-b1,decode-b4,decode-b8,decode-b32,e2e-b1,e2e-b4", "comma-separated cases")
@@ -56,6 +60,12 @@ func main() {
 	jsonOut := flag.Bool("json", false, "print one JSON object per case instead of a table row")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the timed cases to this file")
 	flag.Parse()
+	if *table != "" {
+		if err := printTable(os.Stdout, *table, *base); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
 
 	var m *gpt2.Model
 	var err error
@@ -68,12 +78,6 @@ func main() {
 		log.Fatal(err)
 	}
 	defer m.Close()
-	if *write != "" {
-		if err := m.WriteCheckpoint(*write); err != nil {
-			log.Fatal(err)
-		}
-		return
-	}
 
 	start := time.Now()
 	b, err := gpt2.NewCPUBackend(m, gpt2.CPUOptions{Threads: *threads})
@@ -81,7 +85,7 @@ func main() {
 		log.Fatal(err)
 	}
 	defer b.Close()
-	log.Printf("%s: backend ready in %v (kernels %s, GOMAXPROCS %d)", *name, time.Since(start).Round(time.Millisecond), f32.Impl(), runtime.GOMAXPROCS(0))
+	log.Printf("%s: backend ready in %v (GOMAXPROCS %d, GODEBUG %q)", *name, time.Since(start).Round(time.Millisecond), runtime.GOMAXPROCS(0), os.Getenv("GODEBUG"))
 	// Enough blocks for 32 sequences of decodeContext+reps+1 tokens, or
 	// four of 192 tokens, or one of 512: whichever is largest.
 	perSeq := func(tokens int) int { return (tokens + blockSize - 1) / blockSize }

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Issue 8 side-by-side: tinyserve's GPT-2 CPU backend (AVX-512 and, with
+# GODEBUG=cpu.avx512f=off, AVX2), optionally an older tinyserve revision, and
+# the PyTorch peer, all on the same random 124M checkpoint (safetensors),
+# then one table with ratios. Cases (bench/cpu/tsbench and torch_peer.py
+# define them identically): prefill 128 and 512 tokens with the LM head on
+# the last row only; one decode step at batch 1, 4, 8 and 32 (context ~140);
+# end to end, a 128-token prompt plus 64 greedy tokens at batch 1 and 4.
+#
+# Usage: bench/cpu/compare.sh
+# Environment:
+#   REPS=5        timed runs per case (medians are reported)
+#   BEFORE=<rev>  also build tsbench against this git revision (e.g. the
+#                 pure-Go backend) and report it as engine "before"
+#   CASES=...     comma-separated subset of the cases
+#   PYTHON=...    interpreter with torch (default: python3, else /usr/bin/python3)
+#   OUT=<dir>     keep the checkpoint and results.jsonl here (default: a temp dir)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+reps=${REPS:-5}
+cases=${CASES:-prefill-128,prefill-512,decode-b1,decode-b4,decode-b8,decode-b32,e2e-b1,e2e-b4}
+out=${OUT:-$(mktemp -d -t tsbench.XXXXXX)}
+mkdir -p "$out"
+ckpt="$out/gpt2-124m-random"
+results="$out/results.jsonl"
+: >"$results"
+
+echo "# $(date -u +%Y-%m-%dT%H:%MZ)  $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')  $(nproc) cores  load $(cut -d' ' -f1-3 /proc/loadavg)  rev $(git rev-parse --short HEAD)"
+[ -f "$ckpt/model.safetensors" ] || go run ./bench/cpu/gencheckpoint -model gpt2-124m-random -out "$ckpt"
+go build -o "$out/tsbench" ./bench/cpu/tsbench
+
+run() { # engine-name command...
+	local name=$1
+	shift
+	echo "## $name" >&2
+	"$@" -model "$ckpt" -reps "$reps" -cases "$cases" -json -engine "$name" | tee -a "$results"
+}
+
+run tinyserve "$out/tsbench"
+GODEBUG=cpu.avx512f=off run tinyserve-avx2 "$out/tsbench"
+
+if [ -n "${BEFORE:-}" ]; then
+	# tsbench uses only public API, so today's source builds against the
+	# older tree; the older tree is exported, never checked out here.
+	src="$out/before-src"
+	rm -rf "$src" && mkdir -p "$src"
+	git archive "$BEFORE" | tar -x -C "$src"
+	mkdir -p "$src/bench/cpu/tsbench"
+	cp bench/cpu/tsbench/*.go "$src/bench/cpu/tsbench/"
+	(cd "$src" && go build -o "$out/tsbench-before" ./bench/cpu/tsbench)
+	run before "$out/tsbench-before"
+fi
+
+py=${PYTHON:-python3}
+"$py" -c 'import torch' 2>/dev/null || py=/usr/bin/python3
+if "$py" -c 'import torch, numpy' 2>/dev/null; then
+	echo "## pytorch $("$py" -c 'import torch; print(torch.__version__)')" >&2
+	# The tuned environment from issue 8.
+	OPENBLAS_CORETYPE=SkylakeX OMP_WAIT_POLICY=PASSIVE \
+		MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=68719476736 \
+		"$py" bench/cpu/torch_peer.py --model "$ckpt" --reps "$reps" --cases "$cases" | tee -a "$results"
+else
+	echo "## pytorch: not installed (apt-get install python3-torch), skipped" >&2
+fi
+
+echo
+"$out/tsbench" -table "$results" -base tinyserve
+echo "(ratios above 1: tinyserve is that many times faster; results in $results)"

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"text/tabwriter"
+)
+
+// issueFloor is the floor issue 8 gives for its reference machine (2 cores
+// of AMD Zen 5, about 40 GB/s and 410 GFLOP/s fp32): weights over bandwidth
+// for decode, FLOPs over peak for prefill. It is a yardstick, not this
+// machine's floor.
+var issueFloor = map[string]float64{
+	"decode-b1": 12.5, "decode-b8": 14.3, "prefill-128": 54, "prefill-512": 300,
+}
+
+// printTable reads JSON results (one object per line; other lines are
+// skipped) and prints one row per case: each engine's time in ms and, for
+// every engine but base, its time over base's (above 1: base is faster).
+func printTable(w io.Writer, path, base string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	ms := map[string]map[string]float64{} // case -> engine -> ms
+	var cases, engines []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if !strings.HasPrefix(line, "{") {
+			continue
+		}
+		var r result
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		if ms[r.Case] == nil {
+			ms[r.Case] = map[string]float64{}
+			cases = append(cases, r.Case)
+		}
+		if !slices.Contains(engines, r.Engine) {
+			engines = append(engines, r.Engine)
+		}
+		ms[r.Case][r.Engine] = r.MS
+	}
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	head := []string{"case"}
+	for _, e := range engines {
+		head = append(head, e+" ms")
+	}
+	for _, e := range engines {
+		if e != base {
+			head = append(head, e+"/"+base)
+		}
+	}
+	head = append(head, base+"/issue floor")
+	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
+	for _, c := range cases {
+		row := []string{c}
+		for _, e := range engines {
+			row = append(row, fmtMS(ms[c][e]))
+		}
+		b := ms[c][base]
+		for _, e := range engines {
+			if e != base {
+				row = append(row, ratio(ms[c][e], b))
+			}
+		}
+		row = append(row, ratio(b, issueFloor[c]))
+		fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
+	}
+	return tw.Flush()
+}
+
+func fmtMS(v float64) string {
+	if v == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.1f", v)
+}
+
+func ratio(a, b float64) string {
+	if a == 0 || b == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.2fx", a/b)
+}
