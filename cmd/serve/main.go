@@ -8,7 +8,8 @@
 // Every flag can also be set from a TINYSERVE_* environment variable (the
 // flag name in upper case with underscores: TINYSERVE_MAX_NUM_SEQS). On
 // SIGINT or SIGTERM the server drains: /health turns 503, new requests get
-// 503, accepted requests finish (up to --drain-timeout), then it exits 0.
+// 503, accepted requests finish (up to --drain-timeout), then it exits 0; a
+// second signal during the drain ends the process at once.
 package main
 
 import (
@@ -105,6 +106,13 @@ func newApp(stderr io.Writer) *cli.App {
 			}
 			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			go func() {
+				// After the first signal starts the drain, a second one gets
+				// the default behaviour: an impatient operator's second
+				// Ctrl-C ends the process at once.
+				<-ctx.Done()
+				stop()
+			}()
 			return run(ctx, cfg, serveOptions{
 				addr:         net.JoinHostPort(c.String("host"), strconv.Itoa(port)),
 				drainTimeout: c.Duration("drain-timeout"),
