@@ -198,6 +198,11 @@ func decodeCompletion(body []byte) (*completionRequest, *apiError) {
 	p.TopP = defaultTopP
 	if raw.TopP != nil {
 		p.TopP = *raw.TopP
+		if p.TopP == 0 {
+			// The engine reads 0 as "off"; a client sending 0 means the
+			// opposite, so refuse it as vLLM does.
+			return nil, badRequest("top_p", "invalid_value", "top_p must be in (0, 1], got 0")
+		}
 	}
 	if raw.TopK != nil {
 		p.TopK = *raw.TopK

@@ -85,6 +85,7 @@ func TestValidation(t *testing.T) {
 		{"temperature negative", `{"prompt":"a","temperature":-1}`, 400, "temperature", "invalid_value", ""},
 		{"temperature string", `{"prompt":"a","temperature":"hot"}`, 400, "temperature", "invalid_type", "number"},
 		{"top_p above 1", `{"prompt":"a","top_p":1.5}`, 400, "top_p", "invalid_value", ""},
+		{"top_p zero", `{"prompt":"a","top_p":0}`, 400, "top_p", "invalid_value", "(0, 1]"},
 		{"top_k below -1", `{"prompt":"a","top_k":-2}`, 400, "top_k", "invalid_value", ""},
 		{"min_tokens negative", `{"prompt":"a","min_tokens":-1}`, 400, "min_tokens", "invalid_value", ""},
 		{"min_tokens over max_tokens", `{"prompt":"a","min_tokens":5,"max_tokens":4}`, 400, "min_tokens", "invalid_value", ""},
