@@ -121,9 +121,17 @@ func (res *StreamResult) handleLine(line []byte, now func() time.Time, text *str
 	// does not mention as they were, which would repeat an earlier text.
 	clear(c.Choices[:cap(c.Choices)])
 	c.Choices, c.Usage = c.Choices[:0], nil
-	if len(data) == 0 || data[0] != '{' || json.Unmarshal(data, c) != nil {
+	if len(data) == 0 || data[0] != '{' {
 		res.Malformed++
 		return false
+	}
+	if !fastChunk(data, c) {
+		clear(c.Choices[:cap(c.Choices)])
+		c.Choices, c.Usage = c.Choices[:0], nil
+		if json.Unmarshal(data, c) != nil {
+			res.Malformed++
+			return false
+		}
 	}
 	if c.Usage != nil {
 		res.UsageSeen = true

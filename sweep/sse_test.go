@@ -134,18 +134,27 @@ func FuzzParseStream(f *testing.F) {
 			t.Fatalf("text longer than possible: %d > %d", len(r.Text), len(in))
 		}
 		ref := parseStreamReference(in)
-		if r.Text != ref.text || r.TextEvents != ref.events || r.Malformed != ref.malformed || r.Done != ref.done || r.UsageSeen != ref.usage {
-			t.Fatalf("parser and reference differ:\nparser    text=%q events=%d malformed=%d done=%v usage=%v\nreference %+v",
-				r.Text, r.TextEvents, r.Malformed, r.Done, r.UsageSeen, ref)
+		got := referenceResult{text: r.Text, events: r.TextEvents, malformed: r.Malformed, done: r.Done, usage: r.UsageSeen,
+			finish: derefAny(r.FinishReason), prompt: derefAny(r.Usage.PromptTokens), completion: derefAny(r.Usage.CompletionTokens)}
+		if got != ref {
+			t.Fatalf("parser and reference differ:\nparser    %+v\nreference %+v", got, ref)
 		}
 	})
 }
 
 type referenceResult struct {
-	text        string
-	events      int
-	malformed   int
-	done, usage bool
+	text                       string
+	events                     int
+	malformed                  int
+	done, usage                bool
+	finish, prompt, completion any
+}
+
+func derefAny[T any](p *T) any {
+	if p == nil {
+		return nil
+	}
+	return *p
 }
 
 // parseStreamReference is the obviously right version of ParseStream for
@@ -171,6 +180,15 @@ func parseStreamReference(in []byte) referenceResult {
 		}
 		if c.Usage != nil {
 			r.usage = true
+			if c.Usage.PromptTokens != nil {
+				r.prompt = *c.Usage.PromptTokens
+			}
+			if c.Usage.CompletionTokens != nil {
+				r.completion = *c.Usage.CompletionTokens
+			}
+		}
+		if len(c.Choices) > 0 && c.Choices[0].FinishReason != nil {
+			r.finish = *c.Choices[0].FinishReason
 		}
 		if len(c.Choices) > 0 && c.Choices[0].Text != "" {
 			r.events++
@@ -179,3 +197,5 @@ func parseStreamReference(in []byte) referenceResult {
 	}
 	return r
 }
+
+func stringsReader(s string) *strings.Reader { return strings.NewReader(s) }
