@@ -21,6 +21,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -318,7 +319,7 @@ func TestBinaryRunsManifest(t *testing.T) {
 	defer cancel()
 	srv := exec.CommandContext(ctx, bin, args...)
 	srv.Env = env
-	var logs bytes.Buffer
+	var logs syncBuffer // written by exec's copying goroutine
 	srv.Stderr = &logs
 	require.NoError(t, srv.Start())
 	exited := make(chan error, 1)
@@ -358,4 +359,23 @@ func TestBinaryRunsManifest(t *testing.T) {
 		t.Fatalf("no exit after SIGTERM:\n%s", logs.String())
 	}
 	assert.Contains(t, logs.String(), `"msg":"stopped"`, "JSON logs, as --log-format asks")
+}
+
+// syncBuffer is a bytes.Buffer that the child's output copier and the test
+// may use at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
