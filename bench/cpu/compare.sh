@@ -36,7 +36,7 @@ run() { # engine-name command...
 	"$@" -model "$ckpt" -reps "$reps" -cases "$cases" -json -engine "$name" | tee -a "$results"
 }
 
-run tinyserve "$out/tsbench"
+run tinyserve "$out/tsbench" -bandwidth
 GODEBUG=cpu.avx512f=off run tinyserve-avx2 "$out/tsbench"
 
 if [ -n "${BEFORE:-}" ]; then

@@ -19,6 +19,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -27,6 +28,8 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/tinyserve/tinyserve/llm/engine"
@@ -47,6 +50,10 @@ type result struct {
 	Case   string  `json:"case"`
 	MS     float64 `json:"ms"`   // median wall time of one run
 	Runs   int     `json:"runs"` // timed runs
+	// FloorMS is this machine's floor for the case, for decode steps: the
+	// matrix weights (layers and LM head, float32) over the read bandwidth
+	// measured by -bandwidth. Zero when not measured.
+	FloorMS float64 `json:"floor_ms,omitempty"`
 }
 
 func main() {
@@ -59,6 +66,7 @@ func main() {
 	name := flag.String("engine", "tinyserve", "engine name printed with each result")
 	jsonOut := flag.Bool("json", false, "print one JSON object per case instead of a table row")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the timed cases to this file")
+	bandwidth := flag.Bool("bandwidth", false, "measure the read bandwidth first and report each decode step's floor")
 	flag.Parse()
 	if *table != "" {
 		if err := printTable(os.Stdout, *table, *base); err != nil {
@@ -94,6 +102,11 @@ func main() {
 		log.Fatal(err)
 	}
 	r := &runner{b: b, vocab: m.Config.VocabSize, numBlocks: numBlocks}
+	var gbs float64
+	if *bandwidth {
+		gbs = readBandwidth(runtime.GOMAXPROCS(0))
+		log.Printf("%s: read bandwidth %.1f GB/s (%d goroutines scanning 512 MiB each); decode floor %.1f ms", *name, gbs, runtime.GOMAXPROCS(0), weightBytes(m.Config)/gbs/1e6)
+	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
@@ -118,6 +131,9 @@ func main() {
 		}
 		slices.Sort(times)
 		res := result{Engine: *name, Case: c, MS: float64(times[len(times)/2].Microseconds()) / 1000, Runs: len(times)}
+		if gbs > 0 && strings.HasPrefix(c, "decode-") {
+			res.FloorMS = weightBytes(m.Config) / gbs / 1e6
+		}
 		if *jsonOut {
 			out, _ := json.Marshal(res)
 			fmt.Println(string(out))
@@ -252,4 +268,42 @@ func sscan(s, format string, n *int) bool {
 	var tail string
 	k, _ := fmt.Sscanf(s+" end", format+" %s", n, &tail)
 	return k == 2 && tail == "end"
+}
+
+// weightBytes is what a decode step must read at least: every matrix of
+// every layer and the LM head, in float32 (biases, norms and the KV of a
+// short context are under 1% more).
+func weightBytes(c gpt2.Config) float64 {
+	perLayer := 3*c.NEmbd*c.NEmbd + c.NEmbd*c.NEmbd + 2*c.NEmbd*c.NInner
+	return 4 * float64(c.NLayer*perLayer+c.VocabSize*c.NEmbd)
+}
+
+// readBandwidth measures how fast threads goroutines can read memory: each
+// scans its own 512 MiB buffer (far beyond any cache) with
+// bytes.IndexByte, which the standard library vectorises, and the best of
+// three passes counts. Pages are touched first so faults are not timed.
+func readBandwidth(threads int) float64 {
+	const size = 512 << 20
+	bufs := make([][]byte, threads)
+	for i := range bufs {
+		bufs[i] = make([]byte, size)
+		for j := 0; j < size; j += 4096 {
+			bufs[i][j] = 0
+		}
+	}
+	best := 0.0
+	for range 3 {
+		var wg sync.WaitGroup
+		start := time.Now()
+		for _, b := range bufs {
+			wg.Go(func() {
+				if bytes.IndexByte(b, 1) >= 0 {
+					panic("unreachable: the buffer is zero")
+				}
+			})
+		}
+		wg.Wait()
+		best = max(best, float64(threads*size)/time.Since(start).Seconds()/1e9)
+	}
+	return best
 }

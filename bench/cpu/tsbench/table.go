@@ -29,6 +29,7 @@ func printTable(w io.Writer, path, base string) error {
 	}
 	defer f.Close()
 	ms := map[string]map[string]float64{} // case -> engine -> ms
+	floor := map[string]float64{}         // case -> base engine's floor_ms
 	var cases, engines []string
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
@@ -48,6 +49,9 @@ func printTable(w io.Writer, path, base string) error {
 			engines = append(engines, r.Engine)
 		}
 		ms[r.Case][r.Engine] = r.MS
+		if r.Engine == base && r.FloorMS > 0 {
+			floor[r.Case] = r.FloorMS
+		}
 	}
 	if err := sc.Err(); err != nil {
 		return err
@@ -62,7 +66,7 @@ func printTable(w io.Writer, path, base string) error {
 			head = append(head, e+"/"+base)
 		}
 	}
-	head = append(head, base+"/issue floor")
+	head = append(head, "floor here ms", base+"/floor here", base+"/issue floor")
 	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
 	for _, c := range cases {
 		row := []string{c}
@@ -75,7 +79,7 @@ func printTable(w io.Writer, path, base string) error {
 				row = append(row, ratio(ms[c][e], b))
 			}
 		}
-		row = append(row, ratio(b, issueFloor[c]))
+		row = append(row, fmtMS(floor[c]), ratio(b, floor[c]), ratio(b, issueFloor[c]))
 		fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
 	}
 	return tw.Flush()
