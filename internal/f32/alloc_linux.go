@@ -12,27 +12,26 @@ import (
 // hugePage is the transparent huge page size on x86-64 and arm64 Linux.
 const hugePage = 2 << 20
 
-// allocFloats returns n zeroed floats for a packed matrix owned by p.
-// Matrices of at least one huge page are mapped outside the Go heap and
+// allocPanels returns size zeroed bytes, 64-byte aligned, for the panels of
+// p. Matrices of at least one huge page are mapped outside the Go heap and
 // advised MADV_HUGEPAGE: a decode step streams every weight once, and with
 // 4 KiB pages it would also walk (and on first touch, fault in) a page
 // every 4 KiB, which costs tens of microseconds per fault on the VMs we
 // measure. The mapping is released when p is garbage collected. Smaller
 // matrices, or a failed mapping, use the Go heap.
-func allocFloats(p *Packed, n int) []float32 {
-	size := n * 4
+func allocPanels(p *Packed, size int) unsafe.Pointer {
 	if size < hugePage {
-		return heapFloats(n)
+		return heapPanels(size)
 	}
 	// Over-allocate by one huge page so the start can be aligned to it:
 	// the kernel backs only aligned 2 MiB ranges with huge pages.
 	mem, err := unix.Mmap(-1, 0, size+hugePage, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
 	if err != nil {
-		return heapFloats(n)
+		return heapPanels(size)
 	}
 	off := int((hugePage - uintptr(unsafe.Pointer(&mem[0]))%hugePage) % hugePage)
 	// Advice is best effort: without THP the mapping still works.
 	_ = unix.Madvise(mem[off:off+size], unix.MADV_HUGEPAGE)
 	runtime.AddCleanup(p, func(m []byte) { _ = unix.Munmap(m) }, mem)
-	return unsafe.Slice((*float32)(unsafe.Pointer(&mem[off])), n)
+	return unsafe.Pointer(&mem[off])
 }

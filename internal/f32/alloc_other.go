@@ -2,5 +2,7 @@
 
 package f32
 
-// allocFloats returns n zeroed floats from the Go heap, cache-line aligned.
-func allocFloats(_ *Packed, n int) []float32 { return heapFloats(n) }
+import "unsafe"
+
+// allocPanels returns size zeroed bytes from the Go heap, 64-byte aligned.
+func allocPanels(_ *Packed, size int) unsafe.Pointer { return heapPanels(size) }

@@ -50,16 +50,17 @@ const (
 // values: an indirect call makes every pointer argument escape, which
 // would move stack buffers to the heap and allocate on every call.
 type kernels struct {
-	name string
-	isa  isa
-	mr   int // rows per microkernel call
+	name   string
+	isa    isa
+	mr     int // rows per microkernel call
+	mrBF16 int // rows per call for bfloat16 panels
 }
 
 // The kernel sets: immutable tables.
 var (
-	genericKernels = &kernels{name: "generic", isa: isaGeneric, mr: 4}
-	avx2Kernels    = &kernels{name: "avx2", isa: isaAVX2, mr: 3}
-	avx512Kernels  = &kernels{name: "avx512", isa: isaAVX512, mr: 6}
+	genericKernels = &kernels{name: "generic", isa: isaGeneric, mr: 4, mrBF16: 4}
+	avx2Kernels    = &kernels{name: "avx2", isa: isaAVX2, mr: 3, mrBF16: 2}
+	avx512Kernels  = &kernels{name: "avx512", isa: isaAVX512, mr: 6, mrBF16: 6}
 )
 
 // best is the kernel set for this CPU, chosen once at start-up and never
@@ -72,11 +73,14 @@ func Impl() string { return best.name }
 
 // Packed is a K×N weight matrix rearranged for MulAdd: ceil(N/PanelWidth)
 // panels, panel p holding columns [p·PanelWidth, (p+1)·PanelWidth) as K
-// rows of PanelWidth floats, the ragged last panel padded with zeros. It is
-// read-only after packing and safe for concurrent MulAdd calls.
+// rows of PanelWidth values, the ragged last panel padded with zeros. The
+// values are float32, or bfloat16 for the PackBF16 variants (computed in
+// float32 all the same). It is read-only after packing and safe for
+// concurrent MulAdd calls.
 type Packed struct {
 	k, n int
-	data []float32 // panels, 64-byte aligned, len = panels·k·PanelWidth
+	data []float32 // float32 panels, 64-byte aligned, len = panels·k·PanelWidth
+	half []uint16  // bfloat16 panels instead of data, same layout
 }
 
 // K is the inner dimension (rows of the original matrix).
@@ -85,66 +89,117 @@ func (p *Packed) K() int { return p.k }
 // N is the number of output columns.
 func (p *Packed) N() int { return p.n }
 
-// Bytes is the memory the packed matrix occupies.
-func (p *Packed) Bytes() int64 { return int64(len(p.data)) * 4 }
+// Bytes is the memory the packed matrix occupies: what MulAdd reads to
+// multiply all of it.
+func (p *Packed) Bytes() int64 { return int64(len(p.data))*4 + int64(len(p.half))*2 }
 
-// newPacked allocates the panels, aligned to a cache line so that no panel
-// row straddles two lines (see allocFloats for large matrices).
-func newPacked(k, n int) *Packed {
+// BF16 reports whether the values are stored as bfloat16.
+func (p *Packed) BF16() bool { return p.half != nil }
+
+// newPacked allocates the panels (float32, or bfloat16 when bf16 is set),
+// aligned to a cache line so that no panel row straddles two lines (see
+// allocPanels for large matrices).
+func newPacked(k, n int, bf16 bool) *Packed {
 	if k < 0 || n < 0 {
 		panic(fmt.Sprintf("f32: negative matrix shape %d×%d", k, n))
 	}
-	panels := (n + PanelWidth - 1) / PanelWidth
+	count := (n + PanelWidth - 1) / PanelWidth * k * PanelWidth
 	p := &Packed{k: k, n: n}
-	p.data = allocFloats(p, panels*k*PanelWidth)
+	if bf16 {
+		p.half = unsafe.Slice((*uint16)(allocPanels(p, 2*count)), count)
+	} else {
+		p.data = unsafe.Slice((*float32)(allocPanels(p, 4*count)), count)
+	}
 	return p
 }
 
-// heapFloats returns n zeroed floats from the Go heap, aligned to a cache
-// line.
-func heapFloats(n int) []float32 {
-	buf := make([]float32, n+16)
-	off := int((64 - uintptr(unsafe.Pointer(&buf[0]))%64) % 64 / 4)
-	return buf[off : off+n : off+n]
+// heapPanels returns size zeroed bytes from the Go heap, aligned to a cache
+// line. The pointer keeps the allocation alive.
+func heapPanels(size int) unsafe.Pointer {
+	buf := make([]uint64, size/8+9) // uint64: 8-byte aligned, no pointers
+	off := (64 - uintptr(unsafe.Pointer(&buf[0]))%64) % 64 / 8
+	return unsafe.Pointer(&buf[off])
+}
+
+// toBF16 rounds f to the nearest bfloat16 (ties to even), keeping NaNs NaN.
+func toBF16(f float32) uint16 {
+	b := math.Float32bits(f)
+	if b&0x7fffffff > 0x7f800000 { // NaN: truncating could make it Inf
+		return uint16(b>>16) | 0x40
+	}
+	b += 0x7fff + (b>>16)&1
+	return uint16(b >> 16)
+}
+
+// fromBF16 widens a bfloat16 to float32 exactly.
+func fromBF16(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
+
+// PackBF16 is Pack with the values rounded to bfloat16 (to nearest, ties
+// to even): half the bytes for MulAdd to stream, at a relative error of at
+// most 2⁻⁹ per weight. Products and sums stay float32.
+func PackBF16(w []float32, k, n int) *Packed {
+	return packInto(newPacked(k, n, true), w, false)
+}
+
+// PackTransposedBF16 is PackTransposed with bfloat16 values, as PackBF16.
+func PackTransposedBF16(wt []float32, n, k int) *Packed {
+	return packInto(newPacked(k, n, true), wt, true)
+}
+
+// set stores the value of panel element i.
+func (p *Packed) set(i int, v float32) {
+	if p.half != nil {
+		p.half[i] = toBF16(v)
+	} else {
+		p.data[i] = v
+	}
+}
+
+// packInto fills p from the row-major K×N matrix w, or from its N×K
+// transpose when transposed is set.
+func packInto(p *Packed, w []float32, transposed bool) *Packed {
+	k, n := p.k, p.n
+	if len(w) < k*n {
+		panic(fmt.Sprintf("f32: packing %d×%d needs %d floats, got %d", k, n, k*n, len(w)))
+	}
+	for j0 := 0; j0 < n; j0 += PanelWidth {
+		cols := min(PanelWidth, n-j0)
+		base := (j0 / PanelWidth) * k * PanelWidth
+		if transposed {
+			for c := range cols {
+				src := w[(j0+c)*k : (j0+c+1)*k]
+				for kk, v := range src {
+					p.set(base+kk*PanelWidth+c, v)
+				}
+			}
+			continue
+		}
+		for kk := range k {
+			src := w[kk*n+j0 : kk*n+j0+cols]
+			if p.data != nil {
+				copy(p.data[base+kk*PanelWidth:], src)
+				continue
+			}
+			for c, v := range src {
+				p.half[base+kk*PanelWidth+c] = toBF16(v)
+			}
+		}
+	}
+	return p
 }
 
 // Pack copies the row-major K×N matrix w (element [k, j] at w[k·n+j], as
 // GPT-2's Conv1D stores its weight) into panels. The result does not refer
 // to w, so w may be released or unmapped afterwards.
 func Pack(w []float32, k, n int) *Packed {
-	p := newPacked(k, n)
-	if len(w) < k*n {
-		panic(fmt.Sprintf("f32: Pack of %d×%d needs %d floats, got %d", k, n, k*n, len(w)))
-	}
-	for j0 := 0; j0 < n; j0 += PanelWidth {
-		cols := min(PanelWidth, n-j0)
-		panel := p.data[(j0/PanelWidth)*k*PanelWidth:]
-		for kk := range k {
-			copy(panel[kk*PanelWidth:kk*PanelWidth+cols], w[kk*n+j0:kk*n+j0+cols])
-		}
-	}
-	return p
+	return packInto(newPacked(k, n, false), w, false)
 }
 
 // PackTransposed packs the K×N matrix whose transpose wt is given row-major
 // as N×K (element [j, k] at wt[j·k+k]): an LM head tied to the token
 // embedding [vocab, C] multiplies by the embedding's transpose.
 func PackTransposed(wt []float32, n, k int) *Packed {
-	p := newPacked(k, n)
-	if len(wt) < k*n {
-		panic(fmt.Sprintf("f32: PackTransposed of %d×%d needs %d floats, got %d", n, k, k*n, len(wt)))
-	}
-	for j0 := 0; j0 < n; j0 += PanelWidth {
-		cols := min(PanelWidth, n-j0)
-		panel := p.data[(j0/PanelWidth)*k*PanelWidth:]
-		for c := range cols {
-			src := wt[(j0+c)*k : (j0+c+1)*k]
-			for kk, v := range src {
-				panel[kk*PanelWidth+c] = v
-			}
-		}
-	}
-	return p
+	return packInto(newPacked(k, n, false), wt, true)
 }
 
 // MulAdd adds x·W to y for rows r < m and columns [j0, j1):
@@ -184,24 +239,27 @@ func (p *Packed) mulAdd(ks *kernels, y []float32, ldy int, x []float32, ldx int,
 		return
 	}
 	K := p.k
+	mr := ks.mr
+	if p.half != nil {
+		mr = ks.mrBF16
+	}
 	// One row block streams each panel once, from memory, in a single
 	// pass; more rows reuse an L1-sized slice of the panel across blocks.
 	kc := K
-	if m > ks.mr {
+	if m > mr {
 		kc = kBlock
 	}
 	var tile [maxMR * PanelWidth]float32
 	for k0 := 0; k0 < K; k0 += kc {
 		kn := min(kc, K-k0)
 		for pj := j0; pj < j1; pj += PanelWidth {
-			panel := p.data[(pj/PanelWidth)*K*PanelWidth+k0*PanelWidth:]
-			panel = panel[:kn*PanelWidth]
+			off := (pj/PanelWidth)*K*PanelWidth + k0*PanelWidth
 			cols := min(PanelWidth, j1-pj)
-			for r := 0; r < m; r += ks.mr {
-				rows := min(ks.mr, m-r)
+			for r := 0; r < m; r += mr {
+				rows := min(mr, m-r)
 				xs := x[r*ldx+k0:]
 				if cols == PanelWidth {
-					ks.tile(y[r*ldy+pj:], ldy, xs, ldx, panel, rows, kn)
+					p.tile(ks, y[r*ldy+pj:], ldy, xs, ldx, off, rows, kn)
 					continue
 				}
 				// A partial panel runs on a full-width copy of its y rows,
@@ -209,7 +267,7 @@ func (p *Packed) mulAdd(ks *kernels, y []float32, ldy int, x []float32, ldx int,
 				for i := range rows {
 					copy(tile[i*PanelWidth:i*PanelWidth+cols], y[(r+i)*ldy+pj:(r+i)*ldy+pj+cols])
 				}
-				ks.tile(tile[:], PanelWidth, xs, ldx, panel, rows, kn)
+				p.tile(ks, tile[:], PanelWidth, xs, ldx, off, rows, kn)
 				for i := range rows {
 					copy(y[(r+i)*ldy+pj:(r+i)*ldy+pj+cols], tile[i*PanelWidth:i*PanelWidth+cols])
 				}
@@ -219,13 +277,40 @@ func (p *Packed) mulAdd(ks *kernels, y []float32, ldy int, x []float32, ldx int,
 }
 
 // tile adds rows×PanelWidth of y (leading dimension ldy) += x[rows, kn] ·
-// panel[kn, PanelWidth]. The caller has checked that every row of y holds
-// PanelWidth floats and every row of x holds kn.
-func (ks *kernels) tile(y []float32, ldy int, x []float32, ldx int, panel []float32, rows, kn int) {
-	if ks.isa != isaGeneric && asmTile(ks.isa, &y[0], ldy, &x[0], ldx, &panel[0], rows, kn) {
+// panel[kn, PanelWidth], the panel starting at element off of p's storage.
+// The caller has checked that every row of y holds PanelWidth floats and
+// every row of x holds kn.
+func (p *Packed) tile(ks *kernels, y []float32, ldy int, x []float32, ldx int, off, rows, kn int) {
+	n := kn * PanelWidth
+	if p.half != nil {
+		panel := p.half[off : off+n]
+		if asmTileBF16(ks.isa, &y[0], ldy, &x[0], ldx, &panel[0], rows, kn) {
+			return
+		}
+		genericTileBF16(y, ldy, x, ldx, panel, rows, kn)
+		return
+	}
+	panel := p.data[off : off+n]
+	if asmTile(ks.isa, &y[0], ldy, &x[0], ldx, &panel[0], rows, kn) {
 		return
 	}
 	genericTile(y, ldy, x, ldx, panel, rows, kn)
+}
+
+// genericTileBF16 is the portable microkernel for bfloat16 panels, one row
+// at a time (the widening, not the loads, dominates here).
+func genericTileBF16(y []float32, ldy int, x []float32, ldx int, panel []uint16, rows, kn int) {
+	for r := range rows {
+		var a [PanelWidth]float32
+		xr := x[r*ldx : r*ldx+kn]
+		for kk, b := range xr {
+			w := (*[PanelWidth]uint16)(panel[kk*PanelWidth:])
+			for j, h := range w {
+				a[j] += b * fromBF16(h)
+			}
+		}
+		addRow(y[r*ldy:], &a)
+	}
 }
 
 // genericTile is the portable microkernel, four rows at a time so that

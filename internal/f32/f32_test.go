@@ -43,7 +43,10 @@ func randSlice(rng *rand.Rand, n int) []float32 {
 // (K+2)·eps·Σ|terms| (a standard bound for recursive summation); we allow
 // exactly that, which is loose enough for any summation order and tight
 // enough to catch a wrong or missing term.
-func checkMulAdd(t *testing.T, ks *kernels, rng *rand.Rand, k, n, m, j0, j1 int, transposed bool) {
+//
+// With bf16 the weights are packed as bfloat16 and the reference uses the
+// same rounded weights, so the bound is unchanged.
+func checkMulAdd(t *testing.T, ks *kernels, rng *rand.Rand, k, n, m, j0, j1 int, transposed, bf16 bool) {
 	t.Helper()
 	ldx := k + rng.IntN(3)
 	ldy := n + rng.IntN(3)
@@ -56,9 +59,20 @@ func checkMulAdd(t *testing.T, ks *kernels, rng *rand.Rand, k, n, m, j0, j1 int,
 				wt[j*k+kk] = w[kk*n+j]
 			}
 		}
-		p = PackTransposed(wt, n, k)
+		if bf16 {
+			p = PackTransposedBF16(wt, n, k)
+		} else {
+			p = PackTransposed(wt, n, k)
+		}
+	} else if bf16 {
+		p = PackBF16(w, k, n)
 	} else {
 		p = Pack(w, k, n)
+	}
+	if bf16 {
+		for i, v := range w {
+			w[i] = fromBF16(toBF16(v))
+		}
 	}
 	x := randSlice(rng, max(0, (m-1)*ldx+k))
 	y := randSlice(rng, m*ldy+5) // guard floats past the last row
@@ -70,15 +84,15 @@ func checkMulAdd(t *testing.T, ks *kernels, rng *rand.Rand, k, n, m, j0, j1 int,
 		inside := r < m && j >= j0 && j < j1
 		if !inside {
 			if y[i] != y0[i] {
-				t.Fatalf("%s k=%d n=%d m=%d cols [%d,%d) transposed=%v: y[%d] (row %d col %d) outside the range changed from %v to %v",
-					ks.name, k, n, m, j0, j1, transposed, i, r, j, y0[i], y[i])
+				t.Fatalf("%s k=%d n=%d m=%d cols [%d,%d) transposed=%v bf16=%v: y[%d] (row %d col %d) outside the range changed from %v to %v",
+					ks.name, k, n, m, j0, j1, transposed, bf16, i, r, j, y0[i], y[i])
 			}
 			continue
 		}
 		tol := float64(k+2)*eps32*mag[i] + 1e-30
 		if d := math.Abs(float64(y[i]) - ref[i]); d > tol {
-			t.Fatalf("%s k=%d n=%d m=%d cols [%d,%d) transposed=%v: y[%d,%d] = %v, want %v (diff %g > tol %g)",
-				ks.name, k, n, m, j0, j1, transposed, r, j, y[i], ref[i], d, tol)
+			t.Fatalf("%s k=%d n=%d m=%d cols [%d,%d) transposed=%v bf16=%v: y[%d,%d] = %v, want %v (diff %g > tol %g)",
+				ks.name, k, n, m, j0, j1, transposed, bf16, r, j, y[i], ref[i], d, tol)
 		}
 	}
 }
@@ -96,7 +110,7 @@ func TestMulAddRandomShapes(t *testing.T) {
 				panels := (n + PanelWidth - 1) / PanelWidth
 				j0 := rng.IntN(panels) * PanelWidth
 				j1 := j0 + rng.IntN(n-j0+1)
-				checkMulAdd(t, ks, rng, k, n, m, j0, j1, rng.IntN(2) == 0)
+				checkMulAdd(t, ks, rng, k, n, m, j0, j1, rng.IntN(2) == 0, rng.IntN(3) == 0)
 			}
 		})
 	}
@@ -120,7 +134,8 @@ func TestMulAddEdges(t *testing.T) {
 	}
 	for _, ks := range available() {
 		for _, c := range cases {
-			checkMulAdd(t, ks, rng, c.k, c.n, c.m, c.j0, c.j1, false)
+			checkMulAdd(t, ks, rng, c.k, c.n, c.m, c.j0, c.j1, false, false)
+			checkMulAdd(t, ks, rng, c.k, c.n, c.m, c.j0, c.j1, true, true)
 		}
 	}
 }
@@ -367,5 +382,32 @@ func TestRowsHelpers(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+func TestBF16Rounding(t *testing.T) {
+	cases := []struct {
+		in   float32
+		want uint16
+	}{
+		{1, 0x3f80},
+		{-2, 0xc000},
+		{math.Float32frombits(0x3f808000), 0x3f80}, // tie, even stays
+		{math.Float32frombits(0x3f818000), 0x3f82}, // tie, odd rounds up
+		{math.Float32frombits(0x3f808001), 0x3f81}, // above the tie
+		{float32(math.Inf(1)), 0x7f80},
+		{math.MaxFloat32, 0x7f80}, // rounds to +Inf, as IEEE does
+	}
+	for _, c := range cases {
+		if got := toBF16(c.in); got != c.want {
+			t.Errorf("toBF16(%v) = %#04x, want %#04x", c.in, got, c.want)
+		}
+	}
+	if nan := fromBF16(toBF16(float32(math.NaN()))); nan == nan {
+		t.Errorf("NaN did not stay NaN: %v", nan)
+	}
+	p32, p16 := Pack(make([]float32, 40*70), 40, 70), PackBF16(make([]float32, 40*70), 40, 70)
+	if p16.Bytes()*2 != p32.Bytes() || !p16.BF16() || p32.BF16() {
+		t.Errorf("Bytes %d (bf16) vs %d (float32), BF16 %v %v", p16.Bytes(), p32.Bytes(), p16.BF16(), p32.BF16())
 	}
 }

@@ -52,16 +52,22 @@ func rowAddr(i int, off int, base, stride, base3 string) string {
 }
 
 // matKernel emits y[r, 0:32] += Σ_k x[r, k]·w[k, 0:32] for rows r < rows,
-// with vecs vectors of lanes floats covering the 32 panel columns.
+// with vecs vectors of lanes floats covering the 32 panel columns. With
+// bf16 the panel holds bfloat16 values, widened to float32 as they load
+// (zero-extend each 16-bit value to 32 bits, shift it into the high half).
 //
 // Arguments (ABI0): y *float32, ldy int (floats), x *float32, ldx int
-// (floats), w *float32 (panel start, rows of 32 floats), k int.
-func (g *gen) matKernel(name string, rows int, avx512 bool) {
+// (floats), w (panel start, rows of 32 values), k int.
+func (g *gen) matKernel(name string, rows int, avx512, bf16 bool) {
 	vecs, vb, reg := 4, 32, "Y"
 	if avx512 {
 		vecs, vb, reg = 2, 64, "Z"
 	}
-	g.p("// func %s(y *float32, ldy int, x *float32, ldx int, w *float32, k int)", name)
+	wtype, rowBytes := "*float32", panelWidth*4
+	if bf16 {
+		wtype, rowBytes = "*uint16", panelWidth*2
+	}
+	g.p("// func %s(y *float32, ldy int, x *float32, ldx int, w %s, k int)", name, wtype)
 	g.p("TEXT ·%s(SB), NOSPLIT, $0-48", name)
 	g.p("\tMOVQ y+0(FP), DI")
 	g.p("\tMOVQ ldy+8(FP), R8")
@@ -91,7 +97,32 @@ func (g *gen) matKernel(name string, rows int, avx512 bool) {
 	g.p("\tTESTQ CX, CX")
 	g.p("\tJZ %s_store", name)
 	g.p("%s_loop:", name)
-	if avx512 {
+	if bf16 {
+		// Widen the panel row into registers first: 2 ZMM, or 4 YMM (which
+		// is why the AVX2 bf16 kernels carry at most two rows).
+		w0 := 12
+		if !avx512 {
+			w0 = 8
+		}
+		for v := range vecs {
+			wr := fmt.Sprintf("%s%d", reg, w0+v)
+			g.p("\tVPMOVZXWD %d(DX), %s", v*vb/2, wr)
+			g.p("\tVPSLLD $16, %s, %s", wr, wr)
+		}
+		for r := range rows {
+			if avx512 {
+				for v := range vecs {
+					g.p("\tVFMADD231PS.BCST %s, Z%d, %s", rowAddr(r, 0, "SI", "R9", "R10"), w0+v, acc(r, v))
+				}
+				continue
+			}
+			b := fmt.Sprintf("Y%d", 12+r)
+			g.p("\tVBROADCASTSS %s, %s", rowAddr(r, 0, "SI", "R9", "R10"), b)
+			for v := range vecs {
+				g.p("\tVFMADD231PS Y%d, %s, %s", w0+v, b, acc(r, v))
+			}
+		}
+	} else if avx512 {
 		// Both panel vectors in registers; each row's x[r, k] is broadcast
 		// straight from memory into the FMA (EVEX embedded broadcast).
 		g.p("\tVMOVUPS (DX), Z12")
@@ -117,7 +148,7 @@ func (g *gen) matKernel(name string, rows int, avx512 bool) {
 	if rows > 3 {
 		g.p("\tADDQ $4, R10")
 	}
-	g.p("\tADDQ $%d, DX", panelWidth*4)
+	g.p("\tADDQ $%d, DX", rowBytes)
 	g.p("\tDECQ CX")
 	g.p("\tJNZ %s_loop", name)
 	g.p("%s_store:", name)
@@ -558,10 +589,16 @@ func main() {
 	g.p("#include \"textflag.h\"")
 	g.p("")
 	for r := 1; r <= 6; r++ {
-		g.matKernel(fmt.Sprintf("mulAVX512R%d", r), r, true)
+		g.matKernel(fmt.Sprintf("mulAVX512R%d", r), r, true, false)
 	}
 	for r := 1; r <= 3; r++ {
-		g.matKernel(fmt.Sprintf("mulAVX2R%d", r), r, false)
+		g.matKernel(fmt.Sprintf("mulAVX2R%d", r), r, false, false)
+	}
+	for r := 1; r <= 6; r++ {
+		g.matKernel(fmt.Sprintf("mulBF16AVX512R%d", r), r, true, true)
+	}
+	for r := 1; r <= 2; r++ {
+		g.matKernel(fmt.Sprintf("mulBF16AVX2R%d", r), r, false, true)
 	}
 	g.dot("dotAVX512", true)
 	g.dot("dotAVX2", false)

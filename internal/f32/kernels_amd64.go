@@ -104,6 +104,65 @@ func asmDotRows(s isa, dst, q, keys *float32, rows, d int) bool {
 	return true
 }
 
+//go:noescape
+func mulBF16AVX512R1(y *float32, ldy int, x *float32, ldx int, w *uint16, k int)
+
+//go:noescape
+func mulBF16AVX512R2(y *float32, ldy int, x *float32, ldx int, w *uint16, k int)
+
+//go:noescape
+func mulBF16AVX512R3(y *float32, ldy int, x *float32, ldx int, w *uint16, k int)
+
+//go:noescape
+func mulBF16AVX512R4(y *float32, ldy int, x *float32, ldx int, w *uint16, k int)
+
+//go:noescape
+func mulBF16AVX512R5(y *float32, ldy int, x *float32, ldx int, w *uint16, k int)
+
+//go:noescape
+func mulBF16AVX512R6(y *float32, ldy int, x *float32, ldx int, w *uint16, k int)
+
+//go:noescape
+func mulBF16AVX2R1(y *float32, ldy int, x *float32, ldx int, w *uint16, k int)
+
+//go:noescape
+func mulBF16AVX2R2(y *float32, ldy int, x *float32, ldx int, w *uint16, k int)
+
+// asmTileBF16 is asmTile for bfloat16 panels.
+func asmTileBF16(s isa, y *float32, ldy int, x *float32, ldx int, w *uint16, rows, k int) bool {
+	switch s {
+	case isaAVX512:
+		switch rows {
+		case 1:
+			mulBF16AVX512R1(y, ldy, x, ldx, w, k)
+		case 2:
+			mulBF16AVX512R2(y, ldy, x, ldx, w, k)
+		case 3:
+			mulBF16AVX512R3(y, ldy, x, ldx, w, k)
+		case 4:
+			mulBF16AVX512R4(y, ldy, x, ldx, w, k)
+		case 5:
+			mulBF16AVX512R5(y, ldy, x, ldx, w, k)
+		case 6:
+			mulBF16AVX512R6(y, ldy, x, ldx, w, k)
+		default:
+			return false
+		}
+		return true
+	case isaAVX2:
+		switch rows {
+		case 1:
+			mulBF16AVX2R1(y, ldy, x, ldx, w, k)
+		case 2:
+			mulBF16AVX2R2(y, ldy, x, ldx, w, k)
+		default:
+			return false
+		}
+		return true
+	}
+	return false
+}
+
 // asmTile runs the microkernel of set s for rows rows, reporting false when
 // s has none (the generic set, or more rows than the set's kernels carry).
 func asmTile(s isa, y *float32, ldy int, x *float32, ldx int, w *float32, rows, k int) bool {
