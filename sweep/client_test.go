@@ -286,7 +286,7 @@ func TestDecodeRows(t *testing.T) {
 }
 
 func TestRowsFromServingInference(t *testing.T) {
-	rows, err := ReadRows("../../shared/compat/serving-inference/prompts/mixed.jsonl", 32)
+	rows, err := ReadRows("../testdata/serving-inference/prompts/mixed.jsonl", 32)
 	if err != nil {
 		t.Skipf("compat prompts not available: %v", err)
 	}
