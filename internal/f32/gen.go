@@ -97,6 +97,14 @@ func (g *gen) matKernel(name string, rows int, avx512, bf16 bool) {
 	g.p("\tTESTQ CX, CX")
 	g.p("\tJZ %s_store", name)
 	g.p("%s_loop:", name)
+	// Fetch 16 panel rows ahead. When the panel comes from memory (a
+	// decode step), the out-of-order window alone keeps too few misses in
+	// flight, the more so the more rows a kernel carries (more cycles per
+	// panel row); measured on the 124M decode steps, batch 1: −5%, batch
+	// 8: −15% per step. Prefetches past the panel's end are harmless.
+	for off := 0; off < rowBytes; off += 64 {
+		g.p("\tPREFETCHT0 %d(DX)", 16*rowBytes+off)
+	}
 	if bf16 {
 		// Widen the panel row into registers first: 2 ZMM, or 4 YMM (which
 		// is why the AVX2 bf16 kernels carry at most two rows).
