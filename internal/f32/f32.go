@@ -34,7 +34,7 @@ const PanelWidth = 32
 const kBlock = 256
 
 // maxMR is the most rows any microkernel carries.
-const maxMR = 6
+const maxMR = 8
 
 // isa is an instruction set the kernels are written for.
 type isa int
@@ -60,7 +60,7 @@ type kernels struct {
 var (
 	genericKernels = &kernels{name: "generic", isa: isaGeneric, mr: 4, mrBF16: 4}
 	avx2Kernels    = &kernels{name: "avx2", isa: isaAVX2, mr: 3, mrBF16: 2}
-	avx512Kernels  = &kernels{name: "avx512", isa: isaAVX512, mr: 6, mrBF16: 6}
+	avx512Kernels  = &kernels{name: "avx512", isa: isaAVX512, mr: 8, mrBF16: 8}
 )
 
 // best is the kernel set for this CPU, chosen once at start-up and never

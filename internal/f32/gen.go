@@ -27,9 +27,10 @@ func (g *gen) p(format string, args ...any) {
 }
 
 // rowAddr returns the operand addressing row i of a matrix whose row 0 is
-// at base, with the row stride in bytes in stride and base+3*stride in
-// base3. Only scales 1, 2 and 4 exist, so rows 3 and 5 go through base3.
-func rowAddr(i int, off int, base, stride, base3 string) string {
+// at base, with the row stride in bytes in stride, base+3·stride in base3
+// and base+6·stride in base6. Only scales 1, 2, 4 and 8 exist, so rows 3,
+// 5, 6 and 7 go through base3 or base6.
+func rowAddr(i int, off int, base, stride, base3, base6 string) string {
 	o := ""
 	if off != 0 {
 		o = fmt.Sprint(off)
@@ -47,6 +48,10 @@ func rowAddr(i int, off int, base, stride, base3 string) string {
 		return fmt.Sprintf("%s(%s)(%s*4)", o, base, stride)
 	case 5:
 		return fmt.Sprintf("%s(%s)(%s*2)", o, base3, stride)
+	case 6:
+		return fmt.Sprintf("%s(%s)", o, base6)
+	case 7:
+		return fmt.Sprintf("%s(%s)(%s*4)", o, base3, stride)
 	}
 	panic("row out of range")
 }
@@ -83,6 +88,12 @@ func (g *gen) matKernel(name string, rows int, avx512, bf16 bool) {
 		g.p("\tLEAQ (DI)(R8*2), R11")
 		g.p("\tADDQ R8, R11")
 	}
+	if rows > 6 {
+		g.p("\tLEAQ (R10)(R9*2), R12")
+		g.p("\tADDQ R9, R12")
+		g.p("\tLEAQ (R11)(R8*2), R13")
+		g.p("\tADDQ R8, R13")
+	}
 	acc := func(r, v int) string { return fmt.Sprintf("%s%d", reg, r*vecs+v) }
 	for r := range rows {
 		for v := range vecs {
@@ -108,7 +119,7 @@ func (g *gen) matKernel(name string, rows int, avx512, bf16 bool) {
 	if bf16 {
 		// Widen the panel row into registers first: 2 ZMM, or 4 YMM (which
 		// is why the AVX2 bf16 kernels carry at most two rows).
-		w0 := 12
+		w0 := 30 // above every AVX-512 accumulator
 		if !avx512 {
 			w0 = 8
 		}
@@ -120,12 +131,12 @@ func (g *gen) matKernel(name string, rows int, avx512, bf16 bool) {
 		for r := range rows {
 			if avx512 {
 				for v := range vecs {
-					g.p("\tVFMADD231PS.BCST %s, Z%d, %s", rowAddr(r, 0, "SI", "R9", "R10"), w0+v, acc(r, v))
+					g.p("\tVFMADD231PS.BCST %s, Z%d, %s", rowAddr(r, 0, "SI", "R9", "R10", "R12"), w0+v, acc(r, v))
 				}
 				continue
 			}
 			b := fmt.Sprintf("Y%d", 12+r)
-			g.p("\tVBROADCASTSS %s, %s", rowAddr(r, 0, "SI", "R9", "R10"), b)
+			g.p("\tVBROADCASTSS %s, %s", rowAddr(r, 0, "SI", "R9", "R10", "R12"), b)
 			for v := range vecs {
 				g.p("\tVFMADD231PS Y%d, %s, %s", w0+v, b, acc(r, v))
 			}
@@ -133,11 +144,11 @@ func (g *gen) matKernel(name string, rows int, avx512, bf16 bool) {
 	} else if avx512 {
 		// Both panel vectors in registers; each row's x[r, k] is broadcast
 		// straight from memory into the FMA (EVEX embedded broadcast).
-		g.p("\tVMOVUPS (DX), Z12")
-		g.p("\tVMOVUPS 64(DX), Z13")
+		g.p("\tVMOVUPS (DX), Z30")
+		g.p("\tVMOVUPS 64(DX), Z31")
 		for r := range rows {
 			for v := range vecs {
-				g.p("\tVFMADD231PS.BCST %s, Z%d, %s", rowAddr(r, 0, "SI", "R9", "R10"), 12+v, acc(r, v))
+				g.p("\tVFMADD231PS.BCST %s, Z%d, %s", rowAddr(r, 0, "SI", "R9", "R10", "R12"), 30+v, acc(r, v))
 			}
 		}
 	} else {
@@ -146,7 +157,7 @@ func (g *gen) matKernel(name string, rows int, avx512, bf16 bool) {
 		// row) and x[r, k] is broadcast into a register per row.
 		for r := range rows {
 			b := fmt.Sprintf("Y%d", 12+r)
-			g.p("\tVBROADCASTSS %s, %s", rowAddr(r, 0, "SI", "R9", "R10"), b)
+			g.p("\tVBROADCASTSS %s, %s", rowAddr(r, 0, "SI", "R9", "R10", "R12"), b)
 			for v := range vecs {
 				g.p("\tVFMADD231PS %d(DX), %s, %s", v*vb, b, acc(r, v))
 			}
@@ -156,13 +167,16 @@ func (g *gen) matKernel(name string, rows int, avx512, bf16 bool) {
 	if rows > 3 {
 		g.p("\tADDQ $4, R10")
 	}
+	if rows > 6 {
+		g.p("\tADDQ $4, R12")
+	}
 	g.p("\tADDQ $%d, DX", rowBytes)
 	g.p("\tDECQ CX")
 	g.p("\tJNZ %s_loop", name)
 	g.p("%s_store:", name)
 	for r := range rows {
 		for v := range vecs {
-			ad := rowAddr(r, v*vb, "DI", "R8", "R11")
+			ad := rowAddr(r, v*vb, "DI", "R8", "R11", "R13")
 			g.p("\tVADDPS %s, %s, %s", ad, acc(r, v), acc(r, v))
 			g.p("\tVMOVUPS %s, %s", acc(r, v), ad)
 		}
@@ -596,13 +610,13 @@ func main() {
 	g.p("")
 	g.p("#include \"textflag.h\"")
 	g.p("")
-	for r := 1; r <= 6; r++ {
+	for r := 1; r <= 8; r++ {
 		g.matKernel(fmt.Sprintf("mulAVX512R%d", r), r, true, false)
 	}
 	for r := 1; r <= 3; r++ {
 		g.matKernel(fmt.Sprintf("mulAVX2R%d", r), r, false, false)
 	}
-	for r := 1; r <= 6; r++ {
+	for r := 1; r <= 8; r++ {
 		g.matKernel(fmt.Sprintf("mulBF16AVX512R%d", r), r, true, true)
 	}
 	for r := 1; r <= 2; r++ {

@@ -28,6 +28,12 @@ func mulAVX512R5(y *float32, ldy int, x *float32, ldx int, w *float32, k int)
 func mulAVX512R6(y *float32, ldy int, x *float32, ldx int, w *float32, k int)
 
 //go:noescape
+func mulAVX512R7(y *float32, ldy int, x *float32, ldx int, w *float32, k int)
+
+//go:noescape
+func mulAVX512R8(y *float32, ldy int, x *float32, ldx int, w *float32, k int)
+
+//go:noescape
 func mulAVX2R1(y *float32, ldy int, x *float32, ldx int, w *float32, k int)
 
 //go:noescape
@@ -123,6 +129,12 @@ func mulBF16AVX512R5(y *float32, ldy int, x *float32, ldx int, w *uint16, k int)
 func mulBF16AVX512R6(y *float32, ldy int, x *float32, ldx int, w *uint16, k int)
 
 //go:noescape
+func mulBF16AVX512R7(y *float32, ldy int, x *float32, ldx int, w *uint16, k int)
+
+//go:noescape
+func mulBF16AVX512R8(y *float32, ldy int, x *float32, ldx int, w *uint16, k int)
+
+//go:noescape
 func mulBF16AVX2R1(y *float32, ldy int, x *float32, ldx int, w *uint16, k int)
 
 //go:noescape
@@ -145,6 +157,10 @@ func asmTileBF16(s isa, y *float32, ldy int, x *float32, ldx int, w *uint16, row
 			mulBF16AVX512R5(y, ldy, x, ldx, w, k)
 		case 6:
 			mulBF16AVX512R6(y, ldy, x, ldx, w, k)
+		case 7:
+			mulBF16AVX512R7(y, ldy, x, ldx, w, k)
+		case 8:
+			mulBF16AVX512R8(y, ldy, x, ldx, w, k)
 		default:
 			return false
 		}
@@ -181,6 +197,10 @@ func asmTile(s isa, y *float32, ldy int, x *float32, ldx int, w *float32, rows, 
 			mulAVX512R5(y, ldy, x, ldx, w, k)
 		case 6:
 			mulAVX512R6(y, ldy, x, ldx, w, k)
+		case 7:
+			mulAVX512R7(y, ldy, x, ldx, w, k)
+		case 8:
+			mulAVX512R8(y, ldy, x, ldx, w, k)
 		default:
 			return false
 		}
