@@ -343,7 +343,7 @@ func TestRowsHelpers(t *testing.T) {
 	rng := rand.New(rand.NewPCG(15, 16))
 	for _, ks := range available() {
 		for _, n := range []int{1, 7, 8, 16, 24, 48, 64, 80, 100, 128} {
-			for _, k := range []int{0, 1, 3, 16} {
+			for _, k := range []int{0, 1, 3, 7, 16, 64} {
 				a, w := randSlice(rng, k), randSlice(rng, n*k+2)
 				y := randSlice(rng, n+2)
 				y0 := append([]float32(nil), y...)
