@@ -380,7 +380,10 @@ func Max(x []float32) float32 {
 // AxpyRows adds a·W to y, where W is len(a) rows of len(y) floats stored
 // row-major in w: y[j] += Σ_i a[i]·w[i·len(y)+j]. Attention's weighted sum
 // of a block of value rows is one call, with y held in registers across
-// the block instead of loaded and stored once per row.
+// the block instead of loaded and stored once per row. The result is
+// bit-identical to calling Axpy once per row, in order, so it does not
+// depend on how a caller splits the rows (the GPT-2 backend's results do
+// not depend on its KV block size).
 func AxpyRows(y, a, w []float32) { best.axpyRows(y, a, w) }
 
 // DotRows sets dst[i] to the dot product of q with row i of keys (rows of

@@ -411,3 +411,30 @@ func TestBF16Rounding(t *testing.T) {
 		t.Errorf("Bytes %d (bf16) vs %d (float32), BF16 %v %v", p16.Bytes(), p32.Bytes(), p16.BF16(), p32.BF16())
 	}
 }
+
+// TestAxpyRowsMatchesAxpy checks that AxpyRows rounds exactly as one Axpy
+// per row, whatever the split of rows into calls: callers rely on results
+// that do not depend on their block sizes.
+func TestAxpyRowsMatchesAxpy(t *testing.T) {
+	rng := rand.New(rand.NewPCG(17, 18))
+	for _, ks := range available() {
+		for _, n := range []int{8, 16, 24, 64} {
+			const k = 37
+			a, w := randSlice(rng, k), randSlice(rng, n*k)
+			want := randSlice(rng, n)
+			got := append([]float32(nil), want...)
+			for i := range k {
+				ks.axpySlices(want, a[i], w[i*n:(i+1)*n])
+			}
+			for i0 := 0; i0 < k; i0 += 5 { // blocks of 5 rows, then 2
+				i1 := min(i0+5, k)
+				ks.axpyRows(got, a[i0:i1], w[i0*n:i1*n])
+			}
+			for j := range got {
+				if got[j] != want[j] {
+					t.Fatalf("%s n=%d: y[%d] = %v by blocks, %v row by row", ks.name, n, j, got[j], want[j])
+				}
+			}
+		}
+	}
+}

@@ -488,7 +488,9 @@ func (g *gen) gelu(name string, avx512 bool) {
 // axpyRows emits func name(y, a, w *float32, n, k int):
 // y[0:n] += Σ_{i<k} a[i]·w[i·n : i·n+n], for n a multiple of the vector
 // width: attention's weighted sum of one block of value rows, with y kept
-// in registers across the block.
+// in registers across the block. Each y[j] takes one FMA per row, in row
+// order, exactly as k calls of axpy would, so results do not depend on
+// how the rows are split into calls (the KV block size).
 func (g *gen) axpyRows(name string, avx512 bool) {
 	reg, lanes := "Y", 8
 	if avx512 {
@@ -540,53 +542,7 @@ func (g *gen) axpyRows(name string, avx512 bool) {
 		g.p("\tJMP %s_%s", name, label)
 	}
 	chunk("c4", 4)
-	// One vector of columns (attention scores of a 16-key block, keys
-	// stored transposed) carries one accumulator per column vector, so the
-	// k loop would be one dependent FMA chain: split it over four
-	// accumulators, summed at the end.
-	g.p("%s_c1:", name)
-	g.p("\tCMPQ BX, $%d", lanes)
-	g.p("\tJLT %s_done", name)
-	g.p("\tVMOVUPS (DI), %s", r(0))
-	for i := 1; i < 4; i++ {
-		if avx512 {
-			g.p("\tVPXORD %s, %s, %s", r(i), r(i), r(i))
-		} else {
-			g.p("\tVXORPS %s, %s, %s", r(i), r(i), r(i))
-		}
-	}
-	g.p("\tMOVQ SI, R10")
-	g.p("\tMOVQ DX, R11")
-	g.p("\tMOVQ R8, CX")
-	g.p("%s_c1_k4:", name)
-	g.p("\tCMPQ CX, $4")
-	g.p("\tJLT %s_c1_k1", name)
-	for i := range 4 {
-		g.p("\tVBROADCASTSS %d(R10), %s", 4*i, r(8+i))
-		g.p("\tVFMADD231PS (R11), %s, %s", r(8+i), r(i))
-		g.p("\tADDQ R9, R11")
-	}
-	g.p("\tADDQ $16, R10")
-	g.p("\tSUBQ $4, CX")
-	g.p("\tJMP %s_c1_k4", name)
-	g.p("%s_c1_k1:", name)
-	g.p("\tTESTQ CX, CX")
-	g.p("\tJZ %s_c1_store", name)
-	g.p("\tVBROADCASTSS (R10), %s", r(8))
-	g.p("\tVFMADD231PS (R11), %s, %s", r(8), r(0))
-	g.p("\tADDQ $4, R10")
-	g.p("\tADDQ R9, R11")
-	g.p("\tDECQ CX")
-	g.p("\tJMP %s_c1_k1", name)
-	g.p("%s_c1_store:", name)
-	g.p("\tVADDPS %s, %s, %s", r(1), r(0), r(0))
-	g.p("\tVADDPS %s, %s, %s", r(3), r(2), r(2))
-	g.p("\tVADDPS %s, %s, %s", r(2), r(0), r(0))
-	g.p("\tVMOVUPS %s, (DI)", r(0))
-	g.p("\tADDQ $%d, DI", vb)
-	g.p("\tADDQ $%d, DX", vb)
-	g.p("\tSUBQ $%d, BX", lanes)
-	g.p("\tJMP %s_c1", name)
+	chunk("c1", 1)
 	g.p("%s_done:", name)
 	g.p("\tVZEROUPPER")
 	g.p("\tRET")
