@@ -54,12 +54,15 @@ type kernels struct {
 	isa    isa
 	mr     int // rows per microkernel call
 	mrBF16 int // rows per call for bfloat16 panels
+	// mrHalf, when set, is the rows per call of half-panel kernels used
+	// instead of the full-width ones for products of more than mr rows.
+	mrHalf int
 }
 
 // The kernel sets: immutable tables.
 var (
 	genericKernels = &kernels{name: "generic", isa: isaGeneric, mr: 4, mrBF16: 4}
-	avx2Kernels    = &kernels{name: "avx2", isa: isaAVX2, mr: 3, mrBF16: 2}
+	avx2Kernels    = &kernels{name: "avx2", isa: isaAVX2, mr: 3, mrBF16: 2, mrHalf: 6}
 	avx512Kernels  = &kernels{name: "avx512", isa: isaAVX512, mr: 8, mrBF16: 8}
 )
 
@@ -239,9 +242,12 @@ func (p *Packed) mulAdd(ks *kernels, y []float32, ldy int, x []float32, ldx int,
 		return
 	}
 	K := p.k
-	mr := ks.mr
-	if p.half != nil {
+	mr, halves := ks.mr, false
+	switch {
+	case p.half != nil:
 		mr = ks.mrBF16
+	case ks.mrHalf > 0 && m > ks.mr:
+		mr, halves = ks.mrHalf, true
 	}
 	// One row block streams each panel once, from memory, in a single
 	// pass; more rows reuse an L1-sized slice of the panel across blocks.
@@ -259,7 +265,7 @@ func (p *Packed) mulAdd(ks *kernels, y []float32, ldy int, x []float32, ldx int,
 				rows := min(mr, m-r)
 				xs := x[r*ldx+k0:]
 				if cols == PanelWidth {
-					p.tile(ks, y[r*ldy+pj:], ldy, xs, ldx, off, rows, kn)
+					p.tile(ks, halves, y[r*ldy+pj:], ldy, xs, ldx, off, rows, kn)
 					continue
 				}
 				// A partial panel runs on a full-width copy of its y rows,
@@ -267,7 +273,7 @@ func (p *Packed) mulAdd(ks *kernels, y []float32, ldy int, x []float32, ldx int,
 				for i := range rows {
 					copy(tile[i*PanelWidth:i*PanelWidth+cols], y[(r+i)*ldy+pj:(r+i)*ldy+pj+cols])
 				}
-				p.tile(ks, tile[:], PanelWidth, xs, ldx, off, rows, kn)
+				p.tile(ks, halves, tile[:], PanelWidth, xs, ldx, off, rows, kn)
 				for i := range rows {
 					copy(y[(r+i)*ldy+pj:(r+i)*ldy+pj+cols], tile[i*PanelWidth:i*PanelWidth+cols])
 				}
@@ -277,10 +283,10 @@ func (p *Packed) mulAdd(ks *kernels, y []float32, ldy int, x []float32, ldx int,
 }
 
 // tile adds rows×PanelWidth of y (leading dimension ldy) += x[rows, kn] ·
-// panel[kn, PanelWidth], the panel starting at element off of p's storage.
-// The caller has checked that every row of y holds PanelWidth floats and
-// every row of x holds kn.
-func (p *Packed) tile(ks *kernels, y []float32, ldy int, x []float32, ldx int, off, rows, kn int) {
+// panel[kn, PanelWidth], the panel starting at element off of p's storage,
+// with the half-panel kernels when halves is set. The caller has checked
+// that every row of y holds PanelWidth floats and every row of x holds kn.
+func (p *Packed) tile(ks *kernels, halves bool, y []float32, ldy int, x []float32, ldx int, off, rows, kn int) {
 	n := kn * PanelWidth
 	if p.half != nil {
 		panel := p.half[off : off+n]
@@ -291,6 +297,11 @@ func (p *Packed) tile(ks *kernels, y []float32, ldy int, x []float32, ldx int, o
 		return
 	}
 	panel := p.data[off : off+n]
+	const h = PanelWidth / 2
+	if halves && asmTileHalf(ks.isa, &y[0], ldy, &x[0], ldx, &panel[0], rows, kn) {
+		asmTileHalf(ks.isa, &y[h], ldy, &x[0], ldx, &panel[h], rows, kn)
+		return
+	}
 	if asmTile(ks.isa, &y[0], ldy, &x[0], ldx, &panel[0], rows, kn) {
 		return
 	}

@@ -140,6 +140,48 @@ func mulBF16AVX2R1(y *float32, ldy int, x *float32, ldx int, w *uint16, k int)
 //go:noescape
 func mulBF16AVX2R2(y *float32, ldy int, x *float32, ldx int, w *uint16, k int)
 
+//go:noescape
+func mulAVX2HalfR1(y *float32, ldy int, x *float32, ldx int, w *float32, k int)
+
+//go:noescape
+func mulAVX2HalfR2(y *float32, ldy int, x *float32, ldx int, w *float32, k int)
+
+//go:noescape
+func mulAVX2HalfR3(y *float32, ldy int, x *float32, ldx int, w *float32, k int)
+
+//go:noescape
+func mulAVX2HalfR4(y *float32, ldy int, x *float32, ldx int, w *float32, k int)
+
+//go:noescape
+func mulAVX2HalfR5(y *float32, ldy int, x *float32, ldx int, w *float32, k int)
+
+//go:noescape
+func mulAVX2HalfR6(y *float32, ldy int, x *float32, ldx int, w *float32, k int)
+
+// asmTileHalf runs the AVX2 half-panel kernel (16 columns) for rows rows.
+func asmTileHalf(s isa, y *float32, ldy int, x *float32, ldx int, w *float32, rows, k int) bool {
+	if s != isaAVX2 {
+		return false
+	}
+	switch rows {
+	case 1:
+		mulAVX2HalfR1(y, ldy, x, ldx, w, k)
+	case 2:
+		mulAVX2HalfR2(y, ldy, x, ldx, w, k)
+	case 3:
+		mulAVX2HalfR3(y, ldy, x, ldx, w, k)
+	case 4:
+		mulAVX2HalfR4(y, ldy, x, ldx, w, k)
+	case 5:
+		mulAVX2HalfR5(y, ldy, x, ldx, w, k)
+	case 6:
+		mulAVX2HalfR6(y, ldy, x, ldx, w, k)
+	default:
+		return false
+	}
+	return true
+}
+
 // asmTileBF16 is asmTile for bfloat16 panels.
 func asmTileBF16(s isa, y *float32, ldy int, x *float32, ldx int, w *uint16, rows, k int) bool {
 	switch s {

@@ -5,11 +5,12 @@ package f32
 // Without assembly for this architecture (or with the purego tag) every
 // asm hook reports false and the portable Go loops run.
 
-func asmTile(isa, *float32, int, *float32, int, *float32, int, int) bool    { return false }
-func asmTileBF16(isa, *float32, int, *float32, int, *uint16, int, int) bool { return false }
-func asmDot(isa, *float32, *float32, int) (float32, bool)                   { return 0, false }
-func asmAxpy(isa, *float32, *float32, int, float32) bool                    { return false }
-func asmScale(isa, *float32, int, float32) bool                             { return false }
+func asmTile(isa, *float32, int, *float32, int, *float32, int, int) bool     { return false }
+func asmTileBF16(isa, *float32, int, *float32, int, *uint16, int, int) bool  { return false }
+func asmTileHalf(isa, *float32, int, *float32, int, *float32, int, int) bool { return false }
+func asmDot(isa, *float32, *float32, int) (float32, bool)                    { return 0, false }
+func asmAxpy(isa, *float32, *float32, int, float32) bool                     { return false }
+func asmScale(isa, *float32, int, float32) bool                              { return false }
 
 func asmExpSubSum(isa, *float32, int, float32) (int, float32) { return 0, 0 }
 func asmGelu(isa, *float32, int) int                          { return 0 }
