@@ -399,7 +399,9 @@ func AxpyRows(y, a, w []float32) { best.axpyRows(y, a, w) }
 
 // DotRows sets dst[i] to the dot product of q with row i of keys (rows of
 // len(q) floats, row-major) for i < len(dst): attention's scores for a
-// block of keys in one call.
+// block of keys in one call. Each result is bit-identical however the rows
+// are split into calls (it depends on q and its key row only), so callers'
+// results do not depend on their block sizes.
 func DotRows(dst, q, keys []float32) { best.dotRows(dst, q, keys) }
 
 func (ks *kernels) axpyRows(y, a, w []float32) {

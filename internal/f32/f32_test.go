@@ -438,3 +438,27 @@ func TestAxpyRowsMatchesAxpy(t *testing.T) {
 		}
 	}
 }
+
+// TestDotRowsSplitInvariant checks that a key's score does not depend on
+// how the keys are grouped into DotRows calls (four at a time or singly).
+func TestDotRowsSplitInvariant(t *testing.T) {
+	rng := rand.New(rand.NewPCG(19, 20))
+	for _, ks := range available() {
+		for _, d := range []int{8, 16, 48, 64, 80} {
+			const rows = 11
+			q, keys := randSlice(rng, d), randSlice(rng, rows*d)
+			whole := make([]float32, rows)
+			ks.dotRows(whole, q, keys)
+			parts := make([]float32, rows)
+			for i0, step := 0, 1; i0 < rows; i0, step = i0+step, step+1 { // 1, 2, 3, 5 keys
+				i1 := min(i0+step, rows)
+				ks.dotRows(parts[i0:i1], q, keys[i0*d:i1*d])
+			}
+			for i := range whole {
+				if whole[i] != parts[i] {
+					t.Fatalf("%s d=%d: key %d scores %v in one call, %v in parts", ks.name, d, i, whole[i], parts[i])
+				}
+			}
+		}
+	}
+}

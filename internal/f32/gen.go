@@ -550,8 +550,15 @@ func (g *gen) axpyRows(name string, avx512 bool) {
 }
 
 // dotRows emits func name(dst, q, keys *float32, rows, d int):
-// dst[i] = Σ_j q[j]·keys[i·d + j] for i < rows, d a multiple of the vector
-// width: attention's scores for one block of keys in one call.
+// dst[i] = Σ_j q[j]·keys[i·d + j] for i < rows, d a positive multiple of
+// the vector width: attention's scores for one block of keys in one call.
+// Keys go four at a time, sharing each load of q and one reduction tree
+// that yields four sums in one vector; leftover keys go one at a time. Both
+// paths give every key one accumulator, one FMA per vector of d in order,
+// and the same addition tree ((s0+s1)+(s2+s3))+((s4+s5)+(s6+s7)) over its
+// eight partial sums, so a score does not depend on how keys are grouped
+// into calls (the GPT-2 backend's results do not depend on its KV block
+// size).
 func (g *gen) dotRows(name string, avx512 bool) {
 	reg, lanes := "Y", 8
 	zero := "VXORPS"
@@ -560,6 +567,14 @@ func (g *gen) dotRows(name string, avx512 bool) {
 	}
 	vb := lanes * 4
 	r := func(i int) string { return fmt.Sprintf("%s%d", reg, i) }
+	y := func(i int) string { return fmt.Sprintf("Y%d", i) }
+	// fold8 leaves accumulator i as eight partial sums in Y<i>.
+	fold8 := func(i int) {
+		if avx512 {
+			g.p("\tVEXTRACTF64X4 $1, Z%d, Y%d", i, 4+i)
+			g.p("\tVADDPS Y%d, Y%d, Y%d", 4+i, i, i)
+		}
+	}
 	g.p("// func %s(dst, q, keys *float32, rows, d int)", name)
 	g.p("TEXT ·%s(SB), NOSPLIT, $0-40", name)
 	g.p("\tMOVQ dst+0(FP), DI")
@@ -567,37 +582,62 @@ func (g *gen) dotRows(name string, avx512 bool) {
 	g.p("\tMOVQ keys+16(FP), DX")
 	g.p("\tMOVQ rows+24(FP), R8")
 	g.p("\tMOVQ d+32(FP), BX")
+	g.p("\tMOVQ BX, R11")
+	g.p("\tSHLQ $2, R11") // key row bytes
+	g.p("%s_r4:", name)
+	g.p("\tCMPQ R8, $4")
+	g.p("\tJLT %s_r1", name)
+	for i := range 4 {
+		g.p("\t%s %s, %s, %s", zero, r(i), r(i), r(i))
+	}
+	g.p("\tLEAQ (DX)(R11*1), R10")
+	g.p("\tLEAQ (DX)(R11*2), R12")
+	g.p("\tLEAQ (R10)(R11*2), R13")
+	g.p("\tXORQ AX, AX") // byte offset within the rows
+	g.p("\tMOVQ BX, CX")
+	g.p("%s_r4_d:", name)
+	g.p("\tVMOVUPS (SI)(AX*1), %s", r(8))
+	for i, base := range []string{"DX", "R10", "R12", "R13"} {
+		g.p("\tVFMADD231PS (%s)(AX*1), %s, %s", base, r(8), r(i))
+	}
+	g.p("\tADDQ $%d, AX", vb)
+	g.p("\tSUBQ $%d, CX", lanes)
+	g.p("\tJNZ %s_r4_d", name)
+	for i := range 4 {
+		fold8(i)
+	}
+	g.p("\tVHADDPS %s, %s, %s", y(1), y(0), y(0))
+	g.p("\tVHADDPS %s, %s, %s", y(3), y(2), y(2))
+	g.p("\tVHADDPS %s, %s, %s", y(2), y(0), y(0))
+	g.p("\tVEXTRACTF128 $1, Y0, X1")
+	g.p("\tVADDPS X1, X0, X0")
+	g.p("\tVMOVUPS X0, (DI)")
+	g.p("\tADDQ $16, DI")
+	g.p("\tLEAQ (DX)(R11*4), DX")
+	g.p("\tSUBQ $4, R8")
+	g.p("\tJMP %s_r4", name)
+	g.p("%s_r1:", name)
 	g.p("\tTESTQ R8, R8")
 	g.p("\tJZ %s_done", name)
-	g.p("%s_row:", name)
 	g.p("\t%s %s, %s, %s", zero, r(0), r(0), r(0))
-	g.p("\t%s %s, %s, %s", zero, r(3), r(3), r(3))
-	g.p("\tXORQ AX, AX") // byte offset within the row
+	g.p("\tXORQ AX, AX")
 	g.p("\tMOVQ BX, CX")
-	g.p("%s_d:", name)
-	g.p("\tCMPQ CX, $%d", 2*lanes)
-	g.p("\tJLT %s_d1", name)
-	g.p("\tVMOVUPS (SI)(AX*1), %s", r(1))
-	g.p("\tVMOVUPS %d(SI)(AX*1), %s", vb, r(2))
-	g.p("\tVFMADD231PS (DX)(AX*1), %s, %s", r(1), r(0))
-	g.p("\tVFMADD231PS %d(DX)(AX*1), %s, %s", vb, r(2), r(3))
-	g.p("\tADDQ $%d, AX", 2*vb)
-	g.p("\tSUBQ $%d, CX", 2*lanes)
-	g.p("\tJMP %s_d", name)
-	g.p("%s_d1:", name)
-	g.p("\tTESTQ CX, CX")
-	g.p("\tJZ %s_reduce", name)
-	g.p("\tVMOVUPS (SI)(AX*1), %s", r(1))
-	g.p("\tVFMADD231PS (DX)(AX*1), %s, %s", r(1), r(0))
+	g.p("%s_r1_d:", name)
+	g.p("\tVMOVUPS (SI)(AX*1), %s", r(8))
+	g.p("\tVFMADD231PS (DX)(AX*1), %s, %s", r(8), r(0))
 	g.p("\tADDQ $%d, AX", vb)
-	g.p("%s_reduce:", name)
-	g.p("\tVADDPS %s, %s, %s", r(3), r(0), r(0))
-	g.hsum(avx512)
+	g.p("\tSUBQ $%d, CX", lanes)
+	g.p("\tJNZ %s_r1_d", name)
+	fold8(0)
+	g.p("\tVHADDPS Y0, Y0, Y0")
+	g.p("\tVHADDPS Y0, Y0, Y0")
+	g.p("\tVEXTRACTF128 $1, Y0, X1")
+	g.p("\tVADDPS X1, X0, X0")
 	g.p("\tVMOVSS X0, (DI)")
 	g.p("\tADDQ $4, DI")
-	g.p("\tADDQ AX, DX")
+	g.p("\tADDQ R11, DX")
 	g.p("\tDECQ R8")
-	g.p("\tJNZ %s_row", name)
+	g.p("\tJMP %s_r1", name)
 	g.p("%s_done:", name)
 	g.p("\tVZEROUPPER")
 	g.p("\tRET")
