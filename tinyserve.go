@@ -208,7 +208,7 @@ func load(cfg Config) (engine.Backend, llm.Tokenizer, llm.ModelInfo, error) {
 			m.Close()
 			return nil, nil, llm.ModelInfo{}, fmt.Errorf("backend cuda: %w", err)
 		}
-		return b, tok, b.Info(), nil
+		return withModel{b, m}, tok, b.Info(), nil
 	}
 	backend, err := gpt2.NewCPUBackend(m, gpt2.CPUOptions{Threads: cfg.Threads, KVCacheBytes: cfg.KVCacheBytes})
 	if err != nil {
@@ -217,7 +217,26 @@ func load(cfg Config) (engine.Backend, llm.Tokenizer, llm.ModelInfo, error) {
 	}
 	info := m.Info()
 	info.Backend = BackendCPU
-	return backend, tok, info, nil
+	return withModel{backend, m}, tok, info, nil
+}
+
+// withModel closes the model (unmapping its checkpoint) after the backend
+// that reads it, when the engine closes the backend.
+type withModel struct {
+	engine.Backend
+	model *gpt2.Model
+}
+
+// Close implements io.Closer.
+func (w withModel) Close() error {
+	var err error
+	if c, ok := w.Backend.(interface{ Close() error }); ok {
+		err = c.Close()
+	}
+	if merr := w.model.Close(); err == nil {
+		err = merr
+	}
+	return err
 }
 
 // modelTokenizer is --tokenizer when given, else the checkpoint folder's

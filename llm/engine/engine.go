@@ -325,7 +325,7 @@ func (e *Engine) loop() {
 			e.dead = err
 			e.pending = 0
 			e.mu.Unlock()
-			st.failAll(err)
+			st.failAll(fmt.Errorf("%w: %w", llm.ErrEngineDead, err))
 		}
 		e.finished(before - len(st.reqs))
 		e.publish()

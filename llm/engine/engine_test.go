@@ -377,7 +377,7 @@ func TestBackendFailureKillsEngineNotProcess(t *testing.T) {
 	for _, mcfg := range []mock.Config{{FailAtStep: 3}, {PanicAtStep: 3}} {
 		e := newEngine(t, mcfg, engine.Config{})
 		r := run(t, e, llm.Request{PromptTokens: prompt(1, 4), Params: greedy(10)})
-		if r.last.Finish != llm.FinishError || !errors.Is(r.last.Err, engine.ErrBackend) {
+		if r.last.Finish != llm.FinishError || !errors.Is(r.last.Err, engine.ErrBackend) || !errors.Is(r.last.Err, llm.ErrEngineDead) {
 			t.Errorf("%+v: last event %q %v", mcfg, r.last.Finish, r.last.Err)
 		}
 		if err := e.Health(); !errors.Is(err, llm.ErrEngineDead) {
