@@ -554,3 +554,15 @@ func TestPanics(t *testing.T) {
 	resp.Body.Close()
 	assert.Equal(t, 200, resp.StatusCode, "still serving")
 }
+
+// TestModelsLabelsRandomWeights checks that a built-in random-weight model is
+// labelled as such in /v1/models, and a trained one is not.
+func TestModelsLabelsRandomWeights(t *testing.T) {
+	for _, random := range []bool{true, false} {
+		e := newFake()
+		e.info.RandomWeights = random
+		rec := serve(t, NewHandler(e), "GET", "/v1/models", "")
+		require.Equal(t, 200, rec.Code)
+		assert.Equal(t, random, strings.Contains(rec.Body.String(), `"random_weights":true`), rec.Body.String())
+	}
+}

@@ -210,6 +210,10 @@ type modelCard struct {
 	OwnedBy     string `json:"owned_by"`
 	Root        string `json:"root"`
 	MaxModelLen int    `json:"max_model_len"`
+	// RandomWeights is a tinyserve extension: true for built-in models whose
+	// generated weights make their text meaningless, so nobody mistakes them
+	// for a trained model.
+	RandomWeights bool `json:"random_weights,omitempty"`
 }
 
 type modelList struct {
@@ -222,7 +226,7 @@ func (h *handler) models(w http.ResponseWriter, r *http.Request) {
 	for _, n := range h.names {
 		list.Data = append(list.Data, modelCard{
 			ID: n, Object: "model", Created: h.created, OwnedBy: "tinyserve",
-			Root: h.info.ID, MaxModelLen: h.info.MaxModelLen,
+			Root: h.info.ID, MaxModelLen: h.info.MaxModelLen, RandomWeights: h.info.RandomWeights,
 		})
 	}
 	h.writeJSON(w, r, http.StatusOK, list)
