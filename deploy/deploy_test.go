@@ -12,6 +12,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/tinyserve/tinyserve/internal/syncbuf"
 	"io"
 	"net"
 	"net/http"
@@ -21,7 +22,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -319,7 +319,7 @@ func TestBinaryRunsManifest(t *testing.T) {
 	defer cancel()
 	srv := exec.CommandContext(ctx, bin, args...)
 	srv.Env = env
-	var logs syncBuffer // written by exec's copying goroutine
+	var logs syncbuf.Buffer // written by exec's copying goroutine
 	srv.Stderr = &logs
 	require.NoError(t, srv.Start())
 	exited := make(chan error, 1)
@@ -359,23 +359,4 @@ func TestBinaryRunsManifest(t *testing.T) {
 		t.Fatalf("no exit after SIGTERM:\n%s", logs.String())
 	}
 	assert.Contains(t, logs.String(), `"msg":"stopped"`, "JSON logs, as --log-format asks")
-}
-
-// syncBuffer is a bytes.Buffer that the child's output copier and the test
-// may use at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

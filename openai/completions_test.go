@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/tinyserve/tinyserve/internal/syncbuf"
 	"io"
 	"log/slog"
 	"net/http"
@@ -523,7 +524,7 @@ func TestDeadlineClearedForKeepAlive(t *testing.T) {
 // sees a broken stream rather than a short one ending in [DONE]. Either
 // way it is logged with its stack and the server goes on serving.
 func TestPanics(t *testing.T) {
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	lg := slog.New(slog.NewTextHandler(&logs, nil))
 
 	f := newFake()

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/tinyserve/tinyserve/internal/syncbuf"
 	"io"
 	"log/slog"
 	"net"
@@ -465,7 +466,7 @@ func TestStalledReaderDropped(t *testing.T) {
 	verifyNoLeak(t)
 	eng, err := mock.NewEngine(mock.Config{Latency: mock.Latency{PerStep: time.Millisecond}}, engine.Config{})
 	require.NoError(t, err)
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	h := NewHandler(eng, WithStreamWriteTimeout(200*time.Millisecond),
 		WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	srv := httptest.NewUnstartedServer(h)
@@ -493,22 +494,4 @@ func TestStalledReaderDropped(t *testing.T) {
 	assert.Less(t, eng.Stats().GenerationTokens, uint64(maxTokens))
 	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "writing to the client failed") },
 		5*time.Second, 5*time.Millisecond)
-}
-
-// syncBuffer is a bytes.Buffer the logger and the test may use at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -2,16 +2,15 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/tinyserve/tinyserve/internal/syncbuf"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -73,30 +72,12 @@ func TestDrainOnShutdown(t *testing.T) {
 	require.NoError(t, <-runErr)
 }
 
-// syncBuffer is a bytes.Buffer safe for the logger and the test at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestSIGTERM runs the real command line: flags from the environment, the
 // runtime collectors on /metrics, and a clean exit on SIGTERM.
 func TestSIGTERM(t *testing.T) {
 	t.Setenv("TINYSERVE_SERVED_MODEL_NAME", "from-env")
 	t.Setenv("TINYSERVE_BACKEND", "mock")
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	done := make(chan error, 1)
 	go func() {
 		done <- newApp(&logs).Run([]string{"tinyserve-serve", "--port", "0", "--log-format", "json", "--drain-timeout", "5s"})
@@ -179,7 +160,7 @@ func TestFlagErrors(t *testing.T) {
 			if tc.env[0] != "" {
 				t.Setenv(tc.env[0], tc.env[1])
 			}
-			var logs syncBuffer
+			var logs syncbuf.Buffer
 			args := append([]string{"tinyserve-serve", "--port", "0"}, tc.args...)
 			err := newApp(&logs).Run(args)
 			require.Error(t, err)
