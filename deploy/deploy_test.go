@@ -12,7 +12,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/tinyserve/tinyserve/internal/syncbuf"
 	"io"
 	"net"
 	"net/http"
@@ -29,6 +28,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/tinyserve/tinyserve/internal/syncbuf"
 )
 
 // The parts of the manifest the checks read.

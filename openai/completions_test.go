@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/tinyserve/tinyserve/internal/syncbuf"
 	"io"
 	"log/slog"
 	"net/http"
@@ -20,6 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tinyserve/tinyserve/internal/syncbuf"
 	"github.com/tinyserve/tinyserve/llm"
 )
 

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/tinyserve/tinyserve/internal/syncbuf"
 	"io"
 	"log/slog"
 	"net"
@@ -23,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/tinyserve/tinyserve/internal/syncbuf"
 	"github.com/tinyserve/tinyserve/llm"
 	"github.com/tinyserve/tinyserve/llm/engine"
 	"github.com/tinyserve/tinyserve/llm/mock"

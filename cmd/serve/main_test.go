@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"github.com/tinyserve/tinyserve/internal/syncbuf"
 	"io"
 	"log/slog"
 	"net"
@@ -19,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tinyserve/tinyserve"
+	"github.com/tinyserve/tinyserve/internal/syncbuf"
 	"github.com/tinyserve/tinyserve/llm/mock"
 )
 
