@@ -10,12 +10,14 @@ import "testing"
 func TestMulAddAllocs(t *testing.T) {
 	const k, n, m = 64, 45, 7
 	p := Pack(make([]float32, k*n), k, n)
+	p16 := PackBF16(make([]float32, k*n), k, n)
 	x := make([]float32, m*k)
 	y := make([]float32, m*n)
 	a, b := make([]float32, 64), make([]float32, 64)
 	for _, ks := range available() {
 		allocs := testing.AllocsPerRun(20, func() {
 			p.mulAdd(ks, y, n, x, k, m, 0, n)
+			p16.mulAdd(ks, y, n, x, k, m, 0, n)
 			_ = ks.dotSlices(a, b)
 			ks.axpySlices(a, 0.5, b)
 			ks.scaleSlice(a, 0.5)
