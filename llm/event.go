@@ -67,8 +67,10 @@ type Event struct {
 	CompletionTokens int
 	// Time is when the event was produced.
 	Time time.Time
-	// Times holds the request's timestamps known so far; on the last event all
-	// of them that happened are set.
+	// Times holds the request's timestamps known so far. It is set on the
+	// event of the first token and on the last event (where every moment
+	// that happened is set), and zero on the events in between, which have
+	// nothing new to say.
 	Times Timestamps
 	// Err is set when Finish is FinishError (and may explain FinishAbort).
 	Err error

@@ -178,7 +178,9 @@ func (st *Stepper) step() (firstScheduled int, err error) {
 			delete(st.reqs, q.id)
 			st.counters.finished++
 		}
-		ev.Times = q.times
+		if q.generated == 1 || ev.Finish != "" { // the only events whose times are new
+			ev.Times = q.times
+		}
 		q.sink(ev)
 	}
 	if _, err := st.sched.Update(st.sampled); err != nil {
