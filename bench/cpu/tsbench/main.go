@@ -28,7 +28,6 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -51,8 +50,9 @@ type result struct {
 	MS     float64 `json:"ms"`   // median wall time of one run
 	Runs   int     `json:"runs"` // timed runs
 	// FloorMS is this machine's floor for the case, for decode steps: the
-	// matrix weights (layers and LM head, float32) over the read bandwidth
-	// measured by -bandwidth. Zero when not measured.
+	// bytes a step must read (float32 matrix weights of the layers and the
+	// LM head, plus the keys and values of every sequence's context) over
+	// the read bandwidth measured by -bandwidth. Zero when not measured.
 	FloorMS float64 `json:"floor_ms,omitempty"`
 }
 
@@ -105,7 +105,7 @@ func main() {
 	var gbs float64
 	if *bandwidth {
 		gbs = readBandwidth(runtime.GOMAXPROCS(0))
-		log.Printf("%s: read bandwidth %.1f GB/s (%d goroutines scanning 512 MiB each); decode floor %.1f ms", *name, gbs, runtime.GOMAXPROCS(0), weightBytes(m.Config)/gbs/1e6)
+		log.Printf("%s: read bandwidth %.1f GB/s (%d goroutines scanning 512 MiB each); decode floor at batch 1 %.1f ms", *name, gbs, runtime.GOMAXPROCS(0), stepBytes(m.Config, 1, decodeContext)/gbs/1e6)
 	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -131,8 +131,10 @@ func main() {
 		}
 		slices.Sort(times)
 		res := result{Engine: *name, Case: c, MS: float64(times[len(times)/2].Microseconds()) / 1000, Runs: len(times)}
-		if gbs > 0 && strings.HasPrefix(c, "decode-") {
-			res.FloorMS = weightBytes(m.Config) / gbs / 1e6
+		var seqs int
+		if gbs > 0 && sscan(c, "decode-b%d", &seqs) {
+			// The context grows by one token per run: take the median run's.
+			res.FloorMS = stepBytes(m.Config, seqs, decodeContext+1+len(times)/2) / gbs / 1e6
 		}
 		if *jsonOut {
 			out, _ := json.Marshal(res)
@@ -270,12 +272,14 @@ func sscan(s, format string, n *int) bool {
 	return k == 2 && tail == "end"
 }
 
-// weightBytes is what a decode step must read at least: every matrix of
-// every layer and the LM head, in float32 (biases, norms and the KV of a
-// short context are under 1% more).
-func weightBytes(c gpt2.Config) float64 {
+// stepBytes is what a decode step of seqs sequences at context ctx must
+// read at least: every matrix of every layer and the LM head in float32,
+// and each sequence's keys and values in every layer (biases and norms are
+// well under 1% more). At batch 8 and context 140 the KV is 17% of it.
+func stepBytes(c gpt2.Config, seqs, ctx int) float64 {
 	perLayer := 3*c.NEmbd*c.NEmbd + c.NEmbd*c.NEmbd + 2*c.NEmbd*c.NInner
-	return 4 * float64(c.NLayer*perLayer+c.VocabSize*c.NEmbd)
+	kv := 2 * c.NLayer * c.NEmbd * ctx * seqs
+	return 4 * float64(c.NLayer*perLayer+c.VocabSize*c.NEmbd+kv)
 }
 
 // readBandwidth measures how fast threads goroutines can read memory: each
