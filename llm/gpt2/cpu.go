@@ -6,6 +6,7 @@ import (
 	"math"
 	"runtime"
 
+	"github.com/tinyserve/tinyserve/internal/f32"
 	"github.com/tinyserve/tinyserve/llm"
 	"github.com/tinyserve/tinyserve/llm/engine"
 )
@@ -30,6 +31,13 @@ type CPUOptions struct {
 	// of the model's full context length; an explicit value is used as is.
 	// Negative is an error.
 	KVCacheBytes int64
+	// WeightDType is how the backend stores the matrix weights it streams
+	// every step (attention, MLP and LM head): "" or "float32", or
+	// "bfloat16", which halves the bytes a decode step reads; arithmetic
+	// stays float32, so logits move by about the weights' 2⁻⁹ relative
+	// rounding. Embeddings and norms stay float32. Other values are an
+	// error.
+	WeightDType string
 }
 
 // CPUBackend runs a GPT-2 Model on the CPU as an engine.Backend: a flattened
@@ -47,6 +55,11 @@ type CPUBackend struct {
 	pool    *pool
 	closed  bool
 	threads int
+
+	// The matrices repacked once for the f32 kernels (see packWeights);
+	// the matmuls read only these, never the model's original slices.
+	packed []packedLayer
+	lmHead *f32.Packed
 
 	// Paged KV cache: kc and vc are [layer][block][head][slot][headDim], so
 	// one head's keys in one block are contiguous for the attention loop.
@@ -96,6 +109,14 @@ func NewCPUBackend(m *Model, opts CPUOptions) (*CPUBackend, error) {
 	if opts.KVCacheBytes < 0 {
 		return nil, fmt.Errorf("gpt2: CPUOptions.KVCacheBytes must be non-negative, got %d", opts.KVCacheBytes)
 	}
+	var bf16 bool
+	switch opts.WeightDType {
+	case "", "float32":
+	case "bfloat16":
+		bf16 = true
+	default:
+		return nil, fmt.Errorf("gpt2: CPUOptions.WeightDType must be \"float32\" or \"bfloat16\", got %q", opts.WeightDType)
+	}
 	cfg := m.Config
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("gpt2: %w", err)
@@ -107,7 +128,9 @@ func NewCPUBackend(m *Model, opts CPUOptions) (*CPUBackend, error) {
 	if threads == 0 {
 		threads = runtime.GOMAXPROCS(0)
 	}
-	b := &CPUBackend{m: m, cfg: cfg, opts: opts, threads: threads, pool: newPool(threads)}
+	b := &CPUBackend{m: m, cfg: cfg, opts: opts, threads: threads}
+	b.packed, b.lmHead = packWeights(&m.Weights, cfg, threads, bf16)
+	b.pool = newPool(threads)
 	b.scores = make([][]float32, threads)
 	for i := range b.scores {
 		b.scores[i] = make([]float32, cfg.NPositions)
@@ -305,17 +328,18 @@ func (b *CPUBackend) Forward(batch *engine.Batch) ([]engine.SampleRow, error) {
 	for l := range c.NLayer {
 		lw := &w.Layers[l]
 		layerNorm(b.xn[:M*C], b.h[:M*C], lw.LN1W, lw.LN1B, C, c.LayerNormEpsilon)
-		b.matmul(b.qkv, b.xn, lw.AttnW, lw.AttnB, M, C, 3*C, mmStore)
+		pl := &b.packed[l]
+		b.matmul(b.qkv, b.xn, pl.attn, lw.AttnB, M, mmStore)
 		b.writeKV(l, batch, M)
 		b.attention(l, batch, M)
-		b.matmul(b.h, b.att, lw.AttnProjW, lw.AttnProjB, M, C, C, mmAdd)
+		b.matmul(b.h, b.att, pl.attnProj, lw.AttnProjB, M, mmAdd)
 		layerNorm(b.xn[:M*C], b.h[:M*C], lw.LN2W, lw.LN2B, C, c.LayerNormEpsilon)
 		mode := mmGeluTanh
 		if c.Activation == GeluErf {
 			mode = mmGeluErf
 		}
-		b.matmul(b.fc, b.xn, lw.FCW, lw.FCB, M, C, c.NInner, mode)
-		b.matmul(b.h, b.fc, lw.ProjW, lw.ProjB, M, c.NInner, C, mmAdd)
+		b.matmul(b.fc, b.xn, pl.fc, lw.FCB, M, mode)
+		b.matmul(b.h, b.fc, pl.proj, lw.ProjB, M, mmAdd)
 		if b.hook != nil {
 			b.hook(l+1, b.h[:M*C], M)
 		}
@@ -330,8 +354,9 @@ func (b *CPUBackend) Forward(batch *engine.Batch) ([]engine.SampleRow, error) {
 		b.hook(c.NLayer+1, b.hs[:S*C], S)
 	}
 	V := c.VocabSize
-	b.head = headTask{x: b.hs[:S*C], w: w.LMHead, y: b.logits[:S*V], rows: S, c: C, v: V}
-	b.pool.parallel(&b.head, (V+headGrain-1)/headGrain, 1)
+	b.head = headTask{x: b.hs[:S*C], w: b.lmHead, y: b.logits[:S*V], rows: S, c: C}
+	headUnits := (V + headPanels*f32.PanelWidth - 1) / (headPanels * f32.PanelWidth)
+	b.pool.parallel(&b.head, headUnits, 1)
 	out := b.out[:S]
 	for i := range out {
 		row := b.logits[i*V : (i+1)*V]
@@ -403,82 +428,26 @@ func (t *attnTask) run(w, lo, hi int) {
 		n := int(b.rowPos[r]) + 1 // causal: positions 0..pos
 		q := b.qkv[r*3*C+h*D : r*3*C+(h+1)*D]
 		sc := scores[:n]
-		maxv := float32(math.Inf(-1))
 		for j0 := 0; j0 < n; j0 += bs {
 			off := b.kvOffset(t.layer, int(table[j0/bs]), h)
 			cnt := min(bs, n-j0)
-			keys := b.kc[off : off+cnt*D]
-			for s := range cnt {
-				v := dot(q, keys[s*D:(s+1)*D]) * t.scale
-				sc[j0+s] = v
-				maxv = max(maxv, v)
-			}
+			f32.DotRows(sc[j0:j0+cnt], q, b.kc[off:off+cnt*D])
 		}
-		var sum float64
-		for j, v := range sc {
-			e := float32(math.Exp(float64(v - maxv)))
-			sc[j] = e
-			sum += float64(e)
-		}
-		inv := float32(1 / sum)
+		// The scale is applied to the scores, not to q: q is part of the
+		// qkv buffer, and scaling afterwards rounds exactly as before.
+		f32.Scale(sc, t.scale)
+		maxv := f32.Max(sc)
+		// Softmax: the exponentials are left unnormalised and the weighted
+		// sum of values is scaled once at the end.
+		inv := 1 / f32.ExpSubSum(sc, maxv)
 		o := b.att[r*C+h*D : r*C+(h+1)*D]
 		clear(o)
 		for j0 := 0; j0 < n; j0 += bs {
 			off := b.kvOffset(t.layer, int(table[j0/bs]), h)
 			cnt := min(bs, n-j0)
-			vals := b.vc[off : off+cnt*D]
-			for s := range cnt {
-				p := sc[j0+s] * inv
-				v := vals[s*D : (s+1)*D]
-				v = v[:len(o)]
-				for k := range o {
-					o[k] += p * v[k]
-				}
-			}
+			f32.AxpyRows(o, sc[j0:j0+cnt], b.vc[off:off+cnt*D])
 		}
-	}
-}
-
-// headGrain is the number of vocabulary rows per LM-head unit.
-const headGrain = 256
-
-// headTask computes logits y[s, v] = x[s]·W[v] for vocabulary blocks: each
-// head row is read once for all sampled rows.
-type headTask struct {
-	x, w, y    []float32
-	rows, c, v int
-}
-
-func (t *headTask) run(_, lo, hi int) {
-	C, V := t.c, t.v
-	v := lo * headGrain
-	end := min(hi*headGrain, V)
-	// Four vocabulary rows at a time: each loaded activation serves four
-	// dot products, and the four sums are independent chains.
-	for ; v+4 <= end; v += 4 {
-		w0 := t.w[v*C : (v+1)*C]
-		w1 := t.w[(v+1)*C : (v+2)*C]
-		w2 := t.w[(v+2)*C : (v+3)*C]
-		w3 := t.w[(v+3)*C : (v+4)*C]
-		for s := range t.rows {
-			x := t.x[s*C : (s+1)*C]
-			w0, w1, w2, w3 := w0[:len(x)], w1[:len(x)], w2[:len(x)], w3[:len(x)]
-			var a0, a1, a2, a3 float32
-			for k, xv := range x {
-				a0 += xv * w0[k]
-				a1 += xv * w1[k]
-				a2 += xv * w2[k]
-				a3 += xv * w3[k]
-			}
-			y := t.y[s*V+v : s*V+v+4]
-			y[0], y[1], y[2], y[3] = a0, a1, a2, a3
-		}
-	}
-	for ; v < end; v++ {
-		wr := t.w[v*C : (v+1)*C]
-		for s := range t.rows {
-			t.y[s*V+v] = dot(t.x[s*C:(s+1)*C], wr)
-		}
+		f32.Scale(o, inv)
 	}
 }
 
@@ -491,24 +460,6 @@ func argmax(x []float32) int {
 		}
 	}
 	return bi
-}
-
-// dot is a float32 dot product with four partial sums, which pipelines
-// better than one chain and rounds no worse.
-func dot(a, b []float32) float32 {
-	b = b[:len(a)]
-	var s0, s1, s2, s3 float32
-	i := 0
-	for ; i+4 <= len(a); i += 4 {
-		s0 += a[i] * b[i]
-		s1 += a[i+1] * b[i+1]
-		s2 += a[i+2] * b[i+2]
-		s3 += a[i+3] * b[i+3]
-	}
-	for ; i < len(a); i++ {
-		s0 += a[i] * b[i]
-	}
-	return (s0 + s1) + (s2 + s3)
 }
 
 // layerNorm normalises each row of x (width c) into y, accumulating the
@@ -532,148 +483,4 @@ func layerNorm(y, x, g, bias []float32, c int, eps float64) {
 			yr[k] = float32((float64(v)-mean)*inv)*g[k] + bias[k]
 		}
 	}
-}
-
-// matmul modes: how the product x·W + b is combined into y.
-const (
-	mmStore    = iota // y = x·W + b
-	mmAdd             // y += x·W + b (residual connections)
-	mmGeluTanh        // y = gelu_new(x·W + b)
-	mmGeluErf         // y = gelu(x·W + b), exact erf form
-)
-
-// mmRowBlock is the number of rows per matmul unit.
-const mmRowBlock = 16
-
-// matmul computes y[M,N] (mode) x[M,K]·W[K,N] + b[N], split across the pool
-// by blocks of rows and output columns. Column blocks are wide (up to 512
-// floats, 2 KiB per weight row) because every unit streams its block of
-// every weight row: short blocks turn the weight read into a strided walk
-// that the prefetcher and TLB handle badly (64-wide blocks measured 2-3x
-// slower on the 124M shape). They shrink only to give every worker a share
-// of a single-row (decode) step.
-func (b *CPUBackend) matmul(y, x, w, bias []float32, m, k, n, mode int) {
-	colBlock := min(512, max(64, (n/b.threads+15)/16*16))
-	rb := (m + mmRowBlock - 1) / mmRowBlock
-	cb := (n + colBlock - 1) / colBlock
-	b.mm = matmulTask{y: y, x: x, w: w, b: bias, m: m, k: k, n: n, mode: mode, cb: cb, colBlock: colBlock}
-	b.pool.parallel(&b.mm, rb*cb, 1)
-}
-
-type matmulTask struct {
-	y, x, w, b []float32
-	m, k, n    int
-	mode       int
-	cb         int // column blocks
-	colBlock   int // columns per block
-}
-
-func (t *matmulTask) run(_, lo, hi int) {
-	for u := lo; u < hi; u++ {
-		r0 := (u / t.cb) * mmRowBlock
-		j0 := (u % t.cb) * t.colBlock
-		t.tile(r0, min(r0+mmRowBlock, t.m), j0, min(j0+t.colBlock, t.n))
-	}
-}
-
-// tile computes rows [r0, r1) and columns [j0, j1). Rows go four at a
-// time and weight rows two at a time, so each loaded weight serves four
-// rows and each load/store of y carries two products; a single row takes
-// four weight rows per pass for the same reason. (Plain Go: the compiler
-// does not vectorise, so the win is in fewer memory operations per flop.)
-func (t *matmulTask) tile(r0, r1, j0, j1 int) {
-	K, N := t.k, t.n
-	bias := t.b[j0:j1]
-	for r := r0; r < r1; r++ {
-		yr := t.y[r*N+j0 : r*N+j1]
-		if t.mode == mmAdd {
-			for j := range yr {
-				yr[j] += bias[j]
-			}
-		} else {
-			copy(yr, bias)
-		}
-	}
-	r := r0
-	for ; r+4 <= r1; r += 4 {
-		y0 := t.y[r*N+j0 : r*N+j1]
-		y1 := t.y[(r+1)*N+j0 : (r+1)*N+j1]
-		y2 := t.y[(r+2)*N+j0 : (r+2)*N+j1]
-		y3 := t.y[(r+3)*N+j0 : (r+3)*N+j1]
-		x0, x1, x2, x3 := t.x[r*K:(r+1)*K], t.x[(r+1)*K:(r+2)*K], t.x[(r+2)*K:(r+3)*K], t.x[(r+3)*K:(r+4)*K]
-		kk := 0
-		for ; kk+2 <= K; kk += 2 {
-			wa := t.w[kk*N+j0 : kk*N+j1]
-			wb := t.w[(kk+1)*N+j0 : (kk+1)*N+j1]
-			wb, y0, y1, y2, y3 := wb[:len(wa)], y0[:len(wa)], y1[:len(wa)], y2[:len(wa)], y3[:len(wa)]
-			a0, a1, a2, a3 := x0[kk], x1[kk], x2[kk], x3[kk]
-			b0, b1, b2, b3 := x0[kk+1], x1[kk+1], x2[kk+1], x3[kk+1]
-			for j, wv := range wa {
-				wu := wb[j]
-				y0[j] += a0*wv + b0*wu
-				y1[j] += a1*wv + b1*wu
-				y2[j] += a2*wv + b2*wu
-				y3[j] += a3*wv + b3*wu
-			}
-		}
-		for ; kk < K; kk++ {
-			wa := t.w[kk*N+j0 : kk*N+j1]
-			y0, y1, y2, y3 := y0[:len(wa)], y1[:len(wa)], y2[:len(wa)], y3[:len(wa)]
-			a0, a1, a2, a3 := x0[kk], x1[kk], x2[kk], x3[kk]
-			for j, wv := range wa {
-				y0[j] += a0 * wv
-				y1[j] += a1 * wv
-				y2[j] += a2 * wv
-				y3[j] += a3 * wv
-			}
-		}
-	}
-	for ; r < r1; r++ {
-		y0 := t.y[r*N+j0 : r*N+j1]
-		x0 := t.x[r*K : (r+1)*K]
-		kk := 0
-		for ; kk+4 <= K; kk += 4 {
-			wa := t.w[kk*N+j0 : kk*N+j1]
-			wb := t.w[(kk+1)*N+j0 : (kk+1)*N+j1]
-			wc := t.w[(kk+2)*N+j0 : (kk+2)*N+j1]
-			wd := t.w[(kk+3)*N+j0 : (kk+3)*N+j1]
-			wb, wc, wd, y0 := wb[:len(wa)], wc[:len(wa)], wd[:len(wa)], y0[:len(wa)]
-			a, b, c, d := x0[kk], x0[kk+1], x0[kk+2], x0[kk+3]
-			for j, wv := range wa {
-				y0[j] += (a*wv + b*wb[j]) + (c*wc[j] + d*wd[j])
-			}
-		}
-		for ; kk < K; kk++ {
-			wa := t.w[kk*N+j0 : kk*N+j1]
-			y0 := y0[:len(wa)]
-			a := x0[kk]
-			for j, wv := range wa {
-				y0[j] += a * wv
-			}
-		}
-	}
-	switch t.mode {
-	case mmGeluTanh:
-		for r := r0; r < r1; r++ {
-			yr := t.y[r*N+j0 : r*N+j1]
-			for j, v := range yr {
-				yr[j] = geluTanh(v)
-			}
-		}
-	case mmGeluErf:
-		for r := r0; r < r1; r++ {
-			yr := t.y[r*N+j0 : r*N+j1]
-			for j, v := range yr {
-				x := float64(v)
-				yr[j] = float32(0.5 * x * (1 + math.Erf(x/math.Sqrt2)))
-			}
-		}
-	}
-}
-
-// geluTanh is GPT-2's gelu_new: 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x³))),
-// evaluated in float64.
-func geluTanh(v float32) float32 {
-	x := float64(v)
-	return float32(0.5 * x * (1 + math.Tanh(0.7978845608028654*(x+0.044715*x*x*x))))
 }

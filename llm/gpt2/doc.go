@@ -23,4 +23,12 @@
 // final ln_f, LM head tied to wte unless lm_head.weight exists. Everything
 // is computed in float32; the golden tests (testdata/gpt2-tiny*) compare
 // with PyTorch float64 references.
+//
+// NewCPUBackend repacks every weight matrix once into the panel layout of
+// internal/f32 (the LM head from wte's transpose), float32 or, with
+// CPUOptions.WeightDType "bfloat16", bfloat16, so that a decode step
+// streams each weight exactly once through AVX-512 or AVX2+FMA kernels
+// (chosen at start-up; portable Go elsewhere). Matmuls split across the
+// worker pool by column panels, and by rows for long prefills; attention
+// uses the same package's vector kernels.
 package gpt2

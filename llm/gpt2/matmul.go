@@ -1,0 +1,156 @@
+package gpt2
+
+import (
+	"math"
+	"sync"
+
+	"github.com/tinyserve/tinyserve/internal/f32"
+)
+
+// packedLayer holds one block's matrices repacked for f32.Packed.MulAdd.
+type packedLayer struct {
+	attn, attnProj, fc, proj *f32.Packed
+}
+
+// packWeights repacks every matrix the forward pass multiplies by into the
+// panel layout the f32 kernels stream, once, using up to threads
+// goroutines. The LM head [V, C] is packed from its transpose, so the
+// vocabulary becomes the column dimension and splits across cores by
+// panels. The packed copies are private heap memory; the model's slices
+// (perhaps a read-only mapping of the checkpoint) are not read again by
+// the matmuls. With bf16 the copies are bfloat16.
+func packWeights(w *Weights, c Config, threads int, bf16 bool) ([]packedLayer, *f32.Packed) {
+	pack, packT := f32.Pack, f32.PackTransposed
+	if bf16 {
+		pack, packT = f32.PackBF16, f32.PackTransposedBF16
+	}
+	layers := make([]packedLayer, len(w.Layers))
+	var head *f32.Packed
+	var jobs []func()
+	for i := range w.Layers {
+		lw, pl := &w.Layers[i], &layers[i]
+		jobs = append(jobs,
+			func() { pl.attn = pack(lw.AttnW, c.NEmbd, 3*c.NEmbd) },
+			func() { pl.attnProj = pack(lw.AttnProjW, c.NEmbd, c.NEmbd) },
+			func() { pl.fc = pack(lw.FCW, c.NEmbd, c.NInner) },
+			func() { pl.proj = pack(lw.ProjW, c.NInner, c.NEmbd) },
+		)
+	}
+	jobs = append(jobs, func() { head = packT(w.LMHead, c.VocabSize, c.NEmbd) })
+	var wg sync.WaitGroup
+	next := make(chan func())
+	for range max(1, threads) {
+		wg.Go(func() {
+			for f := range next {
+				f()
+			}
+		})
+	}
+	for _, f := range jobs {
+		next <- f
+	}
+	close(next)
+	wg.Wait()
+	return layers, head
+}
+
+// matmul modes: how the product x·W + b is combined into y.
+const (
+	mmStore    = iota // y = x·W + b
+	mmAdd             // y += x·W + b (residual connections)
+	mmGeluTanh        // y = gelu_new(x·W + b)
+	mmGeluErf         // y = gelu(x·W + b), exact erf form
+)
+
+// mmRowBlock is the number of rows per matmul unit when a step has more
+// rows than that: large enough that the kernel's row blocks reuse each
+// L1-resident slice of a panel many times, small enough that a 512-row
+// prefill still gives every worker several units.
+const mmRowBlock = 256
+
+// matmul computes y[M,N] (mode) x[M,K]·W[K,N] + b[N] with the packed W,
+// split across the pool into units of whole column panels (and blocks of
+// rows for large M). A decode step (few rows) is split by single panels:
+// its cost is reading W once, and every worker streams its own panels,
+// each one contiguous in memory. Many rows use four panels per unit so
+// that each row block of x, loaded into cache, serves 128 columns.
+func (b *CPUBackend) matmul(y, x []float32, w *f32.Packed, bias []float32, m, mode int) {
+	panels := (w.N() + f32.PanelWidth - 1) / f32.PanelWidth
+	rowBlock, perUnit := m, 1
+	if m > mmRowBlock {
+		// Equal row blocks of at most mmRowBlock rows.
+		blocks := (m + mmRowBlock - 1) / mmRowBlock
+		rowBlock = (m + blocks - 1) / blocks
+	}
+	rb := (m + rowBlock - 1) / rowBlock
+	cb := (panels + perUnit - 1) / perUnit
+	b.mm = matmulTask{y: y, x: x, w: w, b: bias, m: m, mode: mode, rowBlock: rowBlock, colBlock: perUnit * f32.PanelWidth, cb: cb}
+	b.pool.parallel(&b.mm, rb*cb, 1)
+}
+
+type matmulTask struct {
+	y, x, b  []float32
+	w        *f32.Packed
+	m, mode  int
+	rowBlock int // rows per unit
+	colBlock int // columns per unit, a multiple of f32.PanelWidth
+	cb       int // column blocks
+}
+
+func (t *matmulTask) run(_, lo, hi int) {
+	K, N := t.w.K(), t.w.N()
+	for u := lo; u < hi; u++ {
+		r0 := (u / t.cb) * t.rowBlock
+		j0 := (u % t.cb) * t.colBlock
+		r1, j1 := min(r0+t.rowBlock, t.m), min(j0+t.colBlock, N)
+		bias := t.b[j0:j1]
+		for r := r0; r < r1; r++ {
+			yr := t.y[r*N+j0 : r*N+j1]
+			if t.mode == mmAdd {
+				f32.Axpy(yr, 1, bias)
+			} else {
+				copy(yr, bias)
+			}
+		}
+		t.w.MulAdd(t.y[r0*N:], N, t.x[r0*K:], K, r1-r0, j0, j1)
+		switch t.mode {
+		case mmGeluTanh:
+			for r := r0; r < r1; r++ {
+				f32.GeluTanh(t.y[r*N+j0 : r*N+j1])
+			}
+		case mmGeluErf:
+			for r := r0; r < r1; r++ {
+				yr := t.y[r*N+j0 : r*N+j1]
+				for j, v := range yr {
+					x := float64(v)
+					yr[j] = float32(0.5 * x * (1 + math.Erf(x/math.Sqrt2)))
+				}
+			}
+		}
+	}
+}
+
+// headPanels is the number of vocabulary panels per LM-head unit: 256
+// columns, about 200 units for GPT-2's 50257 tokens, so workers balance.
+const headPanels = 8
+
+// headTask computes the logits of the sampled rows, y[s, v] = x[s]·W[v],
+// by blocks of vocabulary columns: each packed head panel is read once for
+// all sampled rows.
+type headTask struct {
+	x, y    []float32
+	w       *f32.Packed
+	rows, c int
+}
+
+func (t *headTask) run(_, lo, hi int) {
+	V := t.w.N()
+	for u := lo; u < hi; u++ {
+		j0 := u * headPanels * f32.PanelWidth
+		j1 := min(j0+headPanels*f32.PanelWidth, V)
+		for s := range t.rows {
+			clear(t.y[s*V+j0 : s*V+j1])
+		}
+		t.w.MulAdd(t.y, V, t.x, t.c, t.rows, j0, j1)
+	}
+}
