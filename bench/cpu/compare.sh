@@ -10,8 +10,11 @@
 # Usage: bench/cpu/compare.sh
 # Environment:
 #   REPS=5        timed runs per case (medians are reported)
+#   (tinyserve-bf16 is the same backend with bfloat16 weight storage)
 #   BEFORE=<rev>  also build tsbench against this git revision (e.g. the
 #                 pure-Go backend) and report it as engine "before"
+#   BEFORE_REPS=1 timed runs per case for BEFORE (a pure-Go prefill of 512
+#                 tokens takes many seconds)
 #   CASES=...     comma-separated subset of the cases
 #   PYTHON=...    interpreter with torch (default: python3, else /usr/bin/python3)
 #   OUT=<dir>     keep the checkpoint and results.jsonl here (default: a temp dir)
@@ -38,6 +41,7 @@ run() { # engine-name command...
 
 run tinyserve "$out/tsbench" -bandwidth
 GODEBUG=cpu.avx512f=off run tinyserve-avx2 "$out/tsbench"
+run tinyserve-bf16 "$out/tsbench" -dtype bfloat16
 
 if [ -n "${BEFORE:-}" ]; then
 	# tsbench uses only public API, so today's source builds against the
@@ -47,8 +51,8 @@ if [ -n "${BEFORE:-}" ]; then
 	git archive "$BEFORE" | tar -x -C "$src"
 	mkdir -p "$src/bench/cpu/tsbench"
 	cp bench/cpu/tsbench/*.go "$src/bench/cpu/tsbench/"
-	(cd "$src" && go build -o "$out/tsbench-before" ./bench/cpu/tsbench)
-	run before "$out/tsbench-before"
+	(cd "$src" && go build -tags before -o "$out/tsbench-before" ./bench/cpu/tsbench)
+	reps=${BEFORE_REPS:-1} run before "$out/tsbench-before"
 fi
 
 py=${PYTHON:-python3}

@@ -62,6 +62,7 @@ func main() {
 	base := flag.String("base", "tinyserve", "with -table: the engine the others are compared with")
 	reps := flag.Int("reps", 5, "timed runs per case (the median is reported)")
 	threads := flag.Int("threads", 0, "backend threads (0: GOMAXPROCS)")
+	dtype := flag.String("dtype", "", "weight storage: float32 (default) or bfloat16")
 	cases := flag.String("cases", "prefill-128,prefill-512,decode-b1,decode-b4,decode-b8,decode-b32,e2e-b1,e2e-b4", "comma-separated cases")
 	name := flag.String("engine", "tinyserve", "engine name printed with each result")
 	jsonOut := flag.Bool("json", false, "print one JSON object per case instead of a table row")
@@ -88,7 +89,11 @@ func main() {
 	defer m.Close()
 
 	start := time.Now()
-	b, err := gpt2.NewCPUBackend(m, gpt2.CPUOptions{Threads: *threads})
+	opts := gpt2.CPUOptions{Threads: *threads}
+	if err := withDType(&opts, *dtype); err != nil {
+		log.Fatal(err)
+	}
+	b, err := gpt2.NewCPUBackend(m, opts)
 	if err != nil {
 		log.Fatal(err)
 	}
