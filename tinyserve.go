@@ -45,7 +45,8 @@ type Config struct {
 	Backend string `json:"backend,omitempty"`
 	// DType is the weight and KV type: auto (the default) means float32 on
 	// the cpu backend and float16 on cuda; cuda also takes bfloat16 and
-	// float32 (for exact comparisons).
+	// float32 (for exact comparisons); cpu takes bfloat16 for the streamed
+	// matrix weights (computed in float32, half the bytes per decode step).
 	DType string `json:"dtype,omitempty"`
 	// Tokenizer overrides the model's tokenizer: gpt2, a tokenizer.json
 	// path, a model folder or a Hugging Face id found in the local cache.
@@ -158,9 +159,9 @@ func load(cfg Config) (engine.Backend, llm.Tokenizer, llm.ModelInfo, error) {
 		return mock.NewBackend(mock.Config{Latency: cfg.MockLatency}), mock.NewTokenizer(), mock.Info(), nil
 	case "", BackendCPU:
 		switch cfg.DType {
-		case "", "auto", "float32":
+		case "", "auto", "float32", "bfloat16":
 		default:
-			return nil, nil, llm.ModelInfo{}, fmt.Errorf("dtype %q is not supported by the cpu backend (float32 only)", cfg.DType)
+			return nil, nil, llm.ModelInfo{}, fmt.Errorf("dtype %q is not supported by the cpu backend (auto/float32, bfloat16)", cfg.DType)
 		}
 	case BackendCUDA:
 		switch cfg.DType {
@@ -210,7 +211,11 @@ func load(cfg Config) (engine.Backend, llm.Tokenizer, llm.ModelInfo, error) {
 		}
 		return withModel{b, m}, tok, b.Info(), nil
 	}
-	backend, err := gpt2.NewCPUBackend(m, gpt2.CPUOptions{Threads: cfg.Threads, KVCacheBytes: cfg.KVCacheBytes})
+	weights := "" // float32
+	if cfg.DType == "bfloat16" {
+		weights = "bfloat16"
+	}
+	backend, err := gpt2.NewCPUBackend(m, gpt2.CPUOptions{Threads: cfg.Threads, KVCacheBytes: cfg.KVCacheBytes, WeightDType: weights})
 	if err != nil {
 		m.Close()
 		return nil, nil, llm.ModelInfo{}, err

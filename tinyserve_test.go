@@ -34,6 +34,25 @@ func TestOpenDefaultIsBuiltinCPU(t *testing.T) {
 	}
 }
 
+func TestOpenBFloat16Weights(t *testing.T) {
+	e, err := Open(context.Background(), Config{DType: "bfloat16"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ch, err := e.Generate(context.Background(), llm.Request{PromptTokens: []int{464, 3290}, Params: llm.SamplingParams{MaxTokens: 3, IgnoreEOS: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for ev := range ch {
+		n += len(ev.TokenIDs)
+	}
+	if n != 3 {
+		t.Errorf("%d tokens, want 3", n)
+	}
+}
+
 func TestOpenOptions(t *testing.T) {
 	e, err := Open(context.Background(), Config{Backend: BackendMock, ServedModelName: "my-model", MaxModelLen: 100})
 	if err != nil {
