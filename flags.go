@@ -35,7 +35,7 @@ func EngineFlags(envPrefix string) []cli.Flag {
 		if envPrefix == "" {
 			return nil
 		}
-		return []string{envPrefix + envName(name)}
+		return []string{envPrefix + EnvName(name)}
 	}
 	return []cli.Flag{
 		&cli.StringFlag{Name: FlagModel, Value: DefaultModel, EnvVars: env(FlagModel), Usage: "built-in model (tiny-gpt2, gpt2-124m-random; random weights) or a Hugging Face GPT-2 checkpoint folder"},
@@ -57,7 +57,9 @@ func EngineFlags(envPrefix string) []cli.Flag {
 	}
 }
 
-func envName(flag string) string {
+// EnvName is the environment spelling of a flag name: max-num-seqs ->
+// MAX_NUM_SEQS (callers add their prefix, such as TINYSERVE_).
+func EnvName(flag string) string {
 	b := []byte(flag)
 	for i, c := range b {
 		switch {

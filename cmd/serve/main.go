@@ -67,7 +67,7 @@ type serveOptions struct {
 }
 
 func newApp(stderr io.Writer) *cli.App {
-	env := func(name string) []string { return []string{envPrefix + envName(name)} }
+	env := func(name string) []string { return []string{envPrefix + tinyserve.EnvName(name)} }
 	flags := append(tinyserve.EngineFlags(envPrefix),
 		&cli.StringFlag{Name: "host", Value: "127.0.0.1", EnvVars: env("host"), Usage: "address to listen on (0.0.0.0 in a container)"},
 		&cli.IntFlag{Name: "port", Value: 8000, EnvVars: env("port"), Usage: "port to listen on (0: any free port)"},
@@ -120,21 +120,6 @@ func newApp(stderr io.Writer) *cli.App {
 			})
 		},
 	}
-}
-
-// envName is the environment spelling of a flag: drain-timeout ->
-// DRAIN_TIMEOUT, as tinyserve.EngineFlags spells the engine's.
-func envName(flag string) string {
-	b := []byte(flag)
-	for i, c := range b {
-		switch {
-		case c == '-':
-			b[i] = '_'
-		case c >= 'a' && c <= 'z':
-			b[i] = c - 'a' + 'A'
-		}
-	}
-	return string(b)
 }
 
 func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
