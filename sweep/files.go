@@ -14,6 +14,18 @@ import (
 // folder and a rename, so a crash leaves either the old file or the new one,
 // never half of one.
 func writeFileAtomic(path string, data []byte) error {
+	return writeVia(path, data, func(tmp string) error { return os.Rename(tmp, path) })
+}
+
+// writeNewFileAtomic writes data to a temporary file and publishes it at
+// path with [publishNew].
+func writeNewFileAtomic(path string, data []byte) error {
+	return writeVia(path, data, func(tmp string) error { return publishNew(tmp, path) })
+}
+
+// writeVia writes data, synced, to a temporary file beside path and hands
+// its name to publish; the temporary file is removed if anything fails.
+func writeVia(path string, data []byte, publish func(tmp string) error) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return err
@@ -27,13 +39,12 @@ func writeFileAtomic(path string, data []byte) error {
 		werr = cerr
 	}
 	if werr == nil {
-		werr = os.Rename(name, path)
+		werr = publish(name)
 	}
 	if werr != nil {
 		os.Remove(name)
-		return werr
 	}
-	return nil
+	return werr
 }
 
 // publishNew moves the finished temporary file tmp to path, failing with
@@ -50,30 +61,6 @@ func publishNew(tmp, path string) error {
 		return fmt.Errorf("refusing to overwrite %s: %w", path, fs.ErrExist)
 	}
 	return os.Rename(tmp, path)
-}
-
-// writeNewFileAtomic writes data to a temporary file and publishes it at
-// path with [publishNew].
-func writeNewFileAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	name := tmp.Name()
-	_, werr := tmp.Write(data)
-	if werr == nil {
-		werr = tmp.Sync()
-	}
-	if cerr := tmp.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = publishNew(name, path)
-	}
-	if werr != nil {
-		os.Remove(name)
-	}
-	return werr
 }
 
 // marshalIndent is JSON with two-space indentation and a final newline, the
