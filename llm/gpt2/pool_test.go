@@ -97,3 +97,42 @@ func TestPoolOwnSectionFirst(t *testing.T) {
 		}
 	}
 }
+
+// sleepTask sleeps in every unit and records which workers took part.
+type sleepTask struct {
+	d    time.Duration
+	runs []atomic.Int32 // per worker
+}
+
+func (s *sleepTask) run(w, lo, hi int) {
+	for range hi - lo {
+		s.runs[w].Add(1)
+		time.Sleep(s.d)
+	}
+}
+
+// TestPoolHelpersWakeAfterParking covers the slow path of waking: after
+// an idle spell longer than spinFor the helpers have parked, and a new
+// task must wake them (a long task of sleeping units leaves them every
+// chance to join) and still run every unit once.
+func TestPoolHelpersWakeAfterParking(t *testing.T) {
+	const workers = 3
+	p := newPool(workers)
+	defer p.close()
+	for round := range 3 {
+		time.Sleep(4 * spinFor)
+		s := &sleepTask{d: time.Millisecond, runs: make([]atomic.Int32, workers)}
+		p.parallel(s, 60, 1)
+		total := 0
+		for w := range s.runs {
+			n := int(s.runs[w].Load())
+			total += n
+			if n == 0 {
+				t.Errorf("round %d: worker %d ran none of 60 one-millisecond units after parking", round, w)
+			}
+		}
+		if total != 60 {
+			t.Errorf("round %d: %d units ran, want 60", round, total)
+		}
+	}
+}
