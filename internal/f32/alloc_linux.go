@@ -12,14 +12,14 @@ import (
 // hugePage is the transparent huge page size on x86-64 and arm64 Linux.
 const hugePage = 2 << 20
 
-// allocPanels returns size zeroed bytes, 64-byte aligned, for the panels of
-// p. Matrices of at least one huge page are mapped outside the Go heap and
-// advised MADV_HUGEPAGE: a decode step streams every weight once, and with
-// 4 KiB pages it would also walk (and on first touch, fault in) a page
-// every 4 KiB, which costs tens of microseconds per fault on the VMs we
-// measure. The mapping is released when p is garbage collected. Smaller
-// matrices, or a failed mapping, use the Go heap.
-func allocPanels(p *Packed, size int) unsafe.Pointer {
+// allocLarge returns size zeroed bytes, 64-byte aligned, that stay valid
+// while owner is reachable. Sizes of at least one huge page are mapped
+// outside the Go heap and advised MADV_HUGEPAGE: a decode step streams
+// every weight once, and with 4 KiB pages it would also walk (and on first
+// touch, fault in) a page every 4 KiB, which costs tens of microseconds
+// per fault on the VMs we measure. The mapping is released when owner is
+// garbage collected. Smaller sizes, or a failed mapping, use the Go heap.
+func allocLarge[T any](owner *T, size int) unsafe.Pointer {
 	if size < hugePage {
 		return heapPanels(size)
 	}
@@ -32,6 +32,6 @@ func allocPanels(p *Packed, size int) unsafe.Pointer {
 	off := int((hugePage - uintptr(unsafe.Pointer(&mem[0]))%hugePage) % hugePage)
 	// Advice is best effort: without THP the mapping still works.
 	_ = unix.Madvise(mem[off:off+size], unix.MADV_HUGEPAGE)
-	runtime.AddCleanup(p, func(m []byte) { _ = unix.Munmap(m) }, mem)
+	runtime.AddCleanup(owner, func(m []byte) { _ = unix.Munmap(m) }, mem)
 	return unsafe.Pointer(&mem[off])
 }

@@ -4,5 +4,5 @@ package f32
 
 import "unsafe"
 
-// allocPanels returns size zeroed bytes from the Go heap, 64-byte aligned.
-func allocPanels(_ *Packed, size int) unsafe.Pointer { return heapPanels(size) }
+// allocLarge returns size zeroed bytes from the Go heap, 64-byte aligned.
+func allocLarge[T any](_ *T, size int) unsafe.Pointer { return heapPanels(size) }

@@ -101,7 +101,7 @@ func (p *Packed) BF16() bool { return p.half != nil }
 
 // newPacked allocates the panels (float32, or bfloat16 when bf16 is set),
 // aligned to a cache line so that no panel row straddles two lines (see
-// allocPanels for large matrices).
+// allocLarge for large matrices).
 func newPacked(k, n int, bf16 bool) *Packed {
 	if k < 0 || n < 0 {
 		panic(fmt.Sprintf("f32: negative matrix shape %d×%d", k, n))
@@ -109,9 +109,9 @@ func newPacked(k, n int, bf16 bool) *Packed {
 	count := (n + PanelWidth - 1) / PanelWidth * k * PanelWidth
 	p := &Packed{k: k, n: n}
 	if bf16 {
-		p.half = unsafe.Slice((*uint16)(allocPanels(p, 2*count)), count)
+		p.half = unsafe.Slice((*uint16)(allocLarge(p, 2*count)), count)
 	} else {
-		p.data = unsafe.Slice((*float32)(allocPanels(p, 4*count)), count)
+		p.data = unsafe.Slice((*float32)(allocLarge(p, 4*count)), count)
 	}
 	return p
 }

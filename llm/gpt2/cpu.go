@@ -64,6 +64,7 @@ type CPUBackend struct {
 	// Paged KV cache: kc and vc are [layer][block][head][slot][headDim], so
 	// one head's keys in one block are contiguous for the attention loop.
 	kc, vc    []float32
+	kvMem     [2]*f32.Buffer // the memory of kc and vc: kept alive with them
 	numBlocks int
 	blockSize int
 
@@ -192,9 +193,11 @@ func (b *CPUBackend) AllocateKV(numBlocks, blockSize int) error {
 	if n > math.MaxInt/4 || n > 1<<40 {
 		return fmt.Errorf("gpt2: KV cache of %d blocks x %d tokens is too large", numBlocks, blockSize)
 	}
-	b.kc, b.vc = nil, nil // let the old cache go before allocating the new one
-	b.kc = make([]float32, n)
-	b.vc = make([]float32, n)
+	// Resident memory (huge pages where granted, every page touched now):
+	// a step that enters fresh blocks must not pay page faults.
+	b.kc, b.vc, b.kvMem = nil, nil, [2]*f32.Buffer{} // let the old cache go first
+	b.kvMem = [2]*f32.Buffer{f32.NewBuffer(int(n)), f32.NewBuffer(int(n))}
+	b.kc, b.vc = b.kvMem[0].Floats(), b.kvMem[1].Floats()
 	b.numBlocks, b.blockSize = numBlocks, blockSize
 	return nil
 }
