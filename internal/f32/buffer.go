@@ -1,6 +1,11 @@
 package f32
 
-import "unsafe"
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+)
 
 // Buffer is a large, long-lived float32 array (a KV cache) held in memory
 // the way packed weights are: huge pages where the OS grants them, and
@@ -25,10 +30,27 @@ func NewBuffer(n int) *Buffer {
 	}
 	b.data = unsafe.Slice((*float32)(allocLarge(b, 4*n)), n)
 	// A write per page faults it in now rather than during a step; the
-	// memory is fresh and zero, so writing zero changes nothing.
-	for i := 0; i < n; i += pageFloats {
-		b.data[i] = 0
+	// memory is fresh and zero, so writing zero changes nothing. Faults on
+	// a VM are slow (the host backs the page too), so large buffers are
+	// touched from several goroutines, in chunks of whole huge pages.
+	const chunk = 2 << 20 / 4
+	workers := min(runtime.GOMAXPROCS(0), (n+chunk-1)/chunk)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				lo := int(next.Add(chunk)) - chunk
+				if lo >= n {
+					return
+				}
+				for i := lo; i < min(lo+chunk, n); i += pageFloats {
+					b.data[i] = 0
+				}
+			}
+		})
 	}
+	wg.Wait()
 	return b
 }
 
