@@ -82,6 +82,8 @@ type CPUBackend struct {
 	logits  []float32 // [S, V]
 	out     []engine.SampleRow
 	scores  [][]float32 // per worker attention scores [NPositions]
+	units   []attnUnit  // this step's attention units (see planAttention)
+	blk     []blockScratch
 
 	// Tasks are reused structs so that starting one allocates nothing.
 	mm   matmulTask
@@ -328,13 +330,14 @@ func (b *CPUBackend) Forward(batch *engine.Batch) ([]engine.SampleRow, error) {
 		b.hook(0, b.h[:M*C], M)
 	}
 
+	b.planAttention(batch)
 	for l := range c.NLayer {
 		lw := &w.Layers[l]
 		layerNorm(b.xn[:M*C], b.h[:M*C], lw.LN1W, lw.LN1B, C, c.LayerNormEpsilon)
 		pl := &b.packed[l]
 		b.matmul(b.qkv, b.xn, pl.attn, lw.AttnB, M, mmStore)
 		b.writeKV(l, batch, M)
-		b.attention(l, batch, M)
+		b.attention(l, batch)
 		b.matmul(b.h, b.att, pl.attnProj, lw.AttnProjB, M, mmAdd)
 		layerNorm(b.xn[:M*C], b.h[:M*C], lw.LN2W, lw.LN2B, C, c.LayerNormEpsilon)
 		mode := mmGeluTanh
@@ -374,84 +377,6 @@ func (b *CPUBackend) Forward(batch *engine.Batch) ([]engine.SampleRow, error) {
 // wantLogits reports whether the sequence of batch row r asked for logits.
 func (b *CPUBackend) wantLogits(batch *engine.Batch, r int) bool {
 	return batch.Seqs[b.rowSeq[r]].NeedLogits
-}
-
-// writeKV stores the K and V of every row of the batch into the paged cache
-// at the row's block and slot, before attention reads them, so that a
-// prefill chunk attends to its own earlier tokens.
-func (b *CPUBackend) writeKV(layer int, batch *engine.Batch, M int) {
-	C, H, D, bs := b.cfg.NEmbd, b.cfg.NHead, b.cfg.HeadDim(), b.blockSize
-	for r := range M {
-		s := &batch.Seqs[b.rowSeq[r]]
-		pos := int(b.rowPos[r])
-		blk := int(s.BlockTable[pos/bs])
-		slot := pos % bs
-		q := b.qkv[r*3*C : (r+1)*3*C]
-		for h := range H {
-			off := b.kvOffset(layer, blk, h) + slot*D
-			copy(b.kc[off:off+D], q[C+h*D:C+(h+1)*D])
-			copy(b.vc[off:off+D], q[2*C+h*D:2*C+(h+1)*D])
-		}
-	}
-}
-
-// kvOffset is where block blk's keys (or values) of one head start.
-func (b *CPUBackend) kvOffset(layer, blk, head int) int {
-	return ((layer*b.numBlocks+blk)*b.cfg.NHead + head) * b.blockSize * b.cfg.HeadDim()
-}
-
-func (b *CPUBackend) attention(layer int, batch *engine.Batch, M int) {
-	scale := float32(1)
-	if b.cfg.ScaleAttnWeights {
-		scale = float32(1 / math.Sqrt(float64(b.cfg.HeadDim())))
-	}
-	if b.cfg.ScaleAttnByInverseLayerIdx {
-		scale /= float32(layer + 1)
-	}
-	b.at = attnTask{b: b, batch: batch, layer: layer, scale: scale}
-	b.pool.parallel(&b.at, M*b.cfg.NHead, 1)
-}
-
-// attnTask computes causal attention for (row, head) units, reading keys
-// and values through the row's block table.
-type attnTask struct {
-	b     *CPUBackend
-	batch *engine.Batch
-	layer int
-	scale float32
-}
-
-func (t *attnTask) run(w, lo, hi int) {
-	b := t.b
-	C, H, D, bs := b.cfg.NEmbd, b.cfg.NHead, b.cfg.HeadDim(), b.blockSize
-	scores := b.scores[w]
-	for u := lo; u < hi; u++ {
-		r, h := u/H, u%H
-		table := t.batch.Seqs[b.rowSeq[r]].BlockTable
-		n := int(b.rowPos[r]) + 1 // causal: positions 0..pos
-		q := b.qkv[r*3*C+h*D : r*3*C+(h+1)*D]
-		sc := scores[:n]
-		for j0 := 0; j0 < n; j0 += bs {
-			off := b.kvOffset(t.layer, int(table[j0/bs]), h)
-			cnt := min(bs, n-j0)
-			f32.DotRows(sc[j0:j0+cnt], q, b.kc[off:off+cnt*D])
-		}
-		// The scale is applied to the scores, not to q: q is part of the
-		// qkv buffer, and scaling afterwards rounds exactly as before.
-		f32.Scale(sc, t.scale)
-		maxv := f32.Max(sc)
-		// Softmax: the exponentials are left unnormalised and the weighted
-		// sum of values is scaled once at the end.
-		inv := 1 / f32.ExpSubSum(sc, maxv)
-		o := b.att[r*C+h*D : r*C+(h+1)*D]
-		clear(o)
-		for j0 := 0; j0 < n; j0 += bs {
-			off := b.kvOffset(t.layer, int(table[j0/bs]), h)
-			cnt := min(bs, n-j0)
-			f32.AxpyRows(o, sc[j0:j0+cnt], b.vc[off:off+cnt*D])
-		}
-		f32.Scale(o, inv)
-	}
 }
 
 // argmax returns the index of the largest value, the lowest on ties.

@@ -1,0 +1,68 @@
+package f32
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestScratchMatchesPack fills a scratch by columns and by rows, in several
+// shapes in a row (each reshape reuses memory holding the previous one),
+// and checks that MulAdd over it gives what it gives over Pack of the same
+// matrix, bit for bit: the layout must be the same.
+func TestScratchMatchesPack(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	s := NewScratch(96, 200)
+	for _, shape := range [][2]int{{64, 200}, {96, 33}, {7, 64}, {64, 1}, {1, 31}, {96, 200}} {
+		k, n := shape[0], shape[1]
+		w := randSlice(rng, k*n)
+		ref := Pack(w, k, n)
+		for _, byRow := range []bool{false, true} {
+			s.Reshape(k, n)
+			if byRow {
+				for kk := range k {
+					s.SetRow(kk, w[kk*n:(kk+1)*n])
+				}
+			} else {
+				col := make([]float32, k)
+				for j := range n {
+					for kk := range k {
+						col[kk] = w[kk*n+j]
+					}
+					s.SetColumn(j, col)
+				}
+			}
+			for _, m := range []int{1, 5, 19} {
+				x := randSlice(rng, m*k)
+				got, want := make([]float32, m*n), make([]float32, m*n)
+				s.MulAdd(got, n, x, k, m, 0, n)
+				ref.MulAdd(want, n, x, k, m, 0, n)
+				for i := range got {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("%d×%d byRow=%v m=%d: element %d is %v, Pack gives %v", k, n, byRow, m, i, got[i], want[i])
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestScratchReshapeBounds checks that a shape needing more panels than
+// the scratch holds panics instead of writing past it.
+func TestScratchReshapeBounds(t *testing.T) {
+	s := NewScratch(64, 64)
+	for _, shape := range [][2]int{{65, 64}, {64, 65}, {-1, 3}} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("Reshape(%d, %d) of a 64×64 scratch did not panic", shape[0], shape[1])
+				}
+			}()
+			s.Reshape(shape[0], shape[1])
+		}()
+	}
+	s.Reshape(128, 32) // same panel storage, other split: allowed
+	if s.K() != 128 || s.N() != 32 {
+		t.Errorf("shape %d×%d after Reshape(128, 32)", s.K(), s.N())
+	}
+}
