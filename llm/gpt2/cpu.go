@@ -88,6 +88,7 @@ type CPUBackend struct {
 	// Tasks are reused structs so that starting one allocates nothing.
 	mm   matmulTask
 	at   attnTask
+	ln   lnTask
 	head headTask
 
 	// Test hooks (nil/false in production): hook sees the residual stream
@@ -333,13 +334,13 @@ func (b *CPUBackend) Forward(batch *engine.Batch) ([]engine.SampleRow, error) {
 	b.planAttention(batch)
 	for l := range c.NLayer {
 		lw := &w.Layers[l]
-		layerNorm(b.xn[:M*C], b.h[:M*C], lw.LN1W, lw.LN1B, C, c.LayerNormEpsilon)
+		b.layerNorm(b.xn[:M*C], b.h[:M*C], lw.LN1W, lw.LN1B)
 		pl := &b.packed[l]
 		b.matmul(b.qkv, b.xn, pl.attn, lw.AttnB, M, mmStore)
 		b.writeKV(l, batch, M)
 		b.attention(l, batch)
 		b.matmul(b.h, b.att, pl.attnProj, lw.AttnProjB, M, mmAdd)
-		layerNorm(b.xn[:M*C], b.h[:M*C], lw.LN2W, lw.LN2B, C, c.LayerNormEpsilon)
+		b.layerNorm(b.xn[:M*C], b.h[:M*C], lw.LN2W, lw.LN2B)
 		mode := mmGeluTanh
 		if c.Activation == GeluErf {
 			mode = mmGeluErf
@@ -388,6 +389,28 @@ func argmax(x []float32) int {
 		}
 	}
 	return bi
+}
+
+// lnRows is the rows per layer-norm unit: below two units a step's layer
+// norm runs on the caller (a decode step's few rows take microseconds).
+const lnRows = 16
+
+// layerNorm normalises the rows of x into y across the pool.
+func (b *CPUBackend) layerNorm(y, x, g, bias []float32) {
+	C := b.cfg.NEmbd
+	b.ln = lnTask{y: y, x: x, g: g, b: bias, c: C, eps: b.cfg.LayerNormEpsilon}
+	b.pool.parallel(&b.ln, len(x)/C, lnRows)
+}
+
+// lnTask is layerNorm over units of rows.
+type lnTask struct {
+	y, x, g, b []float32
+	c          int
+	eps        float64
+}
+
+func (t *lnTask) run(_, lo, hi int) {
+	layerNorm(t.y[lo*t.c:hi*t.c], t.x[lo*t.c:hi*t.c], t.g, t.b, t.c, t.eps)
 }
 
 // layerNorm normalises each row of x (width c) into y, accumulating the
