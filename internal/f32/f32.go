@@ -525,3 +525,14 @@ func (ks *kernels) scaleSlice(y []float32, a float32) {
 		y[i] *= a
 	}
 }
+
+// PrefetchL2 asks the CPU to start loading x into its L2 cache and
+// returns at once. Attention calls it for a row's keys and values: paged
+// blocks are scattered in memory, a few KiB each, and the hardware
+// prefetchers lose the stream at every block boundary. It changes no
+// value, and does nothing without assembly.
+func PrefetchL2(x []float32) {
+	if len(x) > 0 {
+		prefetchT1(&x[0], (len(x)+15)/16)
+	}
+}

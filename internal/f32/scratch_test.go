@@ -66,3 +66,18 @@ func TestScratchReshapeBounds(t *testing.T) {
 		t.Errorf("shape %d×%d after Reshape(128, 32)", s.K(), s.N())
 	}
 }
+
+// TestPrefetchL2 checks that prefetching any range, empty, ragged or
+// ending at the slice's end, leaves the values alone.
+func TestPrefetchL2(t *testing.T) {
+	x := randSlice(rand.New(rand.NewPCG(1, 1)), 1000)
+	want := append([]float32(nil), x...)
+	for _, r := range [][2]int{{0, 0}, {0, 1}, {3, 20}, {17, 1000}, {0, 1000}} {
+		PrefetchL2(x[r[0]:r[1]])
+	}
+	for i := range x {
+		if x[i] != want[i] {
+			t.Fatalf("element %d changed", i)
+		}
+	}
+}
