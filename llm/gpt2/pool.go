@@ -149,14 +149,27 @@ func (p *pool) helperLoop(i int, h *helper) {
 			return
 		}
 		done = s >> 32
-		active := int(s&(stateClosed-1)) >> stateActiveShift
-		if s&stateClosed != 0 || i >= active || !p.state.CompareAndSwap(s, s+1) {
-			// Not needed for this task, or it closed (or was replaced)
-			// before we joined: nothing to do for this generation.
-			continue
+		if p.join(i, s) {
+			p.work(i)
+			p.state.Add(^uint64(0)) // leave: count − 1
 		}
-		p.work(i)
-		p.state.Add(^uint64(0)) // leave: count − 1
+	}
+}
+
+// join enters helper i into the task whose state was s, and reports false
+// if the task does not need it or has closed (or been replaced) meanwhile.
+// Another helper joining at the same moment only means trying again.
+func (p *pool) join(i int, s uint64) bool {
+	gen := s >> 32
+	for {
+		active := int(s&(stateClosed-1)) >> stateActiveShift
+		if s>>32 != gen || s&stateClosed != 0 || i >= active {
+			return false
+		}
+		if p.state.CompareAndSwap(s, s+1) {
+			return true
+		}
+		s = p.state.Load()
 	}
 }
 
