@@ -1,0 +1,232 @@
+#!/usr/bin/env node
+// llama.cpp peer for bench/cpu, through node-llama-cpp's prebuilt CPU
+// binaries: the same GPT-2 checkpoint as tsbench (converted to a float32
+// GGUF by bench/cpu/gguf) and the same cases.
+//
+// Cases (as defined by bench/cpu/tsbench and torch_peer.py):
+//   prefill-128, prefill-512  one prompt through every layer, logits (and a
+//                             greedy pick) for the last row only
+//   decode-bN                 one greedy decode step for N sequences whose
+//                             context is about 140 tokens
+//   e2e-bN                    N 128-token prompts, then 63 decode steps (64
+//                             greedy tokens each)
+// Several sequences are evaluated as one llama_decode batch: each sequence
+// of one context queues its tokens and node-llama-cpp dispatches everything
+// queued in the same event-loop cycle as a single batch (batchSize 512 fits
+// a step of every case here).
+//
+// Each case prints the median of --reps timed runs after one warm-up run,
+// one JSON object per line: {"engine":"llama.cpp","case":...,"ms":...,"runs":...}.
+// Only the evaluation is timed (llama_decode plus node-llama-cpp's greedy
+// sampling of the rows asked for); clearing the KV cache between runs is not.
+//
+// --check N: instead of timing, generate N greedy tokens from a fixed
+// prompt and compare them with tinyserve's (--expect FILE, the JSON printed
+// by `go run ./bench/cpu/gguf -greedy`): free-running agreement, and
+// teacher-forced agreement (llama.cpp's argmax at each position when fed
+// tinyserve's tokens).
+//
+// Usage: node llamacpp_peer.mjs --model FILE.gguf [--reps 5] [--threads 2]
+//        [--cases ...] [--ctx 1024] [--batch 512] [--kv f16|f32]
+//        [--check 16 --expect tinyserve.json]
+// node-llama-cpp is loaded from $LLAMACPP_DIR/node_modules (llamacpp.sh
+// installs it there).
+
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import {pathToFileURL} from "node:url";
+
+const VOCAB = 50257;
+const DECODE_CONTEXT = 140;
+
+function parseArgs(argv) {
+    const a = {
+        model: "", reps: 5, threads: os.availableParallelism(), ctx: 1024, batch: 512, kv: "f16",
+        cases: "prefill-128,prefill-512,decode-b1,decode-b4,decode-b8,e2e-b1,e2e-b4",
+        check: 0, expect: "", promptLen: 32, flash: "auto",
+    };
+    for (let i = 2; i < argv.length; i++) {
+        const k = argv[i].replace(/^--/, "");
+        const v = argv[++i];
+        if (v === undefined) throw new Error(`missing value for --${k}`);
+        switch (k) {
+            case "model": a.model = v; break;
+            case "reps": a.reps = Number(v); break;
+            case "threads": a.threads = Number(v); break;
+            case "ctx": a.ctx = Number(v); break;
+            case "batch": a.batch = Number(v); break;
+            case "kv": a.kv = v; break;
+            case "cases": a.cases = v; break;
+            case "check": a.check = Number(v); break;
+            case "expect": a.expect = v; break;
+            case "prompt-len": a.promptLen = Number(v); break;
+            case "flash": a.flash = v; break;
+            default: throw new Error(`unknown flag --${k}`);
+        }
+    }
+    if (!a.model) throw new Error("--model FILE.gguf is required");
+    if (!["f16", "f32"].includes(a.kv)) throw new Error("--kv must be f16 or f32");
+    return a;
+}
+
+// tokens returns tsbench's deterministic prompt ids for sequence s.
+function tokens(s, n) {
+    const t = new Array(n);
+    for (let i = 0; i < n; i++) t[i] = (s * 7919 + i * 104729) % VOCAB;
+    return t;
+}
+
+const greedy = {generateNext: {token: true, options: {temperature: 0}}};
+
+// evalInput feeds ids and asks for a greedy token after the last one only.
+function evalInput(ids) {
+    const input = ids.slice(0, -1);
+    input.push([ids[ids.length - 1], greedy]);
+    return input;
+}
+
+// step evaluates ids[s] on sequence s for every sequence at once (one
+// batch) and returns each sequence's greedy next token.
+async function step(seqs, ids) {
+    const outs = await Promise.all(seqs.map((q, s) => q.controlledEvaluate(evalInput(ids[s]))));
+    return outs.map((o, s) => {
+        const r = o[ids[s].length - 1];
+        if (r?.next?.token == null) throw new Error("llama.cpp returned no token");
+        return r.next.token;
+    });
+}
+
+const median = (xs) => {
+    const s = [...xs].sort((a, b) => a - b);
+    const m = s.length >> 1;
+    return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+};
+
+async function loadNodeLlamaCpp() {
+    const dir = process.env.LLAMACPP_DIR || path.join(os.homedir(), ".cache", "tinyserve-llamacpp");
+    const entry = path.join(dir, "node_modules", "node-llama-cpp", "dist", "index.js");
+    if (!fs.existsSync(entry)) throw new Error(`node-llama-cpp is not installed in ${dir} (run bench/cpu/llamacpp.sh)`);
+    const version = JSON.parse(fs.readFileSync(path.join(dir, "node_modules", "node-llama-cpp", "package.json"), "utf8")).version;
+    let release = "?";
+    try {
+        release = JSON.parse(fs.readFileSync(path.join(dir, "node_modules", "node-llama-cpp", "llama", "binariesGithubRelease.json"), "utf8")).release;
+    } catch {}
+    return {mod: await import(pathToFileURL(entry).href), version, release};
+}
+
+async function main() {
+    const args = parseArgs(process.argv);
+    const {mod, version, release} = await loadNodeLlamaCpp();
+    const {getLlama, LlamaLogLevel} = mod;
+    const llama = await getLlama({
+        gpu: false, build: "never", maxThreads: args.threads, logLevel: LlamaLogLevel.warn,
+    });
+    const model = await llama.loadModel({modelPath: args.model, gpuLayers: 0});
+    const kvType = args.kv.toUpperCase();
+    const flash = args.flash === "auto" ? "auto" : args.flash === "true";
+    const newContext = async (sequences) => {
+        const ctx = await model.createContext({
+            sequences, contextSize: args.ctx, batchSize: args.batch, threads: {ideal: args.threads, min: args.threads},
+            flashAttention: flash, experimentalKvCacheKeyType: kvType, experimentalKvCacheValueType: kvType,
+        });
+        const seqs = [];
+        for (let s = 0; s < sequences; s++) seqs.push(ctx.getSequence());
+        return {ctx, seqs};
+    };
+    console.error(`llama.cpp peer: node-llama-cpp ${version}, llama.cpp ${release}, ` +
+        `${llama.cpuMathCores} math cores, ${args.threads} threads, GPU ${llama.gpu}, ` +
+        `context ${args.ctx}/seq, batch ${args.batch}, KV ${kvType}, flash attention ${args.flash}`);
+
+    if (args.check > 0) {
+        await check(args, newContext);
+        await model.dispose();
+        return;
+    }
+
+    for (const c of args.cases.split(",").filter(Boolean)) {
+        const m = /^(prefill|decode|e2e)-(b?)(\d+)$/.exec(c);
+        if (!m) throw new Error(`unknown case ${c}`);
+        const kind = m[1], n = Number(m[3]);
+        const seqCount = kind === "prefill" ? 1 : n;
+        if (kind === "prefill" && n > args.batch) throw new Error(`${c}: batch size ${args.batch} is less than ${n}`);
+        const {ctx, seqs} = await newContext(seqCount);
+        const clear = () => Promise.all(seqs.map((q) => q.clearHistory()));
+        const times = [];
+        let next = null;
+        for (let i = 0; i <= args.reps; i++) {
+            if (kind === "prefill") {
+                await clear();
+                const t = performance.now();
+                await step(seqs, [tokens(0, n)]);
+                times.push(performance.now() - t);
+            } else if (kind === "decode") {
+                if (i === 0) {
+                    await clear();
+                    next = await step(seqs, seqs.map((_, s) => tokens(s, DECODE_CONTEXT)));
+                }
+                const t = performance.now();
+                next = await step(seqs, next.map((id) => [id]));
+                times.push(performance.now() - t);
+            } else {
+                await clear();
+                const t = performance.now();
+                let nx = await step(seqs, seqs.map((_, s) => tokens(s, 128)));
+                for (let k = 0; k < 63; k++) nx = await step(seqs, nx.map((id) => [id]));
+                times.push(performance.now() - t);
+            }
+        }
+        await ctx.dispose();
+        const timed = times.slice(1);
+        console.log(JSON.stringify({engine: "llama.cpp", case: c, ms: Math.round(median(timed) * 100) / 100, runs: timed.length}));
+    }
+    await model.dispose();
+}
+
+async function check(args, newContext) {
+    const n = args.check;
+    const want = args.expect ? JSON.parse(fs.readFileSync(args.expect, "utf8")) : null;
+    const prompt = want?.prompt ?? tokens(0, args.promptLen);
+    const {ctx, seqs} = await newContext(1);
+    const q = seqs[0];
+
+    // Free-running greedy generation; the first step also returns the top
+    // logits.
+    const first = await q.controlledEvaluate([...prompt.slice(0, -1),
+        [prompt[prompt.length - 1], {generateNext: {token: true, options: {temperature: 0}, logits: {filter: {includeTop: 5}}}}]]);
+    const r0 = first[prompt.length - 1].next;
+    const got = [r0.token];
+    const top = [...(r0.logits ?? new Map()).entries()].slice(0, 5).map(([id, l]) => [id, Math.round(l * 1e4) / 1e4]);
+    while (got.length < n) got.push((await step([q], [[got[got.length - 1]]]))[0]);
+
+    const out = {engine: "llama.cpp", check: `greedy-${n}`, prompt_len: prompt.length, llama_cpp: got, top};
+    if (want) {
+        const ref = want.tokens.slice(0, n);
+        let prefix = 0;
+        while (prefix < n && got[prefix] === ref[prefix]) prefix++;
+        out.tinyserve = ref;
+        out.tinyserve_top = (want.top ?? []).map(([id, l]) => [id, Math.round(l * 1e4) / 1e4]);
+        out.agree = got.filter((t, i) => t === ref[i]).length;
+        out.agree_prefix = prefix;
+
+        // Teacher forcing: feed tinyserve's tokens and take llama.cpp's argmax
+        // at each of the n positions.
+        await q.clearHistory();
+        const input = [...prompt.slice(0, -1)];
+        const feed = [prompt[prompt.length - 1], ...ref.slice(0, n - 1)];
+        for (const id of feed) input.push([id, greedy]);
+        const res = await q.controlledEvaluate(input);
+        const forced = feed.map((_, i) => res[prompt.length - 1 + i]?.next?.token);
+        out.teacher_forced = forced;
+        out.teacher_forced_agree = forced.filter((t, i) => t === ref[i]).length;
+        console.error(`llama.cpp peer: greedy check: ${out.agree}/${n} tokens agree with tinyserve ` +
+            `(first ${prefix} in a row), teacher-forced ${out.teacher_forced_agree}/${n}`);
+    }
+    console.log(JSON.stringify(out));
+    await ctx.dispose();
+}
+
+main().catch((e) => {
+    console.error(`llama.cpp peer: ${e?.stack ?? e}`);
+    process.exit(1);
+});
