@@ -28,6 +28,7 @@
 //
 // Usage: node llamacpp_peer.mjs --model FILE.gguf [--reps 5] [--threads 2]
 //        [--cases ...] [--ctx 1024] [--batch 512] [--kv f16|f32]
+//        [--flash auto|true|false] [--log warn|info|debug]
 //        [--check 16 --expect tinyserve.json]
 // node-llama-cpp is loaded from $LLAMACPP_DIR/node_modules (llamacpp.sh
 // installs it there).
@@ -44,7 +45,7 @@ function parseArgs(argv) {
     const a = {
         model: "", reps: 5, threads: os.availableParallelism(), ctx: 1024, batch: 512, kv: "f16",
         cases: "prefill-128,prefill-512,decode-b1,decode-b4,decode-b8,e2e-b1,e2e-b4",
-        check: 0, expect: "", promptLen: 32, flash: "auto",
+        check: 0, expect: "", promptLen: 32, flash: "auto", log: "warn",
     };
     for (let i = 2; i < argv.length; i++) {
         const k = argv[i].replace(/^--/, "");
@@ -62,6 +63,7 @@ function parseArgs(argv) {
             case "expect": a.expect = v; break;
             case "prompt-len": a.promptLen = Number(v); break;
             case "flash": a.flash = v; break;
+            case "log": a.log = v; break;
             default: throw new Error(`unknown flag --${k}`);
         }
     }
@@ -118,17 +120,18 @@ async function loadNodeLlamaCpp() {
 async function main() {
     const args = parseArgs(process.argv);
     const {mod, version, release} = await loadNodeLlamaCpp();
-    const {getLlama, LlamaLogLevel} = mod;
+    const {getLlama, LlamaLogLevel, GgmlType} = mod;
     const llama = await getLlama({
-        gpu: false, build: "never", maxThreads: args.threads, logLevel: LlamaLogLevel.warn,
+        gpu: false, build: "never", maxThreads: args.threads, logLevel: LlamaLogLevel[args.log] ?? LlamaLogLevel.warn,
     });
     const model = await llama.loadModel({modelPath: args.model, gpuLayers: 0});
     const kvType = args.kv.toUpperCase();
+    const kvGgml = GgmlType[kvType];
     const flash = args.flash === "auto" ? "auto" : args.flash === "true";
     const newContext = async (sequences) => {
         const ctx = await model.createContext({
             sequences, contextSize: args.ctx, batchSize: args.batch, threads: {ideal: args.threads, min: args.threads},
-            flashAttention: flash, experimentalKvCacheKeyType: kvType, experimentalKvCacheValueType: kvType,
+            flashAttention: flash, experimentalKvCacheKeyType: kvGgml, experimentalKvCacheValueType: kvGgml,
         });
         const seqs = [];
         for (let s = 0; s < sequences; s++) seqs.push(ctx.getSequence());
