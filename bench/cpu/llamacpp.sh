@@ -14,7 +14,7 @@
 #             go run ./bench/cpu/gencheckpoint -model gpt2-124m-random -out DIR
 #   REPS      timed runs per case, the median is reported (default 5)
 #   CASES     comma-separated (default
-#             prefill-128,prefill-512,decode-b1,decode-b4,decode-b8,e2e-b1,e2e-b4)
+#             prefill-128,prefill-512,decode-b1,decode-b4,decode-b8,decode-b32,e2e-b1,e2e-b4)
 # Environment:
 #   LLAMACPP_DIR      where node-llama-cpp is installed
 #                     (default ~/.cache/tinyserve-llamacpp)
@@ -33,7 +33,7 @@ if [ $# -lt 1 ] || [ $# -gt 3 ]; then
 fi
 ckpt=$(cd "$1" && pwd)
 reps=${2:-5}
-cases=${3:-prefill-128,prefill-512,decode-b1,decode-b4,decode-b8,e2e-b1,e2e-b4}
+cases=${3:-prefill-128,prefill-512,decode-b1,decode-b4,decode-b8,decode-b32,e2e-b1,e2e-b4}
 cd "$(dirname "$0")/../.."
 dir=${LLAMACPP_DIR:-$HOME/.cache/tinyserve-llamacpp}
 export LLAMACPP_DIR=$dir

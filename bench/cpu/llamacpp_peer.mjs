@@ -44,7 +44,7 @@ const DECODE_CONTEXT = 140;
 function parseArgs(argv) {
     const a = {
         model: "", reps: 5, threads: os.availableParallelism(), ctx: 1024, batch: 512, kv: "f16",
-        cases: "prefill-128,prefill-512,decode-b1,decode-b4,decode-b8,e2e-b1,e2e-b4",
+        cases: "prefill-128,prefill-512,decode-b1,decode-b4,decode-b8,decode-b32,e2e-b1,e2e-b4",
         check: 0, expect: "", promptLen: 32, flash: "auto", log: "warn",
     };
     for (let i = 2; i < argv.length; i++) {
