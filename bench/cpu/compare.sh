@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue 8 side-by-side: tinyserve's GPT-2 CPU backend (AVX-512 and, with
-# GODEBUG=cpu.avx512f=off, AVX2), optionally an older tinyserve revision, and
-# the PyTorch peer, all on the same random 124M checkpoint (safetensors),
+# GODEBUG=cpu.avx512f=off, AVX2), optionally an older tinyserve revision, the
+# PyTorch peer and (LLAMACPP=1) llama.cpp, all on the same random 124M
+# checkpoint (safetensors; a GGUF conversion of it for llama.cpp),
 # then one table with ratios. Cases (bench/cpu/tsbench and torch_peer.py
 # define them identically): prefill 128 and 512 tokens with the LM head on
 # the last row only; one decode step at batch 1, 4, 8 and 32 (context ~140);
@@ -17,6 +18,8 @@
 #                 tokens takes many seconds)
 #   CASES=...     comma-separated subset of the cases
 #   PYTHON=...    interpreter with torch (default: python3, else /usr/bin/python3)
+#   LLAMACPP=1    also run llama.cpp (bench/cpu/llamacpp.sh: installs
+#                 node-llama-cpp from npm into ~/.cache, about 700 MB, once)
 #   OUT=<dir>     keep the checkpoint and results.jsonl here (default: a temp dir)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -65,6 +68,14 @@ if "$py" -c 'import torch, numpy' 2>/dev/null; then
 		"$py" bench/cpu/torch_peer.py --model "$ckpt" --reps "$reps" --cases "$cases" | tee -a "$results"
 else
 	echo "## pytorch: not installed (apt-get install python3-torch), skipped" >&2
+fi
+
+if [ -n "${LLAMACPP:-}" ]; then
+	# llama.cpp through node-llama-cpp's prebuilt CPU binaries, on the same
+	# checkpoint converted to a float32 GGUF; its KV cache stays at
+	# llama.cpp's default (float16), which reads half of tinyserve's bytes.
+	echo "## llama.cpp" >&2
+	bench/cpu/llamacpp.sh "$ckpt" "$reps" "$cases" | tee -a "$results"
 fi
 
 echo
