@@ -21,6 +21,8 @@
 #   LLAMACPP=1    also run llama.cpp (bench/cpu/llamacpp.sh: installs
 #                 node-llama-cpp from npm into ~/.cache, about 700 MB, once)
 #   OUT=<dir>     keep the checkpoint and results.jsonl here (default: a temp dir)
+#   RUNS=1        rounds of all engines, interleaved; the table keeps each
+#                 engine's best median per case (for shared machines)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 reps=${REPS:-5}
@@ -42,10 +44,6 @@ run() { # engine-name command...
 	"$@" -model "$ckpt" -reps "$reps" -cases "$cases" -json -engine "$name" | tee -a "$results"
 }
 
-run tinyserve "$out/tsbench" -bandwidth
-GODEBUG=cpu.avx512f=off run tinyserve-avx2 "$out/tsbench"
-run tinyserve-bf16 "$out/tsbench" -dtype bfloat16
-
 if [ -n "${BEFORE:-}" ]; then
 	# tsbench uses only public API, so today's source builds against the
 	# older tree; the older tree is exported, never checked out here.
@@ -55,28 +53,43 @@ if [ -n "${BEFORE:-}" ]; then
 	mkdir -p "$src/bench/cpu/tsbench"
 	cp bench/cpu/tsbench/*.go "$src/bench/cpu/tsbench/"
 	(cd "$src" && go build -tags before -o "$out/tsbench-before" ./bench/cpu/tsbench)
-	reps=${BEFORE_REPS:-1} run before "$out/tsbench-before"
 fi
 
 py=${PYTHON:-python3}
 "$py" -c 'import torch' 2>/dev/null || py=/usr/bin/python3
-if "$py" -c 'import torch, numpy' 2>/dev/null; then
-	echo "## pytorch $("$py" -c 'import torch; print(torch.__version__)')" >&2
-	# The tuned environment from issue 8.
-	OPENBLAS_CORETYPE=SkylakeX OMP_WAIT_POLICY=PASSIVE \
-		MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=68719476736 \
-		"$py" bench/cpu/torch_peer.py --model "$ckpt" --reps "$reps" --cases "$cases" | tee -a "$results"
-else
+"$py" -c 'import torch, numpy' 2>/dev/null || {
 	echo "## pytorch: not installed (apt-get install python3-torch), skipped" >&2
-fi
+	py=
+}
 
-if [ -n "${LLAMACPP:-}" ]; then
-	# llama.cpp through node-llama-cpp's prebuilt CPU binaries, on the same
-	# checkpoint converted to a float32 GGUF; its KV cache stays at
-	# llama.cpp's default (float16), which reads half of tinyserve's bytes.
-	echo "## llama.cpp" >&2
-	bench/cpu/llamacpp.sh "$ckpt" "$reps" "$cases" | tee -a "$results"
-fi
+# One round runs every engine once; RUNS rounds interleave them, so that a
+# burst of load from the machine's other tenants hits one round of one
+# engine rather than all of an engine's figures.
+for round in $(seq "${RUNS:-1}"); do
+	echo "## round $round  load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+	run tinyserve "$out/tsbench" -bandwidth
+	GODEBUG=cpu.avx512f=off run tinyserve-avx2 "$out/tsbench"
+	run tinyserve-bf16 "$out/tsbench" -dtype bfloat16
+	if [ -n "${BEFORE:-}" ]; then
+		reps=${BEFORE_REPS:-1} run before "$out/tsbench-before"
+	fi
+	if [ -n "$py" ]; then
+		echo "## pytorch $("$py" -c 'import torch; print(torch.__version__)')" >&2
+		# The tuned environment from issue 8.
+		OPENBLAS_CORETYPE=SkylakeX OMP_WAIT_POLICY=PASSIVE \
+			MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=68719476736 \
+			"$py" bench/cpu/torch_peer.py --model "$ckpt" --reps "$reps" --cases "$cases" | tee -a "$results"
+	fi
+	if [ -n "${LLAMACPP:-}" ]; then
+		# llama.cpp through node-llama-cpp's prebuilt CPU binaries, on the
+		# same checkpoint converted to a float32 GGUF; its KV cache stays at
+		# llama.cpp's default (float16), half of tinyserve's bytes. The
+		# greedy-token check against tinyserve runs in the first round.
+		echo "## llama.cpp" >&2
+		CHECK_TOKENS=$([ "$round" = 1 ] && echo "${CHECK_TOKENS:-16}" || echo 0) \
+			bench/cpu/llamacpp.sh "$ckpt" "$reps" "$cases" | tee -a "$results"
+	fi
+done
 
 echo
 "$out/tsbench" -table "$results" -base tinyserve
