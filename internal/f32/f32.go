@@ -536,3 +536,58 @@ func PrefetchL2(x []float32) {
 		prefetchT1(&x[0], (len(x)+15)/16)
 	}
 }
+
+// onesLen floats of 1, for sums as dot products.
+const onesLen = 1024
+
+var ones = func() *[onesLen]float32 {
+	var o [onesLen]float32
+	for i := range o {
+		o[i] = 1
+	}
+	return &o
+}()
+
+// Sum returns Σ x[i] with the vectorised dot product against ones.
+func Sum(x []float32) float32 { return best.sum(x) }
+
+func (ks *kernels) sum(x []float32) float32 {
+	var s float32
+	for len(x) > 0 {
+		n := min(len(x), onesLen)
+		s += ks.dotSlices(x[:n], ones[:n])
+		x = x[n:]
+	}
+	return s
+}
+
+// LayerNorm sets y to the layer normalisation of the row x:
+// (x − mean)/sqrt(var + eps)·g + b, with the population variance, in
+// vectorised passes over the centred row (no E[x²] − mean² cancellation).
+// y, g and b must be at least as long as x; y may be x.
+func LayerNorm(y, x, g, b []float32, eps float64) { best.layerNorm(y, x, g, b, eps) }
+
+func (ks *kernels) layerNorm(y, x, g, b []float32, eps float64) {
+	n := len(x)
+	if n == 0 {
+		return
+	}
+	y, g, b = y[:n], g[:n], b[:n]
+	mean := ks.sum(x) / float32(n)
+	copy(y, x)
+	for i := 0; i < n; i += onesLen {
+		ks.axpySlices(y[i:min(i+onesLen, n)], -mean, ones[:])
+	}
+	inv := float32(1 / math.Sqrt(float64(ks.dotSlices(y, y))/float64(n)+eps))
+	ks.scaleMulAdd(y, g, b, inv)
+}
+
+func (ks *kernels) scaleMulAdd(y, g, b []float32, a float32) {
+	g, b = g[:len(y)], b[:len(y)]
+	if len(y) == 0 || asmScaleMulAdd(ks.isa, &y[0], &g[0], &b[0], len(y), a) {
+		return
+	}
+	for i, v := range y {
+		y[i] = v*a*g[i] + b[i]
+	}
+}

@@ -185,6 +185,68 @@ func (g *gen) matKernel(name string, rows int, avx512, bf16 bool) {
 	g.p("")
 }
 
+// scaleMulAdd emits y[i] = (y[i]·a)·g[i] + b[i] over n floats: layer
+// norm's last pass (a = 1/σ on the centred row, then gain and bias).
+//
+// Arguments (ABI0): y, gain, bias *float32, n int, a float32.
+func (g *gen) scaleMulAdd(name string, avx512 bool) {
+	reg, lanes := "Y", 8
+	if avx512 {
+		reg, lanes = "Z", 16
+	}
+	vb := lanes * 4
+	g.p("// func %s(y, gain, bias *float32, n int, a float32)", name)
+	g.p("TEXT ·%s(SB), NOSPLIT, $0-36", name)
+	g.p("\tMOVQ y+0(FP), DI")
+	g.p("\tMOVQ gain+8(FP), SI")
+	g.p("\tMOVQ bias+16(FP), DX")
+	g.p("\tMOVQ n+24(FP), CX")
+	g.p("\tVBROADCASTSS a+32(FP), %s15", reg)
+	step := func(n int) {
+		for i := range n {
+			g.p("\tVMULPS %d(DI), %s15, %s%d", i*vb, reg, reg, i)
+		}
+		for i := range n {
+			g.p("\tVMOVUPS %d(SI), %s%d", i*vb, reg, 4+i)
+			g.p("\tVFMADD213PS %d(DX), %s%d, %s%d", i*vb, reg, 4+i, reg, i)
+		}
+		for i := range n {
+			g.p("\tVMOVUPS %s%d, %d(DI)", reg, i, i*vb)
+		}
+		g.p("\tADDQ $%d, DI", n*vb)
+		g.p("\tADDQ $%d, SI", n*vb)
+		g.p("\tADDQ $%d, DX", n*vb)
+		g.p("\tSUBQ $%d, CX", n*lanes)
+	}
+	g.p("%s_l4:", name)
+	g.p("\tCMPQ CX, $%d", 4*lanes)
+	g.p("\tJLT %s_l1", name)
+	step(4)
+	g.p("\tJMP %s_l4", name)
+	g.p("%s_l1:", name)
+	g.p("\tCMPQ CX, $%d", lanes)
+	g.p("\tJLT %s_tailcheck", name)
+	step(1)
+	g.p("\tJMP %s_l1", name)
+	g.p("%s_tailcheck:", name)
+	g.p("\tTESTQ CX, CX")
+	g.p("\tJZ %s_done", name)
+	g.p("%s_tail:", name)
+	g.p("\tVMULSS (DI), X15, X0")
+	g.p("\tVMOVSS (SI), X1")
+	g.p("\tVFMADD213SS (DX), X1, X0")
+	g.p("\tVMOVSS X0, (DI)")
+	g.p("\tADDQ $4, DI")
+	g.p("\tADDQ $4, SI")
+	g.p("\tADDQ $4, DX")
+	g.p("\tDECQ CX")
+	g.p("\tJNZ %s_tail", name)
+	g.p("%s_done:", name)
+	g.p("\tVZEROUPPER")
+	g.p("\tRET")
+	g.p("")
+}
+
 // bcastFMAs broadcasts x[r, k] into a register (Z16+r, above the
 // accumulators and below the panel registers) and multiplies it into row
 // r's accumulators with the panel vectors Z<w0>, Z<w0+1>, ... One
@@ -750,6 +812,8 @@ func main() {
 	g.axpy("axpyAVX2", false, false)
 	g.axpy("scaleAVX512", true, true)
 	g.axpy("scaleAVX2", false, true)
+	g.scaleMulAdd("scaleMulAddAVX512", true)
+	g.scaleMulAdd("scaleMulAddAVX2", false)
 	g.axpyRows("axpyRowsAVX512", true)
 	g.axpyRows("axpyRowsAVX2", false)
 	g.dotRows("dotRowsAVX512", true)

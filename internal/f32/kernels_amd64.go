@@ -350,3 +350,22 @@ func available() []*kernels {
 	}
 	return out
 }
+
+//go:noescape
+func scaleMulAddAVX512(y, gain, bias *float32, n int, a float32)
+
+//go:noescape
+func scaleMulAddAVX2(y, gain, bias *float32, n int, a float32)
+
+// asmScaleMulAdd runs y[i] = y[i]·a·g[i] + b[i] over all n floats.
+func asmScaleMulAdd(s isa, y, g, b *float32, n int, a float32) bool {
+	switch s {
+	case isaAVX512:
+		scaleMulAddAVX512(y, g, b, n, a)
+	case isaAVX2:
+		scaleMulAddAVX2(y, g, b, n, a)
+	default:
+		return false
+	}
+	return true
+}

@@ -11,6 +11,7 @@ func asmTileHalf(isa, *float32, int, *float32, int, *float32, int, int) bool { r
 func asmDot(isa, *float32, *float32, int) (float32, bool)                    { return 0, false }
 func asmAxpy(isa, *float32, *float32, int, float32) bool                     { return false }
 func asmScale(isa, *float32, int, float32) bool                              { return false }
+func asmScaleMulAdd(isa, *float32, *float32, *float32, int, float32) bool    { return false }
 
 func asmExpSubSum(isa, *float32, int, float32) (int, float32) { return 0, 0 }
 func asmGelu(isa, *float32, int) int                          { return 0 }

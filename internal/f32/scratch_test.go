@@ -81,3 +81,47 @@ func TestPrefetchL2(t *testing.T) {
 		}
 	}
 }
+
+// TestLayerNorm checks every kernel set's layer norm against float64 on
+// rows of many lengths (ragged tails, beyond the ones table) with a large
+// common offset, the case that breaks a one-pass E[x²] − mean² variance.
+func TestLayerNorm(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 9))
+	for _, ks := range available() {
+		for _, n := range []int{1, 3, 16, 17, 64, 100, 768, 1024, 1500, 3072} {
+			x := randSlice(rng, n)
+			for i := range x {
+				x[i] = 300 + 2*x[i]
+			}
+			g, b := randSlice(rng, n), randSlice(rng, n)
+			y := make([]float32, n)
+			ks.layerNorm(y, x, g, b, 1e-5)
+			var mean, v float64
+			for _, e := range x {
+				mean += float64(e)
+			}
+			mean /= float64(n)
+			for _, e := range x {
+				v += (float64(e) - mean) * (float64(e) - mean)
+			}
+			inv := 1 / math.Sqrt(v/float64(n)+1e-5)
+			for i := range x {
+				want := (float64(x[i])-mean)*inv*float64(g[i]) + float64(b[i])
+				tol := 1e-4 * (math.Abs(float64(g[i])) + math.Abs(float64(b[i])) + 1)
+				if n == 1 {
+					tol = 1e-2 // a lone element is all rounding of x − mean
+				}
+				if d := math.Abs(float64(y[i]) - want); !(d <= tol) {
+					t.Fatalf("%s n=%d: y[%d] = %v, float64 gives %v", ks.name, n, i, y[i], want)
+				}
+			}
+			// In place gives the same.
+			ks.layerNorm(x, x, g, b, 1e-5)
+			for i := range x {
+				if x[i] != y[i] {
+					t.Fatalf("%s n=%d: in place differs at %d", ks.name, n, i)
+				}
+			}
+		}
+	}
+}
