@@ -108,15 +108,18 @@ func (g *gen) matKernel(name string, rows int, avx512, bf16 bool) {
 	g.p("\tTESTQ CX, CX")
 	g.p("\tJZ %s_store", name)
 	g.p("%s_loop:", name)
-	// Fetch 16 panel rows ahead into L1 and 48 rows ahead into L2. When
-	// the panel comes from memory (a decode step), the out-of-order window
-	// alone keeps too few misses in flight, the more so the more rows a
-	// kernel carries (more cycles per panel row). Measured on the 124M
-	// decode steps: L1 prefetch, batch 1 −5% and batch 8 −15% per step;
-	// L2 prefetch on top, batch 4 −9%, bfloat16 batch 1 −10%. Prefetches
-	// past the panel's end are harmless.
+	// Fetch 48 panel rows ahead into L2. When the panel comes from memory
+	// (a decode step), the out-of-order window alone keeps too few misses
+	// in flight, the more so the more rows a kernel carries (more cycles
+	// per panel row): on a Sapphire Rapids VM this took batch 4 −9% and
+	// bfloat16 batch 1 −10% per 124M decode step. An L1 prefetch 16 rows
+	// ahead as well helped there in noisy runs, but on Zen 5 (the machine
+	// class of the CPU issue) dropping it made the step faster in every
+	// paired run: batch 1 −7%, batch 4 −10%, batch 8 −10 to −15%, bfloat16
+	// batch 1 −4 to −20%; the hardware brings L2 lines into L1 in time, and
+	// the two extra instructions per row cost issue slots. Prefetches past
+	// the panel's end are harmless.
 	for off := 0; off < rowBytes; off += 64 {
-		g.p("\tPREFETCHT0 %d(DX)", 16*rowBytes+off)
 		g.p("\tPREFETCHT1 %d(DX)", 48*rowBytes+off)
 	}
 	if bf16 {
