@@ -49,6 +49,21 @@ func byteLevelDecode(s string) (b []byte, ok bool) {
 	return b, true
 }
 
+// ByteLevelEncode writes raw bytes in GPT-2's byte-level alphabet, the form
+// vocab.json, merges.txt and byte-level tokenizer.json files (and GGUF
+// vocabularies) store tokens in.
+func ByteLevelEncode(b []byte) string {
+	r := make([]rune, len(b))
+	for i, c := range b {
+		r[i] = byteLevelRunes[c]
+	}
+	return string(r)
+}
+
+// ByteLevelDecode returns the raw bytes a byte-level token string stands
+// for, and false if some rune is outside the alphabet.
+func ByteLevelDecode(s string) ([]byte, bool) { return byteLevelDecode(s) }
+
 // validText replaces each invalid byte of s with U+FFFD, as converting s to
 // runes does. Encoders need valid UTF-8 (regular expressions and normalizers
 // work on characters); this is also how tiktoken-go sees such input.

@@ -80,3 +80,29 @@ func equalIDs(a, b []int) bool {
 	}
 	return true
 }
+
+// TestByteLevelRoundTrip checks the exported alphabet helpers on every
+// byte: encoding gives printable runes (no spaces or controls, as in
+// vocab.json) and decoding gives the bytes back.
+func TestByteLevelRoundTrip(t *testing.T) {
+	all := make([]byte, 256)
+	for i := range all {
+		all[i] = byte(i)
+	}
+	s := ByteLevelEncode(all)
+	for _, r := range s {
+		if r <= ' ' || r == 0x7f || (r >= 0x80 && r < 0xa1) || r == 0xad {
+			t.Errorf("byte-level rune %U is not printable", r)
+		}
+	}
+	if ByteLevelEncode([]byte(" the")) != "Ġthe" {
+		t.Errorf(`" the" encodes to %q, want "Ġthe"`, ByteLevelEncode([]byte(" the")))
+	}
+	back, ok := ByteLevelDecode(s)
+	if !ok || string(back) != string(all) {
+		t.Errorf("decode of the 256-byte alphabet: ok=%v, %d bytes back", ok, len(back))
+	}
+	if _, ok := ByteLevelDecode("a\u4e00"); ok {
+		t.Error("a rune outside the alphabet decoded")
+	}
+}

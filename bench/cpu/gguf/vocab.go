@@ -8,33 +8,6 @@ import (
 	"github.com/tinyserve/tinyserve/llm/tokenizer"
 )
 
-// byteToUnicode is GPT-2's reversible byte -> printable rune mapping (the
-// one its vocab.json and merges.txt are written in): printable Latin-1
-// bytes map to themselves, the other 68 bytes to U+0100 onwards, in byte
-// order.
-func byteToUnicode() [256]rune {
-	var m [256]rune
-	next := rune(256)
-	for b := range 256 {
-		switch {
-		case b >= '!' && b <= '~', b >= 0xA1 && b <= 0xAC, b >= 0xAE && b <= 0xFF:
-			m[b] = rune(b)
-		default:
-			m[b] = next
-			next++
-		}
-	}
-	return m
-}
-
-func mapBytes(m *[256]rune, b []byte) string {
-	r := make([]rune, len(b))
-	for i, c := range b {
-		r[i] = m[c]
-	}
-	return string(r)
-}
-
 // gpt2Vocab is the tokenizer metadata llama.cpp's "gpt2" BPE tokenizer
 // reads from a GGUF file.
 type gpt2Vocab struct {
@@ -75,14 +48,13 @@ func buildGPT2Vocab() (*gpt2Vocab, error) {
 			return nil, fmt.Errorf("rank %d is %q, not a single byte", id, byID[id])
 		}
 	}
-	m := byteToUnicode()
 	v := &gpt2Vocab{
 		Tokens: make([]string, tokenizer.GPT2VocabSize),
 		Types:  make([]int32, tokenizer.GPT2VocabSize),
 		Merges: make([]string, 0, n-256),
 	}
 	for id, b := range byID {
-		v.Tokens[id] = mapBytes(&m, b)
+		v.Tokens[id] = tokenizer.ByteLevelEncode(b)
 		v.Types[id] = tokenNormal
 	}
 	v.Tokens[tokenizer.GPT2EOS] = tokenizer.GPT2EOSText
@@ -114,7 +86,7 @@ func buildGPT2Vocab() (*gpt2Vocab, error) {
 		if len(parts) != 2 {
 			return nil, fmt.Errorf("token %d (%q): BPE with lower ranks leaves %d parts, want 2", r, b, len(parts))
 		}
-		v.Merges = append(v.Merges, mapBytes(&m, parts[0])+" "+mapBytes(&m, parts[1]))
+		v.Merges = append(v.Merges, tokenizer.ByteLevelEncode(parts[0])+" "+tokenizer.ByteLevelEncode(parts[1]))
 	}
 	return v, nil
 }
