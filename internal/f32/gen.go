@@ -116,9 +116,10 @@ func (g *gen) matKernel(name string, rows int, avx512, bf16 bool) {
 	// ahead as well helped there in noisy runs, but on Zen 5 (the machine
 	// class of the CPU issue) dropping it made the step faster in every
 	// paired run: batch 1 −7%, batch 4 −10%, batch 8 −10 to −15%, bfloat16
-	// batch 1 −4 to −20%; the hardware brings L2 lines into L1 in time, and
-	// the two extra instructions per row cost issue slots. Prefetches past
-	// the panel's end are harmless.
+	// batch 1 −4 to −20% (and the AVX2 half-panel kernels: batch 8 and
+	// prefill-128 faster in 5 of 6 pairs each); the hardware brings L2
+	// lines into L1 in time, and the extra instructions cost issue slots.
+	// Prefetches past the panel's end are harmless.
 	for off := 0; off < rowBytes; off += 64 {
 		g.p("\tPREFETCHT1 %d(DX)", 48*rowBytes+off)
 	}
@@ -757,7 +758,6 @@ func (g *gen) halfKernel(name string, rows int) {
 	g.p("\tTESTQ CX, CX")
 	g.p("\tJZ %s_store", name)
 	g.p("%s_loop:", name)
-	g.p("\tPREFETCHT0 %d(DX)", 16*panelWidth*4)
 	g.p("\tPREFETCHT1 %d(DX)", 48*panelWidth*4)
 	g.p("\tVMOVUPS (DX), Y12")
 	g.p("\tVMOVUPS 32(DX), Y13")
