@@ -222,6 +222,25 @@ func (g *gen) scaleMulAdd(name string, avx512 bool) {
 		g.p("\tADDQ $%d, DX", n*vb)
 		g.p("\tSUBQ $%d, CX", n*lanes)
 	}
+	g.elementLoop(name, lanes, step, func() {
+		g.p("\tVMULSS (DI), X15, X0")
+		g.p("\tVMOVSS (SI), X1")
+		g.p("\tVFMADD213SS (DX), X1, X0")
+		g.p("\tVMOVSS X0, (DI)")
+		g.p("\tADDQ $4, DI")
+		g.p("\tADDQ $4, SI")
+		g.p("\tADDQ $4, DX")
+	})
+	g.p("\tVZEROUPPER")
+	g.p("\tRET")
+	g.p("")
+}
+
+// elementLoop emits the loop of an element-wise kernel over CX floats:
+// step(4) while at least four vectors remain, step(1) while one does, then
+// tail() once per remaining float (tail advances the pointers; the loop
+// counts). The kernel's epilogue follows the label name_done.
+func (g *gen) elementLoop(name string, lanes int, step func(n int), tail func()) {
 	g.p("%s_l4:", name)
 	g.p("\tCMPQ CX, $%d", 4*lanes)
 	g.p("\tJLT %s_l1", name)
@@ -236,19 +255,10 @@ func (g *gen) scaleMulAdd(name string, avx512 bool) {
 	g.p("\tTESTQ CX, CX")
 	g.p("\tJZ %s_done", name)
 	g.p("%s_tail:", name)
-	g.p("\tVMULSS (DI), X15, X0")
-	g.p("\tVMOVSS (SI), X1")
-	g.p("\tVFMADD213SS (DX), X1, X0")
-	g.p("\tVMOVSS X0, (DI)")
-	g.p("\tADDQ $4, DI")
-	g.p("\tADDQ $4, SI")
-	g.p("\tADDQ $4, DX")
+	tail()
 	g.p("\tDECQ CX")
 	g.p("\tJNZ %s_tail", name)
 	g.p("%s_done:", name)
-	g.p("\tVZEROUPPER")
-	g.p("\tRET")
-	g.p("")
 }
 
 // bcastFMAs broadcasts x[r, k] into a register (Z16+r, above the
@@ -385,32 +395,17 @@ func (g *gen) axpy(name string, avx512, scale bool) {
 		g.p("\tADDQ $%d, DI", n*vb)
 		g.p("\tSUBQ $%d, CX", n*lanes)
 	}
-	g.p("%s_l4:", name)
-	g.p("\tCMPQ CX, $%d", 4*lanes)
-	g.p("\tJLT %s_l1", name)
-	step(4)
-	g.p("\tJMP %s_l4", name)
-	g.p("%s_l1:", name)
-	g.p("\tCMPQ CX, $%d", lanes)
-	g.p("\tJLT %s_tailcheck", name)
-	step(1)
-	g.p("\tJMP %s_l1", name)
-	g.p("%s_tailcheck:", name)
-	g.p("\tTESTQ CX, CX")
-	g.p("\tJZ %s_done", name)
-	g.p("%s_tail:", name)
-	g.p("\tVMOVSS (DI), X0")
-	if scale {
-		g.p("\tVMULSS X15, X0, X0")
-	} else {
-		g.p("\tVFMADD231SS (SI), X15, X0")
-		g.p("\tADDQ $4, SI")
-	}
-	g.p("\tVMOVSS X0, (DI)")
-	g.p("\tADDQ $4, DI")
-	g.p("\tDECQ CX")
-	g.p("\tJNZ %s_tail", name)
-	g.p("%s_done:", name)
+	g.elementLoop(name, lanes, step, func() {
+		g.p("\tVMOVSS (DI), X0")
+		if scale {
+			g.p("\tVMULSS X15, X0, X0")
+		} else {
+			g.p("\tVFMADD231SS (SI), X15, X0")
+			g.p("\tADDQ $4, SI")
+		}
+		g.p("\tVMOVSS X0, (DI)")
+		g.p("\tADDQ $4, DI")
+	})
 	g.p("\tVZEROUPPER")
 	g.p("\tRET")
 	g.p("")
