@@ -121,12 +121,9 @@ func greedyIDs(m *gpt2.Model, promptLen, n, threads int) (*greedyResult, error) 
 		if err != nil {
 			return nil, err
 		}
-		next := rows[0].Argmax
-		if lg := rows[0].Logits; lg != nil {
-			next = argmax(lg)
-			if res.Top == nil {
-				res.Top = top5(lg)
-			}
+		next := rows[0].Argmax // the backend's argmax, ties to the lowest id
+		if lg := rows[0].Logits; lg != nil && res.Top == nil {
+			res.Top = top5(lg)
 		}
 		res.Tokens = append(res.Tokens, next)
 		seq.StartPos += len(seq.Tokens)
@@ -134,16 +131,6 @@ func greedyIDs(m *gpt2.Model, promptLen, n, threads int) (*greedyResult, error) 
 		seq.NeedLogits = false
 	}
 	return res, nil
-}
-
-func argmax(x []float32) int {
-	best := 0
-	for i, v := range x {
-		if v > x[best] {
-			best = i
-		}
-	}
-	return best
 }
 
 func top5(x []float32) [][2]float64 {
