@@ -30,8 +30,9 @@ import (
 )
 
 type fakeAlloc struct {
-	base DevicePtr
-	data []byte
+	base    DevicePtr
+	data    []byte
+	mapping []byte // the mmap holding data, for the host emulator's real addresses
 }
 
 // fakeGPU is the device: memory, kernels by name, and the graph being
@@ -49,6 +50,12 @@ type fakeGPU struct {
 	graphs    map[GraphExec][]func()
 	launches  int
 	free      uint64
+	// emu, when set, runs the kernels' CUDA C and the GEMMs on the host
+	// (emu_test.go) instead of the Go emulations below; device memory is
+	// then real memory, each allocation ending at a guard page. reverse
+	// runs each block's threads, and the blocks, in reverse order.
+	emu     *cudaEmu
+	reverse bool
 }
 
 func newFakeGPU(t testing.TB) *fakeGPU {
@@ -56,6 +63,9 @@ func newFakeGPU(t testing.TB) *fakeGPU {
 }
 
 func (g *fakeGPU) alloc(n int) DevicePtr {
+	if g.emu != nil {
+		return g.allocMapped(n)
+	}
 	a := &fakeAlloc{base: g.next, data: make([]byte, n)}
 	g.allocs = append(g.allocs, a)
 	g.next += DevicePtr(align(n, 256) + 256)
@@ -65,6 +75,7 @@ func (g *fakeGPU) alloc(n int) DevicePtr {
 func (g *fakeGPU) freePtr(p DevicePtr) int32 {
 	for i, a := range g.allocs {
 		if a.base == p {
+			g.unmap(a)
 			g.allocs = slices.Delete(g.allocs, i, i+1)
 			g.last = nil
 			return 0
@@ -215,6 +226,9 @@ func (g *fakeGPU) driver() *Driver {
 			return 0
 		},
 		moduleGetFunction: func(f *Function, m Module, name string) int32 {
+			if g.emu != nil && g.emu.kernelArgs(name) < 0 {
+				return 500 // CUDA_ERROR_NOT_FOUND
+			}
 			g.kernels = append(g.kernels, name)
 			*f = Function(len(g.kernels))
 			return 0
@@ -273,6 +287,9 @@ func (g *fakeGPU) launch(name string, grid, block [3]uint32, shared uint32, para
 	nargs := map[string]int{"embed": 6, "layernorm": 7, "qkv_store": 11, "attention": 13, "bias_act": 6, "residual": 5, "argmax_rows": 3}
 	dt, base := storage(name)
 	n, ok := nargs[base]
+	if g.emu != nil {
+		n, ok = int(g.emu.kernelArgs(name)), true
+	}
 	if !ok {
 		panic("unknown kernel " + name)
 	}
@@ -289,6 +306,14 @@ func (g *fakeGPU) launch(name string, grid, block [3]uint32, shared uint32, para
 	a := args{cp}
 	if block[0]%32 != 0 || block[0] > 1024 || block[1] != 1 || block[2] != 1 {
 		panic(fmt.Sprintf("%s: block %v", name, block))
+	}
+	if g.emu != nil {
+		g.queue(func() {
+			if err := g.emu.launch(name, grid, block, shared, vals, g.reverse); err != nil {
+				g.t.Error(err)
+			}
+		})
+		return
 	}
 	g.queue(func() { g.run(base, dt, grid, block, shared, a) })
 }
@@ -436,6 +461,12 @@ func (g *fakeGPU) blas() *CuBLAS {
 			if lda < max(1, rowsA) || ldb < max(1, rowsB) || ldc < max(1, m) {
 				return 7 // CUBLAS_STATUS_INVALID_VALUE
 			}
+			if g.emu != nil {
+				g.queue(func() {
+					g.emu.gemm(ta, tb, m, n, k, al, uintptr(A), atype, lda, uintptr(B), btype, ldb, be, uintptr(Cp), ctype, ldc)
+				})
+				return 0
+			}
 			g.queue(func() {
 				for j := range int(n) {
 					for i := range int(m) {
@@ -471,6 +502,12 @@ func (g *fakeGPU) blas() *CuBLAS {
 func newFakeBackend(t testing.TB, m *gpt2.Model, opts Options, numBlocks int) (*Backend, *fakeGPU) {
 	t.Helper()
 	g := newFakeGPU(t)
+	return fakeBackendOn(t, g, m, opts, numBlocks), g
+}
+
+// fakeBackendOn builds the backend on g.
+func fakeBackendOn(t testing.TB, g *fakeGPU, m *gpt2.Model, opts Options, numBlocks int) *Backend {
+	t.Helper()
 	cfg := m.Config
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
@@ -495,7 +532,7 @@ func newFakeBackend(t testing.TB, m *gpt2.Model, opts Options, numBlocks int) (*
 	if err := b.AllocateKV(numBlocks, 16); err != nil {
 		t.Fatal(err)
 	}
-	return b, g
+	return b
 }
 
 func fakeCache(t testing.TB) string {

@@ -77,13 +77,13 @@ func loadGoldenCases(t *testing.T, name string) (*gpt2.Model, []goldenCase) {
 	return m, g.Cases
 }
 
-// newGPU returns a backend with KV for numBlocks blocks of 16, or skips
-// the test where there is no GPU.
-func newGPU(t testing.TB, m *gpt2.Model, dtype string, numBlocks int) *Backend {
-	t.Helper()
-	return newGPUOpts(t, m, Options{DType: dtype}, numBlocks)
-}
+// newDevice returns a backend with KV for numBlocks blocks of 16: on the
+// GPU (newGPUOpts) or on the host emulation of the kernels (newEmuBackend,
+// emu_test.go). The correctness tests below run on both.
+type newDevice func(t testing.TB, m *gpt2.Model, opts Options, numBlocks int) *Backend
 
+// newGPUOpts returns a backend on the GPU, or skips the test where there is
+// none.
 func newGPUOpts(t testing.TB, m *gpt2.Model, opts Options, numBlocks int) *Backend {
 	t.Helper()
 	opts.LibDir, opts.CacheDir = LibDirFromEnv(), t.TempDir()
@@ -161,11 +161,13 @@ const goldenBlocks = 6 * 64
 // in one chunk, gives the golden's top-10 logits and then, decoding with
 // the device argmax only (no logits copied back), the golden's 16 greedy
 // tokens exactly.
-func TestGPUGoldenGreedyFloat32(t *testing.T) {
+func TestGPUGoldenGreedyFloat32(t *testing.T) { checkGoldenGreedyFloat32(t, newGPUOpts) }
+
+func checkGoldenGreedyFloat32(t *testing.T, newDev newDevice) {
 	for _, ck := range goldenCheckpoints {
 		t.Run(ck.name, func(t *testing.T) {
 			m, cases := loadGoldenCases(t, ck.name)
-			b := newGPU(t, m, "float32", goldenBlocks)
+			b := newDev(t, m, Options{DType: "float32"}, goldenBlocks)
 			s := newStepper(t, b, goldenBlocks)
 			worst := 0.0
 			for i, c := range cases {
@@ -198,7 +200,7 @@ func TestGPUGoldenGreedyFloat32(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			t.Logf("max |GPU float32 - golden| over top-10 logits: %.3g (tolerance %.0e)", worst, ck.tol)
+			t.Logf("max |device float32 - golden| over top-10 logits: %.3g (tolerance %.0e)", worst, ck.tol)
 		})
 	}
 }
@@ -209,11 +211,13 @@ func TestGPUGoldenGreedyFloat32(t *testing.T) {
 // their prompt, alternating rows that need logits and rows that need only
 // the argmax. Every step's argmax must agree and logits stay within the
 // fixture's tolerance.
-func TestGPUMixedBatchesMatchCPU(t *testing.T) {
+func TestGPUMixedBatchesMatchCPU(t *testing.T) { checkMixedBatchesMatchCPU(t, newGPUOpts) }
+
+func checkMixedBatchesMatchCPU(t *testing.T, newDev newDevice) {
 	for _, ck := range goldenCheckpoints {
 		t.Run(ck.name, func(t *testing.T) {
 			m, cases := loadGoldenCases(t, ck.name)
-			gb := newGPU(t, m, "float32", goldenBlocks)
+			gb := newDev(t, m, Options{DType: "float32"}, goldenBlocks)
 			cb, err := gpt2.NewCPUBackend(m, gpt2.CPUOptions{})
 			if err != nil {
 				t.Fatal(err)
@@ -230,7 +234,7 @@ func TestGPUMixedBatchesMatchCPU(t *testing.T) {
 			if worst > ck.tol {
 				t.Errorf("max |GPU - CPU| logit %.3g over the tolerance %.0e", worst, ck.tol)
 			}
-			t.Logf("max |GPU float32 - CPU| over all returned logits: %.3g", worst)
+			t.Logf("max |device float32 - CPU| over all returned logits: %.3g", worst)
 		})
 	}
 }
@@ -238,7 +242,9 @@ func TestGPUMixedBatchesMatchCPU(t *testing.T) {
 // TestGPUHalfTop10: in float16 and bfloat16 the logits of the CPU's top-10
 // ids at the last prompt position agree with the CPU backend within the
 // stated tolerance, relative to the row's largest |logit|.
-func TestGPUHalfTop10(t *testing.T) {
+func TestGPUHalfTop10(t *testing.T) { checkHalfTop10(t, newGPUOpts) }
+
+func checkHalfTop10(t *testing.T, newDev newDevice) {
 	for _, dt := range []struct {
 		name string
 		rel  float64
@@ -246,7 +252,7 @@ func TestGPUHalfTop10(t *testing.T) {
 		for _, ck := range goldenCheckpoints {
 			t.Run(fmt.Sprintf("%s/%s", dt.name, ck.name), func(t *testing.T) {
 				m, cases := loadGoldenCases(t, ck.name)
-				gb := newGPU(t, m, dt.name, goldenBlocks)
+				gb := newDev(t, m, Options{DType: dt.name}, goldenBlocks)
 				gs := newStepper(t, gb, goldenBlocks)
 				worst := 0.0
 				for i, c := range cases {
@@ -263,7 +269,7 @@ func TestGPUHalfTop10(t *testing.T) {
 						}
 					}
 				}
-				t.Logf("max relative |GPU %s - golden| over top-10 logits: %.3g (tolerance %.0e)", dt.name, worst, dt.rel)
+				t.Logf("max relative |device %s - golden| over top-10 logits: %.3g (tolerance %.0e)", dt.name, worst, dt.rel)
 			})
 		}
 	}
@@ -327,10 +333,12 @@ func BenchmarkGPUDecodeStep(b *testing.B) {
 // backends, one replaying CUDA graphs, one eager, dropping a sequence
 // halfway (so a second graph size is captured); every step's argmax and
 // logits must agree.
-func TestGPUGraphsMatchEager(t *testing.T) {
+func TestGPUGraphsMatchEager(t *testing.T) { checkGraphsMatchEager(t, newGPUOpts) }
+
+func checkGraphsMatchEager(t *testing.T, newDev newDevice) {
 	m, cases := loadGoldenCases(t, "gpt2-tiny-hot")
-	eager := newGPU(t, m, "float32", goldenBlocks)
-	gb := newGPUOpts(t, m, Options{DType: "float32", CUDAGraphs: true}, goldenBlocks)
+	eager := newDev(t, m, Options{DType: "float32"}, goldenBlocks)
+	gb := newDev(t, m, Options{DType: "float32", CUDAGraphs: true}, goldenBlocks)
 	es, gs := newStepper(t, eager, goldenBlocks), newStepper(t, gb, goldenBlocks)
 	const seqs = 4
 	last := make([]int, seqs)

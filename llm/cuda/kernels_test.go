@@ -77,3 +77,16 @@ func TestKernelImageFromCache(t *testing.T) {
 		t.Error("unexpected file")
 	}
 }
+
+// kernelNames lists every kernel the backend looks up, for each storage
+// type: what the NVRTC test expects in the compiled module and what the
+// host emulator registers.
+func kernelNames() []string {
+	var names []string
+	for _, sfx := range []string{"_f32", "_f16", "_bf16"} {
+		for _, k := range []string{"embed", "layernorm", "qkv_store", "attention", "bias_act", "residual"} {
+			names = append(names, k+sfx)
+		}
+	}
+	return append(names, "argmax_rows")
+}

@@ -43,13 +43,7 @@ func TestKernelsCompile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var names []string
-	for _, sfx := range []string{"_f32", "_f16", "_bf16"} {
-		for _, k := range []string{"embed", "layernorm", "qkv_store", "attention", "bias_act", "residual"} {
-			names = append(names, k+sfx)
-		}
-	}
-	names = append(names, "argmax_rows")
+	names := kernelNames()
 	compiled := 0
 	for _, arch := range archs {
 		if arch < 70 || (testing.Short() && arch != 80) {

@@ -2,7 +2,7 @@
 //
 // Compiled at run time by NVRTC, so the file includes no headers: half and
 // bfloat16 values are stored as unsigned short and converted with PTX cvt
-// (float16) or bit arithmetic (bfloat16). Every kernel is a template over a
+// (float16, halfToFloat/floatToHalf) or bit arithmetic (bfloat16). Every kernel is a template over a
 // storage type and instantiated as extern "C" <name>_f32 / _f16 / _bf16, so
 // one compiled module serves every dtype. Arithmetic is float32 throughout;
 // only weights, KV and GEMM inputs are stored in the narrow type.
@@ -12,6 +12,28 @@
 // sequence's index in the batch); block tables are [numSeqs][maxBlocks], so
 // position p of sequence s is cache slot bt[s*maxBlocks + p/bs]*bs + p%bs.
 // The KV cache of one layer is [numBlocks*bs][C], a head's slice at h*D.
+//
+// The tests also run this file on the host (llm/cuda/testdata/emu compiles
+// it as C++ with a small CUDA shim); the emulator defines TS_EMULATOR and
+// brings its own versions of the two hooks below, which have no portable
+// C++ spelling.
+
+#ifndef TS_EMULATOR
+// TS_DYNAMIC_SHARED declares the kernel's dynamic shared memory.
+#define TS_DYNAMIC_SHARED(T, name) extern __shared__ T name[]
+
+// halfToFloat and floatToHalf convert IEEE float16, rounding to nearest even.
+__device__ __forceinline__ float halfToFloat(unsigned short x) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x));
+  return f;
+}
+__device__ __forceinline__ unsigned short floatToHalf(float f) {
+  unsigned short h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+}
+#endif
 
 struct F32 {
   typedef float T;
@@ -21,16 +43,8 @@ struct F32 {
 
 struct F16 {
   typedef unsigned short T;
-  static __device__ __forceinline__ float ld(T x) {
-    float f;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x));
-    return f;
-  }
-  static __device__ __forceinline__ T st(float f) {
-    unsigned short h;
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
-    return h;
-  }
+  static __device__ __forceinline__ float ld(T x) { return halfToFloat(x); }
+  static __device__ __forceinline__ T st(float f) { return floatToHalf(f); }
 };
 
 struct BF16 {
@@ -132,7 +146,7 @@ template <typename S>
 __device__ void attention(typename S::T* out, const float* q, const typename S::T* kc,
                           const typename S::T* vc, const int* pos, const int* seq, const int* bt,
                           int maxBlocks, int bs, int C, int D, int npos, float scale) {
-  extern __shared__ float sh[];
+  TS_DYNAMIC_SHARED(float, sh);
   __shared__ float scratch[32];
   float* sc = sh;              // [npos] scores, then weights
   float* qs = sh + npos;       // [D] this head's query

@@ -1,0 +1,324 @@
+package cuda
+
+// The host emulator: kernels/gpt2.cu itself, compiled by g++ against a
+// small CUDA shim (testdata/emu) and run on the fake GPU with real memory.
+// Where the Go emulation in fakegpu_test.go checks the backend's plumbing
+// against the kernels' documented semantics, this runs the CUDA C source:
+// its indexing, block-table paging, causal masking, reductions, barriers
+// and the conversions it writes by hand. The GEMMs stay emulated (a plain
+// C++ loop in emu.cc); nothing here says how fast a GPU runs, and libm's
+// expf/tanhf/erff may differ from CUDA's in the last bits.
+//
+// It needs a C++ compiler (g++, or $CXX) and linux/amd64; elsewhere the
+// tests skip and say so.
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"unsafe"
+
+	"github.com/ebitengine/purego"
+	"github.com/tinyserve/tinyserve/llm/gpt2"
+)
+
+// cudaEmu is one build of the emulator: emu.cc with a kernel source.
+type cudaEmu struct {
+	argsOf  func(name string) int32
+	launchC func(name string, gx, gy, gz, bx, by, bz, shared uint32, args unsafe.Pointer, nargs, reverse int32, err *byte, errLen int32) int32
+	gemmC   func(ta, tb, m, n, k int32, alpha float32, A uintptr, atype, lda int32, B uintptr, btype, ldb int32, beta float32, C uintptr, ctype, ldc int32)
+}
+
+// errNoEmulator marks the reasons to skip: no compiler or another platform.
+var errNoEmulator = errors.New("no host emulator for the CUDA kernels")
+
+// buildEmu compiles emu.cc with kernel source src (registering the kernels
+// named) into a shared library and opens it.
+func buildEmu(src string, names []string) (*cudaEmu, error) {
+	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
+		return nil, fmt.Errorf("%w on %s/%s (its fiber switch is x86-64 assembly)", errNoEmulator, runtime.GOOS, runtime.GOARCH)
+	}
+	cxx := os.Getenv("CXX")
+	if cxx == "" {
+		cxx = "g++"
+	}
+	path, err := exec.LookPath(cxx)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errNoEmulator, err)
+	}
+	shim, err := filepath.Abs(filepath.Join("testdata", "emu"))
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "tinyserve-cuda-emu")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir) // an opened library stays mapped
+	var inc strings.Builder
+	for _, n := range names {
+		fmt.Fprintf(&inc, "TS_EMU_KERNEL(%s)\n", n)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "kernels.inc"), []byte(inc.String()), 0o644); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "gpt2.cu"), []byte(src), 0o644); err != nil {
+		return nil, err
+	}
+	lib := filepath.Join(dir, "libtinyserve_cuda_emu.so")
+	cmd := exec.Command(path, "-std=c++17", "-O2", "-shared", "-fPIC", "-I"+dir, "-I"+shim, "-o", lib, filepath.Join(shim, "emu.cc"))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("compiling the CUDA emulator: %v\n%s", err, out)
+	}
+	h, err := purego.Dlopen(lib, purego.RTLD_NOW|purego.RTLD_LOCAL)
+	if err != nil {
+		return nil, err
+	}
+	e := &cudaEmu{}
+	purego.RegisterLibFunc(&e.argsOf, h, "ts_emu_kernel_args")
+	purego.RegisterLibFunc(&e.launchC, h, "ts_emu_launch")
+	purego.RegisterLibFunc(&e.gemmC, h, "ts_emu_gemm")
+	return e, nil
+}
+
+var (
+	emuOnce sync.Once
+	emuLib  *cudaEmu
+	emuErr  error
+)
+
+// loadEmu returns the emulator of the embedded kernels, built once per test
+// binary, or skips the test where it cannot be built.
+func loadEmu(t testing.TB) *cudaEmu {
+	t.Helper()
+	emuOnce.Do(func() { emuLib, emuErr = buildEmu(KernelSource(), kernelNames()) })
+	if errors.Is(emuErr, errNoEmulator) {
+		t.Skipf("%v", emuErr)
+	}
+	if emuErr != nil {
+		t.Fatal(emuErr)
+	}
+	return emuLib
+}
+
+func (e *cudaEmu) kernelArgs(name string) int32 { return e.argsOf(name) }
+
+// launch runs kernel name over grid now; args are the parameter values,
+// one 8-byte slot each as cuLaunchKernel reads them. args holds no Go
+// pointers and the call keeps none, so passing it is safe.
+func (e *cudaEmu) launch(name string, grid, block [3]uint32, shared uint32, args []uint64, reverse bool) error {
+	var msg [256]byte
+	rev := int32(0)
+	if reverse {
+		rev = 1
+	}
+	if e.launchC(name, grid[0], grid[1], grid[2], block[0], block[1], block[2], shared,
+		unsafe.Pointer(&args[0]), int32(len(args)), rev, &msg[0], int32(len(msg))) != 0 {
+		n := slices.Index(msg[:], 0)
+		return fmt.Errorf("emulated %s: %s", name, msg[:max(n, 0)])
+	}
+	return nil
+}
+
+func (e *cudaEmu) gemm(ta, tb, m, n, k int32, alpha float32, A uintptr, atype, lda int32, B uintptr, btype, ldb int32, beta float32, C uintptr, ctype, ldc int32) {
+	e.gemmC(ta, tb, m, n, k, alpha, A, atype, lda, B, btype, ldb, beta, C, ctype, ldc)
+}
+
+// allocMapped gives the emulator real device memory: an anonymous mapping
+// whose data ends (within 16 bytes, keeping 16-byte alignment) at a
+// PROT_NONE page, so that a kernel running past the end of a buffer
+// crashes the test instead of reading a neighbour.
+func (g *fakeGPU) allocMapped(n int) DevicePtr {
+	page := os.Getpagesize()
+	size := align(max(n, 1), page)
+	m, err := syscall.Mmap(-1, 0, size+page, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
+	if err != nil {
+		g.t.Fatalf("mmap %d bytes: %v", size+page, err)
+	}
+	if err := syscall.Mprotect(m[size:], syscall.PROT_NONE); err != nil {
+		g.t.Fatalf("guard page: %v", err)
+	}
+	start := (size - n) &^ 15
+	a := &fakeAlloc{base: DevicePtr(uintptr(unsafe.Pointer(&m[0])) + uintptr(start)), data: m[start : start+n : start+n], mapping: m}
+	i := sort.Search(len(g.allocs), func(i int) bool { return g.allocs[i].base > a.base })
+	g.allocs = slices.Insert(g.allocs, i, a)
+	return a.base
+}
+
+func (g *fakeGPU) unmap(a *fakeAlloc) {
+	if a.mapping != nil {
+		if err := syscall.Munmap(a.mapping); err != nil {
+			g.t.Error(err)
+		}
+	}
+}
+
+// newEmuBackend is a newDevice on the emulator.
+func newEmuBackend(t testing.TB, m *gpt2.Model, opts Options, numBlocks int) *Backend {
+	t.Helper()
+	b, _ := newEmuBackendOrder(t, m, opts, numBlocks, false)
+	return b
+}
+
+func newEmuBackendOrder(t testing.TB, m *gpt2.Model, opts Options, numBlocks int, reverse bool) (*Backend, *fakeGPU) {
+	t.Helper()
+	g := newFakeGPU(t)
+	g.emu, g.reverse = loadEmu(t), reverse
+	return fakeBackendOn(t, g, m, opts, numBlocks), g
+}
+
+// The GPU correctness tests of gpu_test.go, on the emulated kernels: the
+// goldens' top-10 logits and 16 greedy tokens in float32, mixed batches
+// against the CPU backend, half-precision top-10, and graph replay against
+// eager steps.
+
+func TestEmuGoldenGreedyFloat32(t *testing.T)  { checkGoldenGreedyFloat32(t, newEmuBackend) }
+func TestEmuMixedBatchesMatchCPU(t *testing.T) { checkMixedBatchesMatchCPU(t, newEmuBackend) }
+func TestEmuHalfTop10(t *testing.T)            { checkHalfTop10(t, newEmuBackend) }
+func TestEmuGraphsMatchEager(t *testing.T)     { checkGraphsMatchEager(t, newEmuBackend) }
+
+// TestEmuThreadOrder runs the same mixed batches with each block's threads
+// (and the blocks) in forward and in reverse order, for every storage
+// type: the logits must be bit-identical. A kernel that reads what another
+// thread writes without a barrier between them, or that depends on block
+// order, gives different results in the two orders.
+func TestEmuThreadOrder(t *testing.T) {
+	m := smallModel(t, nil)
+	const blocks = 40
+	prompts := smallPrompts(300, 1, 17, 40, 5, 33)
+	for _, dt := range []string{"float32", "float16", "bfloat16"} {
+		t.Run(dt, func(t *testing.T) {
+			fwd, _ := newEmuBackendOrder(t, m, Options{DType: dt}, blocks, false)
+			rev, _ := newEmuBackendOrder(t, m, Options{DType: dt}, blocks, true)
+			if worst := compareMixed(t, fwd, rev, prompts, blocks, 7, 5); worst != 0 {
+				t.Errorf("forward and reverse thread order differ by %.3g", worst)
+			}
+		})
+	}
+}
+
+// TestEmuMatchesGoEmulation: the CUDA C and the Go emulation of its
+// documented semantics (fakegpu_test.go) agree on every returned logit,
+// for each storage type and GELU form.
+func TestEmuMatchesGoEmulation(t *testing.T) {
+	for _, v := range []struct {
+		dt  string
+		erf bool
+		tol float64
+	}{{"float32", false, 1e-5}, {"float32", true, 1e-5}, {"float16", false, 2e-3}, {"bfloat16", false, 1e-2}} {
+		t.Run(fmt.Sprintf("%s/erf=%v", v.dt, v.erf), func(t *testing.T) {
+			if raceEnabled && v.dt != "float32" {
+				t.Skip("half types skipped under the race detector (slow Go emulation); float32 runs")
+			}
+			m := smallModel(t, func(c *gpt2.Config) {
+				if v.erf {
+					c.Activation = gpt2.GeluErf
+				}
+			})
+			const blocks = 40
+			emu := newEmuBackend(t, m, Options{DType: v.dt}, blocks)
+			goEmu, _ := newFakeBackend(t, m, Options{DType: v.dt}, blocks)
+			worst := compareMixed(t, emu, goEmu, smallPrompts(300, 1, 17, 40, 5, 33), blocks, 7, 5)
+			if worst > v.tol {
+				t.Errorf("emulated CUDA C vs Go emulation: logits differ by %.3g (tolerance %.0e)", worst, v.tol)
+			}
+			t.Logf("max |CUDA C - Go emulation| logit: %.3g", worst)
+		})
+	}
+}
+
+// TestEmuCatchesMissingBarrier checks the emulator itself: with the
+// barrier after the attention kernel's query load removed, threads read
+// the query before the threads that load it have run (shared memory starts
+// as NaN), and the logits go wrong. If this passed unnoticed, the
+// emulator's verdicts on barriers would mean nothing.
+func TestEmuCatchesMissingBarrier(t *testing.T) {
+	loadEmu(t) // skips where there is no compiler
+	src := KernelSource()
+	const barrier = "__syncthreads();\n  float m = -3.0e38f;"
+	if strings.Count(src, barrier) != 1 {
+		t.Fatalf("the attention kernel's query barrier is not where this test expects it")
+	}
+	broken, err := buildEmu(strings.Replace(src, barrier, "float m = -3.0e38f;", 1), kernelNames())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := smallModel(t, nil)
+	const blocks = 8
+	g := newFakeGPU(t)
+	g.emu = broken
+	b := fakeBackendOn(t, g, m, Options{DType: "float32"}, blocks)
+	ref := cpuBackend(t, m, blocks)
+	prompt := smallPrompts(300, 20)[0]
+	got := newStepper(t, b, blocks).step(part{id: kvID(0), tokens: prompt, sample: true, needLogits: true})
+	want := newStepper(t, ref, blocks).step(part{id: kvID(0), tokens: prompt, sample: true, needLogits: true})
+	worst := 0.0
+	for v := range want[0].Logits {
+		d := abs64(float64(got[0].Logits[v] - want[0].Logits[v]))
+		if d != d { // NaN
+			d = 1e9
+		}
+		worst = max(worst, d)
+	}
+	if worst < 1e-3 {
+		t.Errorf("without the barrier the logits still match the CPU's (worst %.3g): the emulator does not expose missing barriers", worst)
+	}
+	t.Logf("without the barrier: max |logit - CPU| %.3g", worst)
+}
+
+// TestEmuDeadlockAndShapes: a kernel whose warps split between a shuffle
+// and __syncthreads is reported as a deadlock, and launches the hardware
+// would refuse are refused.
+func TestEmuDeadlockAndShapes(t *testing.T) {
+	loadEmu(t)
+	src := KernelSource() + `
+extern "C" __global__ void split_warp(float* x) {
+  float v = x[threadIdx.x];
+  if (threadIdx.x & 1) v = __shfl_xor_sync(0xffffffffu, v, 2);
+  __syncthreads();
+  x[threadIdx.x] = v;
+}
+`
+	e, err := buildEmu(src, append(kernelNames(), "split_warp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := newFakeGPU(t)
+	g.emu = e
+	x := g.alloc(64 * 4)
+	defer g.freePtr(x)
+	args := []uint64{uint64(x)}
+	err = e.launch("split_warp", [3]uint32{1, 1, 1}, [3]uint32{64, 1, 1}, 0, args, false)
+	if err == nil || !strings.Contains(err.Error(), "deadlock") {
+		t.Errorf("split warp: %v, want a deadlock", err)
+	}
+	for _, c := range []struct {
+		name   string
+		block  uint32
+		shared uint32
+		args   []uint64
+		want   string
+	}{
+		{"split_warp", 2048, 0, args, "launch shape"},
+		{"split_warp", 64, 64 << 10, args, "shared memory"},
+		{"split_warp", 64, 0, []uint64{1, 2}, "arguments"},
+		{"no_such_kernel", 64, 0, args, "no kernel"},
+	} {
+		err := e.launch(c.name, [3]uint32{1, 1, 1}, [3]uint32{c.block, 1, 1}, c.shared, c.args, false)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s block %d shared %d: %v, want an error about %q", c.name, c.block, c.shared, err, c.want)
+		}
+	}
+	if e.kernelArgs("attention_f16") != 13 || e.kernelArgs("no_such_kernel") != -1 {
+		t.Errorf("kernel argument counts: attention_f16 %d, no_such_kernel %d", e.kernelArgs("attention_f16"), e.kernelArgs("no_such_kernel"))
+	}
+}
