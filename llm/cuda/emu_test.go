@@ -41,11 +41,12 @@ type cudaEmu struct {
 // errNoEmulator marks the reasons to skip: no compiler or another platform.
 var errNoEmulator = errors.New("no host emulator for the CUDA kernels")
 
-// buildEmu compiles emu.cc with kernel source src (registering the kernels
-// named) into a shared library and opens it.
-func buildEmu(src string, names []string) (*cudaEmu, error) {
+// compileEmu compiles emu.cc with kernel source src (registering the
+// kernels named), and driver.cc when withDriver is set, into a shared
+// library in dir and returns its path.
+func compileEmu(dir, src string, names []string, withDriver bool) (string, error) {
 	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
-		return nil, fmt.Errorf("%w on %s/%s (its fiber switch is x86-64 assembly)", errNoEmulator, runtime.GOOS, runtime.GOARCH)
+		return "", fmt.Errorf("%w on %s/%s (its fiber switch is x86-64 assembly)", errNoEmulator, runtime.GOOS, runtime.GOARCH)
 	}
 	cxx := os.Getenv("CXX")
 	if cxx == "" {
@@ -53,31 +54,43 @@ func buildEmu(src string, names []string) (*cudaEmu, error) {
 	}
 	path, err := exec.LookPath(cxx)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", errNoEmulator, err)
+		return "", fmt.Errorf("%w: %v", errNoEmulator, err)
 	}
 	shim, err := filepath.Abs(filepath.Join("testdata", "emu"))
 	if err != nil {
-		return nil, err
+		return "", err
 	}
-	dir, err := os.MkdirTemp("", "tinyserve-cuda-emu")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir) // an opened library stays mapped
 	var inc strings.Builder
 	for _, n := range names {
 		fmt.Fprintf(&inc, "TS_EMU_KERNEL(%s)\n", n)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "kernels.inc"), []byte(inc.String()), 0o644); err != nil {
-		return nil, err
+		return "", err
 	}
 	if err := os.WriteFile(filepath.Join(dir, "gpt2.cu"), []byte(src), 0o644); err != nil {
-		return nil, err
+		return "", err
 	}
 	lib := filepath.Join(dir, "libtinyserve_cuda_emu.so")
-	cmd := exec.Command(path, "-std=c++17", "-O2", "-shared", "-fPIC", "-I"+dir, "-I"+shim, "-o", lib, filepath.Join(shim, "emu.cc"))
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("compiling the CUDA emulator: %v\n%s", err, out)
+	args := []string{"-std=c++17", "-O2", "-shared", "-fPIC", "-fvisibility=hidden", "-I" + dir, "-I" + shim, "-o", lib, filepath.Join(shim, "emu.cc")}
+	if withDriver {
+		args = append(args, filepath.Join(shim, "driver.cc"))
+	}
+	if out, err := exec.Command(path, args...).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("compiling the CUDA emulator: %v\n%s", err, out)
+	}
+	return lib, nil
+}
+
+// buildEmu compiles the emulator for src and names and opens it.
+func buildEmu(src string, names []string) (*cudaEmu, error) {
+	dir, err := os.MkdirTemp("", "tinyserve-cuda-emu")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir) // an opened library stays mapped
+	lib, err := compileEmu(dir, src, names, false)
+	if err != nil {
+		return nil, err
 	}
 	h, err := purego.Dlopen(lib, purego.RTLD_NOW|purego.RTLD_LOCAL)
 	if err != nil {
@@ -321,4 +334,76 @@ extern "C" __global__ void split_warp(float* x) {
 	if e.kernelArgs("attention_f16") != 13 || e.kernelArgs("no_such_kernel") != -1 {
 		t.Errorf("kernel argument counts: attention_f16 %d, no_such_kernel %d", e.kernelArgs("attention_f16"), e.kernelArgs("no_such_kernel"))
 	}
+}
+
+// emuLibDir builds the emulator with driver.cc into a folder, under the
+// names the library search looks for (symlinks to one file, so the three
+// "libraries" are one loaded object sharing one emulated device).
+func emuLibDir(t *testing.T) string {
+	t.Helper()
+	loadEmu(t) // skips where the emulator cannot be built
+	dir := t.TempDir()
+	lib, err := compileEmu(dir, KernelSource(), kernelNames(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"libcuda.so.1", "libcublas.so.12", "libnvrtc.so.12"} {
+		if err := os.Symlink(filepath.Base(lib), filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// TestEmuLibraries runs NewBackend itself, unmodified, against the
+// emulator built as libcuda, cuBLAS and NVRTC: every driver, cuBLAS and
+// NVRTC call goes through purego into C functions declared with NVIDIA's
+// prototypes, so argument order, widths and pointer conventions are
+// checked as a GPU would check them. Then the float32 goldens and graph
+// replay run through those calls. (bench/gpu/emulate.sh runs the whole
+// device check this way.)
+func TestEmuLibraries(t *testing.T) {
+	dir := emuLibDir(t)
+	newDev := func(t testing.TB, m *gpt2.Model, opts Options, numBlocks int) *Backend {
+		t.Helper()
+		opts.LibDir, opts.CacheDir = dir, t.TempDir()
+		opts.Getenv = func(string) string { return "" } // only dir is searched first
+		b, err := NewBackend(m, opts)
+		if err != nil {
+			t.Fatalf("NewBackend on the emulated libraries: %v", err)
+		}
+		t.Cleanup(func() {
+			if err := b.Close(); err != nil {
+				t.Error(err)
+			}
+		})
+		if name, arch := b.Device(); !strings.Contains(name, "emulator") || arch != 90 {
+			t.Fatalf("device %q sm_%d: not the emulator", name, arch)
+		}
+		if err := b.AllocateKV(numBlocks, 16); err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	t.Run("golden", func(t *testing.T) { checkGoldenGreedyFloat32(t, newDev) })
+	t.Run("graphs", func(t *testing.T) { checkGraphsMatchEager(t, newDev) })
+	t.Run("max_kv_blocks", func(t *testing.T) {
+		m := smallModel(t, nil)
+		b, err := NewBackend(m, Options{LibDir: dir, CacheDir: t.TempDir(), Getenv: func(string) string { return "" }, GPUMemoryUtilization: 0.5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		// Half of the emulated 2 GiB (less the small model's weights) less
+		// the activation reserve.
+		n, err := b.MaxKVBlocks(16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		per := b.KVBytesPerBlock(16)
+		want := (1<<30 - activationReserve) / per
+		if n > int(want) || n < int(want)-64 {
+			t.Errorf("MaxKVBlocks(16) = %d blocks of %d bytes; want just under %d (half of 2 GiB less the reserve)", n, per, want)
+		}
+	})
 }

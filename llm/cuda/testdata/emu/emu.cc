@@ -8,13 +8,18 @@
 // cuBLAS calls the backend makes (a plain column-major GEMM with float64
 // sums).
 //
-// Build: g++ -std=c++17 -O2 -shared -fPIC -I<this dir> -I<llm/cuda/kernels>
-// -I<dir of kernels.inc> emu.cc, where kernels.inc lists the kernels as
-// TS_EMU_KERNEL(name) lines.
+// Build: g++ -std=c++17 -O2 -shared -fPIC -fvisibility=hidden -I<dir of
+// gpt2.cu and kernels.inc> -I<this dir> emu.cc [driver.cc], where
+// kernels.inc lists the kernels as TS_EMU_KERNEL(name) lines. driver.cc
+// adds the CUDA driver, cuBLAS and NVRTC entry points the backend binds,
+// so the library can stand in for libcuda.so.1, libcublas.so and
+// libnvrtc.so (bench/gpu/emulate.sh).
 
 #include "cuda_emu.h"
 
 #include "gpt2.cu"
+
+#include "emu_api.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -217,13 +222,24 @@ constexpr int argCount(void (*)(A...)) {
   return sizeof...(A);
 }
 
+template <typename... A>
+struct ArgSizes {
+  static constexpr unsigned char bytes[sizeof...(A) + 1] = {(unsigned char)sizeof(A)..., 0};
+};
+
+template <typename... A>
+constexpr const unsigned char* argSizes(void (*)(A...)) {
+  return ArgSizes<A...>::bytes;
+}
+
 struct Kernel {
   const char* name;
   int nargs;
+  const unsigned char* sizes;
   void (*invoke)(void**);
 };
 
-#define TS_EMU_KERNEL(K) {#K, argCount(&K), [](void** p) { invokeKernel(&K, p); }},
+#define TS_EMU_KERNEL(K) {#K, argCount(&K), argSizes(&K), [](void** p) { invokeKernel(&K, p); }},
 const Kernel kernels[] = {
 #include "kernels.inc"
 };
@@ -280,17 +296,17 @@ void store(uintptr_t p, long long i, int type, float v) {
 
 }  // namespace
 
-// ts_emu_kernel_args returns the number of parameters of kernel name, or
-// -1 when the module has no such kernel (cuModuleGetFunction's NOT_FOUND).
-extern "C" int ts_emu_kernel_args(const char* name) {
+TS_API int ts_emu_kernel_args(const char* name) {
   const Kernel* k = find(name);
   return k ? k->nargs : -1;
 }
 
-// ts_emu_launch runs kernel name over the grid now. args holds the
-// parameter values as cuLaunchKernel's array points at them, one 8-byte
-// slot each. It returns 0, or 1 with a message in err.
-extern "C" int ts_emu_launch(const char* name, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+TS_API int ts_emu_kernel_arg_size(const char* name, int i) {
+  const Kernel* k = find(name);
+  return k && i >= 0 && i < k->nargs ? k->sizes[i] : -1;
+}
+
+TS_API int ts_emu_launch(const char* name, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                              unsigned bz, unsigned shared, const uint64_t* args, int nargs, int reverse, char* err,
                              int errLen) {
   using namespace tsemu;
@@ -326,9 +342,7 @@ extern "C" int ts_emu_launch(const char* name, unsigned gx, unsigned gy, unsigne
   return 1;
 }
 
-// ts_emu_gemm is cublasGemmEx with float32 compute, column-major:
-// C = alpha·op(A)·op(B) + beta·C, with sums in float64.
-extern "C" void ts_emu_gemm(int ta, int tb, int m, int n, int k, float alpha, uintptr_t A, int atype, int lda,
+TS_API void ts_emu_gemm(int ta, int tb, int m, int n, int k, float alpha, uintptr_t A, int atype, int lda,
                             uintptr_t B, int btype, int ldb, float beta, uintptr_t C, int ctype, int ldc) {
   std::vector<double> acc(m);
   std::vector<float> col(k);
