@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -278,7 +279,12 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 		return nil, err
 	}
 	s := &sweeper{cfg: rc, root: root, rows: rows, opts: opts, client: client, base: base, now: now}
-	s.saveModels(ctx)
+	if ids := servedModels(s.saveModels(ctx)); len(ids) > 0 && !slices.Contains(ids, rc.Model) {
+		// A warning, not an error: some servers (llama.cpp's) answer any
+		// model name. Where the name matters, every request fails with 404
+		// and the run stops with its evidence kept.
+		opts.Progress.Logf("warning: %s lists the models %q; the configured model %q is not among them", s.base+"/v1/models", ids, rc.Model)
+	}
 
 	opts.Progress.Begin(len(order))
 	for i, spec := range order {
@@ -350,15 +356,16 @@ type modelsEvidence struct {
 	Response  json.RawMessage `json:"response,omitempty"`
 }
 
-// saveModels keeps the server's /v1/models answer beside the runs, the
-// first time a sweep in this folder reaches the server.
-func (s *sweeper) saveModels(ctx context.Context) {
-	path := filepath.Join(s.root, ModelsFile)
-	if ok, _ := exists(path); ok {
-		return
-	}
+// saveModels asks the server for /v1/models and returns the answer (nil on
+// failure), keeping it beside the runs the first time a sweep in this
+// folder reaches the server.
+func (s *sweeper) saveModels(ctx context.Context) []byte {
 	ev := modelsEvidence{URL: s.base + "/v1/models"}
 	b, err := getText(ctx, s.client, ev.URL, s.opts.APIKey, 1<<20)
+	path := filepath.Join(s.root, ModelsFile)
+	if ok, _ := exists(path); ok {
+		return b
+	}
 	ev.Time = s.now().UTC().Format(time.RFC3339Nano)
 	switch {
 	case err != nil:
@@ -373,6 +380,27 @@ func (s *sweeper) saveModels(ctx context.Context) {
 			s.opts.Progress.Logf("warning: could not keep %s: %v", path, err)
 		}
 	}
+	return b
+}
+
+// servedModels returns the model ids of a /v1/models answer, or nil when b
+// is not one.
+func servedModels(b []byte) []string {
+	var list struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	if json.Unmarshal(b, &list) != nil {
+		return nil
+	}
+	var ids []string
+	for _, m := range list.Data {
+		if m.ID != "" {
+			ids = append(ids, m.ID)
+		}
+	}
+	return ids
 }
 
 // measure makes one run: records go to a uniquely named partial file that

@@ -1,6 +1,7 @@
 package sweep
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -351,3 +352,29 @@ func readFile(t *testing.T, p string) []byte {
 }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+// TestSweepWarnsOfUnlistedModel: a configured model that the server's
+// /v1/models does not list gets a warning before the first run (the fake
+// server answers any name, as llama.cpp's does, so the sweep goes on); a
+// listed one gets none.
+func TestSweepWarnsOfUnlistedModel(t *testing.T) {
+	for _, c := range []struct {
+		model string
+		warn  bool
+	}{{"fake-model", false}, {"/models/gpt2-tiny", true}} {
+		t.Run(c.model, func(t *testing.T) {
+			dir := t.TempDir()
+			f := newFakeServer(t, &fakeServer{})
+			prompts := writePrompts(t, dir, 4, 4)
+			cfgJSON := strings.Replace(string(sweepConfigJSON(f.URL(), prompts, []int{1}, 4, 0, 1)), `"model": "fake-model"`, `"model": "`+c.model+`"`, 1)
+			var log bytes.Buffer
+			_, err := runTestSweep(t, context.Background(), []byte(cfgJSON), dir, func(o *SweepOptions) { o.Progress = NewProgress(&log, false, time.Now) })
+			require.NoError(t, err)
+			warned := strings.Contains(log.String(), `the configured model "`+c.model+`" is not among them`)
+			assert.Equal(t, c.warn, warned, "log:\n%s", log.String())
+			if c.warn {
+				assert.Contains(t, log.String(), `["fake-model"]`)
+			}
+		})
+	}
+}

@@ -20,7 +20,12 @@
 #      earlier steps ran long
 #
 # Knobs: REQUESTS (per scenario, default 32; tiny-vLLM used 100),
-# DTYPE (default float16), TINYSERVE_CUDA_LIB_DIR (library folder).
+# DTYPE (default float16), TINYSERVE_CUDA_LIB_DIR (library folder),
+# MODEL (built-in name or checkpoint folder for the benchmark, the scenarios
+# and the sweep; default gpt2-124m-random), BENCHTIME (the step benchmark's
+# -test.benchtime, default 300x), BUDGET_S (the whole check's time budget,
+# default 240; later steps are skipped past it). bench/gpu/emulate.sh sets
+# them for a dry run on the host emulator.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -28,6 +33,12 @@ bin=$root/bench/gpu/bin
 out=${OUT:-$root/bench/gpu/out}
 requests=${REQUESTS:-32}
 dtype=${DTYPE:-float16}
+model=${MODEL:-gpt2-124m-random}
+benchtime=${BENCHTIME:-300x}
+budget=${BUDGET_S:-240}
+case $model in
+*/*) model=$(cd "$model" && pwd) ;; # a checkpoint folder: the steps run in different folders
+esac
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 mkdir -p "$out" && out=$(cd "$out" && pwd)
@@ -55,7 +66,7 @@ note ""
 note "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 note "git: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 note "gpu: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo 'nvidia-smi not found')"
-note "requests per scenario: $requests, dtype: $dtype"
+note "model: $model, requests per scenario: $requests, dtype: $dtype"
 note ""
 for f in cuda.test gpubench; do
 	if [ ! -x "$bin/$f" ]; then
@@ -66,22 +77,24 @@ done
 
 # 1. Correctness (the test binary reads ../../testdata relative to llm/cuda).
 cd "$root/llm/cuda"
-step correctness 150 "$bin/cuda.test" -test.v -test.count=1 -test.run 'GPU'
-grep -E '^(--- |    --- )|max .*GPU|GPU .*sm_' "$out/correctness.txt" | sed 's/^/    /' >>"$summary"
+step correctness 150 "$bin/cuda.test" -test.v -test.count=1 -test.run '^TestGPU'
+grep -E '^(--- |    --- )|max .*(GPU|device)|GPU .*sm_' "$out/correctness.txt" | sed 's/^/    /' >>"$summary"
 
 # 2. Per-step time.
-step step_time 90 "$bin/cuda.test" -test.run '^$' -test.bench 'GPUDecodeStep' -test.benchtime 300x
+TINYSERVE_GPU_BENCH_MODEL=$model step step_time 90 "$bin/cuda.test" -test.run '^$' -test.bench 'GPUDecodeStep' -test.benchtime "$benchtime"
 grep -E 'Benchmark' "$out/step_time.txt" | sed 's/^/    /' >>"$summary"
 cd "$root"
 
 # 3. tinyserve on the seven scenarios, eager, then with CUDA graphs.
-step tinyserve 120 "$bin/gpubench" scenarios -requests "$requests" -dtype "$dtype" -out "$out/tinyserve.json"
-step tinyserve_graphs 120 "$bin/gpubench" scenarios -graphs -requests "$requests" -dtype "$dtype" -out "$out/tinyserve-graphs.json"
+step tinyserve 120 "$bin/gpubench" scenarios -model "$model" -requests "$requests" -dtype "$dtype" -out "$out/tinyserve.json"
+step tinyserve_graphs 120 "$bin/gpubench" scenarios -model "$model" -graphs -requests "$requests" -dtype "$dtype" -out "$out/tinyserve-graphs.json"
 
 # 4. The PyTorch peer on the same weights.
 if python3 -c 'import torch, transformers, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
-	if step checkpoint 60 "$bin/gpubench" checkpoint "$scratch/gpt2-124m"; then
-		step hf_peer 150 python3 bench/gpu/hf_peer.py --model "$scratch/gpt2-124m" --requests "$requests" --dtype "$dtype" --out "$out/hf.json"
+	ckpt=$model
+	if [ -d "$model" ] || step checkpoint 60 "$bin/gpubench" checkpoint -model "$model" "$scratch/checkpoint"; then
+		[ -d "$model" ] || ckpt=$scratch/checkpoint
+		step hf_peer 150 python3 bench/gpu/hf_peer.py --model "$ckpt" --requests "$requests" --dtype "$dtype" --out "$out/hf.json"
 	fi
 else
 	note "- hf_peer: SKIPPED (python3 with torch, transformers and a CUDA device not found)"
@@ -105,24 +118,26 @@ fi
 #    cuda backend wired into tinyserve.Open).
 shopt -s nullglob
 configs=(experiments/sweep-*.json)
-if [ $SECONDS -gt 170 ]; then
-	note "- embedded sweep: SKIPPED (the earlier steps took $SECONDS s; the whole check must stay under 4 minutes)"
+if [ $SECONDS -gt $((budget - 70)) ]; then
+	note "- embedded sweep: SKIPPED (the earlier steps took $SECONDS s; the whole check must stay within $budget s)"
 elif [ -x "$bin/sweep" ] && [ ${#configs[@]} -gt 0 ]; then
 	for c in "${configs[@]}"; do
-		if [ $SECONDS -gt 220 ]; then
+		if [ $SECONDS -gt $((budget - 20)) ]; then
 			note "- sweep $c and later: SKIPPED (time)"
 			break
 		fi
 		name=$(basename "$c" .json)
 		name=${name#sweep-}
-		python3 - "$c" "$scratch/$name.json" "$requests" "$dtype" "$out/sweep" <<'PY' || { note "- $name: cannot retarget config"; continue; }
+		python3 - "$c" "$scratch/$name.json" "$requests" "$dtype" "$out/sweep" "${MODEL:+$model}" <<'PY' || { note "- $name: cannot retarget config"; continue; }
 import json, sys
-src, dst, n, dtype, outdir = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
+src, dst, n, dtype, outdir, model = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5], sys.argv[6]
 c = json.load(open(src))
 t = c.setdefault("target", {"kind": "embedded"})
 e = t.setdefault("engine", {})
-e["backend"] = "cuda"  # the configs' own model and dtype are kept
+e["backend"] = "cuda"  # the configs' own dtype is kept, and their model unless MODEL is set
 e.setdefault("model", "gpt2-124m-random")
+if model:  # served under the config's own name, which its requests use
+    e["model"], e["served_model_name"] = model, c["model"]
 c["num_requests"] = min(n, c.get("num_requests", n))
 c["warmups"], c["repeats"], c["output_dir"] = 0, 1, outdir
 json.dump(c, open(dst, "w"), indent=2)
@@ -131,6 +146,18 @@ PY
 	done
 else
 	note "- embedded sweep: SKIPPED ($([ -x "$bin/sweep" ] || echo 'no bench/gpu/bin/sweep: cmd/sweep was absent at build time; ')$([ ${#configs[@]} -gt 0 ] || echo 'no experiments/sweep-*.json'))"
+fi
+# The sweeps' figures (HTTP, streaming) against the PyTorch peer.
+roots=()
+for r in "$out"/sweep/*/; do [ -f "$r/summary.json" ] && roots+=("$r"); done
+if [ ${#roots[@]} -gt 0 ] && "$bin/gpubench" fromsweep "$out/sweep.json" "${roots[@]}"; then
+	other=$out/hf.json
+	[ -f "$other" ] || other=$out/sweep.json
+	if "$bin/gpubench" table "$out/sweep.json" "$other" >"$out/sweep-table.md"; then
+		note ""
+		cat "$out/sweep-table.md" >>"$summary"
+		cat "$out/sweep-table.md"
+	fi
 fi
 
 note ""

@@ -275,8 +275,30 @@ func checkHalfTop10(t *testing.T, newDev newDevice) {
 	}
 }
 
+// benchModel is GPT-2 124M with random weights, or the built-in model or
+// checkpoint folder $TINYSERVE_GPU_BENCH_MODEL names (bench/gpu/run.sh's
+// MODEL, for a dry run on the emulator with a small one).
+func benchModel(b *testing.B) *gpt2.Model {
+	name := os.Getenv("TINYSERVE_GPU_BENCH_MODEL")
+	if name == "" {
+		name = gpt2.Builtin124M
+	}
+	var m *gpt2.Model
+	var err error
+	if gpt2.IsBuiltin(name) {
+		m, err = gpt2.Builtin(name)
+	} else {
+		m, err = gpt2.Load(name)
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = m.Close() })
+	return m
+}
+
 // BenchmarkGPUDecodeStep times one decode step of GPT-2 124M (random
-// weights) for 4 sequences at position 128, the per-step goal
+// weights; see benchModel) for 4 sequences at position 128, the per-step goal
 // (under 1 ms), in float16. Each iteration is a full Forward: metadata
 // copy, 12 layers, LM head for 4 rows, argmax, result copy.
 func BenchmarkGPUDecodeStep(b *testing.B) {
@@ -289,10 +311,7 @@ func BenchmarkGPUDecodeStep(b *testing.B) {
 			name += "-graphs"
 		}
 		b.Run(name, func(b *testing.B) {
-			m, err := gpt2.Builtin(gpt2.Builtin124M)
-			if err != nil {
-				b.Fatal(err)
-			}
+			m := benchModel(b)
 			const seqs, prompt = 4, 128
 			gb := newGPUOpts(b, m, Options{DType: v.dt, CUDAGraphs: v.graphs}, seqs*64)
 			mgr, _ := kv.New(seqs*64, 16)

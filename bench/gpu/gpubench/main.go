@@ -1,13 +1,18 @@
 // Command gpubench is the Go half of the GPU device check (bench/gpu/run.sh),
 // built on a machine with Go and run on one with a GPU and no Go:
 //
-//	gpubench checkpoint DIR       write GPT-2 124M (random weights, the built-in
-//	                              gpt2-124m-random) as a Hugging Face folder for
-//	                              the PyTorch peer
+//	gpubench checkpoint [-model NAME] DIR
+//	                              write a built-in model (default GPT-2 124M
+//	                              with random weights, gpt2-124m-random) as a
+//	                              Hugging Face folder for the PyTorch peer
 //	gpubench scenarios [flags]    run tiny-vLLM's seven scenarios in-process
 //	                              through the engine and write a JSON report
 //	gpubench table A.json B.json  print a Markdown table comparing two reports
 //	                              (p50/p95 latency, output tok/s, ratio A/B)
+//	gpubench fromsweep OUT.json ROOT...
+//	                              turn the embedded sweeps' results (each ROOT
+//	                              holding a summary.json) into a report, so
+//	                              that table can compare them too
 package main
 
 import (
@@ -19,6 +24,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -38,20 +44,39 @@ func main() {
 
 func run(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return errors.New("usage: gpubench checkpoint DIR | scenarios [flags] | table A.json B.json")
+		return errors.New("usage: gpubench checkpoint [-model NAME] DIR | scenarios [flags] | table A.json B.json | fromsweep OUT.json ROOT...")
 	}
 	switch args[0] {
 	case "checkpoint":
-		if len(args) != 2 {
-			return errors.New("usage: gpubench checkpoint DIR")
+		fs := flag.NewFlagSet("checkpoint", flag.ContinueOnError)
+		fs.SetOutput(stderr)
+		model := fs.String("model", gpt2.Builtin124M, "built-in model name")
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
 		}
-		m, err := gpt2.Builtin(gpt2.Builtin124M)
+		if fs.NArg() != 1 {
+			return errors.New("usage: gpubench checkpoint [-model NAME] DIR")
+		}
+		m, err := gpt2.Builtin(*model)
 		if err != nil {
 			return err
 		}
-		return m.WriteCheckpoint(args[1])
+		return m.WriteCheckpoint(fs.Arg(0))
 	case "scenarios":
 		return scenariosCmd(args[1:], stdout, stderr)
+	case "fromsweep":
+		if len(args) < 3 {
+			return errors.New("usage: gpubench fromsweep OUT.json ROOT...")
+		}
+		rep, err := sweepReport(args[2:])
+		if err != nil {
+			return err
+		}
+		data, err := json.MarshalIndent(rep, "", "  ")
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(args[1], append(data, '\n'), 0o644)
 	case "table":
 		if len(args) != 3 {
 			return errors.New("usage: gpubench table A.json B.json")
@@ -202,4 +227,67 @@ func table(a, b Report) string {
 		}
 	}
 	return sb.String()
+}
+
+// sweepSummary is the part of a sweep's summary.json a report needs.
+type sweepSummary struct {
+	Config struct {
+		Name   string `json:"name"`
+		Target struct {
+			Engine struct {
+				Model   string `json:"model"`
+				Backend string `json:"backend"`
+				DType   string `json:"dtype"`
+			} `json:"engine"`
+		} `json:"target"`
+	} `json:"config"`
+	ByConcurrency []struct {
+		Concurrency int     `json:"concurrency"`
+		DurationS   float64 `json:"duration_s"`
+		Counts      struct {
+			Successful   int `json:"successful"`
+			OutputTokens int `json:"output_tokens"`
+		} `json:"counts"`
+		OutputTokS float64 `json:"output_token_throughput_per_s"`
+		Latency    struct {
+			P50 float64 `json:"p50"`
+			P95 float64 `json:"p95"`
+		} `json:"latency_s"`
+		TTFT struct {
+			P50 float64 `json:"p50"`
+		} `json:"ttft_s"`
+	} `json:"by_concurrency"`
+}
+
+// sweepReport reads the summary.json of each sweep root, one result per
+// concurrency level, named after the config without its "tinyvllm-" prefix
+// (so that tiny-vLLM's scenarios line up with the other reports), with
+// "@c" appended when a sweep has several levels.
+func sweepReport(roots []string) (Report, error) {
+	rep := Report{Engine: "tinyserve (embedded sweep, HTTP)"}
+	for _, root := range roots {
+		var s sweepSummary
+		data, err := os.ReadFile(filepath.Join(root, "summary.json"))
+		if err != nil {
+			return rep, err
+		}
+		if err := json.Unmarshal(data, &s); err != nil {
+			return rep, fmt.Errorf("%s: %w", root, err)
+		}
+		e := s.Config.Target.Engine
+		if rep.Model == "" {
+			rep.Model, rep.DType, rep.Device = filepath.Base(e.Model), e.DType, e.Backend
+		}
+		name := strings.TrimPrefix(s.Config.Name, "tinyvllm-")
+		for _, c := range s.ByConcurrency {
+			r := Result{Scenario: Scenario{Name: name, Concurrency: c.Concurrency}, Requests: c.Counts.Successful,
+				WallS: c.DurationS, OutputTokens: c.Counts.OutputTokens, OutputTokS: c.OutputTokS,
+				LatencyP50S: c.Latency.P50, LatencyP95S: c.Latency.P95, TTFTP50S: c.TTFT.P50}
+			if len(s.ByConcurrency) > 1 {
+				r.Name = fmt.Sprintf("%s@%d", name, c.Concurrency)
+			}
+			rep.Results = append(rep.Results, r)
+		}
+	}
+	return rep, nil
 }

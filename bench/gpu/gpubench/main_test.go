@@ -1,6 +1,9 @@
 package main
 
 import (
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -37,5 +40,45 @@ func TestTable(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("table lacks %q:\n%s", want, got)
 		}
+	}
+}
+
+func TestSweepReport(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		root := filepath.Join(dir, name)
+		if err := os.MkdirAll(root, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, "summary.json"), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return root
+	}
+	one := write("a", `{"config":{"name":"tinyvllm-batch_c4","target":{"engine":{"model":"/m/gpt2-tiny","backend":"cuda","dtype":"auto"}}},
+		"by_concurrency":[{"concurrency":4,"duration_s":2,"counts":{"successful":8,"output_tokens":256},"output_token_throughput_per_s":128,"latency_s":{"p50":0.5,"p95":0.75},"ttft_s":{"p50":0.1}}]}`)
+	two := write("b", `{"config":{"name":"kv_pressure"},"by_concurrency":[{"concurrency":1},{"concurrency":8,"output_token_throughput_per_s":9}]}`)
+	rep, err := sweepReport([]string{one, two})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Model != "gpt2-tiny" || rep.Device != "cuda" || len(rep.Results) != 3 {
+		t.Fatalf("report %+v", rep)
+	}
+	r := rep.Results[0]
+	if r.Name != "batch_c4" || r.Concurrency != 4 || r.Requests != 8 || r.OutputTokS != 128 || r.LatencyP50S != 0.5 || r.LatencyP95S != 0.75 || r.TTFTP50S != 0.1 || r.WallS != 2 || r.OutputTokens != 256 {
+		t.Errorf("first result %+v", r)
+	}
+	if rep.Results[1].Name != "kv_pressure@1" || rep.Results[2].Name != "kv_pressure@8" || rep.Results[2].OutputTokS != 9 {
+		t.Errorf("multi-level names %q %q", rep.Results[1].Name, rep.Results[2].Name)
+	}
+	if _, err := sweepReport([]string{filepath.Join(dir, "missing")}); err == nil {
+		t.Error("a root without summary.json was accepted")
+	}
+	if err := run([]string{"fromsweep", filepath.Join(dir, "out.json"), one}, io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := readReport(filepath.Join(dir, "out.json")); err != nil || len(got.Results) != 1 {
+		t.Errorf("fromsweep wrote %+v, %v", got, err)
 	}
 }
