@@ -118,12 +118,19 @@ func (e *CompileError) Unwrap() error { return e.Err }
 // machine code (an sm_XY --gpu-architecture), otherwise NUL-terminated PTX
 // (a compute_XY one) that the driver compiles when loading.
 func (n *NVRTC) Compile(src, name string, opts []string, cubin bool) ([]byte, error) {
+	out, _, err := n.compile(src, name, opts, cubin)
+	return out, err
+}
+
+// compile is Compile that also returns the compile log (warnings, and
+// ptxas's resource report when opts ask for it).
+func (n *NVRTC) compile(src, name string, opts []string, cubin bool) ([]byte, string, error) {
 	if cubin && !n.hasCUBIN {
-		return nil, fmt.Errorf("cuda: %s cannot emit cubins (nvrtcGetCUBIN missing)", n.Path)
+		return nil, "", fmt.Errorf("cuda: %s cannot emit cubins (nvrtcGetCUBIN missing)", n.Path)
 	}
 	var prog uintptr
 	if err := n.check("nvrtcCreateProgram", n.createProgram(&prog, src, name, 0, nil, nil)); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	defer n.destroyProgram(&prog)
 	ptrs := make([]*byte, len(opts)+1)
@@ -131,24 +138,26 @@ func (n *NVRTC) Compile(src, name string, opts []string, cubin bool) ([]byte, er
 		ptrs[i] = cString(o)
 	}
 	if err := n.check("nvrtcCompileProgram", n.compileProgram(prog, int32(len(opts)), unsafe.Pointer(&ptrs[0]))); err != nil {
-		return nil, &CompileError{Err: err, Log: n.log(prog)}
+		log := n.log(prog)
+		return nil, log, &CompileError{Err: err, Log: log}
 	}
+	log := n.log(prog)
 	sizeFn, getFn, what := n.getPTXSize, n.getPTX, "PTX"
 	if cubin {
 		sizeFn, getFn, what = n.getCUBINSize, n.getCUBIN, "CUBIN"
 	}
 	var size uint64
 	if err := n.check("nvrtcGet"+what+"Size", sizeFn(prog, &size)); err != nil {
-		return nil, err
+		return nil, log, err
 	}
 	if size == 0 {
-		return nil, fmt.Errorf("cuda: nvrtc produced an empty %s", what)
+		return nil, log, fmt.Errorf("cuda: nvrtc produced an empty %s", what)
 	}
 	out := make([]byte, size)
 	if err := n.check("nvrtcGet"+what, getFn(prog, &out[0])); err != nil {
-		return nil, err
+		return nil, log, err
 	}
-	return out, nil
+	return out, log, nil
 }
 
 // log is the program's compile log (best effort: empty on failure).

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -115,5 +117,49 @@ func TestPTXFallbackArch(t *testing.T) {
 	}
 	if _, err := ptxFallbackArch(rtc, 10); err == nil {
 		t.Error("sm_10 got a fallback")
+	}
+}
+
+// TestKernelsNoSpills asks ptxas (through NVRTC) for each kernel's
+// resources on Ampere and Hopper: no kernel may spill registers to local
+// memory, and each is listed. The register counts are logged.
+func TestKernelsNoSpills(t *testing.T) {
+	rtc := loadTestNVRTC(t)
+	archs, err := rtc.SupportedArchs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry := regexp.MustCompile(`Compiling entry function '(\w+)'`)
+	spills := regexp.MustCompile(`(\d+) bytes spill stores, (\d+) bytes spill loads`)
+	regs := regexp.MustCompile(`Used (\d+) registers`)
+	for _, arch := range []int{80, 90} {
+		if !slices.Contains(archs, arch) {
+			continue
+		}
+		_, log, err := rtc.compile(KernelSource(), "gpt2.cu", []string{fmt.Sprintf("--gpu-architecture=sm_%d", arch), "-default-device", "--std=c++17", "--ptxas-options=-v"}, true)
+		if err != nil {
+			t.Fatalf("sm_%d: %v", arch, err)
+		}
+		seen := map[string]bool{}
+		var cur string
+		var report []string
+		for _, line := range strings.Split(log, "\n") {
+			if m := entry.FindStringSubmatch(line); m != nil {
+				cur = m[1]
+				seen[cur] = true
+			}
+			if m := spills.FindStringSubmatch(line); m != nil && (m[1] != "0" || m[2] != "0") {
+				t.Errorf("sm_%d %s spills: %s", arch, cur, strings.TrimSpace(line))
+			}
+			if m := regs.FindStringSubmatch(line); m != nil {
+				report = append(report, cur+"="+m[1])
+			}
+		}
+		for _, k := range kernelNames() {
+			if !seen[k] {
+				t.Errorf("sm_%d: ptxas reported nothing for %s", arch, k)
+			}
+		}
+		t.Logf("sm_%d registers: %s", arch, strings.Join(report, " "))
 	}
 }
