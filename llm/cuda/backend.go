@@ -90,6 +90,7 @@ type Backend struct {
 
 	w       devWeights
 	weights DevicePtr
+	blasWS  DevicePtr // cuBLAS's workspace (see setup)
 
 	kc, vc    DevicePtr // [layer][block*blockSize+slot][C], storage type
 	numBlocks int
@@ -282,6 +283,23 @@ func (b *Backend) setup(load func(drvVersion int) (*NVRTC, *CuBLAS, error)) erro
 	}
 	if err := b.blas.SetStream(b.stream); err != nil {
 		return err
+	}
+	// A workspace of our own, so that GEMMs captured into CUDA graphs reuse
+	// one buffer: before CUDA 12.2, cuBLAS allocated its workspace during
+	// capture (failing it, or growing with every graph). The sizes are
+	// NVIDIA's recommendation (32 MiB for Hopper and newer, 4 MiB before).
+	wsBytes := 4 << 20
+	if b.arch >= 90 {
+		wsBytes = 32 << 20
+	}
+	if b.blasWS, err = b.drv.MemAlloc(wsBytes); err != nil {
+		return err
+	}
+	if ok, err := b.blas.SetWorkspace(b.blasWS, wsBytes); err != nil {
+		return err
+	} else if !ok {
+		b.drv.MemFree(b.blasWS)
+		b.blasWS = 0
 	}
 	mode := MathDefault
 	if b.dt == dtFloat32 {
@@ -531,6 +549,8 @@ func (b *Backend) release() error {
 	if b.blas != nil {
 		keep(b.blas.Close())
 	}
+	keep(b.drv.MemFree(b.blasWS))
+	b.blasWS = 0
 	if b.mod != 0 {
 		keep(b.drv.ModuleUnload(b.mod))
 		b.mod = 0

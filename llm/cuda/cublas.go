@@ -44,6 +44,8 @@ type CuBLAS struct {
 	destroy     func(h uintptr) int32
 	setStream   func(h uintptr, s Stream) int32
 	setMathMode func(h uintptr, mode int32) int32
+	// setWorkspace is nil in libraries before cublasSetWorkspace (CUDA 11).
+	setWorkspace func(h uintptr, ws DevicePtr, bytes uint64) int32
 	gemmEx      func(h uintptr, ta, tb int32, m, n, k int32, alpha unsafe.Pointer,
 		a DevicePtr, atype int32, lda int32, b DevicePtr, btype int32, ldb int32,
 		beta unsafe.Pointer, c DevicePtr, ctype int32, ldc int32, compute int32, algo int32) int32
@@ -72,6 +74,7 @@ func LoadCuBLAS(lib Library, dirs []string) (*CuBLAS, error) {
 	b.bind(&c.destroy, "cublasDestroy_v2")
 	b.bind(&c.setStream, "cublasSetStream_v2")
 	b.bind(&c.setMathMode, "cublasSetMathMode")
+	b.optional(&c.setWorkspace, "cublasSetWorkspace_v2")
 	b.bind(&c.gemmEx, "cublasGemmEx")
 	b.bind(&c.gemmStridedBatchedEx, "cublasGemmStridedBatchedEx")
 	if b.err != nil {
@@ -114,6 +117,17 @@ func (c *CuBLAS) Close() error {
 // SetStream makes later calls queue their work on s.
 func (c *CuBLAS) SetStream(s Stream) error {
 	return c.check("cublasSetStream_v2", c.setStream(c.handle, s))
+}
+
+// SetWorkspace makes later calls on the current stream use the device
+// buffer ws of the given size as cuBLAS's scratch memory instead of
+// memory the library allocates itself. It reports false, doing nothing,
+// where the library has no cublasSetWorkspace. SetStream resets it.
+func (c *CuBLAS) SetWorkspace(ws DevicePtr, bytes int) (bool, error) {
+	if c.setWorkspace == nil {
+		return false, nil
+	}
+	return true, c.check("cublasSetWorkspace_v2", c.setWorkspace(c.handle, ws, uint64(bytes)))
 }
 
 // SetMathMode sets the handle's math mode (MathDefault, MathPedantic).

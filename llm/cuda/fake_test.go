@@ -271,3 +271,39 @@ func TestFakeGPURefusedCacheIsRecompiled(t *testing.T) {
 		t.Errorf("%d allocations left", len(g.allocs))
 	}
 }
+
+// TestFakeGPUCuBLASWorkspace: the backend gives cuBLAS a workspace of its
+// own (32 MiB on the fake sm_90), so captured GEMMs need no allocation; a
+// cuBLAS without cublasSetWorkspace gets none, and nothing leaks (the
+// cleanup checks every allocation is freed).
+func TestFakeGPUCuBLASWorkspace(t *testing.T) {
+	m := smallModel(t, nil)
+	_, g := newFakeBackend(t, m, Options{DType: "float16"}, 4)
+	if g.workspace == 0 {
+		t.Fatal("no cublasSetWorkspace call")
+	}
+	for _, a := range g.allocs {
+		if a.base == g.workspace && len(a.data) != 32<<20 {
+			t.Errorf("workspace of %d bytes, want 32 MiB", len(a.data))
+		}
+	}
+
+	g2 := newFakeGPU(t)
+	blas := g2.blas()
+	blas.setWorkspace = nil
+	cfg := m.Config
+	dt, _ := parseDType("float16")
+	b := &Backend{m: m, cfg: cfg, opts: Options{DType: "float16", CacheDir: fakeCache(t)}, dt: dt, log: slog.New(slog.NewTextHandler(io.Discard, nil)), drv: g2.driver()}
+	if err := b.setup(func(int) (*NVRTC, *CuBLAS, error) { return &NVRTC{}, blas, nil }); err != nil {
+		t.Fatal(err)
+	}
+	if b.blasWS != 0 {
+		t.Error("a workspace was kept for a cuBLAS that cannot use it")
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if len(g2.allocs) != 0 {
+		t.Errorf("%d allocations left after Close", len(g2.allocs))
+	}
+}

@@ -56,6 +56,8 @@ type fakeGPU struct {
 	// runs each block's threads, and the blocks, in reverse order.
 	emu     *cudaEmu
 	reverse bool
+	// workspace is the buffer given to cublasSetWorkspace.
+	workspace DevicePtr
 }
 
 func newFakeGPU(t testing.TB) *fakeGPU {
@@ -443,6 +445,11 @@ func (g *fakeGPU) blas() *CuBLAS {
 		destroy:     func(uintptr) int32 { return 0 },
 		setStream:   func(uintptr, Stream) int32 { return 0 },
 		setMathMode: func(uintptr, int32) int32 { return 0 },
+		setWorkspace: func(h uintptr, ws DevicePtr, n uint64) int32 {
+			g.bytes(ws, int(n)) // inside one allocation
+			g.workspace = ws
+			return 0
+		},
 		gemmEx: func(h uintptr, ta, tb int32, m, n, k int32, alpha unsafe.Pointer,
 			A DevicePtr, atype int32, lda int32, B DevicePtr, btype int32, ldb int32,
 			beta unsafe.Pointer, Cp DevicePtr, ctype int32, ldc int32, compute int32, algo int32) int32 {

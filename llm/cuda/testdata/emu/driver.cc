@@ -477,6 +477,19 @@ TS_API int cublasSetStream_v2(void*, CUstream) { return 0; }
 
 TS_API int cublasSetMathMode(void*, int mode) { return mode >= 0 ? 0 : 7; }
 
+TS_API int cublasSetWorkspace_v2(void* h, void* ws, size_t bytes) {
+  if (!h) return 1;
+  if (bytes > 0 && !ws) return 7;
+  std::lock_guard<std::mutex> l(mu);
+  if (bytes > 0) {  // the buffer must be one device allocation
+    auto it = allocations.upper_bound((CUdeviceptr)(uintptr_t)ws);
+    if (it == allocations.begin()) return 7;
+    --it;
+    if ((uintptr_t)ws + bytes > it->first + it->second.bytes) return 7;
+  }
+  return 0;
+}
+
 TS_API int cublasGemmEx(void* h, int ta, int tb, int m, int n, int k, const void* alpha, const void* A, int atype,
                         int lda, const void* B, int btype, int ldb, const void* beta, void* C, int ctype, int ldc,
                         int compute, int algo) {
