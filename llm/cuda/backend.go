@@ -52,7 +52,7 @@ type Options struct {
 	Logger *slog.Logger
 	// CUDAGraphs replays decode-only steps (every sequence decoding one
 	// token) of up to 64 sequences from CUDA graphs captured per batch size,
-	// saving the launch overhead of about 130 kernels and GEMMs per step.
+	// saving the launch overhead of about 110 kernels and GEMMs per step (GPT-2 124M).
 	// Off by default until it has been verified on a GPU (see docs/cuda.md).
 	CUDAGraphs bool
 }
@@ -125,7 +125,7 @@ type Backend struct {
 
 // kernels are the module's functions for the backend's dtype.
 type kernels struct {
-	embed, layernorm, qkvStore, attention, biasAct, residual, argmax Function
+	embed, layernorm, addLayernorm, qkvStore, attention, biasAct, residual, argmax Function
 }
 
 // devWeights are device addresses of the uploaded parameters.
@@ -329,7 +329,7 @@ func (b *Backend) setup(load func(drvVersion int) (*NVRTC, *CuBLAS, error)) erro
 		f    *Function
 		name string
 	}{
-		{&b.fn.embed, "embed" + sfx}, {&b.fn.layernorm, "layernorm" + sfx},
+		{&b.fn.embed, "embed" + sfx}, {&b.fn.layernorm, "layernorm" + sfx}, {&b.fn.addLayernorm, "add_layernorm" + sfx},
 		{&b.fn.qkvStore, "qkv_store" + sfx}, {&b.fn.attention, "attention" + sfx},
 		{&b.fn.biasAct, "bias_act" + sfx}, {&b.fn.residual, "residual" + sfx},
 		{&b.fn.argmax, "argmax_rows"},

@@ -46,7 +46,7 @@ type CuBLAS struct {
 	setMathMode func(h uintptr, mode int32) int32
 	// setWorkspace is nil in libraries before cublasSetWorkspace (CUDA 11).
 	setWorkspace func(h uintptr, ws DevicePtr, bytes uint64) int32
-	gemmEx      func(h uintptr, ta, tb int32, m, n, k int32, alpha unsafe.Pointer,
+	gemmEx       func(h uintptr, ta, tb int32, m, n, k int32, alpha unsafe.Pointer,
 		a DevicePtr, atype int32, lda int32, b DevicePtr, btype int32, ldb int32,
 		beta unsafe.Pointer, c DevicePtr, ctype int32, ldc int32, compute int32, algo int32) int32
 	gemmStridedBatchedEx func(h uintptr, ta, tb int32, m, n, k int32, alpha unsafe.Pointer,

@@ -307,3 +307,36 @@ func TestFakeGPUCuBLASWorkspace(t *testing.T) {
 		t.Errorf("%d allocations left after Close", len(g2.allocs))
 	}
 }
+
+// TestFakeGPULaunchesPerStep pins the kernel launches of a step that
+// samples: embedding, the first LayerNorm, five per layer (QKV bias and
+// cache write, attention, residual + LayerNorm twice, bias + GELU; the
+// last layer's second residual stands alone), the final LayerNorm and the
+// argmax, 4 + 5L; and the GEMMs, 4 per layer and the LM head. A step that
+// samples nothing skips the last three.
+func TestFakeGPULaunchesPerStep(t *testing.T) {
+	m := smallModel(t, nil)
+	L := m.Config.NLayer
+	b, g := newFakeBackend(t, m, Options{DType: "float32"}, 8)
+	s := newStepper(t, b, 8)
+	gemms := 0
+	inner := g.blas()
+	blas := *inner
+	blas.gemmEx = func(h uintptr, ta, tb int32, mm, n, k int32, alpha unsafe.Pointer, A DevicePtr, atype int32, lda int32, B DevicePtr, btype int32, ldb int32, beta unsafe.Pointer, Cp DevicePtr, ctype int32, ldc int32, compute int32, algo int32) int32 {
+		gemms++
+		return inner.gemmEx(h, ta, tb, mm, n, k, alpha, A, atype, lda, B, btype, ldb, beta, Cp, ctype, ldc, compute, algo)
+	}
+	blas.handle = b.blas.handle
+	b.blas = &blas
+	prompt := smallPrompts(300, 20)[0]
+	before := g.launches
+	s.step(part{id: kvID(0), tokens: prompt[:10], sample: false})
+	if got, want := g.launches-before, 1+1+5*L; got != want || gemms != 4*L {
+		t.Errorf("step without sampling: %d launches and %d GEMMs, want %d and %d", got, gemms, want, 4*L)
+	}
+	before, gemms = g.launches, 0
+	s.step(part{id: kvID(0), tokens: prompt[10:], start: 10, sample: true})
+	if got, want := g.launches-before, 4+5*L; got != want || gemms != 4*L+1 {
+		t.Errorf("sampling step: %d launches and %d GEMMs, want %d and %d", got, gemms, want, 4*L+1)
+	}
+}

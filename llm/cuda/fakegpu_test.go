@@ -286,7 +286,7 @@ func storage(name string) (int, string) {
 // cuLaunchKernel copies them), the work runs now or at graph replay.
 func (g *fakeGPU) launch(name string, grid, block [3]uint32, shared uint32, params unsafe.Pointer) {
 	g.launches++
-	nargs := map[string]int{"embed": 6, "layernorm": 7, "qkv_store": 11, "attention": 13, "bias_act": 6, "residual": 5, "argmax_rows": 3}
+	nargs := map[string]int{"embed": 6, "layernorm": 7, "add_layernorm": 8, "qkv_store": 11, "attention": 13, "bias_act": 6, "residual": 5, "argmax_rows": 3}
 	dt, base := storage(name)
 	n, ok := nargs[base]
 	if g.emu != nil {
@@ -337,21 +337,15 @@ func (g *fakeGPU) run(k string, dt int, grid, block [3]uint32, shared uint32, a 
 			if rows != 0 {
 				src = g.i32(rows, r)
 			}
-			var s float64
+			g.layernormRow(out, r, x, src, w, bias, C, eps, dt)
+		}
+	case "add_layernorm": // (T* out, float* x, const float* in, const T* bias, const T* w, const T* b, int C, float eps)
+		out, x, in, bias, w, lb, C, eps := a.ptr(0), a.ptr(1), a.ptr(2), a.ptr(3), a.ptr(4), a.ptr(5), a.int(6), a.flt(7)
+		for r := range int(grid[0]) {
 			for c := range C {
-				s += float64(g.f32(x, src*C+c))
+				g.setF32(x, r*C+c, g.f32(x, r*C+c)+g.f32(in, r*C+c)+g.elem(bias, c, dt))
 			}
-			mean := s / float64(C)
-			var ss float64
-			for c := range C {
-				d := float64(g.f32(x, src*C+c)) - mean
-				ss += d * d
-			}
-			inv := 1 / math.Sqrt(ss/float64(C)+float64(eps))
-			for c := range C {
-				n := float32((float64(g.f32(x, src*C+c)) - mean) * inv)
-				g.setElem(out, r*C+c, dt, n*g.elem(w, c, dt)+g.elem(bias, c, dt))
-			}
+			g.layernormRow(out, r, x, r, w, lb, C, eps, dt)
 		}
 	case "qkv_store": // (float* q, const float* qkv, const T* bias, T* kc, T* vc, pos, seq, bt, int maxBlocks, int bs, int C)
 		q, qkv, bias, kc, vc, pos, seq, bt := a.ptr(0), a.ptr(1), a.ptr(2), a.ptr(3), a.ptr(4), a.ptr(5), a.ptr(6), a.ptr(7)
@@ -433,6 +427,26 @@ func (g *fakeGPU) run(k string, dt int, grid, block [3]uint32, shared uint32, a 
 		}
 	default:
 		panic("kernel " + k)
+	}
+}
+
+// layernormRow writes LN(x[src]) * w + b to out[r], with float64 sums as
+// the kernel and the CPU reference do.
+func (g *fakeGPU) layernormRow(out DevicePtr, r int, x DevicePtr, src int, w, b DevicePtr, C int, eps float32, dt int) {
+	var s float64
+	for c := range C {
+		s += float64(g.f32(x, src*C+c))
+	}
+	mean := s / float64(C)
+	var ss float64
+	for c := range C {
+		d := float64(g.f32(x, src*C+c)) - mean
+		ss += d * d
+	}
+	inv := 1 / math.Sqrt(ss/float64(C)+float64(eps))
+	for c := range C {
+		n := float32((float64(g.f32(x, src*C+c)) - mean) * inv)
+		g.setElem(out, r*C+c, dt, n*g.elem(w, c, dt)+g.elem(b, c, dt))
 	}
 }
 

@@ -225,9 +225,12 @@ func (b *Backend) forwardDevice(m *batchMeta, npos int) error {
 		if c.ScaleAttnByInverseLayerIdx {
 			scale /= float64(l + 1)
 		}
-		// ln_1
-		if err := b.launch(b.fn.layernorm, rowGrid, rowBlock, 0, a.reset().ptr(b.h).ptr(b.x).ptr(0).ptr(w.ln1W).ptr(w.ln1B).i32(C).f32(eps)); err != nil {
-			return fmt.Errorf("cuda: layer %d: %w", l, err)
+		// ln_1 (from the second layer on, the previous layer's last
+		// residual add did it)
+		if l == 0 {
+			if err := b.launch(b.fn.layernorm, rowGrid, rowBlock, 0, a.reset().ptr(b.h).ptr(b.x).ptr(0).ptr(w.ln1W).ptr(w.ln1B).i32(C).f32(eps)); err != nil {
+				return fmt.Errorf("cuda: layer %d: %w", l, err)
+			}
 		}
 		// c_attn
 		if err := b.linear(b.gemm, b.h, w.attnW, N, C, 3*C); err != nil {
@@ -246,12 +249,8 @@ func (b *Backend) forwardDevice(m *batchMeta, npos int) error {
 		if err := b.linear(b.gemm, b.att, w.attnProjW, N, C, C); err != nil {
 			return fmt.Errorf("cuda: layer %d: %w", l, err)
 		}
-		// + bias into the residual stream
-		if err := b.elementwise(b.fn.residual, N*C, a.reset().ptr(b.x).ptr(b.gemm).ptr(w.attnProjB).i32(N).i32(C)); err != nil {
-			return fmt.Errorf("cuda: layer %d: %w", l, err)
-		}
-		// ln_2
-		if err := b.launch(b.fn.layernorm, rowGrid, rowBlock, 0, a.reset().ptr(b.h).ptr(b.x).ptr(0).ptr(w.ln2W).ptr(w.ln2B).i32(C).f32(eps)); err != nil {
+		// + bias into the residual stream, then ln_2
+		if err := b.launch(b.fn.addLayernorm, rowGrid, rowBlock, 0, a.reset().ptr(b.h).ptr(b.x).ptr(b.gemm).ptr(w.attnProjB).ptr(w.ln2W).ptr(w.ln2B).i32(C).f32(eps)); err != nil {
 			return fmt.Errorf("cuda: layer %d: %w", l, err)
 		}
 		// mlp.c_fc
@@ -266,8 +265,14 @@ func (b *Backend) forwardDevice(m *batchMeta, npos int) error {
 		if err := b.linear(b.gemm, b.act, w.projW, N, H, C); err != nil {
 			return fmt.Errorf("cuda: layer %d: %w", l, err)
 		}
-		// + bias into the residual stream
-		if err := b.elementwise(b.fn.residual, N*C, a.reset().ptr(b.x).ptr(b.gemm).ptr(w.projB).i32(N).i32(C)); err != nil {
+		// + bias into the residual stream, then the next layer's ln_1; the
+		// last layer's final LayerNorm runs on the sampled rows only.
+		if l+1 < c.NLayer {
+			next := &b.w.layers[l+1]
+			if err := b.launch(b.fn.addLayernorm, rowGrid, rowBlock, 0, a.reset().ptr(b.h).ptr(b.x).ptr(b.gemm).ptr(w.projB).ptr(next.ln1W).ptr(next.ln1B).i32(C).f32(eps)); err != nil {
+				return fmt.Errorf("cuda: layer %d: %w", l, err)
+			}
+		} else if err := b.elementwise(b.fn.residual, N*C, a.reset().ptr(b.x).ptr(b.gemm).ptr(w.projB).i32(N).i32(C)); err != nil {
 			return fmt.Errorf("cuda: layer %d: %w", l, err)
 		}
 	}

@@ -20,7 +20,7 @@ func TestKernelSourceEmbedded(t *testing.T) {
 		t.Error("kernels include headers; NVRTC without the toolkit's headers cannot compile them")
 	}
 	for _, sfx := range []string{"f32", "f16", "bf16"} {
-		for _, k := range []string{"embed", "layernorm", "qkv_store", "attention", "bias_act", "residual"} {
+		for _, k := range templateKernels {
 			if !strings.Contains(src, k+"_##SUF(") || !strings.Contains(src, "TS_INSTANTIATE(") {
 				t.Errorf("kernel %s is not instantiated", k)
 			}
@@ -84,9 +84,12 @@ func TestKernelImageFromCache(t *testing.T) {
 func kernelNames() []string {
 	var names []string
 	for _, sfx := range []string{"_f32", "_f16", "_bf16"} {
-		for _, k := range []string{"embed", "layernorm", "qkv_store", "attention", "bias_act", "residual"} {
+		for _, k := range templateKernels {
 			names = append(names, k+sfx)
 		}
 	}
 	return append(names, "argmax_rows")
 }
+
+// templateKernels are the kernels instantiated per storage type.
+var templateKernels = []string{"embed", "layernorm", "add_layernorm", "qkv_store", "attention", "bias_act", "residual"}

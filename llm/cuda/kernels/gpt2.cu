@@ -93,17 +93,14 @@ __device__ void embed(float* x, const typename S::T* wte, const typename S::T* w
   for (int c = threadIdx.x; c < C; c += blockDim.x) x[(long long)i * C + c] = S::ld(te[c]) + S::ld(pe[c]);
 }
 
-// layernorm: out[r] = LN(x[rows ? rows[r] : r]) * w + b. Grid R. The
-// optional row list gathers the sampled rows for the final LayerNorm, so
-// the LM head runs on those rows only. Sums in double, like the CPU
-// reference, so the float32 mode matches it closely.
+// layernormRow writes LN(xr) * w + b to out, by the whole block. Sums in
+// double, like the CPU reference, so the float32 mode matches it closely.
+// Each thread reads only the elements c = threadIdx.x + k*blockDim.x, so a
+// caller may have written those same elements just before without a
+// barrier.
 template <typename S>
-__device__ void layernorm(typename S::T* out, const float* x, const int* rows,
-                          const typename S::T* w, const typename S::T* b, int C, float eps) {
-  __shared__ double scratch[32];
-  int r = blockIdx.x;
-  int src = rows ? rows[r] : r;
-  const float* xr = x + (long long)src * C;
+__device__ void layernormRow(typename S::T* out, const float* xr, const typename S::T* w,
+                             const typename S::T* b, int C, float eps, double* scratch) {
   double s = 0;
   for (int c = threadIdx.x; c < C; c += blockDim.x) s += xr[c];
   double mean = blockSum(s, scratch) / C;
@@ -115,8 +112,33 @@ __device__ void layernorm(typename S::T* out, const float* x, const int* rows,
   double inv = rsqrt(blockSum(ss, scratch) / C + (double)eps);
   for (int c = threadIdx.x; c < C; c += blockDim.x) {
     float n = (float)((xr[c] - mean) * inv);
-    out[(long long)r * C + c] = S::st(n * S::ld(w[c]) + S::ld(b[c]));
+    out[c] = S::st(n * S::ld(w[c]) + S::ld(b[c]));
   }
+}
+
+// layernorm: out[r] = LN(x[rows ? rows[r] : r]) * w + b. Grid R. The
+// optional row list gathers the sampled rows for the final LayerNorm, so
+// the LM head runs on those rows only.
+template <typename S>
+__device__ void layernorm(typename S::T* out, const float* x, const int* rows,
+                          const typename S::T* w, const typename S::T* b, int C, float eps) {
+  __shared__ double scratch[32];
+  int r = blockIdx.x;
+  int src = rows ? rows[r] : r;
+  layernormRow<S>(out + (long long)r * C, x + (long long)src * C, w, b, C, eps, scratch);
+}
+
+// add_layernorm: x[r] += in[r] + bias (a c_proj output joining the residual
+// stream), then out[r] = LN(x[r]) * w + b, in one launch. Grid N.
+template <typename S>
+__device__ void add_layernorm(typename S::T* out, float* x, const float* in, const typename S::T* bias,
+                              const typename S::T* w, const typename S::T* b, int C, float eps) {
+  __shared__ double scratch[32];
+  int r = blockIdx.x;
+  float* xr = x + (long long)r * C;
+  const float* ir = in + (long long)r * C;
+  for (int c = threadIdx.x; c < C; c += blockDim.x) xr[c] += ir[c] + S::ld(bias[c]);
+  layernormRow<S>(out + (long long)r * C, xr, w, b, C, eps, scratch);
 }
 
 // qkv_store adds the c_attn bias, keeps q (float32, [N][C]) for attention
@@ -225,6 +247,10 @@ __device__ void residual(float* x, const float* in, const typename S::T* bias, i
   extern "C" __global__ void layernorm_##SUF(S::T* out, const float* x, const int* rows,             \
                                              const S::T* w, const S::T* b, int C, float eps) {        \
     layernorm<S>(out, x, rows, w, b, C, eps);                                                         \
+  }                                                                                                   \
+  extern "C" __global__ void add_layernorm_##SUF(S::T* out, float* x, const float* in, const S::T* bias, \
+                                                 const S::T* w, const S::T* b, int C, float eps) {    \
+    add_layernorm<S>(out, x, in, bias, w, b, C, eps);                                                 \
   }                                                                                                   \
   extern "C" __global__ void qkv_store_##SUF(float* q, const float* qkv, const S::T* bias, S::T* kc,  \
                                              S::T* vc, const int* pos, const int* seq, const int* bt, \
