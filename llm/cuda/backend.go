@@ -285,9 +285,9 @@ func (b *Backend) setup(load func(drvVersion int) (*NVRTC, *CuBLAS, error)) erro
 		return err
 	}
 	// A workspace of our own, so that GEMMs captured into CUDA graphs reuse
-	// one buffer: before CUDA 12.2, cuBLAS allocated its workspace during
-	// capture (failing it, or growing with every graph). The sizes are
-	// NVIDIA's recommendation (32 MiB for Hopper and newer, 4 MiB before).
+	// one buffer: before CUDA 12.2, cuBLAS allocated a new workspace for
+	// every graph captured. The sizes are NVIDIA's recommendation (32 MiB
+	// for Hopper and newer, 4 MiB before).
 	wsBytes := 4 << 20
 	if b.arch >= 90 {
 		wsBytes = 32 << 20
@@ -298,7 +298,7 @@ func (b *Backend) setup(load func(drvVersion int) (*NVRTC, *CuBLAS, error)) erro
 	if ok, err := b.blas.SetWorkspace(b.blasWS, wsBytes); err != nil {
 		return err
 	} else if !ok {
-		b.drv.MemFree(b.blasWS)
+		_ = b.drv.MemFree(b.blasWS) // unused: nothing was queued on it
 		b.blasWS = 0
 	}
 	mode := MathDefault

@@ -2,9 +2,9 @@
 //
 // Compiled at run time by NVRTC, so the file includes no headers: half and
 // bfloat16 values are stored as unsigned short and converted with PTX cvt
-// (float16, halfToFloat/floatToHalf) or bit arithmetic (bfloat16). Every kernel is a template over a
-// storage type and instantiated as extern "C" <name>_f32 / _f16 / _bf16, so
-// one compiled module serves every dtype. Arithmetic is float32 throughout;
+// (float16: halfToFloat, floatToHalf) or bit arithmetic (bfloat16). Every
+// kernel is a template over a storage type and instantiated as extern "C"
+// <name>_f32 / _f16 / _bf16, so one compiled module serves every dtype. Arithmetic is float32 throughout;
 // only weights, KV and GEMM inputs are stored in the narrow type.
 //
 // Batch layout (packed on the host, see meta.go): N token rows; for row i,
