@@ -2,6 +2,8 @@ package cuda
 
 import (
 	"unsafe"
+
+	"github.com/ebitengine/purego"
 )
 
 // cudaDataType values (library_types.h) for the matrices GemmEx reads and
@@ -75,7 +77,18 @@ func LoadCuBLAS(lib Library, dirs []string) (*CuBLAS, error) {
 	b.bind(&c.setStream, "cublasSetStream_v2")
 	b.bind(&c.setMathMode, "cublasSetMathMode")
 	b.optional(&c.setWorkspace, "cublasSetWorkspace_v2")
-	b.bind(&c.gemmEx, "cublasGemmEx")
+	if sym := b.symbol("cublasGemmEx"); sym != 0 {
+		c.gemmEx = func(h uintptr, ta, tb int32, m, n, k int32, alpha unsafe.Pointer,
+			a DevicePtr, atype int32, lda int32, b DevicePtr, btype int32, ldb int32,
+			beta unsafe.Pointer, c DevicePtr, ctype int32, ldc int32, compute int32, algo int32) int32 {
+			// int32 arguments are passed sign-extended, as the C ABI reads
+			// only their low 32 bits.
+			r, _, _ := purego.SyscallN(sym, h, uintptr(ta), uintptr(tb), uintptr(m), uintptr(n), uintptr(k), uintptr(alpha),
+				uintptr(a), uintptr(atype), uintptr(lda), uintptr(b), uintptr(btype), uintptr(ldb),
+				uintptr(beta), uintptr(c), uintptr(ctype), uintptr(ldc), uintptr(compute), uintptr(algo))
+			return int32(r)
+		}
+	}
 	b.bind(&c.gemmStridedBatchedEx, "cublasGemmStridedBatchedEx")
 	if b.err != nil {
 		return nil, b.err

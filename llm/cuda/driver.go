@@ -3,6 +3,8 @@ package cuda
 import (
 	"fmt"
 	"unsafe"
+
+	"github.com/ebitengine/purego"
 )
 
 // DevicePtr is a device memory address (CUdeviceptr).
@@ -123,12 +125,27 @@ func LoadDriver(dirs []string) (*Driver, error) {
 	b.bind(&d.memGetInfo, "cuMemGetInfo_v2")
 	b.bind(&d.memAllocHost, "cuMemAllocHost_v2")
 	b.bind(&d.memFreeHost, "cuMemFreeHost")
-	b.bind(&d.memcpyHtoD, "cuMemcpyHtoDAsync_v2")
-	b.bind(&d.memcpyDtoH, "cuMemcpyDtoHAsync_v2")
+	if sym := b.symbol("cuMemcpyHtoDAsync_v2"); sym != 0 {
+		d.memcpyHtoD = func(dst DevicePtr, src unsafe.Pointer, n uint64, s Stream) int32 {
+			r, _, _ := purego.SyscallN(sym, uintptr(dst), uintptr(src), uintptr(n), uintptr(s))
+			return int32(r)
+		}
+	}
+	if sym := b.symbol("cuMemcpyDtoHAsync_v2"); sym != 0 {
+		d.memcpyDtoH = func(dst unsafe.Pointer, src DevicePtr, n uint64, s Stream) int32 {
+			r, _, _ := purego.SyscallN(sym, uintptr(dst), uintptr(src), uintptr(n), uintptr(s))
+			return int32(r)
+		}
+	}
 	b.bind(&d.memsetD8, "cuMemsetD8Async")
 	b.bind(&d.streamCreate, "cuStreamCreate")
 	b.bind(&d.streamDestroy, "cuStreamDestroy_v2")
-	b.bind(&d.streamSync, "cuStreamSynchronize")
+	if sym := b.symbol("cuStreamSynchronize"); sym != 0 {
+		d.streamSync = func(s Stream) int32 {
+			r, _, _ := purego.SyscallN(sym, uintptr(s))
+			return int32(r)
+		}
+	}
 	b.bind(&d.eventCreate, "cuEventCreate")
 	b.bind(&d.eventRecord, "cuEventRecord")
 	b.bind(&d.eventSync, "cuEventSynchronize")
@@ -137,11 +154,22 @@ func LoadDriver(dirs []string) (*Driver, error) {
 	b.bind(&d.moduleLoadData, "cuModuleLoadData")
 	b.bind(&d.moduleGetFunction, "cuModuleGetFunction")
 	b.bind(&d.moduleUnload, "cuModuleUnload")
-	b.bind(&d.launchKernel, "cuLaunchKernel")
+	if sym := b.symbol("cuLaunchKernel"); sym != 0 {
+		d.launchKernel = func(f Function, gx, gy, gz, bx, by, bz uint32, shared uint32, s Stream, params unsafe.Pointer, extra unsafe.Pointer) int32 {
+			r, _, _ := purego.SyscallN(sym, uintptr(f), uintptr(gx), uintptr(gy), uintptr(gz), uintptr(bx), uintptr(by), uintptr(bz),
+				uintptr(shared), uintptr(s), uintptr(params), uintptr(extra))
+			return int32(r)
+		}
+	}
 	b.bind(&d.streamBeginCapture, "cuStreamBeginCapture_v2")
 	b.bind(&d.streamEndCapture, "cuStreamEndCapture")
 	b.bind(&d.graphInstantiate, "cuGraphInstantiateWithFlags")
-	b.bind(&d.graphLaunch, "cuGraphLaunch")
+	if sym := b.symbol("cuGraphLaunch"); sym != 0 {
+		d.graphLaunch = func(e GraphExec, s Stream) int32 {
+			r, _, _ := purego.SyscallN(sym, uintptr(e), uintptr(s))
+			return int32(r)
+		}
+	}
 	b.bind(&d.graphExecDestroy, "cuGraphExecDestroy")
 	b.bind(&d.graphDestroy, "cuGraphDestroy")
 	if b.err != nil {

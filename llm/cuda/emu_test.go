@@ -25,6 +25,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -339,7 +340,7 @@ extern "C" __global__ void split_warp(float* x) {
 // emuLibDir builds the emulator with driver.cc into a folder, under the
 // names the library search looks for (symlinks to one file, so the three
 // "libraries" are one loaded object sharing one emulated device).
-func emuLibDir(t *testing.T) string {
+func emuLibDir(t testing.TB) string {
 	t.Helper()
 	loadEmu(t) // skips where the emulator cannot be built
 	dir := t.TempDir()
@@ -406,4 +407,60 @@ func TestEmuLibraries(t *testing.T) {
 			t.Errorf("MaxKVBlocks(16) = %d blocks of %d bytes; want just under %d (half of 2 GiB less the workspace, less the reserve)", n, per, want)
 		}
 	})
+}
+
+// BenchmarkLaunchCallPath measures what one cuLaunchKernel costs on the
+// host through each purego calling path, on the emulated driver with the
+// null device (the kernel is checked and skipped), so that the figures are
+// the Go side's: RegisterFunc's reflect-based wrapper against SyscallN,
+// which the driver bindings use for the per-step calls. It reports both
+// and their ratio.
+func BenchmarkLaunchCallPath(b *testing.B) {
+	dir := emuLibDir(b)
+	lib, err := purego.Dlopen(filepath.Join(dir, "libcuda.so.1"), purego.RTLD_NOW|purego.RTLD_GLOBAL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var setNull func(int32)
+	purego.RegisterLibFunc(&setNull, lib, "ts_emu_set_null")
+	setNull(1)
+	defer setNull(0)
+	d, err := LoadDriver([]string{dir})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := d.Init(); err != nil {
+		b.Fatal(err)
+	}
+	var mod Module
+	var fn Function
+	marker := []byte("tinyserve-cuda-emulator image\n\x00")
+	if r := d.moduleLoadData(&mod, unsafe.Pointer(&marker[0])); r != 0 {
+		b.Fatalf("cuModuleLoadData: %d", r)
+	}
+	if r := d.moduleGetFunction(&fn, mod, "residual_f32"); r != 0 {
+		b.Fatalf("cuModuleGetFunction: %d", r)
+	}
+	var regLaunch func(f Function, gx, gy, gz, bx, by, bz uint32, shared uint32, s Stream, params unsafe.Pointer, extra unsafe.Pointer) int32
+	purego.RegisterLibFunc(&regLaunch, lib, "cuLaunchKernel")
+	var x, in, bias DevicePtr
+	rows, cols := int32(4), int32(768)
+	params := []unsafe.Pointer{unsafe.Pointer(&x), unsafe.Pointer(&in), unsafe.Pointer(&bias), unsafe.Pointer(&rows), unsafe.Pointer(&cols)}
+	measure := func(launch func(Function, uint32, uint32, uint32, uint32, uint32, uint32, uint32, Stream, unsafe.Pointer, unsafe.Pointer) int32, n int) float64 {
+		start := time.Now()
+		for range n {
+			if r := launch(fn, 12, 1, 1, 256, 1, 1, 0, 0, unsafe.Pointer(&params[0]), nil); r != 0 {
+				b.Fatalf("cuLaunchKernel: %d", r)
+			}
+		}
+		return float64(time.Since(start).Nanoseconds()) / float64(n)
+	}
+	var reg, sys float64
+	for b.Loop() {
+		reg += measure(regLaunch, 100)
+		sys += measure(d.launchKernel, 100)
+	}
+	b.ReportMetric(reg/float64(b.N), "registerfunc-ns/call")
+	b.ReportMetric(sys/float64(b.N), "syscalln-ns/call")
+	b.ReportMetric(reg/sys, "registerfunc/syscalln")
 }

@@ -9,6 +9,11 @@
 // at the call, and the NVRTC "compiler" hands back a marker that
 // cuModuleLoadData accepts, since the kernels were compiled into this
 // library from the same source.
+//
+// With TINYSERVE_CUDA_EMU_NULL=1 in the environment, kernels and GEMMs are
+// checked and then skipped: the device does no work, so a benchmark
+// measures only the host side of a step (the backend's Go code and its
+// purego calls), not including a real driver's own launch cost.
 
 #include <stdint.h>
 #include <stdio.h>
@@ -102,6 +107,17 @@ struct Graph {
   std::vector<std::function<int()>> work;
 };
 
+int nullMode = -1;  // -1: not yet read from the environment
+
+// nullDevice reports whether kernels and GEMMs are skipped.
+bool nullDevice() {
+  if (nullMode < 0) {
+    const char* e = getenv("TINYSERVE_CUDA_EMU_NULL");
+    nullMode = e && strcmp(e, "1") == 0;
+  }
+  return nullMode == 1;
+}
+
 size_t deviceMemory() {
   if (!memLimit) {
     const char* v = getenv("TINYSERVE_CUDA_EMU_MEMORY_MB");
@@ -122,6 +138,7 @@ int run(std::function<int()> work) {
 
 int launchNow(const Function& f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
               unsigned shared, const std::vector<uint64_t>& slots) {
+  if (nullDevice()) return kSuccess;
   char err[256];
   if (ts_emu_launch(f.name.c_str(), gx, gy, gz, bx, by, bz, shared, slots.data(), (int)slots.size(), 0, err,
                     sizeof err) != 0) {
@@ -134,6 +151,10 @@ int launchNow(const Function& f, unsigned gx, unsigned gy, unsigned gz, unsigned
 }  // namespace
 
 #define CU_API TS_API CUresult
+
+// ts_emu_set_null turns the null device on or off, for tests that cannot
+// set the environment of the C library (a Go binary without cgo).
+TS_API void ts_emu_set_null(int on) { nullMode = on != 0; }
 
 // --- errors, devices, contexts ---
 
@@ -498,8 +519,9 @@ TS_API int cublasGemmEx(void* h, int ta, int tb, int m, int n, int k, const void
   float al = *(const float*)alpha, be = *(const float*)beta;
   std::lock_guard<std::mutex> l(mu);
   run([=] {
-    ts_emu_gemm(ta, tb, m, n, k, al, (uintptr_t)A, atype, lda, (uintptr_t)B, btype, ldb, be, (uintptr_t)C, ctype,
-                ldc);
+    if (!nullDevice())
+      ts_emu_gemm(ta, tb, m, n, k, al, (uintptr_t)A, atype, lda, (uintptr_t)B, btype, ldb, be, (uintptr_t)C,
+                  ctype, ldc);
     return (int)kSuccess;
   });
   return 0;
