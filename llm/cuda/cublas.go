@@ -1,9 +1,8 @@
 package cuda
 
 import (
+	"runtime"
 	"unsafe"
-
-	"github.com/ebitengine/purego"
 )
 
 // cudaDataType values (library_types.h) for the matrices GemmEx reads and
@@ -83,9 +82,11 @@ func LoadCuBLAS(lib Library, dirs []string) (*CuBLAS, error) {
 			beta unsafe.Pointer, c DevicePtr, ctype int32, ldc int32, compute int32, algo int32) int32 {
 			// int32 arguments are passed sign-extended, as the C ABI reads
 			// only their low 32 bits.
-			r, _, _ := purego.SyscallN(sym, h, uintptr(ta), uintptr(tb), uintptr(m), uintptr(n), uintptr(k), uintptr(alpha),
+			r := ccall(sym, h, uintptr(ta), uintptr(tb), uintptr(m), uintptr(n), uintptr(k), uintptr(alpha),
 				uintptr(a), uintptr(atype), uintptr(lda), uintptr(b), uintptr(btype), uintptr(ldb),
 				uintptr(beta), uintptr(c), uintptr(ctype), uintptr(ldc), uintptr(compute), uintptr(algo))
+			runtime.KeepAlive(alpha)
+			runtime.KeepAlive(beta)
 			return int32(r)
 		}
 	}

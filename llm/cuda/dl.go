@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -46,6 +47,23 @@ func (b *binder) symbol(name string) uintptr {
 		return 0
 	}
 	return sym
+}
+
+// argBufs hold the arguments of ccall's calls.
+var argBufs = sync.Pool{New: func() any { return new([32]uintptr) }}
+
+// ccall calls the C function at fn with args and returns its result,
+// without allocating: purego.SyscallN's variadic slice escapes (its
+// go:uintptrescapes keeps pointers passed as uintptr alive), so a slice
+// built at each call would be a heap allocation; a pooled buffer is not.
+// Pointers among args must point to memory that stays reachable and does
+// not move during the call (heap objects, C memory), as every caller's do.
+func ccall(fn uintptr, args ...uintptr) uintptr {
+	buf := argBufs.Get().(*[32]uintptr)
+	n := copy(buf[:], args)
+	r, _, _ := purego.SyscallN(fn, buf[:n]...)
+	argBufs.Put(buf)
+	return r
 }
 
 // optional binds name when the library has it and reports whether it did;

@@ -2,9 +2,8 @@ package cuda
 
 import (
 	"fmt"
+	"runtime"
 	"unsafe"
-
-	"github.com/ebitengine/purego"
 )
 
 // DevicePtr is a device memory address (CUdeviceptr).
@@ -127,13 +126,15 @@ func LoadDriver(dirs []string) (*Driver, error) {
 	b.bind(&d.memFreeHost, "cuMemFreeHost")
 	if sym := b.symbol("cuMemcpyHtoDAsync_v2"); sym != 0 {
 		d.memcpyHtoD = func(dst DevicePtr, src unsafe.Pointer, n uint64, s Stream) int32 {
-			r, _, _ := purego.SyscallN(sym, uintptr(dst), uintptr(src), uintptr(n), uintptr(s))
+			r := ccall(sym, uintptr(dst), uintptr(src), uintptr(n), uintptr(s))
+			runtime.KeepAlive(src)
 			return int32(r)
 		}
 	}
 	if sym := b.symbol("cuMemcpyDtoHAsync_v2"); sym != 0 {
 		d.memcpyDtoH = func(dst unsafe.Pointer, src DevicePtr, n uint64, s Stream) int32 {
-			r, _, _ := purego.SyscallN(sym, uintptr(dst), uintptr(src), uintptr(n), uintptr(s))
+			r := ccall(sym, uintptr(dst), uintptr(src), uintptr(n), uintptr(s))
+			runtime.KeepAlive(dst)
 			return int32(r)
 		}
 	}
@@ -142,8 +143,7 @@ func LoadDriver(dirs []string) (*Driver, error) {
 	b.bind(&d.streamDestroy, "cuStreamDestroy_v2")
 	if sym := b.symbol("cuStreamSynchronize"); sym != 0 {
 		d.streamSync = func(s Stream) int32 {
-			r, _, _ := purego.SyscallN(sym, uintptr(s))
-			return int32(r)
+			return int32(ccall(sym, uintptr(s)))
 		}
 	}
 	b.bind(&d.eventCreate, "cuEventCreate")
@@ -156,8 +156,10 @@ func LoadDriver(dirs []string) (*Driver, error) {
 	b.bind(&d.moduleUnload, "cuModuleUnload")
 	if sym := b.symbol("cuLaunchKernel"); sym != 0 {
 		d.launchKernel = func(f Function, gx, gy, gz, bx, by, bz uint32, shared uint32, s Stream, params unsafe.Pointer, extra unsafe.Pointer) int32 {
-			r, _, _ := purego.SyscallN(sym, uintptr(f), uintptr(gx), uintptr(gy), uintptr(gz), uintptr(bx), uintptr(by), uintptr(bz),
+			r := ccall(sym, uintptr(f), uintptr(gx), uintptr(gy), uintptr(gz), uintptr(bx), uintptr(by), uintptr(bz),
 				uintptr(shared), uintptr(s), uintptr(params), uintptr(extra))
+			runtime.KeepAlive(params)
+			runtime.KeepAlive(extra)
 			return int32(r)
 		}
 	}
@@ -166,8 +168,7 @@ func LoadDriver(dirs []string) (*Driver, error) {
 	b.bind(&d.graphInstantiate, "cuGraphInstantiateWithFlags")
 	if sym := b.symbol("cuGraphLaunch"); sym != 0 {
 		d.graphLaunch = func(e GraphExec, s Stream) int32 {
-			r, _, _ := purego.SyscallN(sym, uintptr(e), uintptr(s))
-			return int32(r)
+			return int32(ccall(sym, uintptr(e), uintptr(s)))
 		}
 	}
 	b.bind(&d.graphExecDestroy, "cuGraphExecDestroy")

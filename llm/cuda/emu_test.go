@@ -464,3 +464,51 @@ func BenchmarkLaunchCallPath(b *testing.B) {
 	b.ReportMetric(sys/float64(b.N), "syscalln-ns/call")
 	b.ReportMetric(reg/sys, "registerfunc/syscalln")
 }
+
+// TestEmuStepAllocations: a decode step through the real bindings (the
+// emulated libraries, null device) allocates almost nothing on the Go
+// heap — the per-call argument slices of purego would add about 160 per
+// step. Run without the race detector by .ci/run.
+func TestEmuStepAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts are not meaningful under the race detector; .ci/run runs this test without it")
+	}
+	dir := emuLibDir(t)
+	lib, err := purego.Dlopen(filepath.Join(dir, "libcuda.so.1"), purego.RTLD_NOW|purego.RTLD_GLOBAL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var setNull func(int32)
+	purego.RegisterLibFunc(&setNull, lib, "ts_emu_set_null")
+	setNull(1)
+	defer setNull(0)
+	m := smallModel(t, nil)
+	for _, graphs := range []bool{false, true} {
+		b, err := NewBackend(m, Options{DType: "float16", LibDir: dir, CacheDir: t.TempDir(), Getenv: func(string) string { return "" }, CUDAGraphs: graphs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.AllocateKV(16, 16); err != nil {
+			t.Fatal(err)
+		}
+		s := newStepper(t, b, 16)
+		prompts := smallPrompts(300, 5, 9)
+		batch := batchOf(s, part{id: kvID(0), tokens: prompts[0], sample: true}, part{id: kvID(1), tokens: prompts[1], sample: true})
+		if _, err := b.Forward(batch); err != nil {
+			t.Fatal(err)
+		}
+		decode := batchOf(s, part{id: kvID(0), tokens: []int{1}, start: 5, sample: true}, part{id: kvID(1), tokens: []int{2}, start: 9, sample: true})
+		allocs := testing.AllocsPerRun(50, func() {
+			if _, err := b.Forward(decode); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if allocs > 4 {
+			t.Errorf("graphs=%v: %.0f allocations per decode step, want at most 4", graphs, allocs)
+		}
+		t.Logf("graphs=%v: %.0f allocations per decode step", graphs, allocs)
+		if err := b.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
