@@ -1,0 +1,194 @@
+package cuda
+
+// The emulator built as libcuda, cuBLAS and NVRTC (testdata/emu/driver.cc):
+// the backend's real bindings, through purego, on the host emulator.
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/ebitengine/purego"
+	"github.com/tinyserve/tinyserve/llm/gpt2"
+)
+
+// emuLibDir builds the emulator with driver.cc into a folder, under the
+// names the library search looks for (symlinks to one file, so the three
+// "libraries" are one loaded object sharing one emulated device).
+func emuLibDir(t testing.TB) string {
+	t.Helper()
+	loadEmu(t) // skips where the emulator cannot be built
+	dir := t.TempDir()
+	lib, err := compileEmu(dir, KernelSource(), kernelNames(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"libcuda.so.1", "libcublas.so.12", "libnvrtc.so.12"} {
+		if err := os.Symlink(filepath.Base(lib), filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// nullDevice opens the emulated libraries in dir and turns on the null
+// device (kernels and GEMMs checked, then skipped) until the test ends; it
+// returns the library handle.
+func nullDevice(t testing.TB, dir string) uintptr {
+	t.Helper()
+	lib, err := purego.Dlopen(filepath.Join(dir, "libcuda.so.1"), purego.RTLD_NOW|purego.RTLD_GLOBAL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var setNull func(int32)
+	purego.RegisterLibFunc(&setNull, lib, "ts_emu_set_null")
+	setNull(1)
+	t.Cleanup(func() { setNull(0) })
+	return lib
+}
+
+// TestEmuLibraries runs NewBackend itself, unmodified, against the
+// emulator built as libcuda, cuBLAS and NVRTC: every driver, cuBLAS and
+// NVRTC call goes through purego into C functions declared with NVIDIA's
+// prototypes, so argument order, widths and pointer conventions are
+// checked as a GPU would check them. Then the float32 goldens and graph
+// replay run through those calls. (bench/gpu/emulate.sh runs the whole
+// device check this way.)
+func TestEmuLibraries(t *testing.T) {
+	dir := emuLibDir(t)
+	newDev := func(t testing.TB, m *gpt2.Model, opts Options, numBlocks int) *Backend {
+		t.Helper()
+		opts.LibDir, opts.CacheDir = dir, t.TempDir()
+		opts.Getenv = func(string) string { return "" } // only dir is searched first
+		b, err := NewBackend(m, opts)
+		if err != nil {
+			t.Fatalf("NewBackend on the emulated libraries: %v", err)
+		}
+		t.Cleanup(func() {
+			if err := b.Close(); err != nil {
+				t.Error(err)
+			}
+		})
+		if name, arch := b.Device(); !strings.Contains(name, "emulator") || arch != 90 {
+			t.Fatalf("device %q sm_%d: not the emulator", name, arch)
+		}
+		if err := b.AllocateKV(numBlocks, 16); err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	t.Run("golden", func(t *testing.T) { checkGoldenGreedyFloat32(t, newDev) })
+	t.Run("graphs", func(t *testing.T) { checkGraphsMatchEager(t, newDev) })
+	t.Run("max_kv_blocks", func(t *testing.T) {
+		m := smallModel(t, nil)
+		b, err := NewBackend(m, Options{LibDir: dir, CacheDir: t.TempDir(), Getenv: func(string) string { return "" }, GPUMemoryUtilization: 0.5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		// Half of the emulated 2 GiB (less cuBLAS's 32 MiB workspace and the
+		// small model's weights) less the activation reserve.
+		n, err := b.MaxKVBlocks(16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		per := b.KVBytesPerBlock(16)
+		want := ((2<<30-32<<20)/2 - activationReserve) / per
+		if n > int(want) || n < int(want)-64 {
+			t.Errorf("MaxKVBlocks(16) = %d blocks of %d bytes; want just under %d (half of 2 GiB less the workspace, less the reserve)", n, per, want)
+		}
+	})
+}
+
+// BenchmarkLaunchCallPath measures what one cuLaunchKernel costs on the
+// host through each purego calling path, on the emulated driver with the
+// null device (the kernel is checked and skipped), so that the figures are
+// the Go side's: RegisterFunc's reflect-based wrapper against SyscallN,
+// which the driver bindings use for the per-step calls. It reports both
+// and their ratio.
+func BenchmarkLaunchCallPath(b *testing.B) {
+	dir := emuLibDir(b)
+	lib := nullDevice(b, dir)
+	d, err := LoadDriver([]string{dir})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := d.Init(); err != nil {
+		b.Fatal(err)
+	}
+	var mod Module
+	var fn Function
+	marker := []byte("tinyserve-cuda-emulator image\n\x00")
+	if r := d.moduleLoadData(&mod, unsafe.Pointer(&marker[0])); r != 0 {
+		b.Fatalf("cuModuleLoadData: %d", r)
+	}
+	if r := d.moduleGetFunction(&fn, mod, "residual_f32"); r != 0 {
+		b.Fatalf("cuModuleGetFunction: %d", r)
+	}
+	var regLaunch func(f Function, gx, gy, gz, bx, by, bz uint32, shared uint32, s Stream, params unsafe.Pointer, extra unsafe.Pointer) int32
+	purego.RegisterLibFunc(&regLaunch, lib, "cuLaunchKernel")
+	var x, in, bias DevicePtr
+	rows, cols := int32(4), int32(768)
+	params := []unsafe.Pointer{unsafe.Pointer(&x), unsafe.Pointer(&in), unsafe.Pointer(&bias), unsafe.Pointer(&rows), unsafe.Pointer(&cols)}
+	measure := func(launch func(Function, uint32, uint32, uint32, uint32, uint32, uint32, uint32, Stream, unsafe.Pointer, unsafe.Pointer) int32, n int) float64 {
+		start := time.Now()
+		for range n {
+			if r := launch(fn, 12, 1, 1, 256, 1, 1, 0, 0, unsafe.Pointer(&params[0]), nil); r != 0 {
+				b.Fatalf("cuLaunchKernel: %d", r)
+			}
+		}
+		return float64(time.Since(start).Nanoseconds()) / float64(n)
+	}
+	var reg, sys float64
+	for b.Loop() {
+		reg += measure(regLaunch, 100)
+		sys += measure(d.launchKernel, 100)
+	}
+	b.ReportMetric(reg/float64(b.N), "registerfunc-ns/call")
+	b.ReportMetric(sys/float64(b.N), "syscalln-ns/call")
+	b.ReportMetric(reg/sys, "registerfunc/syscalln")
+}
+
+// TestEmuStepAllocations: a decode step through the real bindings (the
+// emulated libraries, null device) allocates almost nothing on the Go
+// heap — the per-call argument slices of purego would add about 160 per
+// step. Run without the race detector by .ci/run.
+func TestEmuStepAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts are not meaningful under the race detector; .ci/run runs this test without it")
+	}
+	dir := emuLibDir(t)
+	nullDevice(t, dir)
+	m := smallModel(t, nil)
+	for _, graphs := range []bool{false, true} {
+		b, err := NewBackend(m, Options{DType: "float16", LibDir: dir, CacheDir: t.TempDir(), Getenv: func(string) string { return "" }, CUDAGraphs: graphs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.AllocateKV(16, 16); err != nil {
+			t.Fatal(err)
+		}
+		s := newStepper(t, b, 16)
+		prompts := smallPrompts(300, 5, 9)
+		batch := batchOf(s, part{id: kvID(0), tokens: prompts[0], sample: true}, part{id: kvID(1), tokens: prompts[1], sample: true})
+		if _, err := b.Forward(batch); err != nil {
+			t.Fatal(err)
+		}
+		decode := batchOf(s, part{id: kvID(0), tokens: []int{1}, start: 5, sample: true}, part{id: kvID(1), tokens: []int{2}, start: 9, sample: true})
+		allocs := testing.AllocsPerRun(50, func() {
+			if _, err := b.Forward(decode); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if allocs > 4 {
+			t.Errorf("graphs=%v: %.0f allocations per decode step, want at most 4", graphs, allocs)
+		}
+		t.Logf("graphs=%v: %.0f allocations per decode step", graphs, allocs)
+		if err := b.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
