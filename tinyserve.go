@@ -177,13 +177,7 @@ func load(cfg Config) (engine.Backend, llm.Tokenizer, llm.ModelInfo, error) {
 	if name == "" {
 		name = DefaultModel
 	}
-	var m *gpt2.Model
-	var err error
-	if gpt2.IsBuiltin(name) {
-		m, err = gpt2.Builtin(name)
-	} else {
-		m, err = gpt2.Load(name)
-	}
+	m, err := gpt2.Open(name)
 	if err != nil {
 		return nil, nil, llm.ModelInfo{}, err
 	}

@@ -283,13 +283,7 @@ func benchModel(b *testing.B) *gpt2.Model {
 	if name == "" {
 		name = gpt2.Builtin124M
 	}
-	var m *gpt2.Model
-	var err error
-	if gpt2.IsBuiltin(name) {
-		m, err = gpt2.Builtin(name)
-	} else {
-		m, err = gpt2.Load(name)
-	}
+	m, err := gpt2.Open(name)
 	if err != nil {
 		b.Fatal(err)
 	}

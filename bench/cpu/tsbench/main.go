@@ -76,13 +76,7 @@ func main() {
 		return
 	}
 
-	var m *gpt2.Model
-	var err error
-	if gpt2.IsBuiltin(*model) {
-		m, err = gpt2.Builtin(*model)
-	} else {
-		m, err = gpt2.Load(*model)
-	}
+	m, err := gpt2.Open(*model)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -113,13 +113,7 @@ func scenariosCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	var m *gpt2.Model
-	var err error
-	if gpt2.IsBuiltin(*model) {
-		m, err = gpt2.Builtin(*model)
-	} else {
-		m, err = gpt2.Load(*model)
-	}
+	m, err := gpt2.Open(*model)
 	if err != nil {
 		return err
 	}
