@@ -27,7 +27,7 @@ src=llm/cuda/kernels/gpt2.cu
 } >"$emu/kernels.inc"
 shim=llm/cuda/testdata/emu
 ${CXX:-g++} -std=c++17 -O2 -shared -fPIC -fvisibility=hidden -I"$emu" -Illm/cuda/kernels -I"$shim" \
-	-o "$emu/libtinyserve_cuda_emu.so" "$shim/emu.cc" "$shim/driver.cc"
+	-o "$emu/libtinyserve_cuda_emu.so" "$shim/emu.cc" "$shim/driver.cc" "$shim/blas.cc" "$shim/nvrtc.cc"
 for name in libcuda.so.1 libcublas.so.12 libnvrtc.so.12; do
 	ln -s libtinyserve_cuda_emu.so "$emu/$name"
 done

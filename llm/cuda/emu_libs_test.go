@@ -1,6 +1,7 @@
 package cuda
 
-// The emulator built as libcuda, cuBLAS and NVRTC (testdata/emu/driver.cc):
+// The emulator built as libcuda, cuBLAS and NVRTC (testdata/emu/driver.cc,
+// blas.cc, nvrtc.cc):
 // the backend's real bindings, through purego, on the host emulator.
 
 import (
@@ -15,9 +16,10 @@ import (
 	"github.com/tinyserve/tinyserve/llm/gpt2"
 )
 
-// emuLibDir builds the emulator with driver.cc into a folder, under the
-// names the library search looks for (symlinks to one file, so the three
-// "libraries" are one loaded object sharing one emulated device).
+// emuLibDir builds the emulator with its library entry points into a
+// folder, under the names the library search looks for (symlinks to one
+// file, so the three "libraries" are one loaded object sharing one
+// emulated device).
 func emuLibDir(t testing.TB) string {
 	t.Helper()
 	loadEmu(t) // skips where the emulator cannot be built

@@ -42,8 +42,8 @@ type cudaEmu struct {
 var errNoEmulator = errors.New("no host emulator for the CUDA kernels")
 
 // compileEmu compiles emu.cc with kernel source src (registering the
-// kernels named), and driver.cc when withDriver is set, into a shared
-// library in dir and returns its path.
+// kernels named), and the driver, cuBLAS and NVRTC entry points when
+// withDriver is set, into a shared library in dir and returns its path.
 func compileEmu(dir, src string, names []string, withDriver bool) (string, error) {
 	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
 		return "", fmt.Errorf("%w on %s/%s (its fiber switch is x86-64 assembly)", errNoEmulator, runtime.GOOS, runtime.GOARCH)
@@ -73,7 +73,9 @@ func compileEmu(dir, src string, names []string, withDriver bool) (string, error
 	lib := filepath.Join(dir, "libtinyserve_cuda_emu.so")
 	args := []string{"-std=c++17", "-O2", "-shared", "-fPIC", "-fvisibility=hidden", "-I" + dir, "-I" + shim, "-o", lib, filepath.Join(shim, "emu.cc")}
 	if withDriver {
-		args = append(args, filepath.Join(shim, "driver.cc"))
+		for _, f := range []string{"driver.cc", "blas.cc", "nvrtc.cc"} {
+			args = append(args, filepath.Join(shim, f))
+		}
 	}
 	if out, err := exec.Command(path, args...).CombinedOutput(); err != nil {
 		return "", fmt.Errorf("compiling the CUDA emulator: %v\n%s", err, out)

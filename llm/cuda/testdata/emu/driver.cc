@@ -1,6 +1,6 @@
-// driver.cc: the CUDA driver, cuBLAS and NVRTC calls llm/cuda binds, with
-// the prototypes of NVIDIA's headers (cuda.h, cublas_api.h, nvrtc.h),
-// running on the host emulator (emu.cc). Built together with emu.cc, the
+// driver.cc: the CUDA driver calls llm/cuda binds, with the prototypes of
+// NVIDIA's cuda.h, running on the host emulator (emu.cc); blas.cc and
+// nvrtc.cc add cuBLAS and NVRTC. Built together with emu.cc, the
 // library can be installed under the names libcuda.so.1, libcublas.so.12
 // and libnvrtc.so.12 in a folder that TINYSERVE_CUDA_LIB_DIR points at, so
 // that unmodified binaries (cuda.test, gpubench, cmd/serve, cmd/sweep) run
@@ -15,7 +15,6 @@
 // measures only the host side of a step (the backend's Go code and its
 // purego calls), not including a real driver's own launch cost.
 
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,41 +22,43 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <functional>
-#include <map>
-#include <mutex>
 #include <string>
-#include <vector>
+#include <utility>
 
-#include "emu_api.h"
+#include "device.h"
 
-typedef int CUresult;
 typedef int CUdevice;
-typedef unsigned long long CUdeviceptr;
 typedef void* CUcontext;
-typedef void* CUstream;
 typedef void* CUevent;
 typedef void* CUmodule;
 typedef void* CUfunction;
 typedef void* CUgraph;
 typedef void* CUgraphExec;
 
+namespace tsdev {
+
+const char kImageMarker[] = "tinyserve-cuda-emulator image\n";
+std::mutex mu;
+bool initialized;
+std::map<CUdeviceptr, Allocation> allocations;
+
 namespace {
 
-// CUresult values (cuda.h).
-enum {
-  kSuccess = 0,
-  kInvalidValue = 1,
-  kOutOfMemory = 2,
-  kNotInitialized = 3,
-  kInvalidDevice = 101,
-  kInvalidImage = 200,
-  kInvalidHandle = 400,
-  kNotFound = 500,
-  kLaunchFailed = 719,
-  kCaptureUnsupported = 900,
-  kCaptureInvalidated = 901,
-};
+int nullMode = -1;  // -1: not yet read from the environment
+
+}  // namespace
+
+bool nullDevice() {
+  if (nullMode < 0) {
+    const char* e = getenv("TINYSERVE_CUDA_EMU_NULL");
+    nullMode = e && strcmp(e, "1") == 0;
+  }
+  return nullMode == 1;
+}
+
+void setNull(bool on) { nullMode = on; }
+
+namespace {
 
 struct ErrorName {
   int code;
@@ -79,19 +80,8 @@ const ErrorName errorNames[] = {
     {kCaptureInvalidated, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED", "operation failed due to a previous error during capture"},
 };
 
-const char kImageMarker[] = "tinyserve-cuda-emulator image\n";
-
-std::mutex mu;  // one call at a time: the emulator's state is global
-bool initialized;
 size_t memLimit;  // the emulated device's memory
 size_t memUsed;
-
-struct Allocation {
-  void* mapping;
-  size_t mapped;
-  size_t bytes;
-};
-std::map<CUdeviceptr, Allocation> allocations;
 
 struct Function {
   std::string name;
@@ -107,17 +97,6 @@ struct Graph {
   std::vector<std::function<int()>> work;
 };
 
-int nullMode = -1;  // -1: not yet read from the environment
-
-// nullDevice reports whether kernels and GEMMs are skipped.
-bool nullDevice() {
-  if (nullMode < 0) {
-    const char* e = getenv("TINYSERVE_CUDA_EMU_NULL");
-    nullMode = e && strcmp(e, "1") == 0;
-  }
-  return nullMode == 1;
-}
-
 size_t deviceMemory() {
   if (!memLimit) {
     const char* v = getenv("TINYSERVE_CUDA_EMU_MEMORY_MB");
@@ -125,15 +104,6 @@ size_t deviceMemory() {
     memLimit = (size_t)(mb > 0 ? mb : 2048) << 20;
   }
   return memLimit;
-}
-
-// run executes work now, or records it during capture.
-int run(std::function<int()> work) {
-  if (capturing) {
-    captured.push_back(std::move(work));
-    return kSuccess;
-  }
-  return work();
 }
 
 int launchNow(const Function& f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
@@ -150,11 +120,23 @@ int launchNow(const Function& f, unsigned gx, unsigned gy, unsigned gz, unsigned
 
 }  // namespace
 
+int run(std::function<int()> work) {
+  if (capturing) {
+    captured.push_back(std::move(work));
+    return kSuccess;
+  }
+  return work();
+}
+
+}  // namespace tsdev
+
+using namespace tsdev;
+
 #define CU_API TS_API CUresult
 
 // ts_emu_set_null turns the null device on or off, for tests that cannot
 // set the environment of the C library (a Go binary without cgo).
-TS_API void ts_emu_set_null(int on) { nullMode = on != 0; }
+TS_API void ts_emu_set_null(int on) { setNull(on != 0); }
 
 // --- errors, devices, contexts ---
 
@@ -450,206 +432,3 @@ CU_API cuGraphDestroy(CUgraph g) {
   delete (Graph*)g;
   return kSuccess;
 }
-
-// --- cuBLAS ---
-
-namespace {
-
-const char* const cublasNames[] = {"CUBLAS_STATUS_SUCCESS", "CUBLAS_STATUS_NOT_INITIALIZED", nullptr,
-                                   "CUBLAS_STATUS_ALLOC_FAILED", nullptr, nullptr, nullptr,
-                                   "CUBLAS_STATUS_INVALID_VALUE", "CUBLAS_STATUS_ARCH_MISMATCH", nullptr, nullptr,
-                                   nullptr, nullptr, "CUBLAS_STATUS_EXECUTION_FAILED", nullptr,
-                                   "CUBLAS_STATUS_NOT_SUPPORTED"};
-
-bool validType(int t) { return t == 0 || t == 2 || t == 14; }
-
-// gemmArgs checks what cuBLAS checks for GemmEx with CUBLAS_COMPUTE_32F.
-int gemmArgs(int ta, int tb, int m, int n, int k, int atype, int lda, int btype, int ldb, int ctype, int ldc,
-             int compute) {
-  if ((ta != 0 && ta != 1) || (tb != 0 && tb != 1) || m < 0 || n < 0 || k < 0) return 7;
-  if (!validType(atype) || !validType(btype) || !validType(ctype) || atype != btype) return 15;
-  if (compute != 68) return 15;  // CUBLAS_COMPUTE_32F: the only one the backend uses
-  int rowsA = ta ? k : m, rowsB = tb ? n : k;
-  if (lda < (rowsA > 1 ? rowsA : 1) || ldb < (rowsB > 1 ? rowsB : 1) || ldc < (m > 1 ? m : 1)) return 7;
-  return 0;
-}
-
-}  // namespace
-
-TS_API const char* cublasGetStatusName(int s) {
-  return s >= 0 && s < (int)(sizeof cublasNames / sizeof *cublasNames) && cublasNames[s] ? cublasNames[s]
-                                                                                        : "CUBLAS_STATUS_UNKNOWN";
-}
-
-TS_API const char* cublasGetStatusString(int s) { return s == 0 ? "success" : "cuBLAS emulator error"; }
-
-TS_API int cublasCreate_v2(void** h) {
-  if (!initialized) return 1;  // CUBLAS_STATUS_NOT_INITIALIZED, as without a device
-  *h = new int(0);
-  return 0;
-}
-
-TS_API int cublasDestroy_v2(void* h) {
-  delete (int*)h;
-  return 0;
-}
-
-TS_API int cublasSetStream_v2(void*, CUstream) { return 0; }
-
-TS_API int cublasSetMathMode(void*, int mode) { return mode >= 0 ? 0 : 7; }
-
-TS_API int cublasSetWorkspace_v2(void* h, void* ws, size_t bytes) {
-  if (!h) return 1;
-  if (bytes > 0 && !ws) return 7;
-  std::lock_guard<std::mutex> l(mu);
-  if (bytes > 0) {  // the buffer must be one device allocation
-    auto it = allocations.upper_bound((CUdeviceptr)(uintptr_t)ws);
-    if (it == allocations.begin()) return 7;
-    --it;
-    if ((uintptr_t)ws + bytes > it->first + it->second.bytes) return 7;
-  }
-  return 0;
-}
-
-TS_API int cublasGemmEx(void* h, int ta, int tb, int m, int n, int k, const void* alpha, const void* A, int atype,
-                        int lda, const void* B, int btype, int ldb, const void* beta, void* C, int ctype, int ldc,
-                        int compute, int algo) {
-  if (!h) return 1;
-  if (int s = gemmArgs(ta, tb, m, n, k, atype, lda, btype, ldb, ctype, ldc, compute)) return s;
-  float al = *(const float*)alpha, be = *(const float*)beta;
-  std::lock_guard<std::mutex> l(mu);
-  run([=] {
-    if (!nullDevice())
-      ts_emu_gemm(ta, tb, m, n, k, al, (uintptr_t)A, atype, lda, (uintptr_t)B, btype, ldb, be, (uintptr_t)C,
-                  ctype, ldc);
-    return (int)kSuccess;
-  });
-  return 0;
-}
-
-TS_API int cublasGemmStridedBatchedEx(void* h, int ta, int tb, int m, int n, int k, const void* alpha,
-                                      const void* A, int atype, int lda, long long strideA, const void* B, int btype,
-                                      int ldb, long long strideB, const void* beta, void* C, int ctype, int ldc,
-                                      long long strideC, int count, int compute, int algo) {
-  if (!h) return 1;
-  if (int s = gemmArgs(ta, tb, m, n, k, atype, lda, btype, ldb, ctype, ldc, compute)) return s;
-  if (count < 0) return 7;
-  float al = *(const float*)alpha, be = *(const float*)beta;
-  size_t as = atype == 0 ? 4 : 2, cs = ctype == 0 ? 4 : 2;
-  std::lock_guard<std::mutex> l(mu);
-  run([=] {
-    for (int i = 0; i < count; i++)
-      ts_emu_gemm(ta, tb, m, n, k, al, (uintptr_t)A + i * strideA * as, atype, lda, (uintptr_t)B + i * strideB * as,
-                  btype, ldb, be, (uintptr_t)C + i * strideC * cs, ctype, ldc);
-    return (int)kSuccess;
-  });
-  return 0;
-}
-
-// --- NVRTC ---
-//
-// The "compiler" checks its options the way the backend passes them and
-// returns the marker image: the kernels were compiled into this library.
-
-namespace {
-
-struct Program {
-  std::string src, log;
-  bool compiled = false;
-};
-
-const char* const nvrtcNames[] = {"NVRTC_SUCCESS",
-                                  "NVRTC_ERROR_OUT_OF_MEMORY",
-                                  "NVRTC_ERROR_PROGRAM_CREATION_FAILURE",
-                                  "NVRTC_ERROR_INVALID_INPUT",
-                                  "NVRTC_ERROR_INVALID_PROGRAM",
-                                  "NVRTC_ERROR_INVALID_OPTION",
-                                  "NVRTC_ERROR_COMPILATION"};
-
-int copyOut(const std::string& s, char* out) {
-  if (!out) return 3;
-  memcpy(out, s.data(), s.size());
-  out[s.size()] = 0;
-  return 0;
-}
-
-}  // namespace
-
-TS_API const char* nvrtcGetErrorString(int r) {
-  return r >= 0 && r < (int)(sizeof nvrtcNames / sizeof *nvrtcNames) ? nvrtcNames[r] : "NVRTC_ERROR unknown";
-}
-
-TS_API int nvrtcVersion(int* major, int* minor) {
-  *major = 12;
-  *minor = 8;
-  return 0;
-}
-
-TS_API int nvrtcGetNumSupportedArchs(int* n) {
-  *n = 1;
-  return 0;
-}
-
-TS_API int nvrtcGetSupportedArchs(int* archs) {
-  archs[0] = 90;
-  return 0;
-}
-
-TS_API int nvrtcCreateProgram(void** prog, const char* src, const char* name, int numHeaders, const char* const*,
-                              const char* const*) {
-  if (!prog || !src || numHeaders != 0) return 3;
-  *prog = new Program{src, "", false};
-  return 0;
-}
-
-TS_API int nvrtcDestroyProgram(void** prog) {
-  if (!prog || !*prog) return 4;
-  delete (Program*)*prog;
-  *prog = nullptr;
-  return 0;
-}
-
-TS_API int nvrtcCompileProgram(void* prog, int n, const char* const* opts) {
-  Program* p = (Program*)prog;
-  if (!p) return 4;
-  bool arch = false;
-  for (int i = 0; i < n; i++) {
-    if (!opts[i]) return 3;
-    std::string o = opts[i];
-    if (o.rfind("--gpu-architecture=", 0) == 0 || o.rfind("-arch=", 0) == 0) {
-      arch = o.find("_90") != std::string::npos;
-      if (!arch) {
-        p->log = "tinyserve CUDA emulator: only sm_90/compute_90 is emulated, got " + o + "\n";
-        return 6;
-      }
-    }
-  }
-  if (!arch) {
-    p->log = "tinyserve CUDA emulator: no --gpu-architecture option\n";
-    return 6;
-  }
-  p->compiled = true;
-  return 0;
-}
-
-TS_API int nvrtcGetProgramLogSize(void* prog, size_t* n) {
-  *n = ((Program*)prog)->log.size() + 1;
-  return 0;
-}
-
-TS_API int nvrtcGetProgramLog(void* prog, char* out) { return copyOut(((Program*)prog)->log, out); }
-
-TS_API int nvrtcGetPTXSize(void* prog, size_t* n) {
-  if (!((Program*)prog)->compiled) return 4;
-  *n = sizeof kImageMarker;
-  return 0;
-}
-
-TS_API int nvrtcGetPTX(void* prog, char* out) {
-  if (!((Program*)prog)->compiled) return 4;
-  return copyOut(kImageMarker, out);
-}
-
-TS_API int nvrtcGetCUBINSize(void* prog, size_t* n) { return nvrtcGetPTXSize(prog, n); }
-
-TS_API int nvrtcGetCUBIN(void* prog, char* out) { return nvrtcGetPTX(prog, out); }

@@ -9,11 +9,11 @@
 // sums).
 //
 // Build: g++ -std=c++17 -O2 -shared -fPIC -fvisibility=hidden -I<dir of
-// gpt2.cu and kernels.inc> -I<this dir> emu.cc [driver.cc], where
-// kernels.inc lists the kernels as TS_EMU_KERNEL(name) lines. driver.cc
-// adds the CUDA driver, cuBLAS and NVRTC entry points the backend binds,
-// so the library can stand in for libcuda.so.1, libcublas.so and
-// libnvrtc.so (bench/gpu/emulate.sh).
+// gpt2.cu and kernels.inc> -I<this dir> emu.cc [driver.cc blas.cc
+// nvrtc.cc], where kernels.inc lists the kernels as TS_EMU_KERNEL(name)
+// lines. The three optional files add the CUDA driver, cuBLAS and NVRTC
+// entry points the backend binds, so that the library can stand in for
+// libcuda.so.1, libcublas.so and libnvrtc.so (bench/gpu/emu-libs.sh).
 
 #include "cuda_emu.h"
 
