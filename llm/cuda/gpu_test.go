@@ -86,7 +86,7 @@ type newDevice func(t testing.TB, m *gpt2.Model, opts Options, numBlocks int) *B
 // none.
 func newGPUOpts(t testing.TB, m *gpt2.Model, opts Options, numBlocks int) *Backend {
 	t.Helper()
-	opts.LibDir, opts.CacheDir = LibDirFromEnv(), t.TempDir()
+	opts.LibDir, opts.CacheDir = LibDirFromEnv(), gpuKernelCache
 	b, err := NewBackend(m, opts)
 	if err != nil {
 		var nf *NotFoundError
