@@ -21,15 +21,9 @@ type binder struct {
 // bind points fptr (a pointer to a func variable) at the C function name.
 // A missing symbol is an error, never purego's panic.
 func (b *binder) bind(fptr any, name string) {
-	if b.err != nil {
-		return
+	if sym := b.symbol(name); sym != 0 {
+		purego.RegisterFunc(fptr, sym)
 	}
-	sym, err := purego.Dlsym(b.handle, name)
-	if err != nil {
-		b.err = fmt.Errorf("cuda: %s: symbol %s: %w", b.lib, name, err)
-		return
-	}
-	purego.RegisterFunc(fptr, sym)
 }
 
 // symbol returns the address of the C function name, or 0 after

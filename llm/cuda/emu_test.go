@@ -33,9 +33,12 @@ import (
 
 // cudaEmu is one build of the emulator: emu.cc with a kernel source.
 type cudaEmu struct {
-	argsOf  func(name string) int32
-	launchC func(name string, gx, gy, gz, bx, by, bz, shared uint32, args unsafe.Pointer, nargs, reverse int32, err *byte, errLen int32) int32
-	gemmC   func(ta, tb, m, n, k int32, alpha float32, A uintptr, atype, lda int32, B uintptr, btype, ldb int32, beta float32, C uintptr, ctype, ldc int32)
+	// kernelArgs returns the number of parameters of kernel name, or -1
+	// when the module has none of that name.
+	kernelArgs func(name string) int32
+	launchC    func(name string, gx, gy, gz, bx, by, bz, shared uint32, args unsafe.Pointer, nargs, reverse int32, err *byte, errLen int32) int32
+	// gemm is cublasGemmEx's computation (column-major, float64 sums).
+	gemm func(ta, tb, m, n, k int32, alpha float32, A uintptr, atype, lda int32, B uintptr, btype, ldb int32, beta float32, C uintptr, ctype, ldc int32)
 }
 
 // errNoEmulator marks the reasons to skip: no compiler or another platform.
@@ -99,9 +102,9 @@ func buildEmu(src string, names []string) (*cudaEmu, error) {
 		return nil, err
 	}
 	e := &cudaEmu{}
-	purego.RegisterLibFunc(&e.argsOf, h, "ts_emu_kernel_args")
+	purego.RegisterLibFunc(&e.kernelArgs, h, "ts_emu_kernel_args")
 	purego.RegisterLibFunc(&e.launchC, h, "ts_emu_launch")
-	purego.RegisterLibFunc(&e.gemmC, h, "ts_emu_gemm")
+	purego.RegisterLibFunc(&e.gemm, h, "ts_emu_gemm")
 	return e, nil
 }
 
@@ -125,8 +128,6 @@ func loadEmu(t testing.TB) *cudaEmu {
 	return emuLib
 }
 
-func (e *cudaEmu) kernelArgs(name string) int32 { return e.argsOf(name) }
-
 // launch runs kernel name over grid now; args are the parameter values,
 // one 8-byte slot each as cuLaunchKernel reads them. args holds no Go
 // pointers and the call keeps none, so passing it is safe.
@@ -142,10 +143,6 @@ func (e *cudaEmu) launch(name string, grid, block [3]uint32, shared uint32, args
 		return fmt.Errorf("emulated %s: %s", name, msg[:max(n, 0)])
 	}
 	return nil
-}
-
-func (e *cudaEmu) gemm(ta, tb, m, n, k int32, alpha float32, A uintptr, atype, lda int32, B uintptr, btype, ldb int32, beta float32, C uintptr, ctype, ldc int32) {
-	e.gemmC(ta, tb, m, n, k, alpha, A, atype, lda, B, btype, ldb, beta, C, ctype, ldc)
 }
 
 // allocMapped gives the emulator real device memory: an anonymous mapping
