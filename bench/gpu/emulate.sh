@@ -10,7 +10,7 @@
 # are of the emulator (a CPU running each CUDA thread as a fiber) and mean
 # nothing; the PyTorch peer is skipped (no CUDA device for torch).
 #
-#   bench/gpu/emulate.sh        # results in bench/gpu/out-emulated, or $OUT
+#   bench/gpu/emulate.sh        # results in bench/gpu/out-emulated, or $RESULTS
 #
 # Needs Go and g++ (x86-64 Linux). Knobs: REQUESTS (default 4), MODEL
 # (default testdata/gpt2-tiny), and run.sh's others.
@@ -21,5 +21,5 @@ emu=bench/gpu/emu
 EMU_DIR=$emu bench/gpu/emu-libs.sh
 export TINYSERVE_CUDA_LIB_DIR=$PWD/$emu
 export MODEL=${MODEL:-testdata/gpt2-tiny} REQUESTS=${REQUESTS:-4} BENCHTIME=${BENCHTIME:-20x}
-export BUDGET_S=${BUDGET_S:-1200} OUT=${OUT:-bench/gpu/out-emulated}
+export BUDGET_S=${BUDGET_S:-1200} RESULTS=${RESULTS:-bench/gpu/out-emulated}
 exec bench/gpu/run.sh

@@ -4,7 +4,10 @@
 # needed here. Python 3 with torch + transformers is needed only for the
 # PyTorch peer (skipped, and said so, without them).
 #
-#   bench/gpu/run.sh            # results in bench/gpu/out, or in $OUT if set
+#   bench/gpu/run.sh            # results in bench/gpu/out (or $RESULTS)
+#   OUT=/some/dir bench/gpu/run.sh  # also packs them, as the device tool
+#                               # wants: $OUT/summary.md and $OUT/results.tar.gz
+#                               # (it brings back at most 8 files)
 #
 # Steps (about 2-3 minutes on an H200; each bounded by a timeout):
 #   1. correctness: the llm/cuda GPU tests (float32 goldens, mixed batches vs
@@ -13,7 +16,7 @@
 #   3. tiny-vLLM's seven scenarios through the engine on the GPU (gpubench),
 #      eager and with CUDA graphs
 #   4. the same scenarios with Hugging Face transformers (hf_peer.py)
-#   5. the comparison table -> $OUT/table.md, everything -> $OUT/summary.md
+#   5. the comparison table -> table.md, everything -> summary.md
 #   6. the embedded sweep with experiments/sweep-*.json, when cmd/sweep and
 #      those configs exist (backend cuda, REQUESTS requests, one repeat, no
 #      warm-up; needs the cuda case of tinyserve.Open), skipped when the
@@ -30,7 +33,8 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
 bin=$root/bench/gpu/bin
-out=${OUT:-$root/bench/gpu/out}
+out=${RESULTS:-$root/bench/gpu/out}
+pack=${OUT:-}
 requests=${REQUESTS:-32}
 dtype=${DTYPE:-float16}
 model=${MODEL:-gpt2-124m-random}
@@ -40,7 +44,19 @@ case $model in
 */*) model=$(cd "$model" && pwd) ;; # a checkpoint folder: the steps run in different folders
 esac
 scratch=$(mktemp -d)
-trap 'rm -rf "$scratch"' EXIT
+# The device tool returns at most 8 files from $OUT, two folders deep, so the
+# evidence (every log, JSON and sweep folder) travels as one archive beside
+# the summary, even when the check stops early.
+finish() {
+	if [ -n "$pack" ]; then
+		mkdir -p "$pack" && cp "$out/summary.md" "$pack/" 2>/dev/null
+		tar -czf "$pack/results.tar.gz" -C "$(dirname "$out")" "$(basename "$out")"
+	fi
+	rm -rf "$scratch"
+}
+trap finish EXIT
+# A rerun keeps the earlier evidence (renamed) and measures afresh.
+[ -e "$out" ] && mv "$out" "$out.$(date -u +%Y%m%dT%H%M%S)"
 mkdir -p "$out" && out=$(cd "$out" && pwd)
 # The GPU tests skip without a GPU; here a skip must be a failure.
 export TINYSERVE_CUDA_REQUIRE=1
@@ -55,6 +71,7 @@ step() { # step NAME TIMEOUT CMD... ; output to $out/NAME.txt
 	local rc=$?
 	if [ $rc -eq 0 ]; then note "- $name: ok ($((SECONDS - t0)) s)"; else
 		note "- $name: FAILED (exit $rc after $((SECONDS - t0)) s; see $name.txt)"
+		tail -n 40 "$out/$name.txt" | sed 's/^/      /' # into the call's output tail too
 		fail=1
 	fi
 	return $rc
