@@ -181,6 +181,42 @@ func TestStopString(t *testing.T) {
 	}
 }
 
+// TestStopStringAndMinTokens checks stop strings against a reference
+// when min_tokens holds them off: a match counts only once min_tokens is
+// passed and only if it ends in the newest token's text (as in vLLM), so a
+// match lying wholly in the text made under min_tokens never ends the
+// request (and once crashed the engine by cutting text already sent).
+func TestStopStringAndMinTokens(t *testing.T) {
+	e := newEngine(t, mock.Config{}, engine.Config{})
+	pr := prompt(2, 6)
+	const n = 30
+	full := mock.NewTokenizer().Decode(mock.Expected(mock.Config{}, pr, n), true)
+	if len(full) != n {
+		t.Fatalf("the reference assumes one byte per mock token; got %d bytes for %d tokens", len(full), n)
+	}
+	for _, minTokens := range []int{0, 1, 2, 3, 5, 12} {
+		for _, stops := range [][]string{{full[0:2]}, {full[1:4], full[9:10]}, {full[0:1], full[20:23]}, {full[4:12]}} {
+			// Reference: after token k (k bytes of text), past min_tokens,
+			// the earliest-starting stop string that ends exactly at k.
+			want, wantStop, wantTokens := full, "", n
+			for k := minTokens + 1; k <= n && wantStop == ""; k++ {
+				for _, s := range stops {
+					if k >= len(s) && full[k-len(s):k] == s && (wantStop == "" || k-len(s) < len(want)) {
+						want, wantStop, wantTokens = full[:k-len(s)], s, k
+					}
+				}
+			}
+			p := greedy(n)
+			p.MinTokens, p.Stop = minTokens, stops
+			r := run(t, e, llm.Request{PromptTokens: pr, Params: p})
+			if r.text != want || r.last.StopString != wantStop || len(r.tokens) != wantTokens {
+				t.Errorf("min_tokens %d stop %q: text %q stop %q after %d tokens; want %q stop %q after %d",
+					minTokens, stops, r.text, r.last.StopString, len(r.tokens), want, wantStop, wantTokens)
+			}
+		}
+	}
+}
+
 func TestStopTokenAndMinTokens(t *testing.T) {
 	e := newEngine(t, mock.Config{}, engine.Config{})
 	pr := prompt(3, 4)

@@ -112,9 +112,10 @@ func (q *request) accept(tok int, lp *llm.TokenLogprob, now time.Time) llm.Event
 		}
 		return ev
 	default:
+		prev := len(q.text)
 		q.text = append(q.text, q.dec.Add(tok)...)
 		if pastMin {
-			if s, at := q.findStop(); s != "" {
+			if s, at := q.findStop(prev); s != "" {
 				q.text = q.text[:at]
 				ev.Finish = llm.FinishStop
 				ev.StopString = s
@@ -129,15 +130,16 @@ func (q *request) accept(tok int, lp *llm.TokenLogprob, now time.Time) llm.Event
 	return ev
 }
 
-// findStop looks for a stop string in the text that is new since the last
-// check (plus the bytes a stop string could share with older text).
-func (q *request) findStop() (string, int) {
-	if len(q.params.Stop) == 0 {
-		return "", 0
-	}
-	from := max(0, q.sent-q.holdBack) // text before sent was checked already
+// findStop returns the earliest stop string whose match ends in the text
+// added since prev, and where it starts. As in vLLM, a match lying wholly in
+// older text does not count: that text was either checked already or
+// produced before min_tokens was reached. Because takeText keeps the last
+// holdBack bytes unsent, a match that ends in new text always starts at or
+// after q.sent.
+func (q *request) findStop(prev int) (string, int) {
 	best, bestAt := "", len(q.text)
 	for _, s := range q.params.Stop {
+		from := max(0, prev-len(s)+1)
 		if i := strings.Index(string(q.text[from:]), s); i >= 0 && from+i < bestAt {
 			best, bestAt = s, from+i
 		}
