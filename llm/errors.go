@@ -42,17 +42,20 @@ type ContextLengthError struct {
 
 // Error implements error, using vLLM's wording.
 func (e *ContextLengthError) Error() string {
+	// The sum in uint64: both counts are non-negative ints, and a client may
+	// ask for max_tokens near the largest int.
 	return fmt.Sprintf("This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the prompt, %d in the completion). Please reduce the length of the prompt or completion.",
-		e.MaxModelLen, e.PromptTokens+e.MaxTokens, e.PromptTokens, e.MaxTokens)
+		e.MaxModelLen, uint64(e.PromptTokens)+uint64(e.MaxTokens), e.PromptTokens, e.MaxTokens)
 }
 
 // Is makes errors.Is(err, ErrContextLength) true.
 func (e *ContextLengthError) Is(target error) bool { return target == ErrContextLength }
 
 // CheckContextLength returns a *ContextLengthError when prompt plus max_tokens
-// exceed maxModelLen.
+// exceed maxModelLen. It compares without adding the two, which a max_tokens
+// near the largest int would overflow into a small sum that passes.
 func CheckContextLength(maxModelLen, promptTokens, maxTokens int) error {
-	if promptTokens+maxTokens > maxModelLen {
+	if promptTokens > maxModelLen || maxTokens > maxModelLen-promptTokens {
 		return &ContextLengthError{MaxModelLen: maxModelLen, PromptTokens: promptTokens, MaxTokens: maxTokens}
 	}
 	return nil

@@ -101,9 +101,14 @@ func (p *SamplingParams) Validate() error {
 	return nil
 }
 
+// GreedyTemperature is the temperature below which sampling is greedy, as
+// vLLM's _SAMPLING_EPS: dividing logits by a smaller one (a denormal, say)
+// would overflow to infinities and pick a token no distribution chose.
+const GreedyTemperature = 1e-5
+
 // Greedy reports whether the params choose the most likely token every step.
 func (p *SamplingParams) Greedy() bool {
-	return p.Temperature == 0 || p.TopK == 1
+	return p.Temperature < GreedyTemperature || p.TopK == 1
 }
 
 // Request is one sequence to generate: a prompt already tokenized and how to

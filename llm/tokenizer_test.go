@@ -1,6 +1,9 @@
 package llm
 
 import (
+	"fmt"
+	"math"
+	"strings"
 	"testing"
 	"unicode/utf8"
 )
@@ -59,5 +62,16 @@ func TestParamsValidate(t *testing.T) {
 	ce := CheckContextLength(100, 60, 50)
 	if ce == nil || ce.Error() != "This model's maximum context length is 100 tokens. However, you requested 110 tokens (60 in the prompt, 50 in the completion). Please reduce the length of the prompt or completion." {
 		t.Errorf("context error: %v", ce)
+	}
+	// A max_tokens near the largest int must not overflow into a small sum.
+	ce = CheckContextLength(100, 60, math.MaxInt)
+	if ce == nil || !strings.Contains(ce.Error(), fmt.Sprintf("requested %d tokens", uint64(math.MaxInt)+60)) {
+		t.Errorf("max_tokens = MaxInt: %v", ce)
+	}
+	if err := CheckContextLength(100, 60, 40); err != nil {
+		t.Errorf("exactly the context length: %v", err)
+	}
+	if err := CheckContextLength(100, 101, 1); err == nil {
+		t.Error("a prompt longer than the context passed")
 	}
 }

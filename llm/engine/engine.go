@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -159,7 +160,7 @@ func (e *Engine) Generate(ctx context.Context, r llm.Request) (<-chan llm.Event,
 	if err := llm.CheckContextLength(e.info.MaxModelLen, len(r.PromptTokens), r.Params.MaxTokens); err != nil {
 		return nil, err
 	}
-	if !e.st.sched.Fits(len(r.PromptTokens) + r.Params.MaxTokens) { // the pool size never changes
+	if !e.st.sched.Fits(len(r.PromptTokens), r.Params.MaxTokens) { // the pool size never changes
 		return nil, fmt.Errorf("%w: %d prompt + %d max tokens need %d blocks, the pool has %d",
 			llm.ErrTooLargeForCache, len(r.PromptTokens), r.Params.MaxTokens,
 			e.st.kv.BlocksFor(len(r.PromptTokens)+r.Params.MaxTokens), e.st.kv.NumBlocks())
@@ -277,7 +278,7 @@ func (e *Engine) loop() {
 		e.mu.Unlock()
 
 		for _, q := range inbox {
-			if err := st.add(q); err != nil {
+			if err := catch(func() error { return st.add(q) }); err != nil {
 				// Generate checked what could fail; this is a last guard.
 				e.mu.Lock()
 				e.pending--
@@ -315,7 +316,8 @@ func (e *Engine) loop() {
 		}
 
 		before := len(st.reqs)
-		first, err := st.step()
+		var first int
+		err := catch(func() (err error) { first, err = st.step(); return err })
 		e.mu.Lock()
 		e.pending -= first
 		e.mu.Unlock()
@@ -330,6 +332,19 @@ func (e *Engine) loop() {
 		e.finished(before - len(st.reqs))
 		e.publish()
 	}
+}
+
+// catch runs f, turning a panic into an error: a bug that one request hits
+// in the engine's own code (scheduling, sampling, stop checks) then fails
+// requests, and the loop marks the engine dead as after a backend failure,
+// instead of taking the whole process, and every other client, down.
+func catch(f func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("engine panic: %v\n%s", p, debug.Stack())
+		}
+	}()
+	return f()
 }
 
 // finished records that n requests ended, waking Drain callers at zero.

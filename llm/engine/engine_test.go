@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -422,6 +423,59 @@ func TestBackendFailureKillsEngineNotProcess(t *testing.T) {
 		if _, err := e.Generate(context.Background(), llm.Request{PromptTokens: []int{1}, Params: greedy(1)}); !errors.Is(err, llm.ErrEngineDead) {
 			t.Errorf("Generate after failure: %v", err)
 		}
+	}
+}
+
+// panicTokenizer's decoders panic on the third token: a stand-in for a bug
+// in the engine's own per-token code, which runs outside the backend.
+type panicTokenizer struct{ llm.Tokenizer }
+
+func (p panicTokenizer) NewDecoder(skip bool) llm.Decoder {
+	return &panicDecoder{Decoder: p.Tokenizer.NewDecoder(skip)}
+}
+
+type panicDecoder struct {
+	llm.Decoder
+	n int
+}
+
+func (d *panicDecoder) Add(id int) string {
+	if d.n++; d.n == 3 {
+		panic("decoder bug")
+	}
+	return d.Decoder.Add(id)
+}
+
+// TestEnginePanicKillsEngineNotProcess: a panic in the engine's goroutine
+// fails the requests and marks the engine dead; the process lives on.
+func TestEnginePanicKillsEngineNotProcess(t *testing.T) {
+	e, err := engine.New(mock.NewBackend(mock.Config{}), panicTokenizer{mock.NewTokenizer()}, mock.Info(), engine.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	r := run(t, e, llm.Request{PromptTokens: prompt(1, 4), Params: greedy(10)})
+	if r.last.Finish != llm.FinishError || !errors.Is(r.last.Err, llm.ErrEngineDead) || !strings.Contains(r.last.Err.Error(), "decoder bug") {
+		t.Errorf("last event %q %v", r.last.Finish, r.last.Err)
+	}
+	if err := e.Health(); !errors.Is(err, llm.ErrEngineDead) {
+		t.Errorf("Health after the panic: %v", err)
+	}
+}
+
+// TestHugeMaxTokens: a max_tokens near the largest int is a context-length
+// error, not an overflow into a sequence that seems to fit (which crashed
+// the engine when the scheduler sized its token slice).
+func TestHugeMaxTokens(t *testing.T) {
+	e := newEngine(t, mock.Config{}, engine.Config{})
+	for _, maxTokens := range []int{math.MaxInt, math.MaxInt - 3} {
+		_, err := e.Generate(context.Background(), llm.Request{PromptTokens: prompt(1, 4), Params: greedy(maxTokens)})
+		if !errors.Is(err, llm.ErrContextLength) {
+			t.Errorf("max_tokens %d: %v, want a context-length error", maxTokens, err)
+		}
+	}
+	if r := run(t, e, llm.Request{PromptTokens: prompt(1, 4), Params: greedy(3)}); len(r.tokens) != 3 {
+		t.Errorf("after the rejections: %d tokens, want 3", len(r.tokens))
 	}
 }
 

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"math"
+	"math/bits"
 	"math/rand/v2"
 
 	"github.com/tinyserve/tinyserve/llm"
@@ -12,6 +13,7 @@ import (
 type sampler struct {
 	idx   []int32
 	probs []float64
+	kept  []uint64 // a bit per token id: the tokens left after top-k/top-p
 }
 
 // argmax returns the id of the largest logit, ties to the lowest id.
@@ -35,6 +37,7 @@ func (s *sampler) sample(logits []float32, p *llm.SamplingParams, rng *rand.Rand
 	if cap(s.idx) < n {
 		s.idx = make([]int32, n)
 		s.probs = make([]float64, n)
+		s.kept = make([]uint64, (n+63)/64)
 	}
 	idx, probs := s.idx[:n], s.probs[:n]
 	for i := range idx {
@@ -63,25 +66,42 @@ func (s *sampler) sample(logits []float32, p *llm.SamplingParams, rng *rand.Rand
 	}
 	if p.TopP > 0 && p.TopP < 1 {
 		idx = idx[:selectMass(idx, probs, logits, p.TopP*total)]
-		total = 0
-		for _, i := range idx {
-			total += probs[i]
+	}
+	return s.draw(idx, probs, rng)
+}
+
+// draw picks one of the kept tokens idx with probability proportional to
+// probs. It walks them in id order, not in the order quickselect left them:
+// that order depends on every comparison made over the vocabulary, so a
+// change in the last bits of a far-off logit (another chunking of the
+// prompt, another batch) would move a seeded draw to another token.
+func (s *sampler) draw(idx []int32, probs []float64, rng *rand.Rand) int {
+	kept := s.kept[:(len(probs)+63)/64]
+	clear(kept)
+	for _, i := range idx {
+		kept[i/64] |= 1 << (i % 64)
+	}
+	total := 0.0
+	for w, word := range kept {
+		for ; word != 0; word &= word - 1 {
+			total += probs[w*64+bits.TrailingZeros64(word)]
 		}
 	}
 	u := rng.Float64() * total
-	for _, i := range idx {
-		u -= probs[i]
-		if u < 0 {
-			return int(i)
+	last := int(idx[0])
+	for w, word := range kept {
+		for ; word != 0; word &= word - 1 {
+			i := w*64 + bits.TrailingZeros64(word)
+			if probs[i] == 0 {
+				continue
+			}
+			if u -= probs[i]; u < 0 {
+				return i
+			}
+			last = i
 		}
 	}
-	// Rounding left u a hair above zero: take the last kept token with mass.
-	for k := len(idx) - 1; k >= 0; k-- {
-		if probs[idx[k]] > 0 {
-			return int(idx[k])
-		}
-	}
-	return int(idx[0])
+	return last // rounding left u a hair above zero: the last token with mass
 }
 
 // before orders tokens by logit, descending, ties to the lowest id: the

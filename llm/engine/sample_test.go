@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -155,5 +156,80 @@ func TestLogprobsOf(t *testing.T) {
 	ids := []int{lp.Top[0].ID, lp.Top[1].ID, lp.Top[2].ID}
 	if !slices.Equal(ids, []int{2, 3, 1}) {
 		t.Errorf("top ids %v, want [2 3 1] (ties to the lowest id)", ids)
+	}
+}
+
+// TestSampleStableUnderTinyLogitChanges checks that a seeded draw does not
+// depend on the last bits of logits far from where the draw lands. Other
+// batch compositions or prompt chunkings change logits by about 1e-6; the
+// draw may then change only when it falls within about that much of a
+// boundary between two tokens' probability masses. Walking the kept tokens
+// in quickselect's order instead flipped about half the draws.
+func TestSampleStableUnderTinyLogitChanges(t *testing.T) {
+	const n, draws = 50257, 100
+	rng := rand.New(rand.NewPCG(7, 8))
+	// A vocabulary's worth of logits, on a coarse grid so that many are
+	// near-equal (as float32 logits of a real model are), and a copy with
+	// each moved by about 1e-6.
+	base := make([]float32, n)
+	for i := range base {
+		base[i] = float32(math.Round(rng.NormFloat64()*3*256) / 256)
+	}
+	noisy := slices.Clone(base)
+	for i := range noisy {
+		noisy[i] += float32(rng.NormFloat64() * 1e-6)
+	}
+	for _, p := range []llm.SamplingParams{
+		{MaxTokens: 1, Temperature: 0.9, TopK: 40},
+		{MaxTokens: 1, Temperature: 1, TopP: 0.3},
+		{MaxTokens: 1, Temperature: 0.7, TopK: 200, TopP: 0.9},
+		{MaxTokens: 1, Temperature: 1},
+	} {
+		var s sampler
+		flips := 0
+		for d := range draws {
+			a := s.sample(base, &p, rand.New(rand.NewPCG(uint64(d), 1)))
+			b := s.sample(noisy, &p, rand.New(rand.NewPCG(uint64(d), 1)))
+			if a != b {
+				flips++
+			}
+		}
+		if flips > 1 {
+			t.Errorf("top_k %d top_p %v: %d of %d seeded draws changed under 1e-6 logit noise", p.TopK, p.TopP, flips, draws)
+		}
+	}
+}
+
+// TestDenormalTemperatureIsGreedy: 1/T for a denormal T is +Inf, which
+// turned every probability into NaN and picked token 0.
+func TestDenormalTemperatureIsGreedy(t *testing.T) {
+	logits := []float32{1, 3, 2, 0}
+	var s sampler
+	for _, temp := range []float64{0, 1e-309, 5e-324, 1e-6} {
+		p := llm.SamplingParams{MaxTokens: 1, Temperature: temp}
+		if got := s.sample(logits, &p, rand.New(rand.NewPCG(1, 2))); got != 1 {
+			t.Errorf("temperature %g: sampled %d, want the argmax 1", temp, got)
+		}
+	}
+}
+
+// BenchmarkSample times one draw over GPT-2's vocabulary per setting.
+func BenchmarkSample(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	logits := make([]float32, 50257)
+	for i := range logits {
+		logits[i] = float32(rng.NormFloat64() * 3)
+	}
+	for _, p := range []llm.SamplingParams{
+		{MaxTokens: 1, Temperature: 1},
+		{MaxTokens: 1, Temperature: 0.9, TopK: 40},
+		{MaxTokens: 1, Temperature: 1, TopP: 0.9},
+	} {
+		b.Run(fmt.Sprintf("topk=%d,topp=%v", p.TopK, p.TopP), func(b *testing.B) {
+			var s sampler
+			for b.Loop() {
+				s.sample(logits, &p, rng)
+			}
+		})
 	}
 }

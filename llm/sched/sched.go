@@ -126,10 +126,13 @@ func (s *Scheduler) NumRunning() int { return len(s.running) - s.numRemovedRunni
 // Stats returns the cumulative counters.
 func (s *Scheduler) Stats() Stats { return s.stats }
 
-// Fits reports whether a sequence of numTokens tokens in all could ever fit
-// in the pool; Add rejects those that cannot.
-func (s *Scheduler) Fits(numTokens int) bool {
-	return s.kv.BlocksFor(numTokens) <= s.kv.NumBlocks()
+// Fits reports whether a sequence of promptTokens plus maxTokens could ever
+// fit in the pool; Add rejects those that cannot. It compares without adding
+// the two, so that a huge maxTokens from a client cannot overflow into a
+// sequence that seems to fit.
+func (s *Scheduler) Fits(promptTokens, maxTokens int) bool {
+	capacity := s.kv.NumBlocks() * s.kv.BlockSize()
+	return promptTokens <= capacity && maxTokens <= capacity-promptTokens
 }
 
 // Add queues a new sequence at the back of the waiting queue. prompt is
@@ -145,9 +148,9 @@ func (s *Scheduler) Add(id kv.SeqID, prompt []int, maxTokens int) error {
 	if _, ok := s.seqs[id]; ok {
 		return fmt.Errorf("%w: %d", ErrDuplicate, id)
 	}
-	if !s.Fits(len(prompt) + maxTokens) {
-		return fmt.Errorf("%w: %d prompt + %d max tokens need %d blocks of %d tokens, the pool has %d",
-			ErrTooLarge, len(prompt), maxTokens, s.kv.BlocksFor(len(prompt)+maxTokens), s.kv.BlockSize(), s.kv.NumBlocks())
+	if !s.Fits(len(prompt), maxTokens) {
+		return fmt.Errorf("%w: %d prompt + %d max tokens, the pool holds %d tokens (%d blocks of %d)",
+			ErrTooLarge, len(prompt), maxTokens, s.kv.NumBlocks()*s.kv.BlockSize(), s.kv.NumBlocks(), s.kv.BlockSize())
 	}
 	tokens := make([]int, len(prompt), len(prompt)+maxTokens)
 	copy(tokens, prompt)
