@@ -58,12 +58,20 @@ def main():
     args = ap.parse_args()
 
     import torch
+    import transformers
     from transformers import GPT2LMHeadModel
 
     if not torch.cuda.is_available():
         sys.exit("hf_peer: torch sees no CUDA device")
     dtype = getattr(torch, args.dtype)
-    model = GPT2LMHeadModel.from_pretrained(args.model, torch_dtype=dtype).to("cuda").eval()
+    # transformers 5 names the argument dtype (torch_dtype is deprecated);
+    # every 4.x knows torch_dtype.
+    major = int(transformers.__version__.split(".")[0])
+    kw = {"dtype": dtype} if major >= 5 else {"torch_dtype": dtype}
+    model = GPT2LMHeadModel.from_pretrained(args.model, **kw)
+    if model.dtype != dtype:
+        sys.exit(f"hf_peer: loaded {model.dtype}, want {dtype}")
+    model = model.to("cuda").eval()
     vocab = model.config.vocab_size
     pad = 50256
     gen = torch.Generator().manual_seed(20240601)
@@ -122,6 +130,7 @@ def main():
         "dtype": args.dtype,
         "model": args.model,
         "torch": torch.__version__,
+        "transformers": transformers.__version__,
         "results": results,
     }
     with open(args.out, "w") as f:

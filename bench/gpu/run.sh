@@ -27,8 +27,10 @@
 # MODEL (built-in name or checkpoint folder for the benchmark, the scenarios
 # and the sweep; default gpt2-124m-random), BENCHTIME (the step benchmark's
 # -test.benchtime, default 300x), BUDGET_S (the whole check's time budget,
-# default 240; later steps are skipped past it). bench/gpu/emulate.sh sets
-# them for a dry run on the host emulator.
+# default 240: no step runs past it, each step's own limit is cut to what is
+# left, and the sweeps start only with 70 s to spare), PYTHON (the
+# interpreter with torch, default python3). bench/gpu/emulate.sh sets them
+# for a dry run on the host emulator.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -40,6 +42,9 @@ dtype=${DTYPE:-float16}
 model=${MODEL:-gpt2-124m-random}
 benchtime=${BENCHTIME:-300x}
 budget=${BUDGET_S:-240}
+python=${PYTHON:-python3}
+# The peer reads a local checkpoint; never let transformers try the network.
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 case $model in
 */*) model=$(cd "$model" && pwd) ;; # a checkpoint folder: the steps run in different folders
 esac
@@ -62,10 +67,20 @@ mkdir -p "$out" && out=$(cd "$out" && pwd)
 export TINYSERVE_CUDA_REQUIRE=1
 summary=$out/summary.md
 fail=0
-note() { echo "$*" | tee -a "$summary"; }
+note() { # to the summary, and (so that a killed run still leaves it) to $OUT
+	echo "$*" | tee -a "$summary"
+	[ -z "$pack" ] || { mkdir -p "$pack" && cp "$summary" "$pack/"; }
+}
 step() { # step NAME TIMEOUT CMD... ; output to $out/NAME.txt
 	local name=$1 limit=$2
 	shift 2
+	local left=$((budget - SECONDS))
+	if [ $left -lt 15 ]; then
+		note "- $name: SKIPPED (the check's $budget s budget is spent)"
+		fail=1
+		return 1
+	fi
+	[ $limit -le $left ] || limit=$left
 	local t0=$SECONDS
 	timeout "$limit" "$@" >"$out/$name.txt" 2>&1
 	local rc=$?
@@ -104,17 +119,18 @@ cd "$root"
 
 # 3. tinyserve on the seven scenarios, eager, then with CUDA graphs.
 step tinyserve 120 "$bin/gpubench" scenarios -model "$model" -requests "$requests" -dtype "$dtype" -out "$out/tinyserve.json"
+grep -m1 -o 'cuda: backend ready.*' "$out/tinyserve.txt" | sed 's/^/    /' >>"$summary" # the device and the libraries used
 step tinyserve_graphs 120 "$bin/gpubench" scenarios -model "$model" -graphs -requests "$requests" -dtype "$dtype" -out "$out/tinyserve-graphs.json"
 
 # 4. The PyTorch peer on the same weights.
-if python3 -c 'import torch, transformers, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+if "$python" -c 'import torch, transformers, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
 	ckpt=$model
 	if [ -d "$model" ] || step checkpoint 60 "$bin/gpubench" checkpoint -model "$model" "$scratch/checkpoint"; then
 		[ -d "$model" ] || ckpt=$scratch/checkpoint
-		step hf_peer 150 python3 bench/gpu/hf_peer.py --model "$ckpt" --requests "$requests" --dtype "$dtype" --out "$out/hf.json"
+		step hf_peer 150 "$python" bench/gpu/hf_peer.py --model "$ckpt" --requests "$requests" --dtype "$dtype" --out "$out/hf.json"
 	fi
 else
-	note "- hf_peer: SKIPPED (python3 with torch, transformers and a CUDA device not found)"
+	note "- hf_peer: SKIPPED ($python with torch, transformers and a CUDA device not found)"
 fi
 
 # 5. Tables: tinyserve (eager and graphs) against the PyTorch peer.

@@ -342,7 +342,7 @@ func (b *Backend) setup(load func(drvVersion int) (*NVRTC, *CuBLAS, error)) erro
 		return err
 	}
 	b.log.Info("cuda: backend ready", "device", b.deviceName, "arch", b.arch, "driver", drvVersion,
-		"dtype", b.dt.name, "cublas", b.blas.Path, "nvrtc", b.rtc.Path)
+		"dtype", b.dt.name, "libcuda", b.drv.Path, "cublas", b.blas.Path, "nvrtc", b.rtc.Path)
 	return nil
 }
 

@@ -108,9 +108,11 @@ func (e *NotFoundError) Error() string {
 // SearchDirs lists the folders searched for the CUDA libraries, in order:
 // libDir (from Options.LibDir), LD_LIBRARY_PATH, the usual CUDA and driver
 // folders, then the NVIDIA pip packages' lib folders of every Python
-// site-packages folder found. getenv reads LD_LIBRARY_PATH, VIRTUAL_ENV,
-// CONDA_PREFIX and HOME; nil means os.Getenv. Folders that do not exist are
-// kept (so an error can say they were tried) but listed once.
+// site-packages folder found. getenv reads LD_LIBRARY_PATH, PATH,
+// VIRTUAL_ENV, CONDA_PREFIX and HOME; nil means os.Getenv. Folders that do
+// not exist are kept (so an error can say they were tried) but listed once.
+// Folders named "stubs" are left out: the toolkit's link-time stub
+// libcuda.so found there answers every call with CUDA_ERROR_STUB_LIBRARY.
 func SearchDirs(libDir string, getenv func(string) string) []string {
 	if getenv == nil {
 		getenv = os.Getenv
@@ -118,7 +120,7 @@ func SearchDirs(libDir string, getenv func(string) string) []string {
 	var dirs []string
 	seen := map[string]bool{}
 	add := func(d string) {
-		if d == "" || seen[d] {
+		if d == "" || seen[d] || filepath.Base(d) == "stubs" {
 			return
 		}
 		seen[d] = true
@@ -152,13 +154,22 @@ func SearchDirs(libDir string, getenv func(string) string) []string {
 }
 
 // sitePackages finds Python site-packages and dist-packages folders in the
-// usual prefixes (system, /usr/local, a virtualenv, conda, ~/.local)
-// without running Python.
+// usual prefixes (a virtualenv, conda, the python3 first on PATH, ~/.local,
+// /usr/local, the system) without running Python. The python3 on PATH
+// counts because an image may put a virtualenv's bin folder on PATH without
+// setting VIRTUAL_ENV; its prefix is the folder above bin, the symlink to
+// the system interpreter not followed.
 func sitePackages(getenv func(string) string) []string {
 	var prefixes []string
 	for _, v := range []string{"VIRTUAL_ENV", "CONDA_PREFIX"} {
 		if p := getenv(v); p != "" {
 			prefixes = append(prefixes, p)
+		}
+	}
+	for _, d := range filepath.SplitList(getenv("PATH")) {
+		if st, err := os.Stat(filepath.Join(d, "python3")); d != "" && err == nil && !st.IsDir() {
+			prefixes = append(prefixes, filepath.Dir(filepath.Clean(d)))
+			break
 		}
 	}
 	if h := getenv("HOME"); h != "" {

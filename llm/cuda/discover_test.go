@@ -88,6 +88,20 @@ func TestSearchDirs(t *testing.T) {
 	if got, err := Locate(LibCuBLAS(), dirs); err == nil && !strings.HasPrefix(got, "/usr") && got != filepath.Join(sp, "nvidia/cublas/lib/libcublas.so.12") {
 		t.Errorf("Locate(cuBLAS) = %s", got)
 	}
+	// A virtualenv known only by its python3 on PATH; a stubs folder in
+	// LD_LIBRARY_PATH is skipped.
+	venv2 := t.TempDir()
+	sp2 := filepath.Join(venv2, "lib", "python3.12", "site-packages")
+	touch(t, venv2, "bin/python3")
+	touch(t, sp2, "nvidia/cublas/lib/libcublas.so.13")
+	env = map[string]string{"PATH": "/nonexistent/bin:" + filepath.Join(venv2, "bin"), "LD_LIBRARY_PATH": "/usr/local/cuda/lib64/stubs"}
+	dirs = SearchDirs("", func(k string) string { return env[k] })
+	if want := filepath.Join(sp2, "nvidia", "cublas", "lib"); !slices.Contains(dirs, want) {
+		t.Errorf("SearchDirs lacks %s (the site-packages of the python3 on PATH): %v", want, dirs)
+	}
+	if slices.Contains(dirs, "/usr/local/cuda/lib64/stubs") {
+		t.Errorf("SearchDirs kept the stub library folder: %v", dirs)
+	}
 	// No lib dir, empty environment: no empty entry.
 	for _, d := range SearchDirs("", func(string) string { return "" }) {
 		if d == "" {

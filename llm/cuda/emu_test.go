@@ -248,6 +248,34 @@ func TestEmuMatchesGoEmulation(t *testing.T) {
 	}
 }
 
+// TestEmuOddHeadDims runs the attention kernel with head sizes whose D*G is
+// not a whole number of warps (D = 40 and 24: 120 threads before rounding)
+// or exceeds 128 (D = 160), against the CPU backend in float32. Before the
+// block was rounded up to whole warps, the kernel's full-warp shuffles read
+// lanes that did not exist.
+func TestEmuOddHeadDims(t *testing.T) {
+	for _, shape := range []struct{ embd, heads int }{{80, 2}, {48, 2}, {160, 1}} {
+		t.Run(fmt.Sprintf("D=%d", shape.embd/shape.heads), func(t *testing.T) {
+			m := smallModel(t, func(c *gpt2.Config) { c.NEmbd, c.NHead = shape.embd, shape.heads })
+			const blocks = 40
+			emu := newEmuBackend(t, m, Options{DType: "float32"}, blocks)
+			cb, err := gpt2.NewCPUBackend(m, gpt2.CPUOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = cb.Close() })
+			if err := cb.AllocateKV(blocks, 16); err != nil {
+				t.Fatal(err)
+			}
+			worst := compareMixed(t, emu, cb, smallPrompts(300, 1, 17, 40, 5), blocks, 7, 4)
+			if worst > 1e-4 {
+				t.Errorf("emulated CUDA C vs CPU: logits differ by %.3g (tolerance 1e-4)", worst)
+			}
+			t.Logf("max |CUDA C - CPU| logit: %.3g", worst)
+		})
+	}
+}
+
 // TestEmuCatchesMissingBarrier checks the emulator itself: with the
 // barrier after the attention kernel's query load removed, threads read
 // the query before the threads that load it have run (shared memory starts

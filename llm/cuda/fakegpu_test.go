@@ -362,7 +362,7 @@ func (g *fakeGPU) run(k string, dt int, grid, block [3]uint32, shared uint32, a 
 	case "attention": // (T* out, const float* q, kc, vc, pos, seq, bt, int maxBlocks, int bs, int C, int D, int npos, float scale)
 		out, q, kc, vc, pos, seq, bt := a.ptr(0), a.ptr(1), a.ptr(2), a.ptr(3), a.ptr(4), a.ptr(5), a.ptr(6)
 		maxBlocks, bs, C, D, npos, scale := a.int(7), a.int(8), a.int(9), a.int(10), a.int(11), a.flt(12)
-		if int(block[0])%D != 0 || int(shared) < (npos+D+int(block[0]))*4 || int(grid[1])*D != C {
+		if block[0]%32 != 0 || int(block[0]) < D || int(shared) < (npos+D+int(block[0]))*4 || int(grid[1])*D != C {
 			panic(fmt.Sprintf("attention: block %d, shared %d, grid %v for D=%d npos=%d C=%d", block[0], shared, grid, D, npos, C))
 		}
 		sc := make([]float32, npos)

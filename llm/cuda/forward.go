@@ -206,8 +206,7 @@ func (b *Backend) forwardDevice(m *batchMeta, npos int) error {
 	}
 	layerBytes := DevicePtr(b.numBlocks*b.blockSize*C) * DevicePtr(b.dt.size)
 	stride := m.MaxBlocks
-	G := attentionGroups(D)
-	attBlock := [3]uint32{uint32(D * G), 1, 1}
+	attBlock := [3]uint32{uint32(attentionThreads(D)), 1, 1}
 	attShared := uint32(attentionShared(npos, D))
 
 	a := &b.args
@@ -314,14 +313,17 @@ func (b *Backend) linear(out, in, w DevicePtr, M, k, n int) error {
 	})
 }
 
-// attentionGroups is G in the attention kernel's blockDim = D*G: about 128
-// threads, each group of D threads summing a share of the positions.
-func attentionGroups(D int) int { return max(1, 128/D) }
+// attentionThreads is the attention kernel's blockDim for head size D:
+// G = max(1, 128/D) groups of D threads, each group summing a share of the
+// positions, rounded up to whole warps, because the kernel's block
+// reductions shuffle across full warps (the threads past D*G only help
+// with the scores). GPT-2's D = 64 gives 128.
+func attentionThreads(D int) int { return (D*max(1, 128/D) + 31) / 32 * 32 }
 
 // attentionShared is the attention kernel's dynamic shared memory in bytes
 // for npos positions: scores, the scaled query and the partial outputs.
 // The kernel also has 128 bytes of static scratch.
-func attentionShared(npos, D int) int { return (npos + D + D*attentionGroups(D)) * 4 }
+func attentionShared(npos, D int) int { return (npos + D + attentionThreads(D)) * 4 }
 
 // elementwise launches a grid-stride kernel over n elements.
 func (b *Backend) elementwise(f Function, n int, a *kernelArgs) error {

@@ -161,7 +161,8 @@ __device__ void qkv_store(float* q, const float* qkv, const typename S::T* bias,
 // attention: causal attention of row i, head h (grid N x H) over positions
 // 0..pos[i] of its own sequence, read through the block table. Rows of a
 // prefill chunk see the chunk's own keys because qkv_store ran first.
-// blockDim is D*G: thread t handles dimension t%D for the positions
+// blockDim is D*G rounded up to whole warps (blockSum and blockMax shuffle
+// over full warps): thread t < D*G handles dimension t%D for the positions
 // congruent to t/D mod G. Dynamic shared memory: (npos + D + blockDim)
 // floats, npos >= pos[i]+1.
 template <typename S>
@@ -183,6 +184,10 @@ __device__ void attention(typename S::T* out, const float* q, const typename S::
     long long slot = (long long)table[j / bs] * bs + j % bs;
     const typename S::T* k = kc + slot * C + h * D;
     float dot = 0.f;
+    // Unrolled so that eight loads of the key are in flight at once: with
+    // one row per thread, a decode step is bound by load latency, not by
+    // bandwidth (GPT-2's D = 64 is a multiple of 8).
+#pragma unroll 8
     for (int d = 0; d < D; d++) dot += qs[d] * S::ld(k[d]);
     sc[j] = dot;
     m = fmaxf(m, dot);
@@ -199,6 +204,7 @@ __device__ void attention(typename S::T* out, const float* q, const typename S::
   int d = threadIdx.x % D, g = threadIdx.x / D;
   float acc = 0.f;
   if (g < G) {
+#pragma unroll 4
     for (int j = g; j <= p; j += G) {
       long long slot = (long long)table[j / bs] * bs + j % bs;
       acc += sc[j] * S::ld(vc[slot * C + h * D + d]);
