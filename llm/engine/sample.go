@@ -5,6 +5,7 @@ import (
 	"math/bits"
 	"math/rand/v2"
 
+	"github.com/tinyserve/tinyserve/internal/f32"
 	"github.com/tinyserve/tinyserve/llm"
 )
 
@@ -13,7 +14,8 @@ import (
 type sampler struct {
 	idx   []int32
 	probs []float64
-	kept  []uint64 // a bit per token id: the tokens left after top-k/top-p
+	kept  []uint64  // a bit per token id: the tokens left after top-k/top-p
+	z     []float32 // the kept tokens' scaled logits, then their exps
 }
 
 // argmax returns the id of the largest logit, ties to the lowest id.
@@ -38,6 +40,7 @@ func (s *sampler) sample(logits []float32, p *llm.SamplingParams, rng *rand.Rand
 		s.idx = make([]int32, n)
 		s.probs = make([]float64, n)
 		s.kept = make([]uint64, (n+63)/64)
+		s.z = make([]float32, n)
 	}
 	idx, probs := s.idx[:n], s.probs[:n]
 	for i := range idx {
@@ -49,20 +52,31 @@ func (s *sampler) sample(logits []float32, p *llm.SamplingParams, rng *rand.Rand
 		selectTop(idx, kept, func(a, b int32) bool { return before(logits, a, b) })
 	}
 	idx = idx[:kept]
-	// Softmax of logits/T over the kept tokens, in float64.
-	maxL := math.Inf(-1)
-	for _, i := range idx {
-		maxL = math.Max(maxL, float64(logits[i]))
+	// Softmax of logits/T over the kept tokens, gathered into one buffer
+	// for the vector exp (f32.ExpSubSum, within 3 ulps); the distance from
+	// the largest logit is taken before scaling by 1/T, so that a low
+	// temperature does not magnify the rounding of large logits.
+	z := s.z[:kept]
+	maxL := float32(math.Inf(-1))
+	for j, i := range idx {
+		z[j] = logits[i]
+		maxL = max(maxL, z[j])
 	}
-	if math.IsInf(maxL, -1) {
+	if math.IsInf(float64(maxL), -1) {
 		return argmax(logits) // everything masked: fall back rather than divide by zero
 	}
-	invT := 1 / p.Temperature
+	invT := float32(1 / p.Temperature)
+	for j := range z {
+		z[j] = (z[j] - maxL) * invT
+	}
+	f32.ExpSubSum(z, 0)
 	total := 0.0
-	for _, i := range idx {
-		e := math.Exp((float64(logits[i]) - maxL) * invT)
-		probs[i] = e
-		total += e
+	for j, i := range idx {
+		if math.IsInf(float64(logits[i]), -1) {
+			z[j] = 0 // masked: the clamped exp would leave it 4e-38, not 0
+		}
+		probs[i] = float64(z[j])
+		total += probs[i]
 	}
 	if p.TopP > 0 && p.TopP < 1 {
 		idx = idx[:selectMass(idx, probs, logits, p.TopP*total)]
