@@ -360,6 +360,8 @@ func TestRoutes(t *testing.T) {
 		{"POST", "/detokenize", `{"tokens":[104,257]}`, 400, ""},
 		{"POST", "/detokenize", `{"tokens":"x"}`, 400, ""},
 		{"POST", "/detokenize", `{}`, 400, ""},
+		{"POST", "/detokenize", `{"tokens":[104,null]}`, 400, `{"error":{"message":"tokens: the element at index 1 must be an integer, not null","type":"invalid_request_error","param":"tokens","code":"invalid_type"}}`},
+		{"POST", "/detokenize", `{"tokens":[]}`, 200, `{"prompt":""}`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.method+tc.path+tc.body, func(t *testing.T) {

@@ -51,6 +51,14 @@ func FuzzDecodeCompletion(f *testing.F) {
 			if req.echo && req.params.Logprobs != nil {
 				t.Fatal("echo with logprobs accepted")
 			}
+			var generic map[string]any
+			if json.Unmarshal(body, &generic) == nil {
+				for _, k := range []string{"prompt", "stop", "stop_token_ids"} {
+					if hasNullElement(generic[k]) {
+						t.Fatalf("null element in %s accepted (it would read as a zero value)", k)
+					}
+				}
+			}
 		}
 		rec := serve(t, NewHandler(newFake()), "POST", "/v1/completions", string(body))
 		if rec.Code >= 500 {
@@ -60,4 +68,19 @@ func FuzzDecodeCompletion(f *testing.F) {
 			t.Fatalf("handler answered %d, decoder %d", rec.Code, e.status)
 		}
 	})
+}
+
+// hasNullElement reports whether v is a JSON array with a null anywhere
+// among its elements or theirs.
+func hasNullElement(v any) bool {
+	list, ok := v.([]any)
+	if !ok {
+		return false
+	}
+	for _, el := range list {
+		if el == nil || hasNullElement(el) {
+			return true
+		}
+	}
+	return false
 }

@@ -51,7 +51,7 @@ type rawCompletionRequest struct {
 	Seed              *int64          `json:"seed"`
 	N                 *int            `json:"n"`
 	Stop              json.RawMessage `json:"stop"`
-	StopTokenIDs      []int           `json:"stop_token_ids"`
+	StopTokenIDs      []*int          `json:"stop_token_ids"`
 	IgnoreEOS         *bool           `json:"ignore_eos"`
 	MinTokens         *int            `json:"min_tokens"`
 	Logprobs          *int            `json:"logprobs"`
@@ -149,6 +149,29 @@ func typeName(t reflect.Type) string {
 	return t.String()
 }
 
+// notNull returns the values list points to, or a 400 naming param when an
+// element is null. encoding/json leaves a null array element at its zero
+// value, so decoding into []int would silently read [15496,null] as
+// [15496,0]; every JSON list of the API is therefore decoded into []*T and
+// passed through here. path is what the message names: param itself, or
+// an inner list of it ("prompt[2]").
+func notNull[T any](param, path string, list []*T) ([]T, *apiError) {
+	if list == nil {
+		return nil, nil
+	}
+	out := make([]T, len(list))
+	for i, v := range list {
+		if v == nil {
+			// pydantic's sense, as vLLM reports it: the element, by index,
+			// and what it should have been.
+			return nil, badRequest(param, "invalid_type", "%s: the element at index %d must be %s, not null",
+				path, i, typeName(reflect.TypeFor[T]()))
+		}
+		out[i] = *v
+	}
+	return out, nil
+}
+
 // decodeCompletion decodes and validates everything in a /v1/completions
 // body that does not need the tokenizer.
 func decodeCompletion(body []byte) (*completionRequest, *apiError) {
@@ -212,7 +235,9 @@ func decodeCompletion(body []byte) (*completionRequest, *apiError) {
 	}
 	p.Seed = raw.Seed
 	p.IgnoreEOS = raw.IgnoreEOS != nil && *raw.IgnoreEOS
-	p.StopTokenIDs = raw.StopTokenIDs
+	if p.StopTokenIDs, e = notNull("stop_token_ids", "stop_token_ids", raw.StopTokenIDs); e != nil {
+		return nil, e
+	}
 	p.Logprobs = raw.Logprobs
 	if p.Stop, e = parseStop(raw.Stop); e != nil {
 		return nil, e
@@ -295,15 +320,6 @@ func (c *completionRequest) decodeStreamOptions(raw json.RawMessage) *apiError {
 	return nil
 }
 
-// snippet shortens raw JSON quoted back in an error message.
-func snippet(raw []byte) string {
-	const limit = 40
-	if len(raw) <= limit {
-		return string(raw)
-	}
-	return string(raw[:limit]) + "..."
-}
-
 // jsonKind names the JSON type of a raw value for error messages.
 func jsonKind(raw []byte) string {
 	raw = bytes.TrimSpace(raw)
@@ -363,24 +379,25 @@ func parsePrompt(raw json.RawMessage) ([]string, [][]int, *apiError) {
 	if len(elems) == 0 {
 		return nil, nil, empty()
 	}
+	// The first element says which list shape this is; a null one cannot.
 	switch jsonKind(elems[0]) {
 	case "a string":
-		texts := make([]string, len(elems))
-		for i, el := range elems {
-			if err := json.Unmarshal(el, &texts[i]); err != nil {
-				return nil, nil, mixed()
-			}
-			if texts[i] == "" {
-				return nil, nil, empty()
-			}
+		var ptrs []*string
+		if err := json.Unmarshal(raw, &ptrs); err != nil {
+			return nil, nil, mixed()
+		}
+		texts, e := notNull("prompt", "prompt", ptrs)
+		if e != nil {
+			return nil, nil, e
+		}
+		if slices.Contains(texts, "") {
+			return nil, nil, empty()
 		}
 		return texts, nil, nil
 	case "a number":
-		ids := make([]int, len(elems))
-		for i, el := range elems {
-			if err := json.Unmarshal(el, &ids[i]); err != nil {
-				return nil, nil, badRequest("prompt", "invalid_type", "prompt: token ids must be integers, got %s", snippet(el))
-			}
+		ids, e := tokenIDs("prompt", raw)
+		if e != nil {
+			return nil, nil, e
 		}
 		return nil, [][]int{ids}, nil
 	case "an array":
@@ -389,16 +406,34 @@ func parsePrompt(raw json.RawMessage) ([]string, [][]int, *apiError) {
 			if jsonKind(el) != "an array" {
 				return nil, nil, mixed()
 			}
-			if err := json.Unmarshal(el, &lists[i]); err != nil {
-				return nil, nil, badRequest("prompt", "invalid_type", "prompt: token ids must be integers: %v", err)
+			var e *apiError
+			if lists[i], e = tokenIDs(fmt.Sprintf("prompt[%d]", i), el); e != nil {
+				return nil, nil, e
 			}
 			if len(lists[i]) == 0 {
 				return nil, nil, empty()
 			}
 		}
 		return nil, lists, nil
+	case "null":
+		return nil, nil, badRequest("prompt", "invalid_type", "prompt: the element at index 0 must be a string, a token id or an array of token ids, not null")
 	}
 	return nil, nil, wrong()
+}
+
+// tokenIDs decodes one prompt given as a JSON array of token ids; path names
+// it in messages. The ids are range-checked later, against the vocabulary.
+func tokenIDs(path string, raw json.RawMessage) ([]int, *apiError) {
+	var ptrs []*int
+	if err := json.Unmarshal(raw, &ptrs); err != nil {
+		got := err.Error() // not expected: raw is valid JSON already
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			got = te.Value
+		}
+		return nil, badRequest("prompt", "invalid_type", "%s: token ids must be integers, got %s", path, got)
+	}
+	return notNull("prompt", path, ptrs)
 }
 
 // parseStop accepts a string or an array of strings (null means none).
@@ -414,9 +449,9 @@ func parseStop(raw json.RawMessage) ([]string, *apiError) {
 		}
 		return []string{s}, nil
 	}
-	var list []string
+	var list []*string
 	if err := json.Unmarshal(raw, &list); err != nil {
 		return nil, badRequest("stop", "invalid_type", "stop must be a string or an array of strings, got %s", jsonKind(raw))
 	}
-	return list, nil
+	return notNull("stop", "stop", list)
 }

@@ -27,7 +27,7 @@ type tokenizeResponse struct {
 
 type detokenizeRequest struct {
 	Model  *string `json:"model"`
-	Tokens []int   `json:"tokens"`
+	Tokens []*int  `json:"tokens"`
 }
 
 type detokenizeResponse struct {
@@ -101,12 +101,17 @@ func (h *handler) detokenize(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, badRequest("tokens", "missing_required_parameter", "tokens is required"))
 		return
 	}
+	ids, e := notNull("tokens", "tokens", req.Tokens)
+	if e != nil {
+		writeError(w, r, e)
+		return
+	}
 	vocab := h.tok.VocabSize()
-	for _, id := range req.Tokens {
+	for _, id := range ids {
 		if id < 0 || id >= vocab {
 			writeError(w, r, badRequest("tokens", "invalid_value", "token id %d is out of vocabulary range [0, %d)", id, vocab))
 			return
 		}
 	}
-	h.writeJSON(w, r, http.StatusOK, detokenizeResponse{Prompt: h.tok.Decode(req.Tokens, false)})
+	h.writeJSON(w, r, http.StatusOK, detokenizeResponse{Prompt: h.tok.Decode(ids, false)})
 }
