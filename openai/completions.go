@@ -147,6 +147,19 @@ func (h *handler) completions(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	choices := make([]*choice, 0, k)
+	defer func() {
+		// Every admitted choice ends in the metrics exactly once: those the
+		// event loop saw finish were observed there; the rest were cut
+		// short here (client gone, write failed, a sibling failed) and are
+		// aborts whose final event, if any, nobody reads.
+		now := time.Now()
+		for _, c := range choices {
+			if c.finish == "" {
+				h.m.abandoned(&c.obs, now)
+			}
+		}
+	}()
+	start := time.Now()
 	for pi, p := range prompts {
 		for j := range req.n {
 			params := req.params
@@ -164,7 +177,7 @@ func (h *handler) completions(w http.ResponseWriter, r *http.Request) {
 				writeError(w, r, engineError(err))
 				return
 			}
-			choices = append(choices, &choice{index: i, prompt: pi, ch: ch})
+			choices = append(choices, &choice{index: i, prompt: pi, ch: ch, obs: observer{start: start}})
 		}
 	}
 	ri.log.Debug("completion admitted", "prompts", len(prompts), "n", req.n, "stream", req.stream, "user", req.user)

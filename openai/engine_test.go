@@ -18,6 +18,7 @@ import (
 
 	sdk "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -494,4 +495,75 @@ func TestStalledReaderDropped(t *testing.T) {
 	assert.Less(t, eng.Stats().GenerationTokens, uint64(maxTokens))
 	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "writing to the client failed") },
 		5*time.Second, 5*time.Millisecond)
+}
+
+// TestDisconnectCountsAbort: a client that hangs up leaves every choice it
+// abandoned counted once as an abort, with its e2e latency, as the docs'
+// metrics table promises; nothing counts as stop or length.
+func TestDisconnectCountsAbort(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
+			reg := prometheus.NewRegistry()
+			mcfg := mock.Config{Latency: mock.Latency{PerStep: time.Millisecond}}
+			ms := newMockServer(t, mcfg, engine.Config{}, WithRegistry(reg, reg), WithServedModelNames("m"))
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			body := fmt.Sprintf(`{"prompt":"bye","max_tokens":3000,"n":2,"temperature":0,"stream":%v}`, stream)
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				resp, err := ms.post(ctx, "/v1/completions", body)
+				if err != nil {
+					return // non-streaming: cancelled before the answer
+				}
+				defer resp.Body.Close()
+				_, _ = io.Copy(io.Discard, resp.Body) // until the hang-up
+			}()
+			require.Eventually(t, func() bool { return ms.eng.Stats().GenerationTokens > 10 }, 5*time.Second, time.Millisecond)
+			cancel()
+			<-done
+			require.Eventually(t, func() bool { return finishedCount(t, reg, "abort") == 2 }, 5*time.Second, time.Millisecond,
+				"both choices count as aborted")
+			require.Eventually(t, func() bool { return ms.eng.Stats().Running == 0 }, 5*time.Second, time.Millisecond)
+			assert.Equal(t, 2.0, finishedCount(t, reg, "abort"), "counted once, not again for the engine's own abort")
+			assert.Zero(t, finishedCount(t, reg, "length")+finishedCount(t, reg, "stop"))
+			assert.Equal(t, uint64(2), histogramCount(t, reg, "vllm:e2e_request_latency_seconds"))
+		})
+	}
+}
+
+// finishedCount is vllm:request_success_total for one finished_reason, 0
+// when the series does not exist yet.
+func finishedCount(t *testing.T, g prometheus.Gatherer, reason string) float64 {
+	t.Helper()
+	mfs, err := g.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() != "vllm:request_success_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "finished_reason" && l.GetValue() == reason {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// histogramCount is the sample count of an unlabelled (but for model_name)
+// histogram.
+func histogramCount(t *testing.T, g prometheus.Gatherer, name string) uint64 {
+	t.Helper()
+	mfs, err := g.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetHistogram().GetSampleCount()
+		}
+	}
+	t.Fatalf("no histogram %s", name)
+	return 0
 }

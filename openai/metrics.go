@@ -71,6 +71,10 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C, log *slog.
 
 // observer follows one choice's events for the latency histograms.
 type observer struct {
+	// start is when the handler submitted the choice, by its own clock: the
+	// e2e start of a choice it abandons, whose engine stamps it may never
+	// see.
+	start     time.Time
 	lastToken time.Time
 	sawFirst  bool
 }
@@ -109,6 +113,19 @@ func (m *metrics) observe(o *observer, ev llm.Event) {
 	}
 	if !t.Arrival.IsZero() && !t.FirstScheduled.IsZero() {
 		m.queue.Observe(t.FirstScheduled.Sub(t.Arrival).Seconds())
+	}
+}
+
+// abandoned records a choice the handler stopped reading before the engine
+// said it finished: its client went away, a write to it failed, or a
+// sibling choice failed. The engine's own abort event, if it sends one, is
+// never read then, so without this the choice would be missing from
+// request_success_total and the e2e histogram. It counts as an abort, as
+// vLLM labels a request its client abandoned, and its e2e latency ends now.
+func (m *metrics) abandoned(o *observer, now time.Time) {
+	m.success.WithLabelValues(string(llm.FinishAbort)).Inc()
+	if !o.start.IsZero() {
+		m.e2e.Observe(now.Sub(o.start).Seconds())
 	}
 }
 
