@@ -403,6 +403,33 @@ func TestRoutes(t *testing.T) {
 	}
 }
 
+// TestMethodNotAllowed: a 405 carries an Allow header (RFC 9110 §15.5.6)
+// that lists exactly the methods the path takes: each one listed is served.
+func TestMethodNotAllowed(t *testing.T) {
+	h := NewHandler(newFake())
+	tests := []struct{ path, wrong, allow string }{
+		{"/v1/completions", "GET", "POST"},
+		{"/tokenize", "PUT", "POST"},
+		{"/detokenize", "GET", "POST"},
+		{"/v1/models", "POST", "GET, HEAD"},
+		{"/health", "DELETE", "GET, HEAD"},
+		{"/metrics", "POST", "GET, HEAD"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.path, func(t *testing.T) {
+			rec := serve(t, h, tc.wrong, tc.path, "")
+			require.Equal(t, 405, rec.Code)
+			assert.Equal(t, tc.allow, rec.Header().Get("Allow"))
+			e := decodeErr(t, rec)
+			assert.Equal(t, typeInvalidRequest, e.Error.Type)
+			for _, m := range strings.Split(tc.allow, ", ") {
+				assert.NotEqual(t, 405, serve(t, h, m, tc.path, "").Code, "%s %s is listed in Allow", m, tc.path)
+			}
+		})
+	}
+	assert.Empty(t, serve(t, h, "GET", "/nothing", "").Header().Get("Allow"), "a 404 has no Allow")
+}
+
 func TestHealth(t *testing.T) {
 	tests := []struct {
 		err    error

@@ -155,18 +155,27 @@ func NewHandler(eng llm.Engine, opts ...Option) http.Handler {
 	h.m = newMetrics(cfg.registerer, names[0], eng, cfg.logger)
 
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/completions", h.completions)
-	mux.HandleFunc("GET /v1/models", h.models)
-	mux.HandleFunc("GET /health", h.health)
-	mux.Handle("GET /metrics", h.m.handler(cfg.gatherer))
-	mux.HandleFunc("POST /tokenize", h.tokenize)
-	mux.HandleFunc("POST /detokenize", h.detokenize)
-	// The same paths without a method answer 405 in the OpenAI error shape
-	// rather than the mux's plain text; anything else is a JSON 404.
-	for _, p := range []string{"/v1/completions", "/v1/models", "/health", "/metrics", "/tokenize", "/detokenize"} {
-		mux.HandleFunc(p, methodNotAllowed)
+	for _, rt := range []struct {
+		method, path string
+		h            http.Handler
+	}{
+		{http.MethodPost, "/v1/completions", http.HandlerFunc(h.completions)},
+		{http.MethodGet, "/v1/models", http.HandlerFunc(h.models)},
+		{http.MethodGet, "/health", http.HandlerFunc(h.health)},
+		{http.MethodGet, "/metrics", h.m.handler(cfg.gatherer)},
+		{http.MethodPost, "/tokenize", http.HandlerFunc(h.tokenize)},
+		{http.MethodPost, "/detokenize", http.HandlerFunc(h.detokenize)},
+	} {
+		mux.Handle(rt.method+" "+rt.path, rt.h)
+		// The same path with another method answers 405 in the OpenAI
+		// error shape rather than the mux's plain text.
+		allow := rt.method
+		if allow == http.MethodGet {
+			allow = "GET, HEAD" // a GET pattern serves HEAD too
+		}
+		mux.Handle(rt.path, methodNotAllowed(allow))
 	}
-	mux.HandleFunc("/", notFound)
+	mux.HandleFunc("/", notFound) // anything else is a JSON 404
 	return withRequestID(cfg.logger, mux)
 }
 
@@ -258,10 +267,15 @@ func (h *handler) health(w http.ResponseWriter, r *http.Request) {
 	h.writeJSON(w, r, http.StatusServiceUnavailable, healthBody{Status: status, Reason: err.Error()})
 }
 
-func methodNotAllowed(w http.ResponseWriter, r *http.Request) {
-	writeError(w, r, &apiError{
-		status: http.StatusMethodNotAllowed, Type: typeInvalidRequest, Code: "method_not_allowed",
-		Message: "method " + r.Method + " is not allowed on " + r.URL.Path,
+// methodNotAllowed answers 405 with the Allow header RFC 9110 requires, so
+// a client can tell which method the path takes.
+func methodNotAllowed(allow string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", allow)
+		writeError(w, r, &apiError{
+			status: http.StatusMethodNotAllowed, Type: typeInvalidRequest, Code: "method_not_allowed",
+			Message: "method " + r.Method + " is not allowed on " + r.URL.Path + "; use " + allow,
+		})
 	})
 }
 
