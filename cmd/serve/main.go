@@ -47,6 +47,11 @@ const (
 	readTimeout       = 60 * time.Second
 	idleTimeout       = 120 * time.Second
 	maxHeaderBytes    = 64 << 10
+	// shutdownGrace is how long the HTTP server waits, after the drain, for
+	// handlers to write their last bytes: the rest of a response, or, when
+	// the drain timed out and the engine was closed, the engine_closed error
+	// that ends each request still running. Only then are connections cut.
+	shutdownGrace = 5 * time.Second
 )
 
 func main() {
@@ -138,9 +143,11 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 }
 
 // run serves cfg's engine until ctx ends, then drains: engine.Drain first
-// (health and new requests answer 503 while accepted ones finish), then
-// srv.Shutdown, both bounded by the drain timeout; it returns nil after a
-// drain, even one cut short by the timeout, which it logs.
+// (health and new requests answer 503 while accepted ones finish), bounded
+// by the drain timeout; when that expires, the engine is closed, so the
+// requests still running end with an engine_closed error; then srv.Shutdown,
+// bounded by shutdownGrace, lets handlers finish writing. It returns nil
+// after a drain, even one cut short by the timeout, which it logs.
 func run(ctx context.Context, cfg tinyserve.Config, o serveOptions) error {
 	lg := o.logger
 	eng, err := tinyserve.Open(ctx, cfg)
@@ -191,11 +198,22 @@ func run(ctx context.Context, cfg tinyserve.Config, o serveOptions) error {
 	}
 	lg.Info("shutting down: draining", "timeout", o.drainTimeout)
 	dctx, cancel := context.WithTimeout(context.Background(), o.drainTimeout)
-	defer cancel()
-	if err := eng.Drain(dctx); err != nil {
-		lg.Warn("drain cut short: requests still running are aborted", "err", err)
+	err = eng.Drain(dctx)
+	cancel()
+	if err != nil {
+		// Closing the engine first ends each request still running with an
+		// abort event, which its handler turns into an engine_closed error
+		// (an error event and [DONE] on a stream, a 503 otherwise); cutting
+		// the connections first would leave clients a torn response.
+		lg.Warn("drain timed out: closing the engine; requests still running end with an error", "err", err)
+		_ = eng.Close()
 	}
-	if err := srv.Shutdown(dctx); err != nil {
+	// A fresh, short context: the drain's may have expired already, and
+	// Shutdown with it would return at once and leave srv.Close to cut
+	// responses that are being written.
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
 		lg.Warn("shutdown cut short: closing the remaining connections", "err", err)
 		_ = srv.Close()
 	}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -70,6 +71,85 @@ func TestDrainOnShutdown(t *testing.T) {
 	assert.True(t, strings.HasSuffix(string(rest), "data: [DONE]\n\n"), "the accepted stream ends normally")
 	assert.Contains(t, string(rest), `"completion_tokens":100`)
 	require.NoError(t, <-runErr)
+}
+
+// TestDrainTimeout: requests still running when the drain timeout expires
+// end the way a closed engine ends them, not with a torn connection: a
+// stream gets an error event and [DONE], a JSON request a 503 error body.
+func TestDrainTimeout(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	addrc := make(chan net.Addr, 1)
+	runErr := make(chan error, 1)
+	var logs syncbuf.Buffer
+	// 3000 tokens at 3 ms a step or more: far longer than the drain timeout.
+	cfg := tinyserve.Config{Backend: tinyserve.BackendMock, MockLatency: mock.Latency{PerStep: 3 * time.Millisecond}}
+	go func() {
+		runErr <- run(ctx, cfg, serveOptions{
+			addr: "127.0.0.1:0", drainTimeout: 100 * time.Millisecond,
+			logger: slog.New(slog.NewTextHandler(&logs, nil)), ready: func(a net.Addr) { addrc <- a },
+		})
+	}()
+	base := "http://" + (<-addrc).String()
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+
+	stream, err := client.Post(base+"/v1/completions", "application/json",
+		strings.NewReader(`{"prompt":"long","max_tokens":3000,"temperature":0,"stream":true}`))
+	require.NoError(t, err)
+	defer stream.Body.Close()
+	require.Equal(t, 200, stream.StatusCode)
+	type reply struct {
+		status int
+		body   string
+		err    error
+	}
+	plain := make(chan reply, 1)
+	go func() {
+		r, err := client.Post(base+"/v1/completions", "application/json",
+			strings.NewReader(`{"prompt":"long too","max_tokens":3000,"temperature":0}`))
+		if err != nil {
+			plain <- reply{err: err}
+			return
+		}
+		defer r.Body.Close()
+		b, err := io.ReadAll(r.Body)
+		plain <- reply{r.StatusCode, string(b), err}
+	}()
+	require.Eventually(t, func() bool { return runningRequests(client, base) == 2 }, 10*time.Second, time.Millisecond,
+		"both requests are admitted before the drain starts")
+
+	cancel() // SIGTERM
+	rest, err := io.ReadAll(stream.Body)
+	require.NoError(t, err, "the stream is not torn")
+	evs := strings.Split(strings.TrimSuffix(string(rest), "\n\n"), "\n\n")
+	require.GreaterOrEqual(t, len(evs), 2, string(rest))
+	assert.Equal(t, "data: [DONE]", evs[len(evs)-1])
+	assert.Contains(t, evs[len(evs)-2], `"code":"engine_closed"`)
+
+	p := <-plain
+	require.NoError(t, p.err)
+	assert.Equal(t, 503, p.status, p.body)
+	assert.Contains(t, p.body, `"code":"engine_closed"`)
+
+	require.NoError(t, <-runErr)
+	assert.Contains(t, logs.String(), "drain timed out")
+	assert.NotContains(t, logs.String(), "client went away", "the clients stayed")
+}
+
+// runningRequests reads vllm:num_requests_running from /metrics, or -1.
+func runningRequests(client *http.Client, base string) int {
+	r, err := client.Get(base + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer r.Body.Close()
+	b, _ := io.ReadAll(r.Body)
+	m := regexp.MustCompile(`(?m)^vllm:num_requests_running\{[^}]*\} (\d+)$`).FindSubmatch(b)
+	if m == nil {
+		return -1
+	}
+	n, _ := strconv.Atoi(string(m[1]))
+	return n
 }
 
 // TestSIGTERM runs the real command line: flags from the environment, the
