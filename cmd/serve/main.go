@@ -88,8 +88,24 @@ func newApp(stderr io.Writer) *cli.App {
 		Commands: []*cli.Command{{
 			Name:  "health",
 			Usage: "exit 0 when the server on --host/--port answers GET /health with 200 (a container HEALTHCHECK without curl)",
+			// Its own --host and --port, so that they may also follow the
+			// command name (health --port 8001); without them there, the
+			// server's flags (before the name, or from the environment)
+			// apply.
+			Flags: []cli.Flag{
+				&cli.StringFlag{Name: "host", Usage: "the server's --host"},
+				&cli.IntFlag{Name: "port", Usage: "the server's --port"},
+			},
 			Action: func(c *cli.Context) error {
-				return checkHealth(c.Context, c.String("host"), c.Int("port"))
+				app := c.Lineage()[1]
+				host, port := app.String("host"), app.Int("port")
+				if c.IsSet("host") {
+					host = c.String("host")
+				}
+				if c.IsSet("port") {
+					port = c.Int("port")
+				}
+				return checkHealth(c.Context, host, port)
 			},
 		}},
 		Action: func(c *cli.Context) error {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strconv"
 	"strings"
@@ -257,4 +258,51 @@ func TestHealthCommandFails(t *testing.T) {
 	err = newApp(io.Discard).Run([]string{"tinyserve-serve", "--port", port, "health"})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "health")
+}
+
+// TestHealthCommandFlagOrder: --host and --port work before the command
+// name, after it (which wins), and from the environment.
+func TestHealthCommandFlagOrder(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/health" {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = io.WriteString(w, `{"status":"ok"}`)
+	}))
+	defer srv.Close()
+	_, up, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	_, down, _ := net.SplitHostPort(ln.Addr().String())
+	require.NoError(t, ln.Close()) // nothing listens there now
+
+	tests := []struct {
+		name string
+		args []string
+		env  string // TINYSERVE_PORT, when set
+		ok   bool
+	}{
+		{"before", []string{"--port", up, "health"}, "", true},
+		{"after", []string{"health", "--port", up}, "", true},
+		{"host and port after", []string{"health", "--host", "127.0.0.1", "--port", up}, "", true},
+		{"after wins", []string{"--port", down, "health", "--port", up}, "", true},
+		{"after wins when down", []string{"--port", up, "health", "--port", down}, "", false},
+		{"environment", []string{"health"}, up, true},
+		{"flag after beats environment", []string{"health", "--port", down}, up, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.env != "" {
+				t.Setenv("TINYSERVE_PORT", tc.env)
+			}
+			err := newApp(io.Discard).Run(append([]string{"tinyserve-serve"}, tc.args...))
+			if tc.ok {
+				require.NoError(t, err)
+			} else {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), "health")
+			}
+		})
+	}
 }
