@@ -129,6 +129,13 @@ func (h *handler) completions(w http.ResponseWriter, r *http.Request) {
 	}
 
 	k := len(prompts) * req.n
+	if limit := h.engineQueue; limit > 0 && k > limit {
+		// The choices are submitted at once, each one engine request: the
+		// engine's queue would refuse this one however idle it is.
+		writeError(w, r, badRequest("n", "invalid_value",
+			"the request needs %d sequences (prompts times n); the engine queues at most %d at once", k, limit))
+		return
+	}
 	if limit := h.cfg.maxPending; limit > 0 {
 		if k > limit {
 			// A retry could never succeed, so this is not a 429.

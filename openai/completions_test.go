@@ -338,6 +338,31 @@ func TestMaxPending(t *testing.T) {
 	assert.Equal(t, 200, rec.Code, "capacity is returned when requests finish")
 }
 
+// boundedFake is a fake engine that reports its queue bound.
+type boundedFake struct {
+	*fakeEngine
+	max int
+}
+
+func (b boundedFake) MaxPending() int { return b.max }
+
+// TestEngineQueueBound: with an engine that reports its queue bound, a
+// request with more choices than the bound is a 400 naming n (a retry could
+// never pass the engine), not a 429; one within the bound is served.
+func TestEngineQueueBound(t *testing.T) {
+	f := newFake()
+	h := NewHandler(boundedFake{f, 2})
+	rec := serve(t, h, "POST", "/v1/completions", `{"prompt":"a","max_tokens":1,"n":8}`)
+	require.Equal(t, 400, rec.Code, rec.Body.String())
+	e := decodeErr(t, rec)
+	assert.Equal(t, "n", *e.Error.Param)
+	assert.Contains(t, e.Error.Message, "at most 2")
+	assert.Empty(t, f.requests(), "refused before reaching the engine")
+
+	rec = serve(t, h, "POST", "/v1/completions", `{"prompt":["a","b"],"max_tokens":1}`)
+	assert.Equal(t, 200, rec.Code, rec.Body.String())
+}
+
 func TestRoutes(t *testing.T) {
 	f := newFake()
 	h := NewHandler(f, WithServedModelNames("tiny", "alias"))

@@ -66,8 +66,9 @@ func WithServedModelNames(names ...string) Option {
 // WithMaxPending bounds the sequences (prompts times n) the handler has
 // submitted to the engine and not yet seen finish, queued or running. A
 // request that would exceed it gets 429 with Retry-After at once, without
-// touching the engine. Zero or negative means no bound here (the engine's
-// own queue bound still answers 429 through llm.ErrOverloaded).
+// touching the engine; one that needs more sequences than n alone gets 400.
+// Zero or negative means no bound here (the engine's own queue bound still
+// answers 429 through llm.ErrOverloaded; see [QueueBounder]).
 func WithMaxPending(n int) Option { return func(c *config) { c.maxPending = n } }
 
 // WithMaxBodyBytes bounds a request body; a larger one gets 413. Zero or
@@ -96,6 +97,18 @@ func WithRegistry(reg prometheus.Registerer, g prometheus.Gatherer) Option {
 	return func(c *config) { c.registerer, c.gatherer = reg, g }
 }
 
+// QueueBounder is an optional interface of an [llm.Engine] whose waiting
+// queue is bounded: Generate returns llm.ErrOverloaded once MaxPending
+// requests wait to run. The handler submits a request's choices (prompts
+// times n) one engine request each, all at once, so a request with more
+// choices than MaxPending would get 429 however idle the engine, and a
+// client retrying it would loop forever; an engine that reports its bound
+// lets the handler answer 400 instead, naming n. Zero or negative means no
+// bound.
+type QueueBounder interface {
+	MaxPending() int
+}
+
 // handler serves one engine. Its fields are set once in NewHandler; the only
 // state that changes afterwards is the pending count and the metrics.
 type handler struct {
@@ -107,6 +120,9 @@ type handler struct {
 	cfg     config
 	m       *metrics
 	pending atomic.Int64
+	// engineQueue is the engine's waiting-queue bound when it reports one
+	// (QueueBounder), else 0.
+	engineQueue int
 }
 
 // NewHandler returns an http.Handler serving eng with the OpenAI completions
@@ -153,6 +169,9 @@ func NewHandler(eng llm.Engine, opts ...Option) http.Handler {
 		cfg:     cfg,
 	}
 	h.m = newMetrics(cfg.registerer, names[0], eng, cfg.logger)
+	if qb, ok := eng.(QueueBounder); ok {
+		h.engineQueue = qb.MaxPending()
+	}
 
 	mux := http.NewServeMux()
 	for _, rt := range []struct {
