@@ -567,3 +567,19 @@ func histogramCount(t *testing.T, g prometheus.Gatherer, name string) uint64 {
 	t.Fatalf("no histogram %s", name)
 	return 0
 }
+
+// The engine reports its queue bound, so the handler can refuse what no
+// retry could pass.
+var _ QueueBounder = (*engine.Engine)(nil)
+
+// TestRealEngineQueueBound: with the engine's own MaxPending of 2 and no
+// handler bound, n=3 is a 400 naming n, even on an idle server.
+func TestRealEngineQueueBound(t *testing.T) {
+	ms := newMockServer(t, mock.Config{}, engine.Config{MaxPending: 2})
+	resp, err := ms.post(context.Background(), "/v1/completions", `{"prompt":"a","max_tokens":1,"n":3}`)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode, string(body))
+	assert.Contains(t, string(body), `"param":"n"`)
+}

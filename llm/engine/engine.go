@@ -122,6 +122,12 @@ func New(backend Backend, tok llm.Tokenizer, info llm.ModelInfo, cfg Config) (*E
 // Info implements llm.Engine.
 func (e *Engine) Info() llm.ModelInfo { return e.info }
 
+// MaxPending is the waiting-queue bound (Config.MaxPending after defaults):
+// Generate returns llm.ErrOverloaded while that many requests wait. The
+// OpenAI handler reads it (openai.QueueBounder) to answer 400, not a 429
+// no retry could clear, to a request with more choices than that.
+func (e *Engine) MaxPending() int { return e.cfg.MaxPending }
+
 // Tokenizer implements llm.Engine.
 func (e *Engine) Tokenizer() llm.Tokenizer { return e.tok }
 
