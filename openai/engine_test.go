@@ -536,21 +536,8 @@ func TestDisconnectCountsAbort(t *testing.T) {
 // when the series does not exist yet.
 func finishedCount(t *testing.T, g prometheus.Gatherer, reason string) float64 {
 	t.Helper()
-	mfs, err := g.Gather()
-	require.NoError(t, err)
-	for _, mf := range mfs {
-		if mf.GetName() != "vllm:request_success_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "finished_reason" && l.GetValue() == reason {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
+	v, _ := successTotal(t, g, "finished_reason", reason)
+	return v
 }
 
 // histogramCount is the sample count of an unlabelled (but for model_name)

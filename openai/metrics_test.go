@@ -81,7 +81,18 @@ func TestMetricsSharedRegistry(t *testing.T) {
 
 func successCount(t *testing.T, reg prometheus.Gatherer, model string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
+	v, ok := successTotal(t, reg, "model_name", model)
+	if !ok {
+		t.Fatalf("no series for %s", model)
+	}
+	return v
+}
+
+// successTotal is vllm:request_success_total for the first series whose
+// label has the given value, and whether there is one.
+func successTotal(t *testing.T, g prometheus.Gatherer, label, value string) (float64, bool) {
+	t.Helper()
+	mfs, err := g.Gather()
 	require.NoError(t, err)
 	for _, mf := range mfs {
 		if mf.GetName() != "vllm:request_success_total" {
@@ -89,14 +100,13 @@ func successCount(t *testing.T, reg prometheus.Gatherer, model string) float64 {
 		}
 		for _, m := range mf.GetMetric() {
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "model_name" && l.GetValue() == model {
-					return m.GetCounter().GetValue()
+				if l.GetName() == label && l.GetValue() == value {
+					return m.GetCounter().GetValue(), true
 				}
 			}
 		}
 	}
-	t.Fatalf("no series for %s", model)
-	return 0
+	return 0, false
 }
 
 // failingGatherer makes promhttp report an error through ErrorLog.
