@@ -43,13 +43,19 @@ func (s *sampler) sample(logits []float32, p *llm.SamplingParams, rng *rand.Rand
 		s.z = make([]float32, n)
 	}
 	idx, probs := s.idx[:n], s.probs[:n]
-	for i := range idx {
-		idx[i] = int32(i)
-	}
 	kept := n
 	if p.TopK > 0 && p.TopK < n {
 		kept = p.TopK
-		selectTop(idx, kept, func(a, b int32) bool { return before(logits, a, b) })
+	}
+	if kept*16 <= n {
+		selectTopHeap(idx, logits, kept) // the usual top_k: a few dozen of 50k
+	} else {
+		for i := range idx {
+			idx[i] = int32(i)
+		}
+		if kept < n {
+			selectTop(idx, kept, func(a, b int32) bool { return before(logits, a, b) })
+		}
 	}
 	idx = idx[:kept]
 	// Softmax of logits/T over the kept tokens, gathered into one buffer
@@ -140,6 +146,45 @@ func selectTop(idx []int32, k int, less func(a, b int32) bool) {
 			hi = p
 		default:
 			lo = p + 1
+		}
+	}
+}
+
+// selectTopHeap writes the k first token ids in the before order to idx[:k]
+// (in no particular order) in one pass over logits, for k much smaller than
+// len(logits): it keeps the k best seen so far in a heap whose root is the
+// worst of them, so that most ids cost a single comparison with the root.
+func selectTopHeap(idx []int32, logits []float32, k int) {
+	h := idx[:0]
+	for i := range logits {
+		id := int32(i)
+		switch {
+		case len(h) < k:
+			h = append(h, id)
+			for c := len(h) - 1; c > 0; { // sift up past better parents
+				p := (c - 1) / 2
+				if !before(logits, h[p], h[c]) {
+					break
+				}
+				h[p], h[c] = h[c], h[p]
+				c = p
+			}
+		case before(logits, id, h[0]):
+			h[0] = id
+			for p := 0; ; { // sift down below worse children
+				w, l, r := p, 2*p+1, 2*p+2
+				if l < k && before(logits, h[w], h[l]) {
+					w = l
+				}
+				if r < k && before(logits, h[w], h[r]) {
+					w = r
+				}
+				if w == p {
+					break
+				}
+				h[p], h[w] = h[w], h[p]
+				p = w
+			}
 		}
 	}
 }

@@ -59,6 +59,10 @@ func TestSelectionAgainstSort(t *testing.T) {
 		if !slices.Equal(sortedSet(idx[:k]), sortedSet(order[:k])) {
 			t.Fatalf("seed %d trial %d: top-%d of %v: %v, want %v", seed, trial, k, logits, idx[:k], order[:k])
 		}
+		selectTopHeap(idx, logits, k)
+		if !slices.Equal(sortedSet(idx[:k]), sortedSet(order[:k])) {
+			t.Fatalf("seed %d trial %d: heap top-%d of %v: %v, want %v", seed, trial, k, logits, idx[:k], order[:k])
+		}
 
 		probs := make([]float64, n)
 		total := 0.0
