@@ -418,6 +418,14 @@ func (s *sender) send(ctx context.Context, j job) Record {
 		rec.ErrorBody, rec.ErrorBodyTruncated = &text, &truncated
 		return rec
 	}
+	// A 200 only says the server accepted the request. One whose body is not
+	// an answer keeps its status as evidence, gets an error and counts as
+	// failed, so near-instant non-answers never enter the latency
+	// percentiles or the throughput.
+	notAnswer := func(msg string) Record {
+		rec.Error = &msg
+		return rec
+	}
 	if s.opts.Stream {
 		sr, err := ParseStream(resp.Body, time.Now)
 		if err != nil {
@@ -442,6 +450,16 @@ func (s *sender) send(ctx context.Context, j job) Record {
 		if s.opts.StoreResponse {
 			rec.Response = &sr.Text
 		}
+		switch {
+		case sr.Error != "":
+			return notAnswer(ErrPrefixServer + sr.Error)
+		case !sr.Done:
+			// A connection closed cleanly mid-answer reads like a short
+			// answer; only [DONE] says the server finished.
+			return notAnswer(ErrNoDone)
+		case sr.TextEvents == 0 && rec.TargetOutputTokens >= 1:
+			return notAnswer(ErrNoContent)
+		}
 		return rec
 	}
 	raw, err := io.ReadAll(resp.Body)
@@ -452,10 +470,13 @@ func (s *sender) send(ctx context.Context, j job) Record {
 	var parsed struct {
 		Usage   *Usage `json:"usage"`
 		Choices []struct {
+			Text         string  `json:"text"`
 			FinishReason *string `json:"finish_reason"`
 		} `json:"choices"`
+		Error json.RawMessage `json:"error"`
 	}
-	if json.Unmarshal(raw, &parsed) == nil {
+	perr := json.Unmarshal(raw, &parsed)
+	if perr == nil {
 		if parsed.Usage != nil {
 			s.usage(&rec, *parsed.Usage)
 		}
@@ -467,8 +488,35 @@ func (s *sender) send(ctx context.Context, j job) Record {
 		str := string(raw)
 		rec.Response = &str
 	}
+	switch {
+	case perr != nil:
+		return notAnswer(ErrPrefixNotCompletion + "invalid JSON: " + perr.Error())
+	case errorMessage(parsed.Error) != "":
+		return notAnswer(ErrPrefixServer + errorMessage(parsed.Error))
+	case len(parsed.Choices) == 0:
+		return notAnswer(ErrPrefixNotCompletion + "no choices")
+	case parsed.Choices[0].Text == "" && rec.TargetOutputTokens >= 1:
+		return notAnswer(ErrNoContent)
+	}
 	return rec
 }
+
+// The error texts of a 200 response that was not an answer, recorded in a
+// record's error field. They are constants so that readers of the records
+// can group failures by cause.
+const (
+	// ErrNoContent: no text arrived although at least one token was asked
+	// for (vLLM's benchmark calls this "Never received a valid chunk").
+	ErrNoContent = "no content received"
+	// ErrNoDone: the stream ended without data: [DONE].
+	ErrNoDone = "stream ended without [DONE]"
+	// ErrPrefixServer starts the message of an error object the server sent
+	// in the body or in the stream.
+	ErrPrefixServer = "server error: "
+	// ErrPrefixNotCompletion starts the reason a non-streamed body is not a
+	// completion (not JSON, no choices).
+	ErrPrefixNotCompletion = "response is not a completion: "
+)
 
 // usage copies the server's token counts into rec: output tokens come from
 // the server, never from counting chunks, and the prompt tokens the server

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -139,6 +140,80 @@ func TestRunConditionFailures(t *testing.T) {
 	assert.Nil(t, failed["ttft_s"])
 	assert.Equal(t, false, failed["server_token_usage_present"])
 	_ = recs
+}
+
+// TestRunConditionNonAnswers: a 200 whose body is not an answer is a
+// failure with a clear error, never a fast success that would enter the
+// latency percentiles and raise the request rate. Its status stays 200 and
+// its stream counts stay, as evidence.
+func TestRunConditionNonAnswers(t *testing.T) {
+	const text = "data: {\"choices\":[{\"text\":\"a\",\"finish_reason\":null}]}\n\n"
+	const usage = "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":1}}\n\n"
+	const done = "data: [DONE]\n\n"
+	cases := []struct {
+		name   string
+		stream bool
+		body   string
+		err    string // "" for a success
+	}{
+		{"stream ok", true, text + usage + done, ""},
+		{"stream only done", true, done, ErrNoContent},
+		{"stream usage but no text", true, usage + done, ErrNoContent},
+		{"stream error object", true, text + "data: {\"error\":{\"object\":\"error\",\"message\":\"engine died\",\"type\":\"InternalServerError\",\"code\":500}}\n\n" + done, ErrPrefixServer + "engine died"},
+		{"stream without done", true, text + text + usage, ErrNoDone},
+		{"stream empty body", true, "", ErrNoDone},
+		{"json ok", false, `{"choices":[{"text":"a","finish_reason":"length"}],"usage":{"completion_tokens":1}}`, ""},
+		{"json error object", false, `{"error":{"message":"bad things","type":"BadRequestError"}}`, ErrPrefixServer + "bad things"},
+		{"json not json", false, `<html>ok</html>`, ErrPrefixNotCompletion + "invalid JSON"},
+		{"json no choices", false, `{"choices":[]}`, ErrPrefixNotCompletion + "no choices"},
+		{"json null", false, `null`, ErrPrefixNotCompletion + "no choices"},
+		{"json empty text", false, `{"choices":[{"text":"","finish_reason":"stop"}]}`, ErrNoContent},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				io.WriteString(w, c.body)
+			}))
+			defer srv.Close()
+			var out bytes.Buffer
+			sum, recs, err := RunCondition(context.Background(), LoadOptions{URL: srv.URL, Model: "m", Concurrency: 1, Stream: c.stream, SLO: SLO{LatencyS: 60}}, testRows(1, 2), &out)
+			require.NoError(t, err)
+			require.Len(t, recs, 1)
+			r := recs[0]
+			assert.Equal(t, Status(200), r.Status, "the HTTP status is kept")
+			if c.err == "" {
+				assert.True(t, r.OK())
+				assert.Nil(t, r.Error)
+				assert.Equal(t, 1, sum.Counts.Successful)
+				return
+			}
+			assert.False(t, r.OK())
+			require.NotNil(t, r.Error)
+			assert.True(t, strings.HasPrefix(*r.Error, c.err), "error %q, want it to start with %q", *r.Error, c.err)
+			assert.Equal(t, Counts{Attempted: 1, Failed: 1}, sum.Counts)
+			assert.Zero(t, sum.LatencyS.Count, "a non-answer never enters the latency distribution")
+			assert.Zero(t, *sum.RequestThroughput)
+			assert.Zero(t, sum.Goodput.Met)
+			if c.stream {
+				assert.NotNil(t, r.StreamTextEventCount, "stream evidence is kept")
+			}
+			line := decodeLines(t, out.Bytes())[0]
+			assert.Equal(t, 200.0, line["status"])
+			assert.Equal(t, *r.Error, line["error"])
+		})
+	}
+}
+
+// TestRunConditionZeroTokensAskedIsNotEmpty: a row that asks for no
+// tokens cannot be blamed for receiving none.
+func TestRunConditionZeroTokensAskedIsNotEmpty(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "data: [DONE]\n\n")
+	}))
+	defer srv.Close()
+	sum, _, err := RunCondition(context.Background(), LoadOptions{URL: srv.URL, Model: "m", Concurrency: 1, Stream: true}, testRows(1, 0), &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Equal(t, 1, sum.Counts.Successful)
 }
 
 func TestRunConditionTransportErrorAndTimeout(t *testing.T) {

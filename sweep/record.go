@@ -108,7 +108,8 @@ type Status int
 // StatusError is the Status of a request that got no HTTP response.
 const StatusError Status = 0
 
-// OK reports whether the request succeeded (HTTP 200).
+// OK reports whether the server answered HTTP 200. Whether the request
+// succeeded is [Record.OK]: a 200 may still carry no answer.
 func (s Status) OK() bool { return s == 200 }
 
 // MarshalJSON implements json.Marshaler.
@@ -172,7 +173,8 @@ type Record struct {
 	// response.
 	ErrorBody          *string `json:"error_body,omitempty"`
 	ErrorBodyTruncated *bool   `json:"error_body_truncated,omitempty"`
-	// Error describes a transport failure (Status is StatusError).
+	// Error describes a transport failure (Status is StatusError), or why a
+	// 200 response was not an answer (Status stays 200; see [Record.OK]).
 	Error *string `json:"error,omitempty"`
 	// Response is the generated text (streaming) or the raw body, only with
 	// store_response.
@@ -187,6 +189,12 @@ type Record struct {
 	// not part of LatencyS.
 	ClientQueueS float64 `json:"client_queue_s"`
 }
+
+// OK reports whether the request succeeded: HTTP 200 and an answer. A 200
+// whose body was not one (an error object, no content, a stream cut short)
+// carries Error and is a failure, unlike in serving-inference, which counts
+// every 200.
+func (r *Record) OK() bool { return r.Status.OK() && r.Error == nil }
 
 // ReadRecords reads a JSONL file of records; blank lines are skipped.
 func ReadRecords(path string) ([]Record, error) {

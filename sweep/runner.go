@@ -122,7 +122,7 @@ func checkRun(root string, spec RunSpec, n int) (runState, error) {
 	}
 	failed := 0
 	for _, r := range rows {
-		if !r.Status.OK() {
+		if !r.OK() {
 			failed++
 		}
 	}

@@ -42,6 +42,10 @@ type StreamResult struct {
 	Malformed int
 	// Done is true when the stream ended with data: [DONE].
 	Done bool
+	// Error is the message of the first event that carried a non-null
+	// "error" member (vLLM reports a failure that happens after the 200
+	// header this way); empty when none did.
+	Error string
 }
 
 type sseChunk struct {
@@ -50,6 +54,32 @@ type sseChunk struct {
 		FinishReason *string `json:"finish_reason"`
 	} `json:"choices"`
 	Usage *Usage `json:"usage"`
+	// Error is kept raw: servers send an object with a message, a bare
+	// string, or null, and any of them must decode without making the
+	// chunk malformed.
+	Error json.RawMessage `json:"error"`
+}
+
+// errorMessage turns an "error" member into the text recorded for the
+// request: its message when it is an object with one (OpenAI's and vLLM's
+// shape), the string itself, or the raw JSON otherwise. It returns "" for
+// an absent or null member.
+func errorMessage(raw json.RawMessage) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return ""
+	}
+	var obj struct {
+		Message string `json:"message"`
+	}
+	if json.Unmarshal(raw, &obj) == nil && obj.Message != "" {
+		return obj.Message
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil && s != "" {
+		return s
+	}
+	return string(raw)
 }
 
 // ParseStream reads an OpenAI completions SSE stream until data: [DONE] or
@@ -120,18 +150,21 @@ func (res *StreamResult) handleLine(line []byte, now func() time.Time, text *str
 	// Zero the reused elements: encoding/json leaves fields that a chunk
 	// does not mention as they were, which would repeat an earlier text.
 	clear(c.Choices[:cap(c.Choices)])
-	c.Choices, c.Usage = c.Choices[:0], nil
+	c.Choices, c.Usage, c.Error = c.Choices[:0], nil, nil
 	if len(data) == 0 || data[0] != '{' {
 		res.Malformed++
 		return false
 	}
 	if !fastChunk(data, c) {
 		clear(c.Choices[:cap(c.Choices)])
-		c.Choices, c.Usage = c.Choices[:0], nil
+		c.Choices, c.Usage, c.Error = c.Choices[:0], nil, nil
 		if json.Unmarshal(data, c) != nil {
 			res.Malformed++
 			return false
 		}
+	}
+	if msg := errorMessage(c.Error); msg != "" && res.Error == "" {
+		res.Error = msg
 	}
 	if c.Usage != nil {
 		res.UsageSeen = true

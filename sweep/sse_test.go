@@ -87,6 +87,30 @@ func TestParseStreamLongLine(t *testing.T) {
 	assert.Equal(t, 200<<10, len(r.Text))
 }
 
+// TestParseStreamErrorObject: an event with an error member (vLLM's way of
+// failing after the 200 header) is remembered with its message, whatever
+// shape the member has; a null one is no error.
+func TestParseStreamErrorObject(t *testing.T) {
+	cases := []struct{ in, want string }{
+		{`{"error":{"object":"error","message":"boom","type":"InternalServerError","code":500}}`, "boom"},
+		{`{"error":"plain text"}`, "plain text"},
+		{`{"error":{"code":7}}`, `{"code":7}`},
+		{`{"Error":{"message":"folded"}}`, "folded"},
+		{`{"error":null,"choices":[{"text":"a"}]}`, ""},
+	}
+	for _, c := range cases {
+		in := "data: {\"choices\":[{\"text\":\"x\"}]}\n\ndata: " + c.in + "\n\ndata: {\"error\":{\"message\":\"second\"}}\n\ndata: [DONE]\n\n"
+		if c.want == "" {
+			in = "data: " + c.in + "\n\ndata: [DONE]\n\n"
+		}
+		r, err := ParseStream(strings.NewReader(in), fakeClock())
+		require.NoError(t, err)
+		assert.Equal(t, c.want, r.Error, c.in)
+		assert.Zero(t, r.Malformed, c.in)
+		assert.True(t, r.Done, c.in)
+	}
+}
+
 type failingReader struct{ data io.Reader }
 
 func (f failingReader) Read(p []byte) (int, error) {
@@ -112,6 +136,7 @@ func FuzzParseStream(f *testing.F) {
 	f.Add([]byte("data: {\"choices\":[{\"text\":\"a\",\"finish_reason\":\"stop\"}],\"usage\":{\"completion_tokens\":1}}\r\n"))
 	f.Add([]byte("data: {bad\ndata: [1]\n: comment\n"))
 	f.Add([]byte("data:{\"choices\":[{\"text\":\"\\u00e9\"}]}"))
+	f.Add([]byte("data: {\"error\":{\"message\":\"boom\"}}\n\ndata: [DONE]\n"))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		r, err := ParseStream(strings.NewReader(string(in)), fakeClock())
 		if err != nil {
@@ -134,7 +159,7 @@ func FuzzParseStream(f *testing.F) {
 			t.Fatalf("text longer than possible: %d > %d", len(r.Text), len(in))
 		}
 		ref := parseStreamReference(in)
-		got := referenceResult{text: r.Text, events: r.TextEvents, malformed: r.Malformed, done: r.Done, usage: r.UsageSeen,
+		got := referenceResult{text: r.Text, events: r.TextEvents, malformed: r.Malformed, done: r.Done, usage: r.UsageSeen, errMsg: r.Error,
 			finish: derefAny(r.FinishReason), prompt: derefAny(r.Usage.PromptTokens), completion: derefAny(r.Usage.CompletionTokens)}
 		if got != ref {
 			t.Fatalf("parser and reference differ:\nparser    %+v\nreference %+v", got, ref)
@@ -147,6 +172,7 @@ type referenceResult struct {
 	events                     int
 	malformed                  int
 	done, usage                bool
+	errMsg                     string
 	finish, prompt, completion any
 }
 
@@ -177,6 +203,9 @@ func parseStreamReference(in []byte) referenceResult {
 		if !strings.HasPrefix(data, "{") || json.Unmarshal([]byte(data), &c) != nil {
 			r.malformed++
 			continue
+		}
+		if msg := errorMessage(c.Error); msg != "" && r.errMsg == "" {
+			r.errMsg = msg
 		}
 		if c.Usage != nil {
 			r.usage = true

@@ -38,6 +38,8 @@ func TestFastChunkAgreesWithEncodingJSON(t *testing.T) {
 		{`{"choices":[{"text":5}]}`, false},
 		{`{"choices":[{"text":"a"},{"text":5}]}`, false},
 		{`{"choices":"x"}`, false},
+		{`{"error":{"message":"boom","code":500}}`, false},
+		{`{"choices":[{"text":"a"}],"ERROR":"folded"}`, false},
 		{`{"usage":{"completion_tokens":3.0}}`, false},
 		{`{"usage":{"completion_tokens":1e2}}`, false},
 		{`{"usage":{"completion_tokens":012}}`, false},

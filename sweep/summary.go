@@ -52,7 +52,7 @@ func ParseSLO(items []string) (SLO, error) {
 
 // Meets reports whether r succeeded and met every objective in s.
 func (s SLO) Meets(r *Record) bool {
-	if !r.Status.OK() {
+	if !r.OK() {
 		return false
 	}
 	within := func(v *float64, limit float64) bool { return limit == 0 || (v != nil && *v <= limit) }
@@ -83,8 +83,8 @@ type SummaryConfig struct {
 // Counts are a run's request and token counts.
 type Counts struct {
 	Attempted    int `json:"attempted"`     // requests sent
-	Successful   int `json:"successful"`    // HTTP 200
-	Failed       int `json:"failed"`        // any other status or no response
+	Successful   int `json:"successful"`    // HTTP 200 with an answer (Record.OK)
+	Failed       int `json:"failed"`        // any other status, no response, or a 200 without an answer
 	OutputTokens int `json:"output_tokens"` // server-reported, successful requests only
 }
 
@@ -124,7 +124,7 @@ func collect(records []Record) metricValues {
 	var m metricValues
 	for i := range records {
 		r := &records[i]
-		if !r.Status.OK() {
+		if !r.OK() {
 			continue
 		}
 		m.ok++
