@@ -92,22 +92,23 @@ func Aggregate(config any, order []RunSpec, levels []int, runs []RunData) Combin
 			all = append(all, r.Records...)
 			duration += r.Summary.DurationS
 			rv.RequestThroughput = append(rv.RequestThroughput, r.Summary.RequestThroughput)
-			rv.OutputTokenThroughput = append(rv.OutputTokenThroughput, r.Summary.OutputTokenThroughput)
+			tokps := r.Summary.OutputTokenThroughput
+			if rm := collect(r.Records); rm.withUsage == 0 {
+				// Summaries written before null was used say 0 here; the
+				// records say there was no data.
+				tokps = nil
+			}
+			rv.OutputTokenThroughput = append(rv.OutputTokenThroughput, tokps)
 			rv.LatencyP99S = append(rv.LatencyP99S, r.Summary.LatencyS.P99)
 		}
 		m := collect(all)
 		a := LevelAggregate{
-			Concurrency: level,
-			Repeats:     len(rs),
-			Counts: Counts{
-				Attempted:    len(all),
-				Successful:   m.ok,
-				Failed:       len(all) - m.ok,
-				OutputTokens: m.outputTokens,
-			},
+			Concurrency:           level,
+			Repeats:               len(rs),
+			Counts:                m.counts(len(all)),
 			DurationS:             duration,
 			RequestThroughput:     perSecond(m.ok, duration),
-			OutputTokenThroughput: perSecond(m.outputTokens, duration),
+			OutputTokenThroughput: m.outputTokenThroughput(duration),
 			LatencyS:              Distribute(m.latency),
 			TTFTS:                 Distribute(m.ttft),
 			TPOTS:                 Distribute(m.tpot),

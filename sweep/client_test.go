@@ -276,8 +276,10 @@ func TestSummaryConfigHidesURLCredentials(t *testing.T) {
 
 func TestRunConditionNoUsage(t *testing.T) {
 	f := newFakeServer(t, &fakeServer{NoUsage: true})
-	_, recs, err := RunCondition(context.Background(), LoadOptions{URL: f.URL(), Model: "m", Concurrency: 1, Stream: true}, testRows(1, 3), &bytes.Buffer{})
+	sum, recs, err := RunCondition(context.Background(), LoadOptions{URL: f.URL(), Model: "m", Concurrency: 1, Stream: true}, testRows(1, 3), &bytes.Buffer{})
 	require.NoError(t, err)
+	assert.Nil(t, sum.OutputTokenThroughput, "no usage is no data, not 0 tokens/s")
+	assert.Equal(t, 1, sum.Counts.WithoutUsage)
 	assert.False(t, recs[0].ServerTokenUsagePresent)
 	assert.Nil(t, recs[0].OutputTokens)
 	assert.Nil(t, recs[0].TPOTS, "no TPOT without the server's token count")

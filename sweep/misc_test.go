@@ -246,3 +246,56 @@ func TestAggregateFixed(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, RenderReport(&empty), "n/a")
 }
+
+// TestThroughputWithoutUsageIsNull: output-token throughput with no
+// server-reported token count is null (no data), never 0, in a run summary,
+// its goodput and a sweep's aggregate, including for summaries written
+// before the fix that say 0; requests without usage are counted and
+// reported.
+func TestThroughputWithoutUsageIsNull(t *testing.T) {
+	ten := 10
+	withUsage := Record{Status: 200, LatencyS: 1, OutputTokens: &ten, ServerTokenUsagePresent: true}
+	without := Record{Status: 200, LatencyS: 1}
+	slo := SLO{LatencyS: 5}
+	cfg := SummaryConfig{SLO: &slo}
+
+	none := Summarize(cfg, []Record{without, without}, 2)
+	assert.Nil(t, none.OutputTokenThroughput)
+	assert.Nil(t, none.Goodput.OutputTokensPer)
+	require.NotNil(t, none.RequestThroughput)
+	assert.Equal(t, 1.0, *none.RequestThroughput)
+	assert.Equal(t, 2, none.Counts.WithoutUsage)
+	assert.Contains(t, none.Counts.UsageWarning(), "null")
+	b, err := json.Marshal(none)
+	require.NoError(t, err)
+	assert.Contains(t, string(b), `"output_token_throughput_per_s":null`)
+	assert.Contains(t, string(b), `"successful_without_usage":2`)
+
+	mixed := Summarize(cfg, []Record{withUsage, without}, 2)
+	require.NotNil(t, mixed.OutputTokenThroughput)
+	assert.Equal(t, 5.0, *mixed.OutputTokenThroughput)
+	assert.Equal(t, 1, mixed.Counts.WithoutUsage)
+	assert.Contains(t, mixed.Counts.UsageWarning(), "1 of 2")
+	assert.Empty(t, Summarize(cfg, []Record{withUsage}, 1).Counts.UsageWarning())
+
+	old := Summary{DurationS: 2, OutputTokenThroughput: f64(0), RequestThroughput: f64(1), Counts: Counts{Attempted: 2, Successful: 2}}
+	c := Aggregate(map[string]any{"name": "x"}, nil, []int{1}, []RunData{
+		{Spec: RunSpec{Kind: KindRepeat, Index: 1, Concurrency: 1}, Records: []Record{without, without}, Summary: old},
+	})
+	a := c.ByConcurrency[0]
+	assert.Nil(t, a.OutputTokenThroughput)
+	assert.Equal(t, []*float64{nil}, a.RepeatValues.OutputTokenThroughput, "an old summary's 0 is not data")
+	assert.Nil(t, a.RepeatMedians.OutputTokenThroughput)
+	assert.Equal(t, 2, a.Counts.WithoutUsage)
+	assert.Contains(t, RenderReport(&c), "Warning: missing token usage")
+	assert.Contains(t, RenderReport(&c), "concurrency 1: the server reported no token usage")
+
+	var log bytes.Buffer
+	p := NewProgress(&log, false, time.Now)
+	p.Begin(1)
+	p.StartRun(RunSpec{Kind: KindRepeat, Index: 1, Concurrency: 1}, 2)
+	p.EndRun(&none)
+	assert.Contains(t, log.String(), "warning: run ")
+	assert.Contains(t, log.String(), "no token usage")
+	assert.Contains(t, log.String(), "n/a output tokens/s")
+}

@@ -117,6 +117,14 @@ func (p *Progress) EndRun(s *Summary) {
 	defer p.mu.Unlock()
 	p.durations = append(p.durations, p.now().Sub(p.curStart))
 	p.done++
+	if s != nil {
+		if w := s.Counts.UsageWarning(); w != "" {
+			// Printed even on a terminal: a bar redraw would hide it, and
+			// it explains a throughput figure in every report.
+			p.clearLocked()
+			fmt.Fprintf(p.w, "warning: run %s: %s\n", p.cur, w)
+		}
+	}
 	if p.tty {
 		p.drawLocked(true)
 		return

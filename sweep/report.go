@@ -108,6 +108,17 @@ func RenderReport(c *Combined) string {
 			fmtNum(a.RepeatMedians.OutputTokenThroughput, "%.3f"), fmtNum(a.RepeatMedians.LatencyP99S, "%.3f"),
 			fmtNum(a.LatencyS.P50, "%.3f"), fmtNum(a.TTFTS.P50, "%.4f"), fmtNum(a.TPOTS.P50, "%.4f"))
 	}
+	var noUsage []string
+	for _, a := range c.ByConcurrency {
+		if w := a.Counts.UsageWarning(); w != "" {
+			noUsage = append(noUsage, fmt.Sprintf("- concurrency %d: %s.\n", a.Concurrency, w))
+		}
+	}
+	if len(noUsage) > 0 {
+		b.WriteString("\n**Warning: missing token usage.** Output tokens are taken only from the server's usage report, never counted from chunks. " +
+			"The client asks for it (stream_options.include_usage when streaming); this server did not always send it, so read the output-token figures with care:\n\n")
+		b.WriteString(strings.Join(noUsage, ""))
+	}
 	s := c.Saturation
 	b.WriteString("\n## Saturation\n\n")
 	if s.Candidate != nil {

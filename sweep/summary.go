@@ -86,6 +86,25 @@ type Counts struct {
 	Successful   int `json:"successful"`    // HTTP 200 with an answer (Record.OK)
 	Failed       int `json:"failed"`        // any other status, no response, or a 200 without an answer
 	OutputTokens int `json:"output_tokens"` // server-reported, successful requests only
+	// WithoutUsage counts successful requests whose server reported no
+	// completion_tokens: they add nothing to OutputTokens, so output-token
+	// throughput undercounts when it is not zero (and is null when every
+	// successful request lacks usage).
+	WithoutUsage int `json:"successful_without_usage"`
+}
+
+// UsageWarning says, in one sentence, how requests without the server's
+// token usage affect output-token throughput; "" when every successful
+// request had it.
+func (c Counts) UsageWarning() string {
+	switch {
+	case c.WithoutUsage == 0:
+		return ""
+	case c.WithoutUsage >= c.Successful:
+		return fmt.Sprintf("the server reported no token usage for any of the %d successful requests, so output tokens/s is null (no data)", c.Successful)
+	default:
+		return fmt.Sprintf("%d of %d successful requests had no token usage from the server; output tokens/s counts them as 0 tokens", c.WithoutUsage, c.Successful)
+	}
 }
 
 // Goodput is the share of requests that met every SLO.
@@ -118,7 +137,36 @@ type Summary struct {
 type metricValues struct {
 	latency, ttft, tpot, chunks, queue []float64
 	outputTokens, ok                   int
+	// withUsage and withoutUsage split ok by server_token_usage_present.
+	withUsage, withoutUsage int
 }
+
+// counts is the Counts of the records collected into m.
+func (m *metricValues) counts(attempted int) Counts {
+	return Counts{
+		Attempted:    attempted,
+		Successful:   m.ok,
+		Failed:       attempted - m.ok,
+		OutputTokens: m.outputTokens,
+		WithoutUsage: m.withoutUsage,
+	}
+}
+
+// outputTokenThroughput is output tokens per second, or nil when no
+// successful request carried the server's token count: then there is no
+// data, and 0 would read as a measured zero.
+func (m *metricValues) outputTokenThroughput(durationS float64) *float64 {
+	if m.withUsage == 0 {
+		return nil
+	}
+	return perSecond(m.outputTokens, durationS)
+}
+
+// hasUsage reports whether the server reported r's output tokens. A record
+// with output_tokens but without server_token_usage_present (written by
+// serving-inference, which lacks that field) counts, since output tokens
+// only ever come from the server.
+func (r *Record) hasUsage() bool { return r.ServerTokenUsagePresent || r.OutputTokens != nil }
 
 func collect(records []Record) metricValues {
 	var m metricValues
@@ -130,6 +178,11 @@ func collect(records []Record) metricValues {
 		m.ok++
 		if r.OutputTokens != nil {
 			m.outputTokens += *r.OutputTokens
+		}
+		if r.hasUsage() {
+			m.withUsage++
+		} else {
+			m.withoutUsage++
 		}
 		m.latency = append(m.latency, r.LatencyS)
 		if r.TTFTS != nil {
@@ -158,16 +211,11 @@ func perSecond(n int, d float64) *float64 {
 func Summarize(cfg SummaryConfig, records []Record, durationS float64) Summary {
 	m := collect(records)
 	s := Summary{
-		Config: cfg,
-		Counts: Counts{
-			Attempted:    len(records),
-			Successful:   m.ok,
-			Failed:       len(records) - m.ok,
-			OutputTokens: m.outputTokens,
-		},
+		Config:                cfg,
+		Counts:                m.counts(len(records)),
 		DurationS:             durationS,
 		RequestThroughput:     perSecond(m.ok, durationS),
-		OutputTokenThroughput: perSecond(m.outputTokens, durationS),
+		OutputTokenThroughput: m.outputTokenThroughput(durationS),
 		LatencyS:              Distribute(m.latency),
 		TTFTS:                 Distribute(m.ttft),
 		TPOTS:                 Distribute(m.tpot),
@@ -176,12 +224,15 @@ func Summarize(cfg SummaryConfig, records []Record, durationS float64) Summary {
 	}
 	if cfg.SLO != nil && !cfg.SLO.Empty() {
 		g := &Goodput{SLO: *cfg.SLO}
-		tokens := 0
+		tokens, withUsage := 0, 0
 		for i := range records {
 			if cfg.SLO.Meets(&records[i]) {
 				g.Met++
 				if records[i].OutputTokens != nil {
 					tokens += *records[i].OutputTokens
+				}
+				if records[i].hasUsage() {
+					withUsage++
 				}
 			}
 		}
@@ -190,7 +241,9 @@ func Summarize(cfg SummaryConfig, records []Record, durationS float64) Summary {
 			g.Fraction = &f
 		}
 		g.RequestsPerS = perSecond(g.Met, durationS)
-		g.OutputTokensPer = perSecond(tokens, durationS)
+		if withUsage > 0 {
+			g.OutputTokensPer = perSecond(tokens, durationS)
+		}
 		s.Goodput = g
 	}
 	return s

@@ -190,6 +190,9 @@ func run(c *cli.Context, stdout, stderr io.Writer, getenv func(string) string) e
 	}
 	stdout.Write(b)
 	fmt.Fprintf(stdout, "Raw results: %s\nSummary: %s\n", output, summaryPath)
+	if w := sum.Counts.UsageWarning(); w != "" {
+		fmt.Fprintln(stderr, "warning:", w)
+	}
 	if sum.Counts.Failed > 0 {
 		return exitCoder{fmt.Errorf("%d of %d requests failed", sum.Counts.Failed, sum.Counts.Attempted), 2}
 	}
