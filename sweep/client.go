@@ -61,6 +61,10 @@ type LoadOptions struct {
 	APIKey string
 	// SLO, when not empty, adds goodput to the summary.
 	SLO SLO
+	// WorkloadSHA256 is the SHA-256 of the prompt file the rows come from,
+	// recorded in the summary so that a run names its workload by content;
+	// empty records nothing.
+	WorkloadSHA256 string
 	// RequestIDPrefix starts every X-Request-Id; empty means one made from
 	// the run's start time, so that two runs never share ids in a server's
 	// logs.
@@ -88,6 +92,7 @@ func (o *LoadOptions) SummaryConfig(numRequests int) SummaryConfig {
 		ExtraBody:           o.ExtraBody,
 		RequestRate:         o.RequestRate,
 		TimeoutS:            o.timeout().Seconds(),
+		WorkloadSHA256:      o.WorkloadSHA256,
 	}
 	if o.RequestRate > 0 {
 		seed := o.Seed

@@ -92,11 +92,13 @@ const (
 // finished with failed requests, because such evidence must neither be
 // overwritten nor silently built on.
 func CheckRun(root string, spec RunSpec, n int) (complete bool, err error) {
-	st, err := checkRun(root, spec, n)
+	st, err := checkRun(root, spec, n, "")
 	return st == runComplete, err
 }
 
-func checkRun(root string, spec RunSpec, n int) (runState, error) {
+// checkRun is [CheckRun]; when workloadSHA is not empty, a run whose
+// summary records another prompt file's SHA-256 is refused too.
+func checkRun(root string, spec RunSpec, n int, workloadSHA string) (runState, error) {
 	raw, sum := spec.RawPath(root), spec.SummaryPath(root)
 	rawOK, err := exists(raw)
 	if err != nil {
@@ -128,6 +130,10 @@ func checkRun(root string, spec RunSpec, n int) (runState, error) {
 	}
 	if failed > 0 || s.Counts.Failed > 0 {
 		return 0, fmt.Errorf("%w: run %s finished with %d failed requests; it is kept as evidence and never overwritten: use a new name or --output-root", ErrRefused, raw, max(failed, s.Counts.Failed))
+	}
+	if got := s.Config.WorkloadSHA256; workloadSHA != "" && got != "" && got != workloadSHA {
+		return 0, fmt.Errorf("%w: run %s was measured with a prompt file of SHA-256 %s, but the prompt file now has SHA-256 %s: restore the prompt file, or measure afresh with a new name or --output-root",
+			ErrRefused, raw, got, workloadSHA)
 	}
 	if len(rows) != n || s.Counts.Attempted != n || s.Counts.Successful != n || s.Config.Concurrency != spec.Concurrency {
 		return 0, fmt.Errorf("%w: run %s is incomplete or does not match the config (%d records, summary attempted %d successful %d at concurrency %d; want %d at concurrency %d): use a new name or --output-root",
@@ -223,11 +229,18 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 	if err := prepareRoot(root, cfg.Original()); err != nil {
 		return nil, err
 	}
+	workloadSHA, err := FileSHA256(rc.Prompts)
+	if err != nil {
+		return nil, fmt.Errorf("prompts: %w", err)
+	}
+	if err := checkWorkload(root, rc.Prompts, workloadSHA); err != nil {
+		return nil, err
+	}
 	order := Order(rc.Seed, rc.Concurrency, rc.Warmups, rc.Repeats)
 	complete := make([]bool, len(order))
 	allDone := true
 	for i, spec := range order {
-		st, err := checkRun(root, spec, rc.NumRequests)
+		st, err := checkRun(root, spec, rc.NumRequests, workloadSHA)
 		if err != nil {
 			return nil, err
 		}
@@ -256,7 +269,7 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 		}
 	}
 
-	m, err := startManifest(ctx, root, wd, cfg, rc, opts, now)
+	m, err := startManifest(ctx, root, wd, cfg, rc, workloadSHA, opts, now)
 	if err != nil {
 		return nil, err
 	}
@@ -278,7 +291,7 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 	if err != nil {
 		return nil, err
 	}
-	s := &sweeper{cfg: rc, root: root, rows: rows, opts: opts, client: client, base: base, now: now}
+	s := &sweeper{cfg: rc, root: root, rows: rows, workloadSHA: workloadSHA, opts: opts, client: client, base: base, now: now}
 	if ids := servedModels(s.saveModels(ctx)); len(ids) > 0 && !slices.Contains(ids, rc.Model) {
 		// A warning, not an error: some servers (llama.cpp's) answer any
 		// model name. Where the name matters, every request fails with 404
@@ -338,13 +351,14 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 
 // sweeper holds what every run of one invocation shares.
 type sweeper struct {
-	cfg    *Config
-	root   string
-	rows   []Row
-	opts   SweepOptions
-	client *http.Client
-	base   string
-	now    func() time.Time
+	cfg         *Config
+	root        string
+	rows        []Row
+	workloadSHA string // of the prompt file rows came from
+	opts        SweepOptions
+	client      *http.Client
+	base        string
+	now         func() time.Time
 }
 
 // modelsEvidence is models.json: the server's /v1/models answer, kept once.
@@ -445,6 +459,7 @@ func (s *sweeper) measure(ctx context.Context, spec RunSpec) error {
 		ExtraBody:       s.cfg.ExtraBody,
 		APIKey:          s.opts.APIKey,
 		RequestIDPrefix: prefix,
+		WorkloadSHA256:  s.workloadSHA,
 		Client:          s.client,
 		Progress:        s.opts.Progress.Request,
 	}
@@ -515,17 +530,40 @@ func (s *sweeper) measure(ctx context.Context, spec RunSpec) error {
 	return nil
 }
 
-func startManifest(ctx context.Context, root, wd string, orig, rc *Config, opts SweepOptions, now func() time.Time) (*Manifest, error) {
+// checkWorkload refuses a sweep folder whose manifest records a prompt file
+// with another SHA-256 than sha: resuming would mix runs of two workloads
+// under one config. A manifest that cannot be read is refused too, since
+// starting a fresh one would overwrite it.
+func checkWorkload(root, prompts, sha string) error {
+	path := filepath.Join(root, ManifestFile)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	var m Manifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		return fmt.Errorf("%w: %s is not a valid manifest (%v); it is kept as evidence: choose a new name or --output-root", ErrRefused, path, err)
+	}
+	if m.SchemaVersion != ManifestSchemaVersion {
+		return fmt.Errorf("%w: %s has schema_version %q, not %q; it is kept as evidence: choose a new name or --output-root", ErrRefused, path, m.SchemaVersion, ManifestSchemaVersion)
+	}
+	if got := m.Workload.SHA256; got != "" && got != sha {
+		return fmt.Errorf("%w: the prompt file %s has SHA-256 %s, but %s records SHA-256 %s for the runs already there; resuming would mix two workloads: restore the prompt file, or measure afresh with a new name or --output-root",
+			ErrRefused, prompts, sha, path, got)
+	}
+	return nil
+}
+
+func startManifest(ctx context.Context, root, wd string, orig, rc *Config, sha string, opts SweepOptions, now func() time.Time) (*Manifest, error) {
 	path := filepath.Join(root, ManifestFile)
 	var m Manifest
 	if b, err := os.ReadFile(path); err == nil && json.Unmarshal(b, &m) == nil && m.SchemaVersion == ManifestSchemaVersion {
+		// checkWorkload has made sure the prompt file is the one recorded.
 		m.Experiment.Status, m.Experiment.CompletedAtUTC = "running", nil
 		m.Experiment.Sessions++
 		return &m, writeManifest(root, &m)
-	}
-	sha, err := FileSHA256(rc.Prompts)
-	if err != nil {
-		return nil, err
 	}
 	env := opts.Environment
 	if env == nil {

@@ -378,3 +378,65 @@ func TestSweepWarnsOfUnlistedModel(t *testing.T) {
 		})
 	}
 }
+
+// TestSweepRefusesChangedPrompts: a sweep folder is bound to its prompt
+// file by SHA-256. Editing the prompts between invocations must not resume
+// (runs of two workloads would mix under one config): the manifest's hash
+// refuses it, naming both hashes, and so do the runs' summaries when the
+// manifest is gone. Nothing is sent or written.
+func TestSweepRefusesChangedPrompts(t *testing.T) {
+	dir := t.TempDir()
+	f := newFakeServer(t, &fakeServer{})
+	prompts := writePrompts(t, dir, 2, 1)
+	cfgJSON := sweepConfigJSON(f.URL(), prompts, []int{1, 2}, 2, 0, 1)
+	_, err := runTestSweep(t, context.Background(), cfgJSON, dir, nil)
+	require.NoError(t, err)
+	root := filepath.Join(dir, "results", "test-sweep")
+	oldSHA, err := FileSHA256(prompts)
+	require.NoError(t, err)
+	spec := Order(20260729, []int{1, 2}, 0, 1)[0]
+	sum, err := ReadSummary(spec.SummaryPath(root))
+	require.NoError(t, err)
+	assert.Equal(t, oldSHA, sum.Config.WorkloadSHA256, "each run records its workload")
+
+	// An interrupted sweep looks like this one without its reports.
+	require.NoError(t, os.Remove(filepath.Join(root, SummaryFile)))
+	b := readFile(t, prompts)
+	require.NoError(t, os.WriteFile(prompts, bytes.Replace(b, []byte("prompt 1"), []byte("prompt one"), 1), 0o644))
+	newSHA, err := FileSHA256(prompts)
+	require.NoError(t, err)
+
+	for _, removeManifest := range []bool{false, true} {
+		if removeManifest {
+			require.NoError(t, os.Remove(filepath.Join(root, ManifestFile)))
+		}
+		sent := f.requests.Load()
+		before := snapshot(t, root)
+		_, err = runTestSweep(t, context.Background(), cfgJSON, dir, nil)
+		require.Error(t, err)
+		assert.True(t, errors.Is(err, ErrRefused), "%v", err)
+		assert.Contains(t, err.Error(), oldSHA)
+		assert.Contains(t, err.Error(), newSHA)
+		assert.Contains(t, err.Error(), "--output-root")
+		assert.Equal(t, sent, f.requests.Load(), "nothing is sent")
+		assert.Equal(t, before, snapshot(t, root), "nothing is written")
+	}
+}
+
+// TestSweepRefusesUnreadableManifest: a manifest that does not parse is
+// kept, not replaced by a fresh one.
+func TestSweepRefusesUnreadableManifest(t *testing.T) {
+	dir := t.TempDir()
+	f := newFakeServer(t, &fakeServer{})
+	prompts := writePrompts(t, dir, 2, 1)
+	cfgJSON := sweepConfigJSON(f.URL(), prompts, []int{1}, 2, 0, 1)
+	_, err := runTestSweep(t, context.Background(), cfgJSON, dir, nil)
+	require.NoError(t, err)
+	root := filepath.Join(dir, "results", "test-sweep")
+	require.NoError(t, os.Remove(filepath.Join(root, SummaryFile)))
+	require.NoError(t, os.WriteFile(filepath.Join(root, ManifestFile), []byte("{"), 0o644))
+	_, err = runTestSweep(t, context.Background(), cfgJSON, dir, nil)
+	require.Error(t, err)
+	assert.True(t, errors.Is(err, ErrRefused), "%v", err)
+	assert.Equal(t, "{", string(readFile(t, filepath.Join(root, ManifestFile))))
+}

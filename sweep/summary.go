@@ -78,6 +78,9 @@ type SummaryConfig struct {
 	Seed        *int64  `json:"seed,omitempty"`
 	TimeoutS    float64 `json:"timeout_s"`
 	SLO         *SLO    `json:"slo,omitempty"`
+	// WorkloadSHA256 is the SHA-256 of the prompt file, when the caller
+	// knew it.
+	WorkloadSHA256 string `json:"workload_sha256,omitempty"`
 }
 
 // Counts are a run's request and token counts.

@@ -129,6 +129,9 @@ func run(c *cli.Context, stdout, stderr io.Writer, getenv func(string) string) e
 	if err != nil {
 		return err
 	}
+	if opts.WorkloadSHA256, err = sweep.FileSHA256(c.String("prompts")); err != nil {
+		return fmt.Errorf("prompts: %w", err)
+	}
 	client := sweep.NewHTTPClient(max(opts.Concurrency, 1))
 	defer client.CloseIdleConnections()
 	opts.Client = client
