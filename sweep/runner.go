@@ -181,7 +181,8 @@ func prepareRoot(root string, original any) error {
 // already there stops it with [ErrRefused] before a request is sent. A run
 // that finishes with failed requests stops it with [ErrFailedRequests]. When
 // every run is complete it writes summary.json, report.md, summary.csv and
-// the plots.
+// the plots. While it works on the folder it holds [LockFile] there, and a
+// sweep that finds that file refuses.
 func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult, error) {
 	now := opts.Now
 	if now == nil {
@@ -229,6 +230,16 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 	if err := prepareRoot(root, cfg.Original()); err != nil {
 		return nil, err
 	}
+	// Everything from here on reads or writes the folder as one sweep's.
+	release, err := lockRoot(root, now())
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err := release(); err != nil {
+			opts.Progress.Logf("warning: could not remove %s: %v", filepath.Join(root, LockFile), err)
+		}
+	}()
 	workloadSHA, err := FileSHA256(rc.Prompts)
 	if err != nil {
 		return nil, fmt.Errorf("prompts: %w", err)

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -439,4 +440,62 @@ func TestSweepRefusesUnreadableManifest(t *testing.T) {
 	require.Error(t, err)
 	assert.True(t, errors.Is(err, ErrRefused), "%v", err)
 	assert.Equal(t, "{", string(readFile(t, filepath.Join(root, ManifestFile))))
+}
+
+// TestSweepLock: while a sweep works on a folder, a second sweep on the same
+// folder refuses before sending anything, naming the lock file; the lock is
+// gone once the first finishes. A lock left behind (a killed sweep) refuses
+// too, and is left alone.
+func TestSweepLock(t *testing.T) {
+	dir := t.TempDir()
+	inFirst, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	f := &fakeServer{}
+	f.Hook = func(int64) {
+		once.Do(func() {
+			close(inFirst)
+			<-release
+		})
+	}
+	newFakeServer(t, f)
+	prompts := writePrompts(t, dir, 2, 1)
+	cfgJSON := sweepConfigJSON(f.URL(), prompts, []int{1}, 2, 0, 1)
+	root := filepath.Join(dir, "results", "test-sweep")
+	lock := filepath.Join(root, LockFile)
+
+	cfg, err := ParseConfig(cfgJSON)
+	require.NoError(t, err)
+	env, git := testEnv()
+	firstErr := make(chan error, 1)
+	go func() {
+		_, err := RunSweep(context.Background(), cfg, SweepOptions{WorkDir: dir, Environment: env, Git: git})
+		firstErr <- err
+	}()
+	<-inFirst // the first sweep holds the folder and is sending
+	assert.FileExists(t, lock)
+	_, err = runTestSweep(t, context.Background(), cfgJSON, dir, nil)
+	close(release)
+	require.Error(t, err)
+	assert.True(t, errors.Is(err, ErrRefused), "%v", err)
+	assert.Contains(t, err.Error(), lock)
+	assert.Contains(t, err.Error(), fmt.Sprintf("pid %d", os.Getpid()))
+	assert.Contains(t, err.Error(), "delete")
+	require.NoError(t, <-firstErr)
+	assert.Equal(t, int64(2), f.requests.Load(), "only the first sweep sent requests")
+	assert.NoFileExists(t, lock, "the lock is released")
+	var m Manifest
+	require.NoError(t, json.Unmarshal(readFile(t, filepath.Join(root, ManifestFile)), &m))
+	assert.Equal(t, 1, m.Experiment.Sessions)
+	assert.Equal(t, "completed", m.Experiment.Status)
+
+	// A stale lock: refused, kept, nothing sent.
+	require.NoError(t, os.Remove(filepath.Join(root, SummaryFile)))
+	require.NoError(t, os.WriteFile(lock, []byte("pid 1\n"), 0o644))
+	_, err = runTestSweep(t, context.Background(), cfgJSON, dir, nil)
+	require.Error(t, err)
+	assert.True(t, errors.Is(err, ErrRefused), "%v", err)
+	assert.Contains(t, err.Error(), "if no sweep is running")
+	assert.Equal(t, "pid 1\n", string(readFile(t, lock)))
+	assert.Equal(t, int64(2), f.requests.Load())
+	assert.NoFileExists(t, filepath.Join(root, SummaryFile))
 }
