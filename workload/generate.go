@@ -56,25 +56,17 @@ func Generate(cfg *Config, tok llm.Tokenizer) ([]Row, error) {
 	if len(filler) != 1 {
 		return nil, fmt.Errorf("workload %s: the tokenizer encodes %q as %d tokens; the filler must be exactly one", cfg.Name, Filler, len(filler))
 	}
-	seq := make([]Bucket, 0, cfg.RequestCount)
-	for _, b := range cfg.Buckets {
-		for range b.Count {
-			seq = append(seq, b)
-		}
-	}
-	pyrandom.New(cfg.Seed).Shuffle(len(seq), func(i, j int) { seq[i], seq[j] = seq[j], seq[i] })
-
+	seq := requestBuckets(cfg)
 	rows := make([]Row, len(seq))
 	for i, b := range seq {
-		source := fmt.Sprintf("%s request %06d. ", cfg.Name, i) + SourceText
-		ids := slices.Clone(tok.Encode(source, true)) // appended to below; never touch the tokenizer's slice
+		ids := slices.Clone(tok.Encode(sourceText(cfg, i), true)) // appended to below; never touch the tokenizer's slice
 		for len(ids) < b.PromptTokens {
 			ids = append(ids, filler[0])
 		}
 		prompt := tok.Decode(ids[:b.PromptTokens], true)
 		rows[i] = Row{
 			Bucket:             b.Name,
-			ID:                 fmt.Sprintf("%s_%06d", cfg.Name, i),
+			ID:                 rowID(cfg, i),
 			Prompt:             prompt,
 			PromptTokens:       len(tok.Encode(prompt, true)),
 			TargetOutputTokens: b.OutputTokens,
@@ -87,6 +79,30 @@ func Generate(cfg *Config, tok llm.Tokenizer) ([]Row, error) {
 	}
 	return rows, nil
 }
+
+// requestBuckets is the bucket of every request in file order: the buckets
+// expanded in config order and shuffled with Python's
+// random.Random(seed).shuffle. It needs no tokenizer, so Verify can check
+// the row order without one.
+func requestBuckets(cfg *Config) []Bucket {
+	seq := make([]Bucket, 0, cfg.RequestCount)
+	for _, b := range cfg.Buckets {
+		for range b.Count {
+			seq = append(seq, b)
+		}
+	}
+	pyrandom.New(cfg.Seed).Shuffle(len(seq), func(i, j int) { seq[i], seq[j] = seq[j], seq[i] })
+	return seq
+}
+
+// sourceText is the text request i starts from, before it is cut or
+// padded to its length in tokens.
+func sourceText(cfg *Config, i int) string {
+	return fmt.Sprintf("%s request %06d. ", cfg.Name, i) + SourceText
+}
+
+// rowID is request i's id.
+func rowID(cfg *Config, i int) string { return fmt.Sprintf("%s_%06d", cfg.Name, i) }
 
 // ValidateRows checks rows against their config as generate_prompts.py does
 // (row count, unique ids, positive token counts, prompt length within the

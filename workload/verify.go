@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 
 	"github.com/tinyserve/tinyserve/llm"
 )
@@ -64,9 +65,16 @@ var ErrMismatch = errors.New("workload does not verify")
 // Verify re-checks the files of cfg in dir and returns the SHA-256 of the
 // prompt file. It checks what generate_prompts.py --verify checks (the rows
 // as in ValidateRows, the sidecar's generation_config equal to the
-// experiment file, the recorded SHA-256) and, when tok is not nil, that each
-// prompt re-tokenizes to its prompt_tokens. The first mismatch is returned,
-// wrapped around ErrMismatch.
+// experiment file, the recorded SHA-256), and more, because a sidecar's
+// SHA-256 can simply be recomputed after an edit:
+//
+//   - without a tokenizer, what the config alone fixes: each row's position
+//     (id and bucket in the seed's order) and the shape of its prompt (a
+//     prefix of its source text, or that text followed by fillers);
+//   - with one (tok not nil), the whole file: the workload is regenerated
+//     and must be byte-identical, and the first row that differs is named.
+//
+// The first mismatch is returned, wrapped around ErrMismatch.
 func Verify(dir string, cfg *Config, tok llm.Tokenizer) (string, error) {
 	p := PathsIn(dir, cfg)
 	data, err := os.ReadFile(p.Data)
@@ -102,12 +110,89 @@ func Verify(dir string, cfg *Config, tok llm.Tokenizer) (string, error) {
 	if got, _ := meta["workload_sha256"].(string); got != digest {
 		return "", mismatch("%s: workload_sha256 is %q but %s has SHA-256 %s", p.Metadata, got, p.Data, digest)
 	}
+	if err := checkShape(rows, cfg); err != nil {
+		return "", mismatch("%s: %v", p.Data, err)
+	}
 	if tok != nil {
-		for _, r := range rows {
-			if n := len(tok.Encode(r.Prompt, true)); n != r.PromptTokens {
-				return "", mismatch("row %s: prompt re-tokenizes to %d tokens with %s, file says %d", r.ID, n, cfg.Tokenizer, r.PromptTokens)
-			}
+		want, err := Generate(cfg, tok)
+		if err != nil {
+			return "", err
+		}
+		if wantData := MarshalRows(want); !bytes.Equal(data, wantData) {
+			return "", mismatch("%s: %s", p.Data, firstDifference(rows, want, data, wantData, cfg.Tokenizer))
 		}
 	}
 	return digest, nil
+}
+
+// checkShape checks what the config fixes without a tokenizer: row i has
+// id <name>_<i:06d> and the i-th bucket of the seed's order, and its prompt
+// is what cutting or padding request i's source text can give. Decoding a
+// prefix of a byte-level BPE encoding gives a prefix of the text, so a cut
+// prompt is a prefix of the source, and a padded one is the source followed
+// by whole fillers.
+func checkShape(rows []Row, cfg *Config) error {
+	seq := requestBuckets(cfg)
+	for i, r := range rows {
+		if want := rowID(cfg, i); r.ID != want {
+			return fmt.Errorf("row %d: id %q, want %q (rows reordered, removed or renamed)", i+1, r.ID, want)
+		}
+		if want := seq[i].Name; r.Bucket != want {
+			return fmt.Errorf("row %d (%s): bucket %q, but the seed %d puts bucket %q here (rows reordered?)", i+1, r.ID, r.Bucket, cfg.Seed, want)
+		}
+		src := sourceText(cfg, i)
+		rest, padded := strings.CutPrefix(r.Prompt, src)
+		if padded && strings.ReplaceAll(rest, Filler, "") == "" {
+			continue
+		}
+		if !padded && strings.HasPrefix(src, r.Prompt) {
+			continue
+		}
+		return fmt.Errorf("row %d (%s): the prompt is not its source text %s", i+1, r.ID, textDiff(r.Prompt, src))
+	}
+	return nil
+}
+
+// firstDifference names the first row of the file (got, gotData) that
+// differs from the regenerated workload (want, wantData), and how.
+func firstDifference(got, want []Row, gotData, wantData []byte, tokName string) string {
+	for i := range min(len(got), len(want)) {
+		g, w := got[i], want[i]
+		row := fmt.Sprintf("row %d (%s)", i+1, g.ID)
+		switch {
+		case g.Prompt != w.Prompt:
+			return fmt.Sprintf("%s: the prompt differs from the regenerated one %s", row, textDiff(g.Prompt, w.Prompt))
+		case g.PromptTokens != w.PromptTokens:
+			return fmt.Sprintf("%s: prompt_tokens is %d, but the prompt re-tokenizes to %d with %s", row, g.PromptTokens, w.PromptTokens, tokName)
+		case g != w:
+			return fmt.Sprintf("%s: %+v, regenerated %+v", row, g, w)
+		}
+	}
+	// Same rows: the bytes differ in layout (key order, spacing, escapes,
+	// blank lines), which changes the SHA-256 all the same.
+	gl, wl := bytes.Split(gotData, []byte("\n")), bytes.Split(wantData, []byte("\n"))
+	for i := range min(len(gl), len(wl)) {
+		if !bytes.Equal(gl[i], wl[i]) {
+			return fmt.Sprintf("line %d is not written as the generator writes it %s", i+1, textDiff(string(gl[i]), string(wl[i])))
+		}
+	}
+	return fmt.Sprintf("the file has %d lines, the regenerated one %d", len(gl), len(wl))
+}
+
+// textDiff describes where got first departs from want, with a short
+// excerpt of each from there, so that a long prompt is not printed whole.
+func textDiff(got, want string) string {
+	const excerpt = 40
+	k := 0
+	for k < len(got) && k < len(want) && got[k] == want[k] {
+		k++
+	}
+	cut := func(s string) string {
+		s = s[k:]
+		if len(s) > excerpt {
+			s = strings.ToValidUTF8(s[:excerpt], "") + "..."
+		}
+		return strconv.Quote(s)
+	}
+	return fmt.Sprintf("(from byte %d: file %s, expected %s)", k, cut(got), cut(want))
 }

@@ -249,8 +249,77 @@ func TestVerifyDetectsChanges(t *testing.T) {
 	}
 }
 
-// resum rewrites the sidecar's digest after an edit, so that only the
-// re-tokenization check can catch the edit.
+// TestVerifyRecomputedDigest: an edit followed by a recomputed
+// workload_sha256 passes the Python tool's checks; Verify still finds it and
+// names the first row that differs. Without a tokenizer it checks what the
+// config alone fixes (row order, prompt shape); with one it regenerates the
+// workload and compares bytes, which also catches what keeps the shape.
+func TestVerifyRecomputedDigest(t *testing.T) {
+	cfg, err := ParseConfig([]byte(validConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := gpt2(t)
+	const filler = " benchmark"
+	tests := []struct {
+		name       string
+		change     func(t *testing.T, p Paths)
+		withTok    string // what the error must mention
+		withoutTok string // "" when the edit keeps everything the config fixes
+	}{
+		{"prompt text edited", func(t *testing.T, p Paths) { replaceIn(t, p.Data, "Analyze", "Analyse") },
+			"row 1 (unit_000000): the prompt is not its source text", "row 1 (unit_000000)"},
+		{"rows reordered", func(t *testing.T, p Paths) { swapLines(t, p.Data, 1, 2) },
+			`row 2: id "unit_000002", want "unit_000001"`, "row 2: id"},
+		{"prompts swapped between rows of one bucket", func(t *testing.T, p Paths) {
+			replaceIn(t, p.Data, "request 000003", "request XXXXXX")
+			replaceIn(t, p.Data, "request 000004", "request 000003")
+			replaceIn(t, p.Data, "request XXXXXX", "request 000004")
+		}, "row 4 (unit_000003)", "row 4 (unit_000003)"},
+		{"filler dropped within tolerance", func(t *testing.T, p Paths) {
+			replaceIn(t, p.Data, "reasoning. "+strings.Repeat(filler, 5)+`"`, "reasoning. "+strings.Repeat(filler, 4)+`"`)
+		}, "row 2 (unit_000001): the prompt differs from the regenerated one", ""},
+		{"layout changed", func(t *testing.T, p Paths) { replaceIn(t, p.Data, `"workload":"unit"}`, `"workload": "unit"}`) },
+			"line 1 is not written as the generator writes it", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			p, _, err := Write(dir, cfg, tok)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.change(t, p)
+			resum(t, p)
+			for _, c := range []struct {
+				tok     llm.Tokenizer
+				mention string
+			}{{tok, tc.withTok}, {nil, tc.withoutTok}} {
+				_, err := Verify(dir, cfg, c.tok)
+				if c.mention == "" {
+					if err != nil {
+						t.Errorf("without a tokenizer: %v; want a pass (the edit keeps what the config fixes)", err)
+					}
+					continue
+				}
+				if !errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), c.mention) {
+					t.Errorf("tokenizer %v: err = %v, want ErrMismatch mentioning %q", c.tok != nil, err, c.mention)
+				}
+			}
+		})
+	}
+}
+
+// swapLines swaps two lines (0-based) of a file.
+func swapLines(t *testing.T, path string, i, j int) {
+	t.Helper()
+	lines := bytes.SplitAfter(read(t, path), []byte("\n"))
+	lines[i], lines[j] = lines[j], lines[i]
+	write(t, path, bytes.Join(lines, nil))
+}
+
+// resum rewrites the sidecar's digest after an edit, as someone hiding
+// the edit would, so that only the checks beyond the digest can catch it.
 func resum(t *testing.T, p Paths) {
 	t.Helper()
 	var meta map[string]any

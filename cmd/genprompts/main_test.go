@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tinyserve/tinyserve/workload"
 )
 
 const testWorkload = `{
@@ -119,6 +121,52 @@ func TestVerifyFailsOnTamperedFile(t *testing.T) {
 	}
 }
 
+// TestVerifyCatchesRecomputedDigest: an edit hidden by recomputing the
+// sidecar's workload_sha256 still fails --verify, which names the row.
+func TestVerifyCatchesRecomputedDigest(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		edit    func([]byte) []byte
+		mention string
+	}{
+		{"text", func(b []byte) []byte { return bytes.Replace(b, []byte("Analyze"), []byte("Analyse"), 1) }, "row 1 (tiny_c1_000000)"},
+		{"order", func(b []byte) []byte {
+			lines := bytes.SplitAfter(b, []byte("\n"))
+			lines[0], lines[1] = lines[1], lines[0]
+			return bytes.Join(lines, nil)
+		}, `row 1: id "tiny_c1_000001"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := setup(t)
+			if _, _, err := run(t, dir, nil); err != nil {
+				t.Fatal(err)
+			}
+			data := filepath.Join(dir, "prompts", "tiny_c1.jsonl")
+			meta := filepath.Join(dir, "prompts", "tiny_c1.metadata.json")
+			before, err := os.ReadFile(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			after := tc.edit(before)
+			m, err := os.ReadFile(meta)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m = bytes.Replace(m, []byte(workload.SHA256(before)), []byte(workload.SHA256(after)), 1)
+			if err := os.WriteFile(data, after, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(meta, m, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, _, err = run(t, dir, nil, "--verify")
+			if err == nil || !strings.Contains(err.Error(), tc.mention) {
+				t.Fatalf("err = %v, want a mismatch mentioning %q", err, tc.mention)
+			}
+		})
+	}
+}
+
 func TestErrors(t *testing.T) {
 	dir := setup(t)
 	tests := []struct {
@@ -144,7 +192,7 @@ func TestErrors(t *testing.T) {
 }
 
 // TestVerifyWithoutTokenizer: when the tokenizer cannot be found, verify
-// still checks everything else and says token counts were not re-checked.
+// still checks everything else and says the prompts were not regenerated.
 func TestVerifyWithoutTokenizer(t *testing.T) {
 	dir := setup(t)
 	if _, _, err := run(t, dir, nil); err != nil {
@@ -167,7 +215,7 @@ func TestVerifyWithoutTokenizer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(out, "verified tiny_c1 ") || !strings.Contains(errOut, "not re-checked") {
+	if !strings.HasPrefix(out, "verified tiny_c1 ") || !strings.Contains(errOut, "not regenerated") {
 		t.Fatalf("stdout %q, stderr %q", out, errOut)
 	}
 }
