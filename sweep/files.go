@@ -23,6 +23,12 @@ func writeNewFileAtomic(path string, data []byte) error {
 	return writeVia(path, data, func(tmp string) error { return publishNew(tmp, path) })
 }
 
+// WriteNewFile writes data to path through a temporary file and never
+// replaces a file already there: it fails with an error wrapping
+// fs.ErrExist instead. It is how evidence is written, here and by
+// cmd/sendrequests.
+func WriteNewFile(path string, data []byte) error { return writeNewFileAtomic(path, data) }
+
 // writeVia writes data, synced, to a temporary file beside path and hands
 // its name to publish; the temporary file is removed if anything fails.
 func writeVia(path string, data []byte, publish func(tmp string) error) error {

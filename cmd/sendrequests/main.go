@@ -153,6 +153,9 @@ func run(c *cli.Context, stdout, stderr io.Writer, getenv func(string) string) e
 			return err
 		}
 	}
+	if samePath(output, summaryPath) {
+		return fmt.Errorf("--output and --summary both name %s: the summary would replace the per-request records; choose another --summary", output)
+	}
 	if _, err := os.Lstat(summaryPath); err == nil {
 		return fmt.Errorf("refusing to overwrite %s: choose another --output or --summary", summaryPath)
 	}
@@ -188,10 +191,13 @@ func run(c *cli.Context, stdout, stderr io.Writer, getenv func(string) string) e
 		return err
 	}
 	b = append(b, '\n')
-	if err := writeAtomic(summaryPath, b); err != nil {
-		return err
-	}
+	// Never replaces a file: whatever appeared at summaryPath during the run
+	// (the records themselves, under another spelling of their path) stays.
+	werr := sweep.WriteNewFile(summaryPath, b)
 	stdout.Write(b)
+	if werr != nil {
+		return fmt.Errorf("summary (printed above, not written): %w; the records are in %s", werr, output)
+	}
 	fmt.Fprintf(stdout, "Raw results: %s\nSummary: %s\n", output, summaryPath)
 	if w := sum.Counts.UsageWarning(); w != "" {
 		fmt.Fprintln(stderr, "warning:", w)
@@ -237,25 +243,14 @@ func servedModel(ctx context.Context, client *http.Client, completionsURL, apiKe
 	return list.Data[0].ID, nil
 }
 
-// writeAtomic writes through a temporary file and a rename, so a crash
-// never leaves half a summary.
-func writeAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
+// samePath reports whether a and b name the same file: the same name in
+// the same folder, however the folders are spelled (relative, with "..", or
+// through a symbolic link). Both folders must exist.
+func samePath(a, b string) bool {
+	if filepath.Base(a) != filepath.Base(b) {
+		return false
 	}
-	_, err = tmp.Write(data)
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-	}
-	return err
+	da, err1 := os.Stat(filepath.Dir(a))
+	db, err2 := os.Stat(filepath.Dir(b))
+	return err1 == nil && err2 == nil && os.SameFile(da, db)
 }

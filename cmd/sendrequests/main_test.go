@@ -127,3 +127,44 @@ func TestSendRequestsBadFlags(t *testing.T) {
 	}
 	assert.NoFileExists(t, filepath.Join(dir, "x.jsonl"))
 }
+
+// TestSendRequestsSameOutputAndSummary: --summary naming the --output file,
+// however spelled, is refused before anything is sent, so the summary can
+// never replace the per-request records.
+func TestSendRequestsSameOutputAndSummary(t *testing.T) {
+	dir := t.TempDir()
+	srv, n, _ := fakeServer(t, false)
+	prompts := writePrompts(t, dir, 2)
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "sub"), 0o755))
+	require.NoError(t, os.Symlink(filepath.Join(dir, "sub"), filepath.Join(dir, "link")))
+	out := filepath.Join(dir, "sub", "r.jsonl")
+	for _, summary := range []string{out, filepath.Join(dir, "sub", "..", "sub", "r.jsonl"), filepath.Join(dir, "link", "r.jsonl")} {
+		_, err := runApp(t, nil, "--prompts", prompts, "--url", srv.URL+"/v1/completions", "--model", "served",
+			"--num-requests", "2", "--output", out, "--summary", summary)
+		require.Error(t, err, summary)
+		assert.Contains(t, err.Error(), "--output and --summary both name")
+		assert.NoFileExists(t, out)
+	}
+	assert.Equal(t, int64(0), n.Load(), "nothing is sent")
+}
+
+// TestSendRequestsSummaryNeverReplacesAFile: a file that appears at the
+// summary's path while the run is in flight is kept; the summary is printed
+// and the error says where the records are.
+func TestSendRequestsSummaryNeverReplacesAFile(t *testing.T) {
+	dir := t.TempDir()
+	summary := filepath.Join(dir, "r.summary.json")
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		os.WriteFile(summary, []byte("someone else's\n"), 0o644)
+		fmt.Fprint(w, "data: {\"choices\":[{\"text\":\"a\"}]}\n\ndata: {\"choices\":[],\"usage\":{\"completion_tokens\":1}}\n\ndata: [DONE]\n\n")
+	}))
+	t.Cleanup(srv.Close)
+	stdout, err := runApp(t, nil, "--prompts", writePrompts(t, dir, 1), "--url", srv.URL+"/v1/completions", "--model", "served",
+		"--num-requests", "1", "--output", filepath.Join(dir, "r.jsonl"))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "refusing to overwrite")
+	assert.Contains(t, err.Error(), filepath.Join(dir, "r.jsonl"))
+	assert.Contains(t, stdout, `"successful": 1`, "the summary is printed all the same")
+	b, _ := os.ReadFile(summary)
+	assert.Equal(t, "someone else's\n", string(b))
+}
