@@ -60,11 +60,15 @@ type LevelAggregate struct {
 // made in, every measured run with its summary, the per-level aggregates
 // in ascending concurrency, and the saturation analysis.
 type Combined struct {
-	Config        any              `json:"config"`
-	SweepOrder    []RunSpec        `json:"sweep_order"`
-	MeasuredRuns  []MeasuredRun    `json:"measured_runs"`
-	ByConcurrency []LevelAggregate `json:"by_concurrency"`
-	Saturation    SaturationResult `json:"saturation"`
+	Config any `json:"config"`
+	// Workload is the prompt file the runs sent, by path and SHA-256, so
+	// that a comparison can tell whether two sweeps measured the same
+	// workload; nil in files written before it was recorded.
+	Workload      *ManifestWorkload `json:"workload,omitempty"`
+	SweepOrder    []RunSpec         `json:"sweep_order"`
+	MeasuredRuns  []MeasuredRun     `json:"measured_runs"`
+	ByConcurrency []LevelAggregate  `json:"by_concurrency"`
+	Saturation    SaturationResult  `json:"saturation"`
 }
 
 // Aggregate combines the runs of a sweep. Warmup runs in runs are ignored:

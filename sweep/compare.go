@@ -2,16 +2,25 @@ package sweep
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"text/tabwriter"
 )
 
+// ErrNotSweepSummary marks a file that [ReadCombined] cannot compare: it is
+// not a sweep's summary.json.
+var ErrNotSweepSummary = errors.New("not a sweep summary.json")
+
 // ReadCombined reads a sweep's summary.json; path may be the file or the
-// sweep's folder.
+// sweep's folder. A JSON file without a config object or without any
+// by_concurrency level is refused with [ErrNotSweepSummary]: comparing it
+// would print blank names and n/a everywhere as if that were a result.
 func ReadCombined(path string) (*Combined, error) {
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
 		path = filepath.Join(path, SummaryFile)
@@ -23,6 +32,12 @@ func ReadCombined(path string) (*Combined, error) {
 	var c Combined
 	if err := json.Unmarshal(b, &c); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if _, ok := c.Config.(map[string]any); !ok {
+		return nil, fmt.Errorf("%s: %w: it has no config object", path, ErrNotSweepSummary)
+	}
+	if len(c.ByConcurrency) == 0 {
+		return nil, fmt.Errorf("%s: %w: it has no by_concurrency levels", path, ErrNotSweepSummary)
 	}
 	return &c, nil
 }
@@ -47,6 +62,99 @@ type Comparison struct {
 	Rows                   []CompareRow
 	CandidateA, CandidateB *int
 	NameA, NameB           string
+	// Warnings name every setting in which the sweeps differ in a way that
+	// makes their ratios measure something other than the servers.
+	Warnings []string
+}
+
+// comparedSettings are the resolved-config keys that must agree for two
+// sweeps' figures to be comparable; the url and model are what a
+// comparison is about, so they may differ.
+var comparedSettings = []string{"num_requests", "stream", "ignore_eos", "temperature", "extra_body"}
+
+// setting is the JSON text of a resolved-config key, or "" when the config
+// does not record it. serving-inference never sends ignore_eos, so its
+// configs, which lack the key, mean false.
+func setting(c *Combined, key string) string {
+	m, _ := c.Config.(map[string]any)
+	v, ok := m[key]
+	if !ok && key == "ignore_eos" {
+		v, ok = false, true
+	}
+	if !ok {
+		return ""
+	}
+	b, err := json.Marshal(v) // sorted keys, so equal objects compare equal
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}
+
+// workloadSHA is the prompt file's SHA-256 a sweep recorded: summary.json's
+// workload, else its runs' summaries; "" when neither says.
+func workloadSHA(c *Combined) string {
+	if c.Workload != nil && c.Workload.SHA256 != "" {
+		return c.Workload.SHA256
+	}
+	for _, r := range c.MeasuredRuns {
+		if r.Metrics.Config.WorkloadSHA256 != "" {
+			return r.Metrics.Config.WorkloadSHA256
+		}
+	}
+	return ""
+}
+
+// tokensPerRequest is the mean output tokens of the level's successful
+// requests that reported usage; nil without any.
+func tokensPerRequest(l *LevelAggregate) *float64 {
+	n := l.Counts.Successful - l.Counts.WithoutUsage
+	if n <= 0 {
+		return nil
+	}
+	v := float64(l.Counts.OutputTokens) / float64(n)
+	return &v
+}
+
+// comparability lists how a and b differ in what their figures depend on
+// besides the server: the workload, the request settings and the output
+// length actually produced.
+func comparability(a, b *Combined, ia, ib map[int]*LevelAggregate, levels []int) []string {
+	var w []string
+	shaA, shaB := workloadSHA(a), workloadSHA(b)
+	switch {
+	case shaA != "" && shaB != "" && shaA != shaB:
+		w = append(w, fmt.Sprintf("different workloads: prompt file SHA-256 A %s, B %s", shaA, shaB))
+	case shaA == "" || shaB == "":
+		w = append(w, "workload SHA-256 not recorded by both sweeps: the prompt files could not be compared")
+	}
+	show := func(s string) string {
+		if s == "" {
+			return "not recorded"
+		}
+		return s
+	}
+	for _, k := range comparedSettings {
+		if x, y := setting(a, k), setting(b, k); x != y {
+			w = append(w, fmt.Sprintf("different %s: A %s, B %s", k, show(x), show(y)))
+		}
+	}
+	var diffs []string
+	for _, l := range levels {
+		if ia[l] == nil || ib[l] == nil {
+			continue
+		}
+		x, y := tokensPerRequest(ia[l]), tokensPerRequest(ib[l])
+		// 1% tolerates a request or two stopping early; beyond that,
+		// tokens/s and latency compare answers of different lengths.
+		if x != nil && y != nil && math.Abs(*x-*y) > 0.01*max(*x, *y) {
+			diffs = append(diffs, fmt.Sprintf("concurrency %d: A %.4g, B %.4g", l, *x, *y))
+		}
+	}
+	if len(diffs) > 0 {
+		w = append(w, "different output tokens per request ("+strings.Join(diffs, "; ")+"): the servers produced answers of different lengths (ignore_eos?), so tokens/s and latency are not like for like")
+	}
+	return w
 }
 
 // Compare compares sweep b with sweep a level by level: median-of-repeats
@@ -83,7 +191,8 @@ func Compare(a, b *Combined) Comparison {
 		{"p50 TTFT s", func(l *LevelAggregate) *float64 { return l.TTFTS.P50 }},
 		{"p50 TPOT s", func(l *LevelAggregate) *float64 { return l.TPOTS.P50 }},
 	}
-	cmp := Comparison{CandidateA: a.Saturation.Candidate, CandidateB: b.Saturation.Candidate, NameA: sweepName(a), NameB: sweepName(b)}
+	cmp := Comparison{CandidateA: a.Saturation.Candidate, CandidateB: b.Saturation.Candidate, NameA: sweepName(a), NameB: sweepName(b),
+		Warnings: comparability(a, b, ia, ib, levels)}
 	for _, l := range levels {
 		row := CompareRow{Concurrency: l}
 		for _, m := range metrics {
@@ -115,9 +224,16 @@ func sweepName(c *Combined) string {
 }
 
 // WriteTable prints the comparison as an aligned text table: for each
-// metric the value in A, in B and the ratio B/A.
+// metric the value in A, in B and the ratio B/A, after a warning line for
+// each way the sweeps are not comparable.
 func (c Comparison) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "A: %s\nB: %s\n\n", c.NameA, c.NameB)
+	for _, warn := range c.Warnings {
+		fmt.Fprintf(w, "warning: %s\n", warn)
+	}
+	if len(c.Warnings) > 0 {
+		fmt.Fprintln(w)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	if len(c.Rows) > 0 {
 		fmt.Fprint(tw, "concurrency\t")

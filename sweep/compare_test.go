@@ -58,3 +58,75 @@ func TestReadCombinedDirOrFile(t *testing.T) {
 	_, err = ReadCombined(filepath.Join(dir, "missing"))
 	assert.Error(t, err)
 }
+
+// TestReadCombinedRejectsNonSummaries: a JSON file that is not a sweep's
+// summary.json is an error, not a comparison of blank names and n/a.
+func TestReadCombinedRejectsNonSummaries(t *testing.T) {
+	dir := t.TempDir()
+	for name, body := range map[string]string{
+		"empty object":           `{}`,
+		"null":                   `null`,
+		"no by_concurrency":      `{"config":{"name":"x"},"saturation":{}}`,
+		"empty by_concurrency":   `{"config":{"name":"x"},"by_concurrency":[]}`,
+		"no config":              `{"by_concurrency":[{"concurrency":1}]}`,
+		"config not an object":   `{"config":"x","by_concurrency":[{"concurrency":1}]}`,
+		"run summary, not sweep": `{"config":{"url":"u"},"counts":{"attempted":1}}`,
+	} {
+		p := filepath.Join(dir, strings.ReplaceAll(name, " ", "_")+".json")
+		require.NoError(t, os.WriteFile(p, []byte(body), 0o644))
+		_, err := ReadCombined(p)
+		require.Error(t, err, name)
+		assert.ErrorIs(t, err, ErrNotSweepSummary, name)
+		assert.Contains(t, err.Error(), p, name)
+	}
+}
+
+// TestCompareWarnsOfIncomparableSweeps: every setting that makes ratios
+// measure something other than the servers gets a warning; identical
+// settings get none.
+func TestCompareWarnsOfIncomparableSweeps(t *testing.T) {
+	mk := func(mod func(cfg map[string]any, c *Combined)) *Combined {
+		c := combinedOf("s", []int{1, 2}, []float64{100, 150}, []float64{1, 1.2})
+		c.Config = map[string]any{"name": "s", "model": "m", "url": "http://a", "num_requests": 64.0, "stream": true,
+			"ignore_eos": true, "temperature": 0.0, "extra_body": map[string]any{"top_k": 5.0, "seed": 1.0}}
+		c.Workload = &ManifestWorkload{Path: "p.jsonl", SHA256: "aaa"}
+		for i := range c.ByConcurrency {
+			c.ByConcurrency[i].Counts = Counts{Attempted: 64, Successful: 64, OutputTokens: 64 * 32}
+		}
+		if mod != nil {
+			mod(c.Config.(map[string]any), c)
+		}
+		return c
+	}
+	base := mk(nil)
+	same := mk(func(cfg map[string]any, _ *Combined) {
+		cfg["url"], cfg["model"], cfg["name"] = "http://b", "other", "t" // what a comparison is about
+		cfg["extra_body"] = map[string]any{"seed": 1.0, "top_k": 5.0}
+	})
+	assert.Empty(t, Compare(base, same).Warnings)
+
+	cases := []struct {
+		name string
+		mod  func(cfg map[string]any, c *Combined)
+		want string
+	}{
+		{"workload", func(_ map[string]any, c *Combined) { c.Workload.SHA256 = "bbb" }, "different workloads: prompt file SHA-256 A aaa, B bbb"},
+		{"workload unknown", func(_ map[string]any, c *Combined) { c.Workload = nil }, "workload SHA-256 not recorded"},
+		{"num_requests", func(cfg map[string]any, _ *Combined) { cfg["num_requests"] = 32.0 }, "different num_requests: A 64, B 32"},
+		{"stream", func(cfg map[string]any, _ *Combined) { cfg["stream"] = false }, "different stream: A true, B false"},
+		{"ignore_eos", func(cfg map[string]any, _ *Combined) { delete(cfg, "ignore_eos") }, "different ignore_eos: A true, B false"},
+		{"temperature", func(cfg map[string]any, _ *Combined) { cfg["temperature"] = 0.2 }, "different temperature: A 0, B 0.2"},
+		{"extra_body", func(cfg map[string]any, _ *Combined) { delete(cfg, "extra_body") }, "different extra_body"},
+		{"output tokens", func(_ map[string]any, c *Combined) { c.ByConcurrency[1].Counts.OutputTokens = 64 * 20 }, "different output tokens per request (concurrency 2: A 32, B 20)"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cmp := Compare(base, mk(tc.mod))
+			require.Len(t, cmp.Warnings, 1, "%q", cmp.Warnings)
+			assert.Contains(t, cmp.Warnings[0], tc.want)
+			var sb strings.Builder
+			require.NoError(t, cmp.WriteTable(&sb))
+			assert.Contains(t, sb.String(), "warning: "+tc.want)
+		})
+	}
+}

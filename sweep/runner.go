@@ -353,6 +353,7 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 		runs = append(runs, rd)
 	}
 	combined := Aggregate(Sanitize(rc.resolvedView()), order, rc.Concurrency, runs)
+	combined.Workload = &ManifestWorkload{Path: rc.Prompts, SHA256: workloadSHA}
 	res.Combined = &combined
 	if res.Reports, err = WriteReports(root, &combined); err != nil {
 		return failed(err)

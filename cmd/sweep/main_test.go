@@ -82,6 +82,7 @@ func TestEmbeddedSweepAndCompare(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, out, "B/A")
 	assert.Contains(t, out, "saturation candidate:")
+	assert.NotContains(t, out, "warning:", "same workload and settings: comparable")
 }
 
 func TestSweepArgs(t *testing.T) {
@@ -89,6 +90,11 @@ func TestSweepArgs(t *testing.T) {
 	assert.ErrorContains(t, err, "want one CONFIG")
 	_, _, err = runApp("compare", "a")
 	assert.ErrorContains(t, err, "two sweeps")
+	empty := filepath.Join(t.TempDir(), "empty.json")
+	require.NoError(t, os.WriteFile(empty, []byte(`{}`), 0o644))
+	out, _, err := runApp("compare", empty, empty)
+	assert.ErrorContains(t, err, "not a sweep summary.json")
+	assert.Empty(t, out, "nothing that looks like a comparison")
 	_, _, err = runApp("/nonexistent/config.json")
 	assert.Error(t, err)
 	dir := t.TempDir()
