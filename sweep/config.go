@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Defaults applied when a sweep config leaves a field out; they are
@@ -102,6 +104,25 @@ type Config struct {
 	// original is the config file's JSON value, compared with an existing
 	// config.json to decide whether a sweep folder is this sweep's.
 	original any
+}
+
+// TimeoutDuration converts a per-request timeout in seconds (a sweep
+// config's timeout, sendrequests' --timeout) to a time.Duration. It refuses
+// what a Duration cannot hold instead of letting the conversion go wrong
+// silently: more than about 292 years overflows (and failed only at the
+// first run, after config.json was written), and less than a nanosecond
+// rounds to zero, which LoadOptions reads as the 300 s default.
+func TimeoutDuration(seconds float64) (time.Duration, error) {
+	ns := seconds * float64(time.Second)
+	switch {
+	case math.IsNaN(seconds) || seconds <= 0:
+		return 0, fmt.Errorf("must be a positive number of seconds, got %v", seconds)
+	case ns < 1:
+		return 0, fmt.Errorf("must be at least 1 ns (1e-9 s), got %v s", seconds)
+	case ns >= math.MaxInt64: // float64(MaxInt64) is 2^63, the first value out of range
+		return 0, fmt.Errorf("must be at most %.4g s (the longest time.Duration), got %v s", float64(math.MaxInt64)/float64(time.Second), seconds)
+	}
+	return time.Duration(ns), nil
 }
 
 // Embedded reports whether the config asks for an in-process target.
@@ -243,12 +264,13 @@ func (c *Config) validate(fields map[string]json.RawMessage) error {
 		return cfgErr("warmups", "must be a non-negative integer, got %d", c.Warmups)
 	case c.Repeats <= 0:
 		return cfgErr("repeats", "must be a positive integer, got %d", c.Repeats)
-	case c.Timeout <= 0:
-		return cfgErr("timeout", "must be a positive number of seconds, got %v", c.Timeout)
 	case c.Temperature < 0:
 		return cfgErr("temperature", "must be non-negative, got %v", c.Temperature)
 	case c.OutputDir == "":
 		return cfgErr("output_dir", "must not be empty")
+	}
+	if _, err := TimeoutDuration(c.Timeout); err != nil {
+		return cfgErr("timeout", "%v", err)
 	}
 	if raw, ok := fields["seed"]; ok && bytes.ContainsAny(raw, ".eE") {
 		return cfgErr("seed", "must be an integer, got %s", raw)

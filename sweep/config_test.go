@@ -3,9 +3,11 @@ package sweep
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -76,6 +78,8 @@ func TestParseConfigErrorsNameTheField(t *testing.T) {
 		{"seed", func(m map[string]any) { m["seed"] = 1.5 }},
 		{"seed", func(m map[string]any) { delete(m, "seed") }},
 		{"timeout", func(m map[string]any) { m["timeout"] = 0 }},
+		{"timeout", func(m map[string]any) { m["timeout"] = 1e10 }},  // overflows time.Duration
+		{"timeout", func(m map[string]any) { m["timeout"] = 1e-10 }}, // rounds to 0 ns, which meant 300 s
 		{"temperature", func(m map[string]any) { m["temperature"] = -1 }},
 		{"stream", func(m map[string]any) { m["stream"] = "yes" }},
 		{"extra_body", func(m map[string]any) { m["extra_body"] = []int{1} }},
@@ -123,4 +127,26 @@ func TestLoadConfigServingInferenceExample(t *testing.T) {
 	assert.Equal(t, "rtx-2060-super-range-finding", c.Name)
 	assert.Equal(t, []int{1, 2, 4, 8, 12, 16, 24, 32}, c.Concurrency)
 	assert.Equal(t, int64(20260729), c.Seed)
+}
+
+// TestTimeoutDuration: seconds convert to a Duration exactly where one can
+// hold them, and are refused elsewhere rather than overflowing or rounding
+// to zero (which LoadOptions reads as the 300 s default).
+func TestTimeoutDuration(t *testing.T) {
+	for _, c := range []struct {
+		s    float64
+		want time.Duration
+	}{{300, 300 * time.Second}, {0.05, 50 * time.Millisecond}, {1e-9, time.Nanosecond}, {9e9, time.Duration(9e9 * float64(time.Second))}} {
+		d, err := TimeoutDuration(c.s)
+		require.NoError(t, err, c.s)
+		assert.Equal(t, c.want, d, c.s)
+		assert.Positive(t, d)
+	}
+	for _, s := range []float64{0, -1, math.NaN(), 4e-10, 9.3e9, math.Inf(1)} {
+		_, err := TimeoutDuration(s)
+		assert.Error(t, err, s)
+	}
+	c, err := ParseConfig(mutate(t, func(m map[string]any) { m["timeout"] = 9e9 }))
+	require.NoError(t, err)
+	assert.Equal(t, 9e9, c.Timeout)
 }

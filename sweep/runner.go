@@ -196,6 +196,11 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 		}
 	}
 	rc := cfg.Resolve(wd)
+	// Checked here as well as in ParseConfig, for a Config built in code.
+	timeout, err := TimeoutDuration(rc.Timeout)
+	if err != nil {
+		return nil, fmt.Errorf("%w: timeout: %v", ErrConfig, err)
+	}
 	if opts.URL != "" {
 		rc.URL = opts.URL
 	}
@@ -302,7 +307,7 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 	if err != nil {
 		return nil, err
 	}
-	s := &sweeper{cfg: rc, root: root, rows: rows, workloadSHA: workloadSHA, opts: opts, client: client, base: base, now: now}
+	s := &sweeper{cfg: rc, root: root, rows: rows, workloadSHA: workloadSHA, timeout: timeout, opts: opts, client: client, base: base, now: now}
 	if ids := servedModels(s.saveModels(ctx)); len(ids) > 0 && !slices.Contains(ids, rc.Model) {
 		// A warning, not an error: some servers (llama.cpp's) answer any
 		// model name. Where the name matters, every request fails with 404
@@ -367,6 +372,7 @@ type sweeper struct {
 	root        string
 	rows        []Row
 	workloadSHA string // of the prompt file rows came from
+	timeout     time.Duration
 	opts        SweepOptions
 	client      *http.Client
 	base        string
@@ -464,7 +470,7 @@ func (s *sweeper) measure(ctx context.Context, spec RunSpec) error {
 		Model:           s.cfg.Model,
 		Concurrency:     spec.Concurrency,
 		Temperature:     s.cfg.Temperature,
-		Timeout:         time.Duration(s.cfg.Timeout * float64(time.Second)),
+		Timeout:         s.timeout,
 		Stream:          s.cfg.Stream,
 		IgnoreEOS:       s.cfg.IgnoreEOS,
 		StoreResponse:   s.cfg.StoreResponse,

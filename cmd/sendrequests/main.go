@@ -89,9 +89,9 @@ func run(c *cli.Context, stdout, stderr io.Writer, getenv func(string) string) e
 	if n < 1 {
 		return fmt.Errorf("--num-requests must be at least 1, got %d", n)
 	}
-	timeout := c.Float64("timeout")
-	if timeout <= 0 {
-		return fmt.Errorf("--timeout must be positive, got %v", timeout)
+	timeout, err := sweep.TimeoutDuration(c.Float64("timeout"))
+	if err != nil {
+		return fmt.Errorf("--timeout: %w", err)
 	}
 	slo, err := sweep.ParseSLO(c.StringSlice("slo"))
 	if err != nil {
@@ -111,7 +111,7 @@ func run(c *cli.Context, stdout, stderr io.Writer, getenv func(string) string) e
 		RequestRate:   c.Float64("request-rate"),
 		Seed:          c.Int64("seed"),
 		Temperature:   c.Float64("temperature"),
-		Timeout:       time.Duration(timeout * float64(time.Second)),
+		Timeout:       timeout,
 		Stream:        c.Bool("stream"),
 		IgnoreEOS:     c.Bool("ignore-eos"),
 		StoreResponse: c.Bool("store-response"),

@@ -121,6 +121,8 @@ func TestSendRequestsBadFlags(t *testing.T) {
 		{"--extra-body", `{"max_tokens":1}`},
 		{"--api-key-env", "UNSET_VAR"},
 		{"--num-requests", "0"},
+		{"--timeout", "1e10"},  // overflows time.Duration
+		{"--timeout", "1e-12"}, // rounds to 0 ns, which meant the 300 s default
 	} {
 		_, err := runApp(t, nil, append([]string{"--prompts", p, "--model", "m", "--url", "http://127.0.0.1:1/v1/completions", "--output", filepath.Join(dir, "x.jsonl")}, args...)...)
 		assert.Error(t, err, "%v", args)
