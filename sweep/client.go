@@ -462,7 +462,10 @@ func (s *sender) send(ctx context.Context, j job) Record {
 			// A connection closed cleanly mid-answer reads like a short
 			// answer; only [DONE] says the server finished.
 			return notAnswer(ErrNoDone)
-		case sr.TextEvents == 0 && rec.TargetOutputTokens >= 1:
+		case sr.TextEvents == 0 && sr.FinishReason == nil && rec.TargetOutputTokens >= 1:
+			// No text and no finish reason: nothing answered. (An empty
+			// text that finished, an immediate EOS or stop string, is an
+			// answer.)
 			return notAnswer(ErrNoContent)
 		}
 		return rec
@@ -500,7 +503,7 @@ func (s *sender) send(ctx context.Context, j job) Record {
 		return notAnswer(ErrPrefixServer + errorMessage(parsed.Error))
 	case len(parsed.Choices) == 0:
 		return notAnswer(ErrPrefixNotCompletion + "no choices")
-	case parsed.Choices[0].Text == "" && rec.TargetOutputTokens >= 1:
+	case parsed.Choices[0].Text == "" && parsed.Choices[0].FinishReason == nil && rec.TargetOutputTokens >= 1:
 		return notAnswer(ErrNoContent)
 	}
 	return rec
@@ -510,8 +513,9 @@ func (s *sender) send(ctx context.Context, j job) Record {
 // record's error field. They are constants so that readers of the records
 // can group failures by cause.
 const (
-	// ErrNoContent: no text arrived although at least one token was asked
-	// for (vLLM's benchmark calls this "Never received a valid chunk").
+	// ErrNoContent: neither text nor a finish reason arrived although at
+	// least one token was asked for (vLLM's benchmark calls this "Never
+	// received a valid chunk").
 	ErrNoContent = "no content received"
 	// ErrNoDone: the stream ended without data: [DONE].
 	ErrNoDone = "stream ended without [DONE]"

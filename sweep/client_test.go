@@ -167,7 +167,11 @@ func TestRunConditionNonAnswers(t *testing.T) {
 		{"json not json", false, `<html>ok</html>`, ErrPrefixNotCompletion + "invalid JSON"},
 		{"json no choices", false, `{"choices":[]}`, ErrPrefixNotCompletion + "no choices"},
 		{"json null", false, `null`, ErrPrefixNotCompletion + "no choices"},
-		{"json empty text", false, `{"choices":[{"text":"","finish_reason":"stop"}]}`, ErrNoContent},
+		{"json empty text unfinished", false, `{"choices":[{"text":"","finish_reason":null}]}`, ErrNoContent},
+		// An empty answer that finished (an immediate EOS or stop string)
+		// is an answer, as in vLLM's benchmark.
+		{"json empty text finished", false, `{"choices":[{"text":"","finish_reason":"stop"}]}`, ""},
+		{"stream empty text finished", true, "data: {\"choices\":[{\"text\":\"\",\"finish_reason\":\"stop\"}]}\n\n" + done, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
