@@ -86,15 +86,23 @@ func TestGreedyMatchesReferenceUnderAnyBatching(t *testing.T) {
 	}
 	for name, cfg := range configs {
 		t.Run(name, func(t *testing.T) {
-			e := newEngine(t, mock.Config{}, cfg)
+			// All twelve are submitted before the first step can finish
+			// (each step takes 200 µs), so the tiny pool is sure to be
+			// contended; submitting from goroutines let them trickle in and
+			// once in about a hundred runs forced no preemption.
+			e := newEngine(t, mock.Config{Latency: mock.Latency{PerStep: 200 * time.Microsecond}}, cfg)
+			chans := make([]<-chan llm.Event, 12)
+			for i := range chans {
+				ch, err := e.Generate(context.Background(), llm.Request{ID: fmt.Sprint(i), PromptTokens: prompt(i, 3+i*2), Params: greedy(5 + i)})
+				if err != nil {
+					t.Fatalf("Generate %d: %v", i, err)
+				}
+				chans[i] = ch
+			}
 			var wg sync.WaitGroup
-			results := make([]result, 12)
-			for i := range results {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					results[i] = run(t, e, llm.Request{ID: fmt.Sprint(i), PromptTokens: prompt(i, 3+i*2), Params: greedy(5 + i)})
-				}()
+			results := make([]result, len(chans))
+			for i, ch := range chans {
+				wg.Go(func() { results[i] = collect(t, ch) })
 			}
 			wg.Wait()
 			for i, r := range results {
