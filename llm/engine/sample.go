@@ -85,9 +85,45 @@ func (s *sampler) sample(logits []float32, p *llm.SamplingParams, rng *rand.Rand
 		total += probs[i]
 	}
 	if p.TopP > 0 && p.TopP < 1 {
-		idx = idx[:selectMass(idx, probs, logits, p.TopP*total)]
+		target := p.TopP * total
+		idx = idx[:nucleusCandidates(idx, probs, target)]
+		idx = idx[:selectMass(idx, probs, logits, target)]
 	}
 	return s.draw(idx, probs, rng)
+}
+
+// nucleusCandidates moves to the front of idx, and counts, the tokens that
+// top-p could keep, so that the selection runs over those alone: a real
+// model's nucleus is a few dozen tokens of 50k. Tokens are bucketed by the
+// binary exponent of their probability (probs are at most 1, the largest
+// exactly 1); the candidates are the buckets, most likely first, up to the
+// one where the mass reaches target. Every token of a later bucket is less
+// likely than every candidate, so the candidates are a prefix of the before
+// order and selectMass over them gives the same set as over all of idx.
+func nucleusCandidates(idx []int32, probs []float64, target float64) int {
+	const buckets = 64
+	var mass [buckets]float64
+	bucket := func(p float64) int {
+		return min(buckets-1, max(0, 1023-int(math.Float64bits(p)>>52&0x7ff)))
+	}
+	for _, i := range idx {
+		mass[bucket(probs[i])] += probs[i]
+	}
+	last, sum := buckets-1, 0.0
+	for b := range buckets {
+		if sum += mass[b]; sum >= target {
+			last = b
+			break
+		}
+	}
+	n := 0
+	for k, i := range idx {
+		if bucket(probs[i]) <= last {
+			idx[n], idx[k] = idx[k], idx[n]
+			n++
+		}
+	}
+	return n
 }
 
 // draw picks one of the kept tokens idx with probability proportional to

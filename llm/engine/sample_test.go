@@ -80,6 +80,13 @@ func TestSelectionAgainstSort(t *testing.T) {
 			idx[i] = int32(i)
 		}
 		got := selectMass(idx, probs, logits, target)
+		if trial%2 == 1 { // the same, through the bucket prefilter
+			for i := range idx {
+				idx[i] = int32(i)
+			}
+			m := nucleusCandidates(idx, probs, target)
+			got = selectMass(idx[:m], probs, logits, target)
+		}
 		if got != max(want, 1) && !(want == 0 && got <= 1) {
 			t.Fatalf("seed %d trial %d: top-p kept %d, want %d", seed, trial, got, want)
 		}
