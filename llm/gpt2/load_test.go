@@ -174,6 +174,30 @@ func TestLoadErrors(t *testing.T) {
 				return append(b, "{{{{"...)
 			},
 			want: []string{"header is not a JSON object"}},
+		{name: "NaN weight",
+			edit: func(es []rawEntry, d []byte) ([]rawEntry, []byte) {
+				binary.LittleEndian.PutUint32(d[entry(es, "wpe.weight").Offset[0]+8:], math.Float32bits(float32(math.NaN())))
+				return es, d
+			},
+			want: []string{`"wpe.weight"`, "non-finite value (NaN) at flat index 2"}},
+		{name: "infinite weight",
+			edit: func(es []rawEntry, d []byte) ([]rawEntry, []byte) {
+				binary.LittleEndian.PutUint32(d[entry(es, "h.1.mlp.c_fc.weight").Offset[0]:], math.Float32bits(float32(math.Inf(-1))))
+				return es, d
+			},
+			want: []string{`"h.1.mlp.c_fc.weight"`, "non-finite value (-Inf) at flat index 0"}},
+		{name: "unknown tensor",
+			edit: func(es []rawEntry, d []byte) ([]rawEntry, []byte) {
+				es = append(es, rawEntry{"score.weight", "F32", []int64{1}, [2]int64{int64(len(d)), int64(len(d)) + 4}})
+				return es, append(d, 0, 0, 0, 0)
+			},
+			want: []string{`unexpected tensor "score.weight"`, "n_layer 2"}},
+		{name: "layer past n_layer",
+			edit: func(es []rawEntry, d []byte) ([]rawEntry, []byte) {
+				es = append(es, rawEntry{"transformer.h.2.ln_1.weight", "F32", []int64{4}, [2]int64{int64(len(d)), int64(len(d)) + 16}})
+				return es, append(d, make([]byte, 16)...)
+			},
+			want: []string{`unexpected tensor "h.2.ln_1.weight"`, "do not match"}},
 		{name: "bad data_offsets",
 			raw: func(v []byte) []byte {
 				js := `{"wte.weight":{"dtype":"F32","shape":[1],"data_offsets":[0]}}`
@@ -218,6 +242,28 @@ func TestLoadErrors(t *testing.T) {
 	}
 }
 
+// TestLoadErrorIsStable: a file with many faults (every tensor's offsets
+// past the end of a truncated file) names the same tensor on every load.
+func TestLoadErrorIsStable(t *testing.T) {
+	m := smallModel(t)
+	dir := t.TempDir()
+	writeConfig(t, dir, m.Config)
+	es, data := modelEntries(m, "")
+	writeRaw(t, filepath.Join(dir, "model.safetensors"), es, data[:8])
+	var first string
+	for range 8 {
+		_, err := Load(dir)
+		if err == nil {
+			t.Fatal("Load succeeded on a truncated file")
+		}
+		if first == "" {
+			first = err.Error()
+		} else if err.Error() != first {
+			t.Fatalf("errors differ between loads:\n%s\n%s", first, err)
+		}
+	}
+}
+
 // TestLoadFolderErrors covers problems with the folder rather than a file.
 func TestLoadFolderErrors(t *testing.T) {
 	m := smallModel(t)
@@ -245,6 +291,15 @@ func TestLoadFolderErrors(t *testing.T) {
 			writeConfig(t, dir, m.Config)
 			os.WriteFile(filepath.Join(dir, "model.safetensors.index.json"), []byte(`{"weight_map":{"wte.weight":"../x.safetensors"}}`), 0o644)
 		}, []string{"model.safetensors.index.json", "not a file name"}},
+		{"shard is a folder", func(t *testing.T, dir string) {
+			writeConfig(t, dir, m.Config)
+			os.Mkdir(filepath.Join(dir, "a.safetensors"), 0o755)
+			os.WriteFile(filepath.Join(dir, "model.safetensors.index.json"), []byte(`{"weight_map":{"wte.weight":"a.safetensors"}}`), 0o644)
+		}, []string{"a.safetensors", "is a folder"}},
+		{"model.safetensors is a folder", func(t *testing.T, dir string) {
+			writeConfig(t, dir, m.Config)
+			os.Mkdir(filepath.Join(dir, "model.safetensors"), 0o755)
+		}, []string{"model.safetensors is a folder"}},
 		{"tensor missing from index", func(t *testing.T, dir string) {
 			writeConfig(t, dir, m.Config)
 			es, data := modelEntries(m, "")
@@ -260,6 +315,9 @@ func TestLoadFolderErrors(t *testing.T) {
 			if err == nil {
 				got.Close()
 				t.Fatal("Load succeeded")
+			}
+			if tc.name != "no folder" && !errors.Is(err, ErrBadCheckpoint) {
+				t.Errorf("error %q does not match ErrBadCheckpoint", err)
 			}
 			for _, s := range tc.want {
 				if !strings.Contains(err.Error(), s) {

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -179,7 +181,9 @@ func specs(c Config, w *Weights) []tensorSpec {
 //
 // Errors about the checkpoint match ErrBadCheckpoint and name the file and
 // the tensor: missing tensor, wrong shape, unsupported dtype, truncated file,
-// header offsets out of range or overlapping, a header over 100 MB.
+// header offsets out of range or overlapping, a header over 100 MB, a NaN
+// or infinite weight, a tensor that is not a parameter of the config (an
+// unknown name, a layer past n_layer), a missing or unreadable shard.
 func Load(dir string) (*Model, error) {
 	cfg, err := LoadConfig(dir)
 	if err != nil {
@@ -194,6 +198,15 @@ func Load(dir string) (*Model, error) {
 		m.release = append(m.release, f.close)
 	}
 	m.Weights.Layers = make([]LayerWeights, cfg.NLayer)
+	known := map[string]bool{"lm_head.weight": true}
+	for _, s := range specs(cfg, &m.Weights) {
+		known[s.name] = true
+	}
+	if name := files.unexpected(known); name != "" {
+		_ = m.Close()
+		return nil, fmt.Errorf("%w: %s: unexpected tensor %q: not a parameter of a GPT-2 with this config.json (n_layer %d); the config and the weights do not match",
+			ErrBadCheckpoint, files.where(), name, cfg.NLayer)
+	}
 	for _, s := range specs(cfg, &m.Weights) {
 		v, err := files.float32s(s.name, s.shape)
 		if err != nil {
@@ -314,13 +327,51 @@ func (cf *checkpointFiles) has(name string) bool {
 func (cf *checkpointFiles) float32s(name string, shape []int64) ([]float32, error) {
 	f, key, ok := cf.lookup(name)
 	if !ok {
-		where := filepath.Join(cf.dir, cf.single)
-		if cf.weights != nil {
-			where = cf.indexErr
-		}
-		return nil, fmt.Errorf("%w: %s: missing tensor %q", ErrBadCheckpoint, where, name)
+		return nil, fmt.Errorf("%w: %s: missing tensor %q", ErrBadCheckpoint, cf.where(), name)
 	}
-	return f.float32s(key, shape)
+	v, err := f.float32s(key, shape)
+	if err != nil {
+		return nil, err
+	}
+	// A NaN or an infinity in a weight would not fail anywhere later: it
+	// turns logits into NaN, which greedy decoding reads as token 0 and
+	// sampling as EOS. One pass at load names the tensor instead.
+	for i, x := range v {
+		if x-x != 0 {
+			return nil, fmt.Errorf("%w: %s: tensor %q has a non-finite value (%v) at flat index %d", ErrBadCheckpoint, f.path, key, x, i)
+		}
+	}
+	return v, nil
+}
+
+// where names the checkpoint in errors: its one file, or its index.
+func (cf *checkpointFiles) where() string {
+	if cf.weights != nil {
+		return cf.indexErr
+	}
+	return filepath.Join(cf.dir, cf.single)
+}
+
+// unexpected returns the first tensor name (in sorted order) that is not a
+// parameter of this config, nor lm_head.weight, nor a legacy attention
+// buffer: as in vLLM's loader, an unknown tensor or a layer past n_layer
+// means the config and the weights do not belong together, and silently
+// dropping it would serve a different model.
+func (cf *checkpointFiles) unexpected(known map[string]bool) string {
+	var names []string
+	if cf.weights != nil {
+		names = slices.Collect(maps.Keys(cf.weights))
+	} else {
+		names = slices.Collect(maps.Keys(cf.files[cf.single].header.Tensors))
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		n = strings.TrimPrefix(n, "transformer.")
+		if !known[n] && !strings.HasSuffix(n, ".attn.bias") && !strings.HasSuffix(n, ".attn.masked_bias") {
+			return n
+		}
+	}
+	return ""
 }
 
 // WriteCheckpoint writes m as a Hugging Face checkpoint folder that Load,

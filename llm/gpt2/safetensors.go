@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"slices"
@@ -73,7 +74,10 @@ func parseSafetensors(b []byte, fileSize int64) (*stHeader, error) {
 	}
 	dataLen := fileSize - 8 - hlen
 	h := &stHeader{DataStart: 8 + hlen, Tensors: make(map[string]tensorInfo, len(raw))}
-	for name, msg := range raw {
+	// In name order, so that a file with several faults always reports the
+	// same one.
+	for _, name := range slices.Sorted(maps.Keys(raw)) {
+		msg := raw[name]
 		if name == "__metadata__" {
 			continue
 		}
@@ -144,14 +148,20 @@ type stFile struct {
 // openSafetensors maps path and parses its header. The caller must call
 // close when no tensor that aliases the file is in use any more.
 func openSafetensors(path string) (*stFile, error) {
+	// A file that is missing or unreadable (a shard the index names, say)
+	// is a fault of the checkpoint too: every error here matches
+	// ErrBadCheckpoint.
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("gpt2: %w", err)
+		return nil, fmt.Errorf("%w: %w", ErrBadCheckpoint, err)
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("gpt2: %w", err)
+		return nil, fmt.Errorf("%w: %w", ErrBadCheckpoint, err)
+	}
+	if st.IsDir() {
+		return nil, fmt.Errorf("%w: %s is a folder, not a safetensors file", ErrBadCheckpoint, path)
 	}
 	if st.Size() > math.MaxInt {
 		return nil, fmt.Errorf("%w: %s: file of %d bytes is too large for this platform", ErrBadCheckpoint, path, st.Size())
@@ -166,7 +176,7 @@ func openSafetensors(path string) (*stFile, error) {
 	}
 	data, release, err := mapFile(f, st.Size())
 	if err != nil {
-		return nil, fmt.Errorf("gpt2: %s: %w", path, err)
+		return nil, fmt.Errorf("%w: %s: %w", ErrBadCheckpoint, path, err)
 	}
 	h, err := parseSafetensors(data, int64(len(data)))
 	if err != nil {
