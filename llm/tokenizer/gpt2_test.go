@@ -37,6 +37,12 @@ func TestGPT2LinearPathMatchesTiktoken(t *testing.T) {
 		}
 	}
 	texts = append(texts, long.String())
+	// Whitespace runs past the linear path's threshold, alone and between
+	// words: the linear path must split and merge them as tiktoken does.
+	for _, ws := range []string{"\n", " ", "\t", "\u00a0", "\u3000", "\u2028", " \n", "\r\n"} {
+		run := strings.Repeat(ws, 300)
+		texts = append(texts, run, "a"+run+"b", "x "+run, run+"!")
+	}
 	for _, s := range texts {
 		for _, allow := range []bool{false, true} {
 			var want []int
@@ -64,6 +70,9 @@ func TestGPT2LongInputs(t *testing.T) {
 		{"long symbols", strings.Repeat("!", 100000), false},
 		{"long accented word", strings.Repeat("é", 50000), false},
 		{"many markers", strings.Repeat("<|endoftext|>x", 20000), true},
+		{"long newlines", strings.Repeat("\n", 100000), false},
+		{"long no-break spaces", strings.Repeat("\u00a0", 50000), false},
+		{"long ideographic spaces", strings.Repeat("\u3000", 40000), false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
