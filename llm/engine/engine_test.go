@@ -527,3 +527,19 @@ func TestTimestampsAndCounts(t *testing.T) {
 		t.Errorf("stats %+v", s)
 	}
 }
+
+// TestHugeConfigValues: a block size past the context is refused at start
+// (a huge one overflowed a backend's bytes-per-block product into a
+// division by zero), and a huge token budget works (the scheduler sized a
+// slice by it and panicked).
+func TestHugeConfigValues(t *testing.T) {
+	for _, bs := range []int{-1, mock.Info().MaxModelLen + 1, 1 << 54} {
+		if _, err := mock.NewEngine(mock.Config{}, engine.Config{BlockSize: bs}); err == nil || !strings.Contains(err.Error(), "block size") {
+			t.Errorf("block size %d: %v, want an error naming the block size", bs, err)
+		}
+	}
+	e := newEngine(t, mock.Config{}, engine.Config{MaxNumBatchedTokens: math.MaxInt})
+	if r := run(t, e, llm.Request{PromptTokens: prompt(1, 9), Params: greedy(4)}); len(r.tokens) != 4 || r.last.Finish != llm.FinishLength {
+		t.Errorf("with a budget of MaxInt: %d tokens, finish %q", len(r.tokens), r.last.Finish)
+	}
+}

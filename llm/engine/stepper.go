@@ -51,6 +51,11 @@ func newStepper(b Backend, tok llm.Tokenizer, info llm.ModelInfo, cfg *Config) (
 	if blockSize == 0 {
 		blockSize = kv.DefaultBlockSize
 	}
+	// A block longer than the context could never fill; and a bound here
+	// keeps backends' bytes-per-block products far from overflow.
+	if maxBlock := max(info.MaxModelLen, kv.DefaultBlockSize); blockSize < 1 || blockSize > maxBlock {
+		return nil, fmt.Errorf("engine: block size must be in [1, %d] (the model's context length), got %d", maxBlock, blockSize)
+	}
 	capacity, err := b.MaxKVBlocks(blockSize)
 	if err != nil {
 		return nil, fmt.Errorf("engine: sizing the KV cache: %w", err)

@@ -19,6 +19,11 @@ const DefaultKVCacheBytes = 1 << 30
 // whole GiB, only room for this many sequences at the full context length.
 const DefaultKVSeqs = 64
 
+// MaxThreads bounds CPUOptions.Threads: each thread keeps scratch buffers
+// of the context's length, so a mistyped count would exhaust memory before
+// running anything.
+const MaxThreads = 1024
+
 // CPUOptions configures a CPUBackend. The zero value is ready to use.
 type CPUOptions struct {
 	// Threads is the number of goroutines a forward pass is split across.
@@ -107,8 +112,8 @@ func NewCPUBackend(m *Model, opts CPUOptions) (*CPUBackend, error) {
 	if m == nil {
 		return nil, errors.New("gpt2: nil model")
 	}
-	if opts.Threads < 0 {
-		return nil, fmt.Errorf("gpt2: CPUOptions.Threads must be non-negative, got %d", opts.Threads)
+	if opts.Threads < 0 || opts.Threads > MaxThreads {
+		return nil, fmt.Errorf("gpt2: CPUOptions.Threads must be in [0, %d], got %d", MaxThreads, opts.Threads)
 	}
 	if opts.KVCacheBytes < 0 {
 		return nil, fmt.Errorf("gpt2: CPUOptions.KVCacheBytes must be non-negative, got %d", opts.KVCacheBytes)

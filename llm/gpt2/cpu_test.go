@@ -65,7 +65,7 @@ func TestForwardRejectsBadBatches(t *testing.T) {
 
 func TestNewCPUBackendRejectsBadOptions(t *testing.T) {
 	m := smallModel(t)
-	for _, o := range []CPUOptions{{Threads: -1}, {KVCacheBytes: -5}} {
+	for _, o := range []CPUOptions{{Threads: -1}, {Threads: MaxThreads + 1}, {KVCacheBytes: -5}} {
 		if b, err := NewCPUBackend(m, o); err == nil {
 			b.Close()
 			t.Errorf("NewCPUBackend(%+v) succeeded", o)

@@ -280,10 +280,11 @@ func (s *Scheduler) Schedule() *Output {
 	s.dropped = s.dropped[:0]
 	out.NumTokens = 0
 	// Arenas big enough for any step, so views never go stale as they fill:
-	// a step runs at most the budget in tokens, and sequences share no
-	// blocks yet, so their tables hold at most the pool.
-	if cap(out.tokenArena) < s.cfg.MaxNumBatchedTokens {
-		out.tokenArena = make([]int, 0, s.cfg.MaxNumBatchedTokens)
+	// a step runs at most the budget in tokens, each of them in a KV slot of
+	// its own (so at most the pool's tokens however large the budget), and
+	// sequences share no blocks yet, so their tables hold at most the pool.
+	if n := min(s.cfg.MaxNumBatchedTokens, s.kv.NumBlocks()*s.kv.BlockSize()); cap(out.tokenArena) < n {
+		out.tokenArena = make([]int, 0, n)
 	}
 	if cap(out.blockArena) < s.kv.NumBlocks() {
 		out.blockArena = make([]int32, 0, s.kv.NumBlocks())
