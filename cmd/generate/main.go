@@ -42,11 +42,14 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		&cli.BoolFlag{Name: "verbose", Usage: "log the engine's start-up"},
 	)
 	return &cli.App{
-		Name:      "generate",
-		Usage:     "print completions from the tinyserve engine, in-process",
-		Flags:     flags,
-		Writer:    stdout,
-		ErrWriter: stderr,
+		// Prompts are prose: a comma inside one must not split it in two
+		// (urfave/cli splits slice flags on commas unless told not to).
+		DisableSliceFlagSeparator: true,
+		Name:                      "generate",
+		Usage:                     "print completions from the tinyserve engine, in-process",
+		Flags:                     flags,
+		Writer:                    stdout,
+		ErrWriter:                 stderr,
 		Action: func(c *cli.Context) error {
 			cfg, err := tinyserve.ConfigFromFlags(c)
 			if err != nil {

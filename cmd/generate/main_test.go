@@ -20,6 +20,20 @@ func TestGenerateBuiltinModel(t *testing.T) {
 	}
 }
 
+// TestGeneratePromptWithCommas: a prompt with commas (the README's "Hello,
+// my name is") stays one prompt.
+func TestGeneratePromptWithCommas(t *testing.T) {
+	var out, errs bytes.Buffer
+	args := []string{"generate", "--prompt", "Hello, my name is", "--max-tokens", "2", "--ignore-eos"}
+	if err := newApp(&out, &errs).Run(args); err != nil {
+		t.Fatalf("%v\n%s", err, errs.String())
+	}
+	got := out.String()
+	if !strings.Contains(got, "--- prompt 0 (2 tokens, finish length)\nHello, my name is") || strings.Contains(got, "--- prompt 1") {
+		t.Errorf("want one prompt, the whole text:\n%s", got)
+	}
+}
+
 func TestGenerateErrors(t *testing.T) {
 	for _, args := range [][]string{
 		{"generate", "--backend", "tpu"},
