@@ -543,3 +543,17 @@ func TestHugeConfigValues(t *testing.T) {
 		t.Errorf("with a budget of MaxInt: %d tokens, finish %q", len(r.tokens), r.last.Finish)
 	}
 }
+
+// TestKVPoolCappedAtUsefulSize: a backend that could hold far more blocks
+// than max_num_seqs full-length sequences use gets a pool of that size.
+func TestKVPoolCappedAtUsefulSize(t *testing.T) {
+	info := mock.Info()
+	e := newEngine(t, mock.Config{KVBlocks: 1 << 20}, engine.Config{MaxNumSeqs: 3, BlockSize: 16})
+	if got, want := e.Stats().KVBlocksTotal, 3*((info.MaxModelLen+15)/16); got != want {
+		t.Errorf("%d KV blocks, want %d (3 sequences of %d tokens)", got, want, info.MaxModelLen)
+	}
+	small := newEngine(t, mock.Config{KVBlocks: 5}, engine.Config{MaxNumSeqs: 3, BlockSize: 16})
+	if got := small.Stats().KVBlocksTotal; got != 5 {
+		t.Errorf("%d KV blocks, want the backend's 5", got)
+	}
+}

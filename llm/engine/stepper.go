@@ -64,6 +64,21 @@ func newStepper(b Backend, tok llm.Tokenizer, info llm.ModelInfo, cfg *Config) (
 	if cfg.NumBlocks > 0 {
 		numBlocks = min(cfg.NumBlocks, capacity)
 	}
+	// Blocks past what max_num_seqs sequences of the full context hold
+	// could never be in use at once (waiting and preempted sequences hold
+	// none), so a budget larger than that (a huge --kv-cache-bytes, most
+	// of a large GPU's memory) is not spent on them.
+	maxSeqs := cfg.MaxNumSeqs
+	if maxSeqs <= 0 {
+		maxSeqs = sched.DefaultMaxNumSeqs // sched.New rejects a negative one below
+	}
+	if useful := maxSeqs * ((info.MaxModelLen + blockSize - 1) / blockSize); numBlocks > useful && maxSeqs > 0 {
+		if cfg.Logger != nil {
+			cfg.Logger.Info("KV cache capped at what max_num_seqs full-length sequences can use",
+				"blocks", useful, "the budget allows", numBlocks)
+		}
+		numBlocks = useful
+	}
 	if numBlocks < 1 {
 		return nil, fmt.Errorf("engine: the backend can hold no KV block of %d tokens", blockSize)
 	}
