@@ -302,7 +302,12 @@ func (e *Engine) loop() {
 			}
 			st.abort(id, context.Canceled)
 		}
-		if closing || dead != nil {
+		switch {
+		case dead != nil:
+			// Requests that reached the inbox before the engine died get
+			// the same error as those it was running.
+			st.failAll(fmt.Errorf("%w: %w", llm.ErrEngineDead, dead))
+		case closing:
 			for id := range st.reqs {
 				st.abort(id, llm.ErrClosed)
 			}

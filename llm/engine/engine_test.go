@@ -557,3 +557,48 @@ func TestKVPoolCappedAtUsefulSize(t *testing.T) {
 		t.Errorf("%d KV blocks, want the backend's 5", got)
 	}
 }
+
+// gatedFailBackend fails its second Forward, after telling the test it has
+// begun and waiting for the test's go-ahead: a request submitted meanwhile
+// sits in the engine's inbox while the engine dies.
+type gatedFailBackend struct {
+	*mock.Backend
+	calls         int
+	began, failed chan struct{}
+}
+
+func (g *gatedFailBackend) Forward(b *engine.Batch) ([]engine.SampleRow, error) {
+	if g.calls++; g.calls == 2 {
+		close(g.began)
+		<-g.failed
+		return nil, errors.New("injected")
+	}
+	return g.Backend.Forward(b)
+}
+
+// TestRequestQueuedAtDeathGetsEngineDead: a request that reaches the
+// engine while its last step is failing ends with ErrEngineDead, like the
+// requests that step ran, not with the abort of a closed engine.
+func TestRequestQueuedAtDeathGetsEngineDead(t *testing.T) {
+	g := &gatedFailBackend{Backend: mock.NewBackend(mock.Config{}), began: make(chan struct{}), failed: make(chan struct{})}
+	e, err := engine.New(g, mock.NewTokenizer(), mock.Info(), engine.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	a, err := e.Generate(context.Background(), llm.Request{PromptTokens: prompt(1, 4), Params: greedy(10)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-g.began
+	b, err := e.Generate(context.Background(), llm.Request{PromptTokens: prompt(2, 4), Params: greedy(10)})
+	if err != nil {
+		t.Fatalf("Generate while the step runs: %v", err)
+	}
+	close(g.failed)
+	for _, ch := range []<-chan llm.Event{a, b} {
+		if r := collect(t, ch); r.last.Finish != llm.FinishError || !errors.Is(r.last.Err, llm.ErrEngineDead) {
+			t.Errorf("request ended %q with %v, want an error matching ErrEngineDead", r.last.Finish, r.last.Err)
+		}
+	}
+}
