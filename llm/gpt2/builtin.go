@@ -1,9 +1,12 @@
 package gpt2
 
 import (
+	"errors"
 	"fmt"
 	"hash/crc32"
+	"io/fs"
 	"math/rand/v2"
+	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -133,6 +136,11 @@ func isLayerNormWeight(name string) bool {
 func Open(model string) (*Model, error) {
 	if IsBuiltin(model) {
 		return Builtin(model)
+	}
+	if _, err := os.Stat(model); errors.Is(err, fs.ErrNotExist) {
+		// Most likely a mistyped built-in name, or a hub id (no download).
+		return nil, fmt.Errorf("gpt2: model %q is neither a built-in model (%s) nor an existing checkpoint folder",
+			model, strings.Join(BuiltinNames(), ", "))
 	}
 	return Load(model)
 }

@@ -135,4 +135,8 @@ func TestOpen(t *testing.T) {
 	if _, err := Open(t.TempDir() + "/nothing"); err == nil {
 		t.Error("Open of a missing folder succeeded")
 	}
+	// A mistyped built-in name is told what the built-in names are.
+	if _, err := Open("tiny-gpt3"); err == nil || !strings.Contains(err.Error(), BuiltinTiny+", "+Builtin124M) {
+		t.Errorf("Open(tiny-gpt3) = %v, want an error listing the built-in models", err)
+	}
 }
