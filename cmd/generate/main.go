@@ -32,7 +32,7 @@ func main() {
 
 func newApp(stdout, stderr io.Writer) *cli.App {
 	flags := append(tinyserve.EngineFlags(""),
-		&cli.StringSliceFlag{Name: "prompt", Aliases: []string{"p"}, Usage: "prompt text (repeat for a batch, run together)", Value: cli.NewStringSlice("The meaning of life is", "Paged attention lets a server")},
+		&cli.StringSliceFlag{Name: "prompt", Aliases: []string{"p"}, KeepSpace: true, Usage: "prompt text (repeat for a batch, run together)", Value: cli.NewStringSlice("The meaning of life is", "Paged attention lets a server")},
 		&cli.IntFlag{Name: "max-tokens", Value: 24, Usage: "tokens to generate per prompt"},
 		&cli.Float64Flag{Name: "temperature", Usage: "sampling temperature (0: greedy)"},
 		&cli.IntFlag{Name: "top-k", Usage: "top-k filter (0: off)"},

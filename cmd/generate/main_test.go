@@ -32,6 +32,16 @@ func TestGeneratePromptWithCommas(t *testing.T) {
 	if !strings.Contains(got, "--- prompt 0 (2 tokens, finish length)\nHello, my name is") || strings.Contains(got, "--- prompt 1") {
 		t.Errorf("want one prompt, the whole text:\n%s", got)
 	}
+	// Leading spaces are part of a prompt (GPT-2 encodes " Hello" and
+	// "Hello" differently); the flag library trimmed them.
+	out.Reset()
+	args = []string{"generate", "--prompt", "  two spaces", "--max-tokens", "1", "--ignore-eos"}
+	if err := newApp(&out, &errs).Run(args); err != nil {
+		t.Fatalf("%v\n%s", err, errs.String())
+	}
+	if !strings.Contains(out.String(), "finish length)\n  two spaces") {
+		t.Errorf("leading spaces lost:\n%s", out.String())
+	}
 }
 
 func TestGenerateErrors(t *testing.T) {
