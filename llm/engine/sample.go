@@ -112,7 +112,9 @@ func nucleusCandidates(idx []int32, probs []float64, target float64) int {
 	last, sum := buckets-1, 0.0
 	for b := range buckets {
 		if sum += mass[b]; sum >= target {
-			last = b
+			// One bucket more: selectMass sums in another order, and its
+			// rounding may need a token past where this sum said enough.
+			last = min(b+1, buckets-1)
 			break
 		}
 	}
