@@ -259,14 +259,7 @@ func TestEmuOddHeadDims(t *testing.T) {
 			m := smallModel(t, func(c *gpt2.Config) { c.NEmbd, c.NHead = shape.embd, shape.heads })
 			const blocks = 40
 			emu := newEmuBackend(t, m, Options{DType: "float32"}, blocks)
-			cb, err := gpt2.NewCPUBackend(m, gpt2.CPUOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = cb.Close() })
-			if err := cb.AllocateKV(blocks, 16); err != nil {
-				t.Fatal(err)
-			}
+			cb := cpuBackend(t, m, blocks)
 			worst := compareMixed(t, emu, cb, smallPrompts(300, 1, 17, 40, 5), blocks, 7, 4)
 			if worst > 1e-4 {
 				t.Errorf("emulated CUDA C vs CPU: logits differ by %.3g (tolerance 1e-4)", worst)

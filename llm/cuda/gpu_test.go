@@ -218,14 +218,7 @@ func checkMixedBatchesMatchCPU(t *testing.T, newDev newDevice) {
 		t.Run(ck.name, func(t *testing.T) {
 			m, cases := loadGoldenCases(t, ck.name)
 			gb := newDev(t, m, Options{DType: "float32"}, goldenBlocks)
-			cb, err := gpt2.NewCPUBackend(m, gpt2.CPUOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = cb.Close() })
-			if err := cb.AllocateKV(goldenBlocks, 16); err != nil {
-				t.Fatal(err)
-			}
+			cb := cpuBackend(t, m, goldenBlocks)
 			prompts := make([][]int, len(cases))
 			for i, c := range cases {
 				prompts[i] = c.InputIDs
