@@ -97,7 +97,7 @@ func Aggregate(config any, order []RunSpec, levels []int, runs []RunData) Combin
 			duration += r.Summary.DurationS
 			rv.RequestThroughput = append(rv.RequestThroughput, r.Summary.RequestThroughput)
 			tokps := r.Summary.OutputTokenThroughput
-			if rm := collect(r.Records); rm.withUsage == 0 {
+			if rm := collect(r.Records); !rm.anyUsage() {
 				// Summaries written before null was used say 0 here; the
 				// records say there was no data.
 				tokps = nil

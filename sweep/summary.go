@@ -140,9 +140,13 @@ type Summary struct {
 type metricValues struct {
 	latency, ttft, tpot, chunks, queue []float64
 	outputTokens, ok                   int
-	// withUsage and withoutUsage split ok by server_token_usage_present.
-	withUsage, withoutUsage int
+	// withoutUsage counts the ok records without the server's token usage.
+	withoutUsage int
 }
+
+// anyUsage reports whether some successful record carried the server's
+// token usage.
+func (m *metricValues) anyUsage() bool { return m.ok > m.withoutUsage }
 
 // counts is the Counts of the records collected into m.
 func (m *metricValues) counts(attempted int) Counts {
@@ -159,7 +163,7 @@ func (m *metricValues) counts(attempted int) Counts {
 // successful request carried the server's token count: then there is no
 // data, and 0 would read as a measured zero.
 func (m *metricValues) outputTokenThroughput(durationS float64) *float64 {
-	if m.withUsage == 0 {
+	if !m.anyUsage() {
 		return nil
 	}
 	return perSecond(m.outputTokens, durationS)
@@ -182,9 +186,7 @@ func collect(records []Record) metricValues {
 		if r.OutputTokens != nil {
 			m.outputTokens += *r.OutputTokens
 		}
-		if r.hasUsage() {
-			m.withUsage++
-		} else {
+		if !r.hasUsage() {
 			m.withoutUsage++
 		}
 		m.latency = append(m.latency, r.LatencyS)
