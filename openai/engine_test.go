@@ -189,7 +189,7 @@ func TestSDK(t *testing.T) {
 		param  string
 	}{
 		{"unknown model", sdk.CompletionNewParams{Model: "gpt-4", Prompt: sdk.CompletionNewParamsPromptUnion{OfString: sdk.String("x")}},
-			nil, 404, "not_found_error", "model"},
+			nil, 404, "invalid_request_error", "model"},
 		{"bad temperature", sdk.CompletionNewParams{Model: "tiny", Prompt: sdk.CompletionNewParamsPromptUnion{OfString: sdk.String("x")}, Temperature: sdk.Float(500)},
 			nil, 400, "invalid_request_error", "temperature"},
 		{"unknown field", sdk.CompletionNewParams{Model: "tiny", Prompt: sdk.CompletionNewParamsPromptUnion{OfString: sdk.String("x")}},

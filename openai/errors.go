@@ -9,10 +9,12 @@ import (
 	"github.com/tinyserve/tinyserve/llm"
 )
 
-// OpenAI error types, as the OpenAI API and its SDKs spell them.
+// OpenAI error types, as the OpenAI API and its SDKs spell them. There is
+// no not-found type: OpenAI answers an unknown model or URL with a 404 of
+// type invalid_request_error (code model_not_found for a model), and its
+// SDKs pick the error class (NotFoundError) from the status alone.
 const (
 	typeInvalidRequest = "invalid_request_error"
-	typeNotFound       = "not_found_error"
 	typeRateLimit      = "rate_limit_error"
 	typeServer         = "server_error"
 	typeUnavailable    = "service_unavailable_error"
@@ -61,9 +63,9 @@ func badRequest(param, code, format string, args ...any) *apiError {
 }
 
 func errModelNotFound(name string) *apiError {
-	// vLLM's wording for an unknown model.
+	// vLLM's wording for an unknown model; OpenAI's type and code.
 	return &apiError{
-		status: http.StatusNotFound, Type: typeNotFound, Param: "model", Code: "model_not_found",
+		status: http.StatusNotFound, Type: typeInvalidRequest, Param: "model", Code: "model_not_found",
 		Message: fmt.Sprintf("The model `%s` does not exist.", name),
 	}
 }

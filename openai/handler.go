@@ -300,7 +300,7 @@ func methodNotAllowed(allow string) http.Handler {
 
 func notFound(w http.ResponseWriter, r *http.Request) {
 	writeError(w, r, &apiError{
-		status: http.StatusNotFound, Type: typeNotFound, Code: "not_found",
+		status: http.StatusNotFound, Type: typeInvalidRequest, Code: "not_found",
 		Message: "no route for " + r.Method + " " + r.URL.Path,
 	})
 }

@@ -148,11 +148,9 @@ func TestValidation(t *testing.T) {
 			if assert.NotNil(t, e.Error.Code) {
 				assert.Equal(t, tc.code, *e.Error.Code)
 			}
-			wantType := typeInvalidRequest
-			if tc.status == 404 {
-				wantType = typeNotFound
-			}
-			assert.Equal(t, wantType, e.Error.Type)
+			// A 404 too: OpenAI's type for an unknown model is
+			// invalid_request_error (code model_not_found).
+			assert.Equal(t, "invalid_request_error", e.Error.Type)
 			assert.Contains(t, e.Error.Message, tc.msg)
 		})
 	}

@@ -56,8 +56,8 @@ func TestEmbedded(t *testing.T) {
 		{"GET", "/llm/v1/models", "", true, 200, `"id":"mock"`},
 		{"GET", "/llm/health", "", true, 200, `{"status":"ok"}`},
 		{"POST", "/llm/v1/completions", `{"prompt":"hi","max_tokens":2,"temperature":0}`, true, 200, `"completion_tokens":2`},
-		{"POST", "/llm/v1/completions", `{"prompt":"hi","model":"nope"}`, true, 404, "not_found_error"},
-		{"GET", "/llm/nothing", "", true, 404, "not_found_error"},
+		{"POST", "/llm/v1/completions", `{"prompt":"hi","model":"nope"}`, true, 404, "invalid_request_error"},
+		{"GET", "/llm/nothing", "", true, 404, "invalid_request_error"},
 		{"GET", "/llm/metrics", "", true, 200, `vllm:request_success_total{finished_reason="length",model_name="mock"} 1`},
 	}
 	for _, tc := range tests {
