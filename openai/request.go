@@ -303,10 +303,15 @@ func (c *completionRequest) decodeStreamOptions(raw json.RawMessage) *apiError {
 		// vLLM's wording.
 		return badRequest("stream_options", "invalid_value", "Stream options can only be defined when `stream=True`.")
 	}
+	// include_obfuscation is OpenAI's (the SDKs' completions parameters
+	// share the chat stream options): true asks for random padding on each
+	// event against length side channels. tinyserve never pads, so false
+	// and null are accepted and true is refused rather than ignored.
 	var so struct {
-		IncludeUsage *bool `json:"include_usage"`
+		IncludeUsage       *bool `json:"include_usage"`
+		IncludeObfuscation *bool `json:"include_obfuscation"`
 	}
-	known := func(k string) bool { return k == "include_usage" }
+	known := func(k string) bool { return k == "include_usage" || k == "include_obfuscation" }
 	if e := decodeStrict(raw, known, &so); e != nil {
 		if e.Param == "" {
 			e.Param = "stream_options"
@@ -315,6 +320,10 @@ func (c *completionRequest) decodeStreamOptions(raw json.RawMessage) *apiError {
 		}
 		e.Message = "stream_options: " + e.Message
 		return e
+	}
+	if so.IncludeObfuscation != nil && *so.IncludeObfuscation {
+		return badRequest("stream_options.include_obfuscation", "unsupported_parameter",
+			"stream_options.include_obfuscation is not supported by tinyserve: only false or null is accepted, got true (tinyserve does not pad stream events)")
 	}
 	c.includeUsage = so.IncludeUsage != nil && *so.IncludeUsage
 	return nil

@@ -118,6 +118,8 @@ func TestValidation(t *testing.T) {
 		{"stream_options without stream", `{"prompt":"a","stream_options":{"include_usage":true}}`, 400, "stream_options", "invalid_value", "Stream options can only be defined when `stream=True`."},
 		{"stream_options unknown field", `{"prompt":"a","stream":true,"stream_options":{"continuous_usage_stats":true}}`, 400, "stream_options.continuous_usage_stats", "unknown_field", ""},
 		{"stream_options wrong type", `{"prompt":"a","stream":true,"stream_options":{"include_usage":"yes"}}`, 400, "stream_options.include_usage", "invalid_type", ""},
+		{"stream_options obfuscation", `{"prompt":"a","stream":true,"stream_options":{"include_obfuscation":true}}`, 400, "stream_options.include_obfuscation", "unsupported_parameter", "only false or null"},
+		{"stream_options obfuscation wrong type", `{"prompt":"a","stream":true,"stream_options":{"include_obfuscation":0}}`, 400, "stream_options.include_obfuscation", "invalid_type", ""},
 		{"stream_options not object", `{"prompt":"a","stream":true,"stream_options":true}`, 400, "stream_options", "invalid_json", ""},
 		{"return_token_ids string", `{"prompt":"a","return_token_ids":"y"}`, 400, "return_token_ids", "invalid_type", ""},
 		{"user number", `{"prompt":"a","user":5}`, 400, "user", "invalid_type", ""},
@@ -176,6 +178,10 @@ func TestAcceptedDefaults(t *testing.T) {
 		{"empty suffix and logit_bias", `{"prompt":"a","max_tokens":2,"suffix":"","logit_bias":{}}`, 2},
 		{"null suffix and logit_bias", `{"prompt":"a","max_tokens":2,"suffix":null,"logit_bias":null}`, 2},
 		{"stream_options null without stream", `{"prompt":"a","max_tokens":2,"stream_options":null}`, 2},
+		// The OpenAI SDKs type completions' stream_options with the chat
+		// ones, include_obfuscation included.
+		{"stream_options without obfuscation", `{"prompt":"a","max_tokens":2,"stream":true,"stream_options":{"include_usage":true,"include_obfuscation":false}}`, 2},
+		{"stream_options obfuscation null", `{"prompt":"a","max_tokens":2,"stream":true,"stream_options":{"include_obfuscation":null}}`, 2},
 		{"served model name", `{"prompt":"a","max_tokens":2,"model":"fake"}`, 2},
 		{"user and stop string", `{"prompt":"a","max_tokens":2,"user":"u1","stop":"zz","stop_token_ids":[256]}`, 2},
 	}
