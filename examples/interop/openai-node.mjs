@@ -1,0 +1,490 @@
+// Interoperability check of tinyserve's OpenAI-compatible server with the
+// official OpenAI Node SDK (npm package "openai"). run.sh installs a pinned
+// SDK version, starts the server and runs this script; see docs/server.md.
+//
+// Usage: node openai-node.mjs http://127.0.0.1:PORT
+//
+// Every check asserts what the SDK's own types promise (Completion,
+// CompletionChoice, CompletionUsage, Model, APIError and its subclasses)
+// plus the documented tinyserve/vLLM behaviour the SDK passes through
+// (greedy and seeded reproducibility, echo, stop, usage counts). Each check
+// prints "ok" or "FAIL" with the mismatch; the exit status is 1 if any failed.
+// The expected token counts assume GPT-2's tokenizer (tiny-gpt2, or a GPT-2
+// checkpoint), and the abort checks read vLLM's metric names on /metrics.
+
+import OpenAI, { APIError, APIUserAbortError, BadRequestError, NotFoundError } from 'openai';
+
+const base = process.argv[2];
+if (!base) {
+	console.error('usage: node openai-node.mjs http://HOST:PORT');
+	process.exit(2);
+}
+const client = new OpenAI({ baseURL: `${base}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 60_000 });
+
+// ---- assertions -------------------------------------------------------------
+
+class Mismatch extends Error {}
+
+function ok(cond, what) {
+	if (!cond) throw new Mismatch(what);
+}
+
+function eq(got, want, what) {
+	const g = JSON.stringify(got);
+	const w = JSON.stringify(want);
+	if (g !== w) throw new Mismatch(`${what}: got ${g}, want ${w}`);
+}
+
+const isInt = (v) => Number.isInteger(v);
+
+// checkUsage checks a CompletionUsage.
+function checkUsage(u, what) {
+	ok(u && typeof u === 'object', `${what}: usage is missing`);
+	for (const k of ['prompt_tokens', 'completion_tokens', 'total_tokens']) {
+		ok(isInt(u[k]) && u[k] >= 0, `${what}: usage.${k} is ${JSON.stringify(u[k])}, want a non-negative integer`);
+	}
+	eq(u.total_tokens, u.prompt_tokens + u.completion_tokens, `${what}: usage.total_tokens`);
+}
+
+// checkLogprobs checks a CompletionChoice.Logprobs against the choice's text.
+function checkLogprobs(lp, text, maxTop, what) {
+	ok(lp && typeof lp === 'object', `${what}: logprobs is ${JSON.stringify(lp)}, want an object`);
+	const n = lp.tokens.length;
+	for (const k of ['tokens', 'token_logprobs', 'top_logprobs', 'text_offset']) {
+		ok(Array.isArray(lp[k]) && lp[k].length === n, `${what}: logprobs.${k} is not an array of ${n}`);
+	}
+	eq(lp.tokens.join(''), text, `${what}: logprobs.tokens joined`);
+	let offset = lp.text_offset[0] ?? 0;
+	for (let i = 0; i < n; i++) {
+		ok(typeof lp.tokens[i] === 'string', `${what}: tokens[${i}] is not a string`);
+		ok(typeof lp.token_logprobs[i] === 'number' && lp.token_logprobs[i] <= 0,
+			`${what}: token_logprobs[${i}] = ${lp.token_logprobs[i]}, want a number <= 0`);
+		const top = lp.top_logprobs[i];
+		ok(top && typeof top === 'object' && !Array.isArray(top), `${what}: top_logprobs[${i}] is not an object`);
+		const entries = Object.entries(top);
+		ok(entries.length >= 1 && entries.length <= maxTop + 1,
+			`${what}: top_logprobs[${i}] has ${entries.length} entries, want 1..${maxTop + 1}`);
+		ok(entries.every(([, v]) => typeof v === 'number' && v <= 0), `${what}: top_logprobs[${i}] has a value that is not a number <= 0`);
+		eq(lp.text_offset[i], offset, `${what}: text_offset[${i}]`);
+		offset += [...lp.tokens[i]].length;
+	}
+}
+
+// checkCompletion checks one Completion (a response, or a chunk of a stream).
+function checkCompletion(c, what, { chunk = false } = {}) {
+	ok(typeof c.id === 'string' && c.id.length > 0, `${what}: id is ${JSON.stringify(c.id)}`);
+	eq(c.object, 'text_completion', `${what}: object`);
+	ok(isInt(c.created) && Math.abs(c.created - Date.now() / 1000) < 3600,
+		`${what}: created is ${c.created}, want a Unix time in seconds near now`);
+	ok(typeof c.model === 'string' && c.model.length > 0, `${what}: model is ${JSON.stringify(c.model)}`);
+	ok(Array.isArray(c.choices), `${what}: choices is not an array`);
+	for (const ch of c.choices) {
+		ok(isInt(ch.index) && ch.index >= 0, `${what}: choice index is ${ch.index}`);
+		ok(typeof ch.text === 'string', `${what}: choice ${ch.index} text is not a string`);
+		ok('logprobs' in ch, `${what}: choice ${ch.index} has no logprobs field (want null or an object)`);
+		const fr = ch.finish_reason;
+		if (chunk) {
+			ok(fr === null || fr === 'stop' || fr === 'length', `${what}: choice ${ch.index} finish_reason is ${JSON.stringify(fr)}`);
+		} else {
+			ok(fr === 'stop' || fr === 'length', `${what}: choice ${ch.index} finish_reason is ${JSON.stringify(fr)}`);
+		}
+	}
+	if (!chunk) checkUsage(c.usage, what);
+}
+
+// collect reads a stream to its end and checks every chunk.
+async function collect(stream, what) {
+	const chunks = [];
+	for await (const c of stream) {
+		checkCompletion(c, `${what}: chunk ${chunks.length}`, { chunk: true });
+		chunks.push(c);
+	}
+	ok(chunks.length > 0, `${what}: the stream had no chunks`);
+	const id = chunks[0].id;
+	ok(chunks.every((c) => c.id === id), `${what}: the chunks do not share one id`);
+	return chunks;
+}
+
+// fold folds a stream's chunks into each choice's text and finish_reason,
+// checking that each choice finishes exactly once, in its last chunk.
+function fold(chunks, what) {
+	const out = new Map();
+	for (const c of chunks) {
+		for (const ch of c.choices) {
+			const s = out.get(ch.index) ?? { text: '', finish: null, tokens: [] };
+			ok(s.finish === null, `${what}: choice ${ch.index} has a chunk after its finish_reason`);
+			s.text += ch.text;
+			s.finish = ch.finish_reason;
+			if (ch.logprobs) s.tokens.push(...ch.logprobs.tokens);
+			out.set(ch.index, s);
+		}
+	}
+	for (const [i, s] of out) ok(s.finish !== null, `${what}: choice ${i} never got a finish_reason`);
+	return out;
+}
+
+// expectAPIError runs fn and checks that it throws the SDK error class
+// klass with the given fields.
+async function expectAPIError(fn, klass, want, what) {
+	let err;
+	try {
+		await fn();
+	} catch (e) {
+		err = e;
+	}
+	ok(err !== undefined, `${what}: no error was thrown`);
+	ok(err instanceof APIError, `${what}: threw ${err?.constructor?.name}: ${err?.message}, want an APIError`);
+	ok(err instanceof klass, `${what}: threw ${err.constructor.name}, want ${klass.name}`);
+	eq(err.status, want.status, `${what}: status`);
+	eq(err.type, want.type, `${what}: type`);
+	eq(err.code, want.code, `${what}: code`);
+	eq(err.param, want.param, `${what}: param`);
+	ok(typeof err.error?.message === 'string' && want.message.test(err.error.message),
+		`${what}: message ${JSON.stringify(err.error?.message)} does not match ${want.message}`);
+	eq(err.message, `${want.status} ${err.error.message}`, `${what}: the SDK's message`);
+	ok(typeof err.requestID === 'string' && err.requestID.length > 0, `${what}: requestID (X-Request-ID) is ${err.requestID}`);
+	return err;
+}
+
+// ---- helpers over the server's own (vLLM) routes -----------------------------
+
+async function promptTokens(text) {
+	const r = await fetch(`${base}/tokenize`, { method: 'POST', body: JSON.stringify({ prompt: text }) });
+	ok(r.ok, `/tokenize answered ${r.status}`);
+	return (await r.json()).count;
+}
+
+async function metric(name, labels = '') {
+	const text = await (await fetch(`${base}/metrics`)).text();
+	let sum = 0;
+	for (const line of text.split('\n')) {
+		if (line.startsWith(name + '{') && line.includes(labels)) sum += Number(line.slice(line.lastIndexOf(' ') + 1));
+	}
+	return sum;
+}
+
+async function waitFor(cond, what, ms = 10_000) {
+	const end = Date.now() + ms;
+	while (Date.now() < end) {
+		if (await cond()) return;
+		await new Promise((r) => setTimeout(r, 50));
+	}
+	throw new Mismatch(`${what}: not so after ${ms} ms`);
+}
+
+async function healthy(what) {
+	const r = await fetch(`${base}/health`);
+	eq([r.status, await r.json()], [200, { status: 'ok' }], `${what}: /health`);
+}
+
+// ---- the checks -------------------------------------------------------------
+
+const checks = [];
+const check = (name, fn) => checks.push({ name, fn });
+
+let model; // the served model name, from models.list
+const prompt = 'Hello, my name is';
+const helloIDs = [15496, 11, 616, 1438, 318]; // GPT-2's tokens of `prompt`
+let greedy12; // the greedy 12-token continuation of `prompt`
+
+check('models.list', async () => {
+	const page = await client.models.list();
+	ok(Array.isArray(page.data) && page.data.length >= 1, 'models.list: data is empty');
+	for (const m of page.data) {
+		ok(typeof m.id === 'string' && m.id.length > 0, `model id is ${JSON.stringify(m.id)}`);
+		eq(m.object, 'model', `model ${m.id}: object`);
+		ok(isInt(m.created) && Math.abs(m.created - Date.now() / 1000) < 86400, `model ${m.id}: created is ${m.created}`);
+		ok(typeof m.owned_by === 'string', `model ${m.id}: owned_by is ${JSON.stringify(m.owned_by)}`);
+	}
+	const seen = [];
+	for await (const m of client.models.list()) seen.push(m.id); // auto-pagination ends after one page
+	eq(seen, page.data.map((m) => m.id), 'models.list: for await');
+	model = page.data[0].id;
+});
+
+check('completions: string prompt, greedy, max_tokens', async () => {
+	const { data: c, response } = await client.completions
+		.create({ model, prompt, max_tokens: 12, temperature: 0 })
+		.withResponse();
+	checkCompletion(c, 'completion');
+	eq(c.model, model, 'model');
+	eq(c.choices.length, 1, 'choices');
+	eq(c.choices[0].index, 0, 'index');
+	eq(c.choices[0].logprobs, null, 'logprobs without asking');
+	eq(c.choices[0].finish_reason, 'length', 'finish_reason');
+	eq(c.usage, { prompt_tokens: 5, completion_tokens: 12, total_tokens: 17 }, 'usage');
+	eq(c._request_id, response.headers.get('x-request-id'), '_request_id');
+	ok(c._request_id, 'the response has no X-Request-ID');
+	greedy12 = c.choices[0].text;
+	const again = await client.completions.create({ model, prompt, max_tokens: 12, temperature: 0 });
+	eq(again.choices[0].text, greedy12, 'greedy text, second time');
+	const one = await client.completions.create({ model, prompt, max_tokens: 1, temperature: 0 });
+	eq([one.choices[0].finish_reason, one.usage.completion_tokens], ['length', 1], 'max_tokens 1');
+	ok(greedy12.startsWith(one.choices[0].text), 'max_tokens 1: not a prefix of the 12-token text');
+});
+
+check('completions: max_tokens null means the default (16)', async () => {
+	const c = await client.completions.create({ model, prompt, max_tokens: null, temperature: 0 });
+	checkCompletion(c, 'completion');
+	eq(c.usage.completion_tokens, 16, 'completion_tokens');
+	ok(c.choices[0].text.startsWith(greedy12), 'not the greedy continuation');
+});
+
+check('completions: list of prompts', async () => {
+	const prompts = ['Hello', 'The quick brown fox', prompt];
+	const c = await client.completions.create({ model, prompt: prompts, max_tokens: 12, temperature: 0 });
+	checkCompletion(c, 'completion');
+	eq(c.choices.map((ch) => ch.index), [0, 1, 2], 'indices');
+	eq(c.choices[2].text, greedy12, 'the third prompt\'s text (as alone)');
+	let want = 0;
+	for (const p of prompts) want += await promptTokens(p);
+	eq(c.usage.prompt_tokens, want, 'usage.prompt_tokens');
+	eq(c.usage.completion_tokens, 36, 'usage.completion_tokens');
+});
+
+check('completions: token-id prompts', async () => {
+	const c = await client.completions.create({ model, prompt: helloIDs, max_tokens: 12, temperature: 0 });
+	checkCompletion(c, 'completion');
+	eq(c.choices[0].text, greedy12, 'text (as from the string prompt)');
+	eq(c.usage.prompt_tokens, 5, 'usage.prompt_tokens');
+	const l = await client.completions.create({ model, prompt: [helloIDs, [15496]], max_tokens: 12, temperature: 0 });
+	checkCompletion(l, 'list of token lists');
+	eq(l.choices.map((ch) => ch.index), [0, 1], 'list of token lists: indices');
+	eq(l.choices[0].text, greedy12, 'list of token lists: text');
+	eq(l.usage.prompt_tokens, 6, 'list of token lists: usage.prompt_tokens');
+});
+
+check('completions: n=2 with seed', async () => {
+	const req = { model, prompt: ['Once upon a time', 'Hello'], n: 2, seed: 7, temperature: 1, max_tokens: 8 };
+	const a = await client.completions.create(req);
+	checkCompletion(a, 'completion');
+	eq(a.choices.map((ch) => ch.index), [0, 1, 2, 3], 'indices (prompt p, choice j at p*n+j)');
+	ok(a.choices[0].text !== a.choices[1].text, 'the two choices of a seeded n=2 request are the same');
+	eq(a.usage.prompt_tokens, (await promptTokens('Once upon a time')) + 1, 'usage.prompt_tokens counts each prompt once');
+	eq(a.usage.completion_tokens, 4 * 8, 'usage.completion_tokens');
+	const b = await client.completions.create(req);
+	eq(b.choices.map((ch) => ch.text), a.choices.map((ch) => ch.text), 'the same seeded request again');
+});
+
+check('completions: seed', async () => {
+	const req = { model, prompt, seed: 1234, temperature: 1, top_p: 1, max_tokens: 8 };
+	const a = await client.completions.create(req);
+	const b = await client.completions.create(req);
+	eq(b.choices[0].text, a.choices[0].text, 'the same seed twice');
+	const c = await client.completions.create({ ...req, seed: 1235 });
+	ok(c.choices[0].text !== a.choices[0].text, 'seeds 1234 and 1235 gave the same text');
+});
+
+check('completions: logprobs', async () => {
+	const c = await client.completions.create({ model, prompt, max_tokens: 12, temperature: 0, logprobs: 3 });
+	checkCompletion(c, 'completion');
+	const ch = c.choices[0];
+	eq(ch.text, greedy12, 'text');
+	checkLogprobs(ch.logprobs, ch.text, 3, 'logprobs');
+	eq(ch.logprobs.tokens.length, 12, 'one logprobs entry per token');
+	eq(ch.logprobs.text_offset[0], 0, 'text_offset[0]');
+	const z = await client.completions.create({ model, prompt, max_tokens: 4, temperature: 0, logprobs: 0 });
+	checkLogprobs(z.choices[0].logprobs, z.choices[0].text, 0, 'logprobs 0');
+});
+
+check('completions: echo', async () => {
+	const c = await client.completions.create({ model, prompt, max_tokens: 12, temperature: 0, echo: true });
+	checkCompletion(c, 'completion');
+	eq(c.choices[0].text, prompt + greedy12, 'text');
+	const t = await client.completions.create({ model, prompt: helloIDs, max_tokens: 12, temperature: 0, echo: true });
+	eq(t.choices[0].text, prompt + greedy12, 'token-id prompt: text');
+});
+
+check('completions: stop', async () => {
+	const full = await client.completions.create({ model, prompt, max_tokens: 24, temperature: 0, logprobs: 0 });
+	const toks = full.choices[0].logprobs.tokens;
+	const text = full.choices[0].text;
+	// A stop string from the middle of the text: a token of plain letters.
+	const k = toks.findIndex((t, i) => i >= 2 && /^ ?[A-Za-z]{2,}$/.test(t));
+	ok(k >= 0, `no token of plain letters in ${JSON.stringify(toks)} to stop on`);
+	const stop = toks[k].trim();
+	const want = text.slice(0, text.indexOf(stop));
+	for (const s of [stop, [stop], ['\u0000never', stop]]) {
+		const c = await client.completions.create({ model, prompt, max_tokens: 24, temperature: 0, stop: s });
+		checkCompletion(c, `stop ${JSON.stringify(s)}`);
+		eq(c.choices[0].text, want, `stop ${JSON.stringify(s)}: text`);
+		eq(c.choices[0].finish_reason, 'stop', `stop ${JSON.stringify(s)}: finish_reason`);
+		eq(c.choices[0].stop_reason, stop, `stop ${JSON.stringify(s)}: stop_reason (vLLM's)`);
+	}
+});
+
+check('completions: stream', async () => {
+	const s = await client.completions.create({ model, prompt, max_tokens: 12, temperature: 0, stream: true });
+	const chunks = await collect(s, 'stream');
+	const f = fold(chunks, 'stream');
+	eq([...f.keys()], [0], 'choice indices');
+	eq(f.get(0).text, greedy12, 'streamed text');
+	eq(f.get(0).finish, 'length', 'finish_reason');
+	ok(chunks.every((c) => c.choices.length === 1), 'a chunk without exactly one choice');
+	ok(chunks.every((c) => !c.usage), 'a chunk carries usage without include_usage');
+	ok(chunks.every((c) => c.choices[0].text !== ''), 'a chunk with empty text');
+});
+
+check('completions: stream with include_usage', async () => {
+	// include_obfuscation is in the SDK's type of stream_options; false is what tinyserve does.
+	const s = await client.completions.create({
+		model, prompt, max_tokens: 12, temperature: 0, stream: true,
+		stream_options: { include_usage: true, include_obfuscation: false },
+	});
+	const chunks = await collect(s, 'stream');
+	const last = chunks.at(-1);
+	eq(last.choices, [], 'the usage chunk\'s choices');
+	checkUsage(last.usage, 'the usage chunk');
+	eq(last.usage, { prompt_tokens: 5, completion_tokens: 12, total_tokens: 17 }, 'usage');
+	ok(chunks.slice(0, -1).every((c) => c.usage == null), 'usage on a chunk before the last');
+	eq(fold(chunks.slice(0, -1), 'stream').get(0).text, greedy12, 'streamed text');
+});
+
+check('completions: stream n=2, list of prompts, logprobs, echo', async () => {
+	const prompts = [prompt, 'Once upon a time'];
+	const s = await client.completions.create({
+		model, prompt: prompts, n: 2, seed: 3, temperature: 1, max_tokens: 10, logprobs: 2, stream: true,
+		stream_options: { include_usage: true },
+	});
+	const chunks = await collect(s, 'stream');
+	const f = fold(chunks.slice(0, -1), 'stream');
+	eq([...f.keys()].sort(), [0, 1, 2, 3], 'choice indices');
+	const ns = await client.completions.create({ model, prompt: prompts, n: 2, seed: 3, temperature: 1, max_tokens: 10 });
+	for (const ch of ns.choices) {
+		eq(f.get(ch.index).text, ch.text, `choice ${ch.index}: streamed text (as not streamed)`);
+		eq(f.get(ch.index).tokens.join(''), ch.text, `choice ${ch.index}: streamed logprobs tokens`);
+	}
+	eq(chunks.at(-1).usage, ns.usage, 'usage (as not streamed)');
+	const e = await client.completions.create({ model, prompt, max_tokens: 12, temperature: 0, echo: true, stream: true });
+	const ec = await collect(e, 'echo stream');
+	ok(ec[0].choices[0].text.startsWith(prompt), 'echo: the first chunk does not start with the prompt');
+	eq(fold(ec, 'echo stream').get(0).text, prompt + greedy12, 'echo: streamed text');
+});
+
+check('completions: stream with stop', async () => {
+	const full = await client.completions.create({ model, prompt, max_tokens: 24, temperature: 0, logprobs: 0 });
+	const toks = full.choices[0].logprobs.tokens;
+	const k = toks.findIndex((t, i) => i >= 2 && /^ ?[A-Za-z]{2,}$/.test(t));
+	ok(k >= 0, `no token of plain letters in ${JSON.stringify(toks)} to stop on`);
+	const stop = toks[k].trim();
+	const text = full.choices[0].text;
+	const s = await client.completions.create({ model, prompt, max_tokens: 24, temperature: 0, stop, stream: true });
+	const f = fold(await collect(s, 'stream'), 'stream').get(0);
+	eq([f.text, f.finish], [text.slice(0, text.indexOf(stop)), 'stop'], 'streamed text and finish_reason');
+});
+
+const ctxMessage = /^This model's maximum context length is \d+ tokens\. However, you requested \d+ tokens \(5 in the prompt, 5000 in the completion\)\./;
+
+check('errors: max_tokens over the context', async () => {
+	const want = { status: 400, type: 'invalid_request_error', code: 'context_length_exceeded', param: 'prompt', message: ctxMessage };
+	await expectAPIError(() => client.completions.create({ model, prompt, max_tokens: 5000 }), BadRequestError, want, 'non-streaming');
+	await expectAPIError(() => client.completions.create({ model, prompt, max_tokens: 5000, stream: true }), BadRequestError, want, 'streaming');
+});
+
+check('errors: unknown model', async () => {
+	// OpenAI's type and code for an unknown model; the SDK picks NotFoundError from the status.
+	const want = { status: 404, type: 'invalid_request_error', code: 'model_not_found', param: 'model', message: /^The model `gpt-4o` does not exist\.$/ };
+	await expectAPIError(() => client.completions.create({ model: 'gpt-4o', prompt }), NotFoundError, want, 'non-streaming');
+	await expectAPIError(() => client.completions.create({ model: 'gpt-4o', prompt, stream: true }), NotFoundError, want, 'streaming');
+});
+
+check('errors: negative temperature', async () => {
+	const want = { status: 400, type: 'invalid_request_error', code: 'invalid_value', param: 'temperature', message: /temperature/ };
+	await expectAPIError(() => client.completions.create({ model, prompt, temperature: -0.5 }), BadRequestError, want, 'temperature -0.5');
+});
+
+check('errors: unsupported parameter', async () => {
+	const want = { status: 400, type: 'invalid_request_error', code: 'unsupported_parameter', param: 'presence_penalty', message: /presence_penalty/ };
+	await expectAPIError(() => client.completions.create({ model, prompt, presence_penalty: 0.5 }), BadRequestError, want, 'presence_penalty');
+	const obf = { ...want, param: 'stream_options.include_obfuscation', message: /include_obfuscation/ };
+	await expectAPIError(() => client.completions.create({
+		model, prompt, stream: true, stream_options: { include_obfuscation: true },
+	}), BadRequestError, obf, 'stream_options.include_obfuscation true');
+});
+
+// afterAbort checks that the server counted one more abort, has nothing
+// running, waiting or in the KV cache, is healthy, and still answers.
+async function afterAbort(abortsBefore) {
+	await waitFor(async () => (await abortCount()) === abortsBefore + 1,
+		'vllm:request_success_total{finished_reason="abort"} went up by 1');
+	await waitFor(async () => (await metric('vllm:num_requests_running')) === 0, 'vllm:num_requests_running is 0');
+	eq(await metric('vllm:num_requests_waiting'), 0, 'vllm:num_requests_waiting');
+	eq(await metric('vllm:kv_cache_usage_perc'), 0, 'vllm:kv_cache_usage_perc');
+	await healthy('after the abort');
+	const c = await client.completions.create({ model, prompt, max_tokens: 12, temperature: 0 });
+	eq(c.choices[0].text, greedy12, 'a completion after the abort');
+}
+
+const abortCount = () => metric('vllm:request_success_total', 'finished_reason="abort"');
+
+// A request that runs long enough to be aborted: 1000 tokens (ignore_eos is
+// vLLM's; the SDK passes fields it does not know through).
+const long = () => ({ model, prompt, max_tokens: 1000, temperature: 0, ignore_eos: true });
+
+// abortMidStream starts a long stream, stops it after two chunks with
+// stop(ac), and checks that it ends early, without an error other than the
+// SDK's APIUserAbortError, and that the server is left clean.
+async function abortMidStream(stop) {
+	const before = await abortCount();
+	const ac = new AbortController();
+	const s = await client.completions.create({ ...long(), stream: true }, { signal: ac.signal });
+	let n = 0;
+	let finished = false;
+	let thrown;
+	try {
+		for await (const c of s) {
+			checkCompletion(c, `chunk ${n}`, { chunk: true });
+			finished ||= c.choices.some((ch) => ch.finish_reason !== null);
+			if (++n === 2 && stop(ac) === 'break') break;
+		}
+	} catch (e) {
+		thrown = e;
+	}
+	ok(thrown === undefined || thrown instanceof APIUserAbortError,
+		`the aborted stream threw ${thrown?.constructor?.name}: ${thrown?.message}, want nothing or APIUserAbortError`);
+	// After abort() the SDK still yields the chunks it had already received.
+	ok(n >= 2 && !finished, `the stream ran to its end (${n} chunks) despite the abort`);
+	await afterAbort(before);
+}
+
+check('abort: AbortController mid-stream', async () => {
+	await abortMidStream((ac) => ac.abort());
+});
+
+check('abort: break out of for await', async () => {
+	await abortMidStream(() => 'break');
+});
+
+check('abort: AbortController during a non-streamed request', async () => {
+	const before = await abortCount();
+	const ac = new AbortController();
+	const p = client.completions.create(long(), { signal: ac.signal });
+	await waitFor(async () => (await metric('vllm:num_requests_running')) === 1, 'the request is running');
+	ac.abort();
+	let thrown;
+	try {
+		await p;
+	} catch (e) {
+		thrown = e;
+	}
+	ok(thrown instanceof APIUserAbortError, `threw ${thrown?.constructor?.name}: ${thrown?.message}, want APIUserAbortError`);
+	await afterAbort(before);
+});
+
+// ---- run --------------------------------------------------------------------
+
+const { VERSION } = await import('openai/version');
+console.log(`openai-node ${VERSION} (node ${process.version}) against ${base}`);
+let failed = 0;
+for (const { name, fn } of checks) {
+	try {
+		await fn();
+		console.log(`ok    ${name}`);
+	} catch (e) {
+		failed++;
+		const detail = e instanceof Mismatch ? e.message : `${e?.constructor?.name}: ${e?.message}`;
+		console.log(`FAIL  ${name}\n      ${detail}`);
+	}
+}
+console.log(failed ? `${failed} of ${checks.length} checks failed` : `all ${checks.length} checks passed`);
+process.exit(failed ? 1 : 0);
