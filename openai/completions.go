@@ -26,6 +26,15 @@ type completionResponse struct {
 	Usage   *usage             `json:"usage,omitempty"`
 }
 
+// chunkWithUsage is a stream chunk of a request that set
+// stream_options.include_usage. OpenAI then puts "usage" on every chunk:
+// null on all but the last. encoding/json prefers this field to the embedded
+// response's omitempty one because it is less deeply nested.
+type chunkWithUsage struct {
+	completionResponse
+	Usage *usage `json:"usage"`
+}
+
 type completionChoice struct {
 	Index        int                 `json:"index"`
 	Text         string              `json:"text"`
@@ -442,7 +451,11 @@ func (h *handler) streamCompletion(ctx context.Context, cancel context.CancelFun
 		c.tokenIDs, c.lps = nil, nil
 		chunk := base
 		chunk.Choices = []completionChoice{cc}
-		if writeErr = sse.event(chunk); writeErr != nil {
+		var out any = chunk
+		if req.includeUsage {
+			out = chunkWithUsage{completionResponse: chunk}
+		}
+		if writeErr = sse.event(out); writeErr != nil {
 			return false
 		}
 		return done < len(choices)
@@ -475,8 +488,7 @@ func (h *handler) streamCompletion(ctx context.Context, cancel context.CancelFun
 		u.TotalTokens = u.PromptTokens + u.CompletionTokens
 		final := base
 		final.Choices = []completionChoice{}
-		final.Usage = &u
-		if err := sse.event(final); err != nil {
+		if err := sse.event(chunkWithUsage{completionResponse: final, Usage: &u}); err != nil {
 			lg.Info("stream aborted: writing to the client failed", "err", err)
 			return
 		}

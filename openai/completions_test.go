@@ -187,6 +187,7 @@ func TestStreaming(t *testing.T) {
 	for _, raw := range evs[:4] {
 		var c respJSON
 		require.NoError(t, json.Unmarshal([]byte(raw), &c), raw)
+		assert.Contains(t, raw, `"usage":null`, "with include_usage every chunk carries usage, null until the last")
 		require.Len(t, c.Choices, 1)
 		ch := c.Choices[0]
 		assert.NotEmpty(t, ch.Text, "no empty deltas")
@@ -227,6 +228,7 @@ func TestStreamEchoWithoutUsage(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(evs[0]), &c))
 	assert.Equal(t, "heya", c.Choices[0].Text)
 	assert.Nil(t, c.Usage)
+	assert.NotContains(t, evs[0], `"usage"`, "no usage field without include_usage")
 	assert.Nil(t, c.Choices[0].FinishReason)
 }
 
