@@ -437,6 +437,9 @@ func (s *sender) send(ctx context.Context, j job) Record {
 			return fail(err)
 		}
 		finish()
+		if sr.Done {
+			drainBody(resp.Body, cancel)
+		}
 		n, m := sr.TextEvents, sr.Malformed
 		rec.StreamTextEventCount, rec.MalformedStreamEvents = &n, &m
 		rec.FinishReason = sr.FinishReason
@@ -507,6 +510,28 @@ func (s *sender) send(ctx context.Context, j job) Record {
 		return notAnswer(ErrNoContent)
 	}
 	return rec
+}
+
+// After data: [DONE], drainBody waits at most drainWait for the rest of the
+// body and reads at most maxDrain bytes of it.
+const (
+	drainWait = 100 * time.Millisecond
+	maxDrain  = 64 << 10
+)
+
+// drainBody reads what is left of a streamed body after data: [DONE],
+// normally only the chunked-encoding terminator, which a server may send as
+// a separate write (uvicorn, behind vLLM, does). net/http keeps a connection
+// only when its body was read to the end; closing it at [DONE] would drop
+// the connection, and the worker's next request would pay for a new one
+// (a TCP, perhaps a TLS, handshake) inside its TTFT and latency. vLLM's
+// benchmark also reads every response to its end. The wait is bounded by
+// stop, the request's cancel: a server that keeps the body open after
+// [DONE] costs drainWait and that connection, never the run.
+func drainBody(body io.Reader, stop context.CancelFunc) {
+	t := time.AfterFunc(drainWait, stop)
+	defer t.Stop()
+	_, _ = io.CopyN(io.Discard, body, maxDrain)
 }
 
 // The error texts of a 200 response that was not an answer, recorded in a

@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -374,4 +376,55 @@ func TestRowsFromServingInference(t *testing.T) {
 	assert.Len(t, rows, 32)
 	assert.Equal(t, "mixed_000000", rows[0].ID)
 	assert.Equal(t, 64, rows[0].MaxTokens())
+}
+
+// doneThenServer streams one text chunk, usage and data: [DONE], flushes,
+// then runs tail before the handler returns and net/http writes the
+// chunked-encoding terminator. It counts the connections it accepts.
+func doneThenServer(t *testing.T, tail func(r *http.Request)) (url string, conns *atomic.Int64) {
+	t.Helper()
+	conns = new(atomic.Int64)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: {\"choices\":[{\"text\":\"a\",\"finish_reason\":\"length\"}]}\n\n"+
+			"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":1}}\n\ndata: [DONE]\n\n")
+		w.(http.Flusher).Flush()
+		tail(r)
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv.URL + "/v1/completions", conns
+}
+
+// A server whose chunked terminator arrives a little after data: [DONE]
+// (uvicorn, behind vLLM, sends it as a separate write) must not cost a new
+// connection per request: the client reads the body to its end, so the
+// transport keeps the connection, and no request pays for a handshake
+// inside its TTFT.
+func TestRunConditionReusesConnectionAfterDone(t *testing.T) {
+	url, conns := doneThenServer(t, func(*http.Request) { time.Sleep(10 * time.Millisecond) })
+	sum, _, err := RunCondition(context.Background(), LoadOptions{URL: url, Model: "m", Concurrency: 1, Stream: true}, testRows(5, 1), &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Equal(t, 5, sum.Counts.Successful)
+	assert.Equal(t, int64(1), conns.Load(), "one connection for five sequential requests")
+}
+
+// A server that keeps the body open after data: [DONE] costs the client a
+// bounded wait and that connection, never the request or the run.
+func TestRunConditionBodyOpenAfterDone(t *testing.T) {
+	url, _ := doneThenServer(t, func(r *http.Request) { <-r.Context().Done() })
+	start := time.Now()
+	sum, recs, err := RunCondition(context.Background(), LoadOptions{URL: url, Model: "m", Concurrency: 1, Stream: true, Timeout: 30 * time.Second}, testRows(2, 1), &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Equal(t, 2, sum.Counts.Successful)
+	for _, r := range recs {
+		assert.Less(t, r.LatencyS, 1.0, "latency ends at [DONE], not when the wait gives up")
+	}
+	assert.Less(t, time.Since(start), 10*time.Second, "the wait after [DONE] is bounded well below the request timeout")
 }
