@@ -231,7 +231,10 @@ func RunCondition(ctx context.Context, opts LoadOptions, rows []Row, out io.Writ
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	results := make(chan Record)
+	// Room for every record: a worker hands its record over and sends its
+	// next request at once, so writing the evidence (a slow disk, a lagging
+	// pipe) never holds a concurrency slot.
+	results := make(chan Record, len(rows))
 	jobs := make(chan job)
 	var wg sync.WaitGroup
 
@@ -303,7 +306,6 @@ func RunCondition(ctx context.Context, opts LoadOptions, rows []Row, out io.Writ
 			opts.Progress(len(records))
 		}
 	}
-	duration := time.Since(started).Seconds()
 	if writeErr != nil {
 		return nil, records, writeErr
 	}
@@ -312,6 +314,12 @@ func RunCondition(ctx context.Context, opts LoadOptions, rows []Row, out io.Writ
 			err = context.Canceled
 		}
 		return nil, records, fmt.Errorf("run interrupted after %d of %d requests: %w", len(records), len(rows), err)
+	}
+	// The run lasts from its start to the end of its last response; the
+	// time spent writing records after that is not the server's.
+	var duration float64
+	for i := range records {
+		duration = max(duration, records[i].EndedOffsetS)
 	}
 	sum := Summarize(opts.SummaryConfig(len(rows)), records, duration)
 	return &sum, records, nil

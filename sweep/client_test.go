@@ -428,3 +428,25 @@ func TestRunConditionBodyOpenAfterDone(t *testing.T) {
 	}
 	assert.Less(t, time.Since(start), 10*time.Second, "the wait after [DONE] is bounded well below the request timeout")
 }
+
+// slowWriter takes d for every Write, like records written to a slow disk,
+// a network file system or a pipe whose reader lags.
+type slowWriter struct{ d time.Duration }
+
+func (w slowWriter) Write(b []byte) (int, error) { time.Sleep(w.d); return len(b), nil }
+
+// Writing the evidence must not hold a concurrency slot: a worker whose
+// request finished sends the next one at once, whatever the record writer
+// is doing, and the run's duration (hence its throughput) ends with its
+// last response. (When each worker waited for its record to be written,
+// requests 3 and 4 here were sent 300 ms apart and concurrency 2 ran at 1;
+// and the duration counted the 1.2 s of writing.)
+func TestRunConditionSlowWriterKeepsConcurrency(t *testing.T) {
+	f := newFakeServer(t, &fakeServer{TokenTime: 5 * time.Millisecond})
+	sum, recs, err := RunCondition(context.Background(), LoadOptions{URL: f.URL(), Model: "m", Concurrency: 2, Stream: true}, testRows(4, 2), slowWriter{300 * time.Millisecond})
+	require.NoError(t, err)
+	for _, r := range recs {
+		assert.Less(t, r.StartedOffsetS, 0.15, "request %d was sent late", r.RequestIndex)
+	}
+	assert.Less(t, sum.DurationS, 0.15, "the duration ends with the last response, not with the last record written")
+}
