@@ -10,6 +10,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"strconv"
 	"strings"
 	"sync"
@@ -404,6 +405,12 @@ func (s *sender) send(ctx context.Context, j job) Record {
 	}
 	rctx, cancel := context.WithTimeout(ctx, s.opts.timeout())
 	defer cancel()
+	rctx = httptrace.WithClientTrace(rctx, &httptrace.ClientTrace{
+		GotConn: func(info httptrace.GotConnInfo) {
+			reused := info.Reused
+			rec.ConnectionReused = &reused
+		},
+	})
 	req, err := http.NewRequestWithContext(rctx, http.MethodPost, s.opts.URL, bytes.NewReader(body))
 	if err != nil {
 		return fail(err)

@@ -409,10 +409,14 @@ func doneThenServer(t *testing.T, tail func(r *http.Request)) (url string, conns
 // inside its TTFT.
 func TestRunConditionReusesConnectionAfterDone(t *testing.T) {
 	url, conns := doneThenServer(t, func(*http.Request) { time.Sleep(10 * time.Millisecond) })
-	sum, _, err := RunCondition(context.Background(), LoadOptions{URL: url, Model: "m", Concurrency: 1, Stream: true}, testRows(5, 1), &bytes.Buffer{})
+	sum, recs, err := RunCondition(context.Background(), LoadOptions{URL: url, Model: "m", Concurrency: 1, Stream: true}, testRows(5, 1), &bytes.Buffer{})
 	require.NoError(t, err)
 	assert.Equal(t, 5, sum.Counts.Successful)
 	assert.Equal(t, int64(1), conns.Load(), "one connection for five sequential requests")
+	for _, r := range recs {
+		require.NotNil(t, r.ConnectionReused)
+		assert.Equal(t, r.RequestIndex > 0, *r.ConnectionReused, "request %d", r.RequestIndex)
+	}
 }
 
 // A server that keeps the body open after data: [DONE] costs the client a

@@ -42,7 +42,7 @@ func TestRecordKeysFollowServingInference(t *testing.T) {
 		"server_token_usage_present", "finish_reason", "stream_text_event_count", "malformed_stream_events"}
 	keys := keysInOrder(t, b)
 	assert.Equal(t, python, keys[:len(python)])
-	assert.Equal(t, []string{"bucket", "x_request_id", "client_queue_s"}, keys[len(python):])
+	assert.Equal(t, []string{"bucket", "x_request_id", "client_queue_s", "connection_reused"}, keys[len(python):])
 
 	s := Summarize(SummaryConfig{}, nil, 1)
 	b, err = json.Marshal(&s)

@@ -136,7 +136,8 @@ func (s *Status) UnmarshalJSON(b []byte) error {
 
 // Record is one request's evidence, one JSONL line. Field names and meanings
 // are serving-inference's schema 1.0 (send_one in scripts/send_requests.py);
-// Bucket, XRequestID and ClientQueueS are tinyserve's additions at the end.
+// Bucket, XRequestID, ClientQueueS and ConnectionReused are tinyserve's
+// additions at the end.
 // Times are seconds; offsets are from the start of the run.
 type Record struct {
 	SchemaVersion      string  `json:"schema_version"`       // ResultSchemaVersion
@@ -188,6 +189,11 @@ type Record struct {
 	// in open-loop mode, past its scheduled arrival) before being sent. It is
 	// not part of LatencyS.
 	ClientQueueS float64 `json:"client_queue_s"`
+	// ConnectionReused is true when the request went over a kept-alive
+	// connection and false when it opened one, whose setup (TCP, and TLS
+	// for https) is inside its TTFT and latency, as in vLLM's benchmark;
+	// nil when no connection was had (or in a file that lacks the field).
+	ConnectionReused *bool `json:"connection_reused"`
 }
 
 // OK reports whether the request succeeded: HTTP 200 and an answer. A 200
