@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"mime"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -476,6 +477,10 @@ func (s *sender) send(ctx context.Context, j job) Record {
 		switch {
 		case sr.Error != "":
 			return notAnswer(ErrPrefixServer + sr.Error)
+		case !sr.Done && sr.TextEvents == 0 && isJSON(resp.Header):
+			// The server ignored stream: true and sent one body: nothing
+			// it says can be timed, and "no [DONE]" would hide why.
+			return notAnswer(ErrPrefixNotStream + fmt.Sprintf("Content-Type %q", resp.Header.Get("Content-Type")))
 		case !sr.Done:
 			// A connection closed cleanly mid-answer reads like a short
 			// answer; only [DONE] says the server finished.
@@ -565,7 +570,16 @@ const (
 	// ErrPrefixNotCompletion starts the reason a non-streamed body is not a
 	// completion (not JSON, no choices).
 	ErrPrefixNotCompletion = "response is not a completion: "
+	// ErrPrefixNotStream starts the reason a streamed request got a JSON
+	// body instead of an SSE stream, followed by the Content-Type.
+	ErrPrefixNotStream = "response is not an SSE stream: "
 )
+
+// isJSON reports whether a response's Content-Type is application/json.
+func isJSON(h http.Header) bool {
+	mt, _, err := mime.ParseMediaType(h.Get("Content-Type"))
+	return err == nil && mt == "application/json"
+}
 
 // usage copies the server's token counts into rec: output tokens come from
 // the server, never from counting chunks, and the prompt tokens the server

@@ -210,6 +210,23 @@ func TestRunConditionNonAnswers(t *testing.T) {
 	}
 }
 
+// A server that ignores stream: true and answers with one JSON body: no
+// TTFT or gaps can be measured, and the recorded reason says why rather
+// than blaming a missing [DONE].
+func TestRunConditionStreamAnsweredWithJSON(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json; charset=utf-8")
+		io.WriteString(w, `{"choices":[{"text":"a","finish_reason":"length"}],"usage":{"completion_tokens":1}}`)
+	}))
+	defer srv.Close()
+	sum, recs, err := RunCondition(context.Background(), LoadOptions{URL: srv.URL, Model: "m", Concurrency: 1, Stream: true}, testRows(1, 1), &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Equal(t, 1, sum.Counts.Failed)
+	require.NotNil(t, recs[0].Error)
+	assert.Equal(t, ErrPrefixNotStream+`Content-Type "application/json; charset=utf-8"`, *recs[0].Error)
+	assert.Equal(t, Status(200), recs[0].Status)
+}
+
 // TestRunConditionZeroTokensAskedIsNotEmpty: a row that asks for no
 // tokens cannot be blamed for receiving none.
 func TestRunConditionZeroTokensAskedIsNotEmpty(t *testing.T) {
