@@ -101,11 +101,14 @@ func DecodeRows(r io.Reader, n int) ([]Row, error) {
 }
 
 // Status is a record's status: the HTTP status code, or a transport failure
-// (no response), which serializes as the string "error" like
+// (no complete response), which serializes as the string "error" like
 // serving-inference's records.
 type Status int
 
-// StatusError is the Status of a request that got no HTTP response.
+// StatusError is the Status of a request that got no complete HTTP
+// response: a transport failure or timeout before or during the body (a
+// stream cut after its 200 header included, as serving-inference records
+// it).
 const StatusError Status = 0
 
 // OK reports whether the server answered HTTP 200. Whether the request
