@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -470,4 +471,70 @@ func TestRunConditionSlowWriterKeepsConcurrency(t *testing.T) {
 		assert.Less(t, r.StartedOffsetS, 0.15, "request %d was sent late", r.RequestIndex)
 	}
 	assert.Less(t, sum.DurationS, 0.15, "the duration ends with the last response, not with the last record written")
+}
+
+// scriptedServer streams chunks[i] tokens in its i-th text chunk, the first
+// after ttft and then one every gap, then usage with their total and
+// [DONE].
+func scriptedServer(t *testing.T, ttft, gap time.Duration, chunks []int) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		fl := w.(http.Flusher)
+		total := 0
+		for i, n := range chunks {
+			if i == 0 {
+				time.Sleep(ttft)
+			} else {
+				time.Sleep(gap)
+			}
+			total += n
+			fmt.Fprintf(w, "data: {\"choices\":[{\"text\":%q,\"finish_reason\":null}]}\n\n", strings.Repeat("t", n))
+			fl.Flush()
+		}
+		fmt.Fprintf(w, "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":%d}}\n\ndata: [DONE]\n\n", total)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/v1/completions"
+}
+
+// The timing definitions, checked end to end against a server with a known
+// schedule: TTFT from the send (so never less than the server's delay before
+// its first chunk), one inter-chunk gap per chunk whatever its token count,
+// and TPOT = (last text - first text) / (output tokens - 1) with the
+// server's token count, not the chunk count. The identities are exact; the
+// times only have lower bounds, so a loaded machine cannot fail it.
+func TestRunConditionTimingDefinitions(t *testing.T) {
+	const ttft, gap = 30 * time.Millisecond, 40 * time.Millisecond
+	url := scriptedServer(t, ttft, gap, []int{1, 2, 3, 2, 2}) // 10 tokens in 5 chunks
+	sum, recs, err := RunCondition(context.Background(), LoadOptions{URL: url, Model: "m", Concurrency: 2, Stream: true}, testRows(2, 10), &bytes.Buffer{})
+	require.NoError(t, err)
+	require.Equal(t, 2, sum.Counts.Successful)
+	for _, r := range recs {
+		require.NotNil(t, r.TTFTS)
+		require.NotNil(t, r.TPOTS)
+		require.Equal(t, 10, *r.OutputTokens)
+		require.Len(t, r.InterChunkS, 4, "one gap per chunk, not per token")
+		span := 0.0
+		for _, g := range r.InterChunkS {
+			span += g
+		}
+		assert.InDelta(t, span/9, *r.TPOTS, 1e-9, "TPOT divides by output tokens - 1, not chunks - 1")
+		assert.GreaterOrEqual(t, *r.TTFTS, ttft.Seconds(), "TTFT starts at the send")
+		assert.GreaterOrEqual(t, r.LatencyS, *r.TTFTS+span)
+		assert.GreaterOrEqual(t, r.LatencyS, (ttft + 4*gap).Seconds())
+	}
+	assert.InDelta(t, float64(sum.Counts.OutputTokens)/sum.DurationS, *sum.OutputTokenThroughput, 1e-9)
+	assert.GreaterOrEqual(t, sum.DurationS, max(recs[0].EndedOffsetS, recs[1].EndedOffsetS))
+
+	// One output token: a TTFT, no gaps, no TPOT (vLLM leaves it out of its
+	// TPOT statistics too).
+	url = scriptedServer(t, ttft, gap, []int{1})
+	_, recs, err = RunCondition(context.Background(), LoadOptions{URL: url, Model: "m", Concurrency: 1, Stream: true}, testRows(1, 1), &bytes.Buffer{})
+	require.NoError(t, err)
+	require.True(t, recs[0].OK())
+	assert.NotNil(t, recs[0].TTFTS)
+	assert.Empty(t, recs[0].InterChunkS)
+	assert.Nil(t, recs[0].TPOTS)
 }
