@@ -538,3 +538,59 @@ func TestRunConditionTimingDefinitions(t *testing.T) {
 	assert.Empty(t, recs[0].InterChunkS)
 	assert.Nil(t, recs[0].TPOTS)
 }
+
+// Stream framing that real servers produce: a data line split across TCP
+// writes, CRLF line ends, comment keep-alives, event: and id: fields, and
+// [DONE] itself split. All of it is one well-formed answer.
+func TestRunConditionStreamFraming(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fl := w.(http.Flusher)
+		for _, p := range []string{
+			"data: {\"choi", "ces\":[{\"text\":\"a\"}]}\r", "\n\r\n",
+			": keepalive\r\n\r\n",
+			"event: message\r\nid: 1\r\ndata: {\"choices\":[{\"text\":\"b\"}]}\r\n\r\n",
+			"data: {\"choices\":[{\"text\":\"c\",\"finish_reason\":\"length\"}]}\r\n\r\n",
+			"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":3}}\r\n\r\n",
+			"data: [DO", "NE]\r\n\r\n",
+		} {
+			io.WriteString(w, p)
+			fl.Flush()
+			time.Sleep(time.Millisecond)
+		}
+	}))
+	defer srv.Close()
+	_, recs, err := RunCondition(context.Background(), LoadOptions{URL: srv.URL, Model: "m", Concurrency: 1, Stream: true, StoreResponse: true}, testRows(1, 3), &bytes.Buffer{})
+	require.NoError(t, err)
+	r := recs[0]
+	require.True(t, r.OK(), "error: %v", r.Error)
+	assert.Equal(t, "abc", *r.Response)
+	assert.Equal(t, 3, *r.StreamTextEventCount)
+	assert.Equal(t, 0, *r.MalformedStreamEvents)
+	assert.Len(t, r.InterChunkS, 2)
+	assert.Equal(t, 3, *r.OutputTokens)
+}
+
+// A connection cut mid-stream (no chunked terminator) is a failure with
+// the transport's reason, never a short success.
+func TestRunConditionStreamCut(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		conn, bw, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		chunk := "data: {\"choices\":[{\"text\":\"a\"}]}\n\n"
+		fmt.Fprintf(bw, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n", len(chunk), chunk)
+		bw.Flush()
+	}))
+	defer srv.Close()
+	sum, recs, err := RunCondition(context.Background(), LoadOptions{URL: srv.URL, Model: "m", Concurrency: 1, Stream: true}, testRows(1, 3), &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Equal(t, 1, sum.Counts.Failed)
+	assert.Equal(t, StatusError, recs[0].Status)
+	require.NotNil(t, recs[0].Error)
+	assert.Contains(t, *recs[0].Error, "unexpected EOF")
+	assert.Zero(t, sum.LatencyS.Count)
+}
