@@ -211,8 +211,8 @@ func perSecond(n int, d float64) *float64 {
 }
 
 // Summarize builds the summary of one run from its records and its duration
-// in seconds (first send to last response). It is a pure function: the
-// caller measures the duration.
+// in seconds (from the start of the run to the end of its last response).
+// It is a pure function: the caller measures the duration.
 func Summarize(cfg SummaryConfig, records []Record, durationS float64) Summary {
 	m := collect(records)
 	s := Summary{
