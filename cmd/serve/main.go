@@ -47,10 +47,11 @@ const (
 	readTimeout       = 60 * time.Second
 	idleTimeout       = 120 * time.Second
 	maxHeaderBytes    = 64 << 10
-	// shutdownGrace is how long the HTTP server waits, after the drain, for
-	// handlers to write their last bytes: the rest of a response, or, when
-	// the drain timed out and the engine was closed, the engine_closed error
-	// that ends each request still running. Only then are connections cut.
+	// shutdownGrace is how long the HTTP server waits at least, after the
+	// drain, for handlers to write their last bytes: the rest of a response,
+	// or, when the drain timed out and the engine was closed, the
+	// engine_closed error that ends each request still running. Only then
+	// are connections cut.
 	shutdownGrace = 5 * time.Second
 )
 
@@ -69,6 +70,9 @@ type serveOptions struct {
 	// ready, when set, is called with the listening address once the
 	// server accepts connections (tests use port 0).
 	ready func(net.Addr)
+	// shutdownGrace, when positive, replaces the shutdownGrace constant
+	// (tests shorten it).
+	shutdownGrace time.Duration
 }
 
 func newApp(stderr io.Writer) *cli.App {
@@ -161,8 +165,9 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 // run serves cfg's engine until ctx ends, then drains: engine.Drain first
 // (health and new requests answer 503 while accepted ones finish), bounded
 // by the drain timeout; when that expires, the engine is closed, so the
-// requests still running end with an engine_closed error; then srv.Shutdown,
-// bounded by shutdownGrace, lets handlers finish writing. It returns nil
+// requests still running end with an engine_closed error; then srv.Shutdown
+// lets handlers finish writing, until the drain timeout ends and for at
+// least shutdownGrace. It returns nil
 // after a drain, even one cut short by the timeout, which it logs.
 func run(ctx context.Context, cfg tinyserve.Config, o serveOptions) error {
 	lg := o.logger
@@ -213,7 +218,8 @@ func run(ctx context.Context, cfg tinyserve.Config, o serveOptions) error {
 	case <-ctx.Done():
 	}
 	lg.Info("shutting down: draining", "timeout", o.drainTimeout)
-	dctx, cancel := context.WithTimeout(context.Background(), o.drainTimeout)
+	drainEnd := time.Now().Add(o.drainTimeout)
+	dctx, cancel := context.WithDeadline(context.Background(), drainEnd)
 	err = eng.Drain(dctx)
 	cancel()
 	if err != nil {
@@ -224,10 +230,22 @@ func run(ctx context.Context, cfg tinyserve.Config, o serveOptions) error {
 		lg.Warn("drain timed out: closing the engine; requests still running end with an error", "err", err)
 		_ = eng.Close()
 	}
-	// A fresh, short context: the drain's may have expired already, and
+	// The engine being done is not every answer delivered: a request's
+	// events wait in its handler's queue, so a client that reads slowly may
+	// still be taking an answer the engine finished long ago. Handlers keep
+	// the rest of the drain timeout to write, and at least the grace: a
+	// fresh context, since the drain's may have expired already, and
 	// Shutdown with it would return at once and leave srv.Close to cut
 	// responses that are being written.
-	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	grace := o.shutdownGrace
+	if grace <= 0 {
+		grace = shutdownGrace
+	}
+	shutdownEnd := time.Now().Add(grace)
+	if shutdownEnd.Before(drainEnd) {
+		shutdownEnd = drainEnd
+	}
+	sctx, cancel := context.WithDeadline(context.Background(), shutdownEnd)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
 		lg.Warn("shutdown cut short: closing the remaining connections", "err", err)

@@ -137,15 +137,74 @@ func TestDrainTimeout(t *testing.T) {
 	assert.NotContains(t, logs.String(), "client went away", "the clients stayed")
 }
 
+// TestDrainWaitsForSlowReaders: the engine finishing a request is not its
+// client having it. Events wait in the handler's queue, so a client that
+// reads slowly is still taking an answer the engine finished long ago;
+// that answer must be written out within --drain-timeout, not cut a short
+// grace after the engine drained.
+func TestDrainWaitsForSlowReaders(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	addrc := make(chan net.Addr, 1)
+	runErr := make(chan error, 1)
+	var logs syncbuf.Buffer
+	go func() {
+		runErr <- run(ctx, tinyserve.Config{Backend: tinyserve.BackendMock}, serveOptions{
+			addr: "127.0.0.1:0", drainTimeout: time.Minute, shutdownGrace: 10 * time.Millisecond,
+			logger: slog.New(slog.NewTextHandler(&logs, nil)), ready: func(a net.Addr) { addrc <- a },
+		})
+	}()
+	base := "http://" + (<-addrc).String()
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	// A fixed receive buffer (autotuning may grow one to tens of MB), so
+	// that the server's writes block once its own send buffer is full.
+	slow := &http.Client{Transport: &http.Transport{DisableKeepAlives: true,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+			if err == nil {
+				err = c.(*net.TCPConn).SetReadBuffer(256 << 10)
+			}
+			return c, err
+		}}}
+	// Some 9 MB of events: more than twice what the socket buffers hold.
+	resp, err := slow.Post(base+"/v1/completions", "application/json",
+		strings.NewReader(`{"prompt":"slow reader","max_tokens":4000,"n":4,"logprobs":20,"temperature":0,"stream":true}`))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, 200, resp.StatusCode)
+	require.Eventually(t, func() bool {
+		return runningRequests(client, base) == 0 && metric(client, base, "vllm:num_requests_waiting") == 0
+	}, 10*time.Second, time.Millisecond, "the engine finishes the request")
+	require.NotContains(t, logs.String(), "method=POST", "the handler is still writing the answer")
+
+	cancel() // SIGTERM: the engine has nothing left, so the drain ends at once
+	select {
+	case err := <-runErr:
+		t.Fatalf("run returned (%v) while an accepted answer was still being written", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	rest, err := io.ReadAll(resp.Body)
+	require.NoError(t, err, "the stream is not torn")
+	assert.True(t, strings.HasSuffix(string(rest), "data: [DONE]\n\n"), "the stream ends normally")
+	require.NoError(t, <-runErr)
+	assert.NotContains(t, logs.String(), "shutdown cut short")
+}
+
 // runningRequests reads vllm:num_requests_running from /metrics, or -1.
 func runningRequests(client *http.Client, base string) int {
+	return metric(client, base, "vllm:num_requests_running")
+}
+
+// metric reads one of the handler's unlabelled (but for model_name) metrics
+// from /metrics, as an integer, or -1.
+func metric(client *http.Client, base, name string) int {
 	r, err := client.Get(base + "/metrics")
 	if err != nil {
 		return -1
 	}
 	defer r.Body.Close()
 	b, _ := io.ReadAll(r.Body)
-	m := regexp.MustCompile(`(?m)^vllm:num_requests_running\{[^}]*\} (\d+)$`).FindSubmatch(b)
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + `\{[^}]*\} (\d+)$`).FindSubmatch(b)
 	if m == nil {
 		return -1
 	}
