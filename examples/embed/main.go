@@ -11,8 +11,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -42,21 +44,52 @@ func run() error {
 		return err
 	}
 	defer eng.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:8080")
+	if err != nil {
+		return err
+	}
 	srv := &http.Server{
-		Addr:              "127.0.0.1:8080",
 		Handler:           newService(eng, "secret", prometheus.NewRegistry(), logger),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 	}
-	go func() {
-		<-ctx.Done()
-		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = eng.Drain(dctx)
-		_ = srv.Shutdown(dctx)
-	}()
-	logger.Info("listening", "addr", srv.Addr)
-	if err := srv.ListenAndServe(); err != http.ErrServerClosed {
+	logger.Info("listening", "addr", ln.Addr().String())
+	return serve(ctx, srv, ln, eng, 30*time.Second)
+}
+
+// serve runs srv on ln until ctx ends, then shuts down in the order the
+// handler needs, and returns only when that is done: Serve returns
+// ErrServerClosed as soon as Shutdown starts, and main exiting then would
+// cut the answers still being written.
+func serve(ctx context.Context, srv *http.Server, ln net.Listener, eng llm.Engine, drainTimeout time.Duration) error {
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	drainEnd := time.Now().Add(drainTimeout)
+	dctx, cancel := context.WithDeadline(context.Background(), drainEnd)
+	defer cancel()
+	if err := eng.Drain(dctx); err != nil {
+		// The requests still running then end with an error their clients
+		// can read, instead of a cut connection.
+		_ = eng.Close()
+	}
+	// The engine being done is not the clients having their answers: a
+	// slow reader may still be taking one. Handlers keep the rest of the
+	// drain time to write, and 5 s more after a drain that timed out.
+	shutdownEnd := time.Now().Add(5 * time.Second)
+	if shutdownEnd.Before(drainEnd) {
+		shutdownEnd = drainEnd
+	}
+	sctx, cancelShutdown := context.WithDeadline(context.Background(), shutdownEnd)
+	defer cancelShutdown()
+	if err := srv.Shutdown(sctx); err != nil {
+		_ = srv.Close()
+	}
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil

@@ -3,9 +3,11 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -89,4 +91,55 @@ func TestEmbedded(t *testing.T) {
 	assert.Contains(t, logs.String(), `msg="service request" method=POST path=/llm/v1/completions status=200`)
 	assert.Contains(t, logs.String(), "component=tinyserve request_id=")
 	assert.NotContains(t, logs.String(), "cannot flush")
+}
+
+// TestServeWaitsForAnswers: serve, whose return ends the program, returns
+// only once the answers accepted before the signal are written out, even
+// when the engine finished them long before a slow client takes them.
+func TestServeWaitsForAnswers(t *testing.T) {
+	eng, err := mock.NewEngine(mock.Config{}, engine.Config{})
+	require.NoError(t, err)
+	defer eng.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := &http.Server{Handler: newService(eng, "secret", prometheus.NewRegistry(), slog.New(slog.DiscardHandler))}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	served := make(chan error, 1)
+	go func() { served <- serve(ctx, srv, ln, eng, time.Minute) }()
+
+	// A fixed receive buffer (autotuning may grow one to tens of MB), so
+	// that the server's writes block once its own send buffer is full.
+	slow := &http.Client{Transport: &http.Transport{DisableKeepAlives: true,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+			if err == nil {
+				err = c.(*net.TCPConn).SetReadBuffer(256 << 10)
+			}
+			return c, err
+		}}}
+	// Some 9 MB of events: more than twice what the socket buffers hold.
+	req, err := http.NewRequest("POST", "http://"+ln.Addr().String()+"/llm/v1/completions",
+		strings.NewReader(`{"prompt":"slow reader","max_tokens":4000,"n":4,"logprobs":20,"temperature":0,"stream":true}`))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer secret")
+	resp, err := slow.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, 200, resp.StatusCode)
+	require.Eventually(t, func() bool {
+		s := eng.Stats()
+		return s.Finished == 4 && s.Running == 0 && s.Waiting == 0
+	}, 10*time.Second, time.Millisecond, "the engine finishes the request")
+
+	cancel() // the signal: the engine has nothing left, so the drain ends at once
+	select {
+	case err := <-served:
+		t.Fatalf("serve returned (%v) while an accepted answer was still being written", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	rest, err := io.ReadAll(resp.Body)
+	require.NoError(t, err, "the stream is not torn")
+	assert.True(t, strings.HasSuffix(string(rest), "data: [DONE]\n\n"), "the stream ends normally")
+	require.NoError(t, <-served)
 }
