@@ -24,7 +24,11 @@ type Backend interface {
 	AllocateKV(numBlocks, blockSize int) error
 	// Forward runs one step. The batch is valid only during the call. It
 	// returns one row per sequence with Sample set, in batch order; the rows
-	// and their logits belong to the backend until the next call.
+	// and their logits belong to the backend until the next call, and the
+	// engine only reads them (a backend may return the same logits slice
+	// again, say from a table). A row count that does not match, an Argmax
+	// or a logits length outside the vocabulary fails the step like an
+	// error does.
 	Forward(batch *Batch) ([]SampleRow, error)
 }
 

@@ -27,7 +27,7 @@ type Stepper struct {
 
 	reqs     map[kv.SeqID]*request
 	sampler  sampler
-	rawBuf   []float32
+	maskBuf  []float32 // a copy of a logits row for masking
 	batch    Batch
 	sampled  []sched.Sampled
 	counters counters
@@ -220,15 +220,16 @@ func (st *Stepper) choose(q *request, needLogits bool, row SampleRow) (int, *llm
 	if len(row.Logits) != st.info.VocabSize {
 		return 0, nil, fmt.Errorf("%w: logits row of %d, vocabulary of %d", ErrBackend, len(row.Logits), st.info.VocabSize)
 	}
-	// Log-probabilities are of the model's own distribution, so keep the
-	// row unmasked for them when masking would change it.
-	raw := row.Logits
-	if q.params.Logprobs != nil && q.maskActive() {
-		st.rawBuf = append(st.rawBuf[:0], row.Logits...)
-		raw = st.rawBuf
+	// Masking works on a copy: the row belongs to the backend, which may
+	// return it again (a table of logits), and log-probabilities are of the
+	// model's own, unmasked distribution.
+	raw, logits := row.Logits, row.Logits
+	if q.maskActive() {
+		st.maskBuf = append(st.maskBuf[:0], row.Logits...)
+		logits = st.maskBuf
+		q.mask(logits)
 	}
-	q.mask(row.Logits)
-	tok := st.sampler.sample(row.Logits, q.params, q.rng)
+	tok := st.sampler.sample(logits, q.params, q.rng)
 	if q.params.Logprobs == nil {
 		return tok, nil, nil
 	}
