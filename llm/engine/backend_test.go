@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/tinyserve/tinyserve/llm"
@@ -57,5 +58,18 @@ func TestMaskingLeavesBackendLogitsAlone(t *testing.T) {
 	r = run(t, e, llm.Request{PromptTokens: []int{'a'}, Params: llm.SamplingParams{MaxTokens: 8, Logprobs: &n}})
 	if len(r.tokens) != 1 || r.tokens[0] != mock.EOSTokenID {
 		t.Errorf("after a min_tokens request: tokens %v, want EOS at once", r.tokens)
+	}
+}
+
+func TestGenerateNilContext(t *testing.T) {
+	e := newEngine(t, mock.Config{}, engine.Config{})
+	//lint:ignore SA1012 a nil context is what is tested
+	ch, err := e.Generate(nil, llm.Request{PromptTokens: []int{1}, Params: greedy(2)})
+	if !errors.Is(err, llm.ErrInvalidRequest) || ch != nil {
+		t.Fatalf("Generate(nil ctx): %v, %v; want ErrInvalidRequest and no channel", ch, err)
+	}
+	// The engine is unaffected.
+	if r := run(t, e, llm.Request{PromptTokens: []int{1}, Params: greedy(2)}); len(r.tokens) != 2 {
+		t.Errorf("after a nil context: %d tokens", len(r.tokens))
 	}
 }

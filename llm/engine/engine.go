@@ -158,8 +158,14 @@ func (e *Engine) Health() error {
 	return nil
 }
 
-// Generate implements llm.Engine.
+// Generate implements llm.Engine. A nil ctx is an error matching
+// llm.ErrInvalidRequest.
 func (e *Engine) Generate(ctx context.Context, r llm.Request) (<-chan llm.Event, error) {
+	if ctx == nil {
+		// The stream's goroutine would dereference it later and take the
+		// whole process down, far from the caller's mistake.
+		return nil, fmt.Errorf("%w: nil context", llm.ErrInvalidRequest)
+	}
 	if err := r.Validate(e.info.VocabSize); err != nil {
 		return nil, err
 	}
