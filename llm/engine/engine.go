@@ -56,7 +56,7 @@ type Engine struct {
 	info      llm.ModelInfo
 	tok       llm.Tokenizer
 	cfg       Config
-	st        *Stepper // owned by the loop goroutine
+	st        *stepper // owned by the loop goroutine
 	numBlocks int
 	log       *slog.Logger
 	wake      chan struct{}
@@ -278,7 +278,7 @@ func (e *Engine) Close() error {
 	return nil
 }
 
-// loop is the engine's one goroutine: it alone touches the Stepper.
+// loop is the engine's one goroutine: it alone touches the stepper.
 func (e *Engine) loop() {
 	defer close(e.done)
 	st := e.st

@@ -14,10 +14,11 @@ import (
 
 var negInf = math.Inf(-1)
 
-// Stepper is the engine without its goroutine: scheduler, KV manager,
-// backend and sampling, driven one step at a time. Tests use it directly;
-// Engine wraps it in one loop goroutine. Not safe for concurrent use.
-type Stepper struct {
+// stepper is the engine without its goroutine: scheduler, KV manager,
+// backend and sampling, driven one step at a time. The package's benchmarks
+// use it directly; Engine wraps it in one loop goroutine. Not safe for
+// concurrent use.
+type stepper struct {
 	backend Backend
 	tok     llm.Tokenizer
 	info    llm.ModelInfo
@@ -46,7 +47,7 @@ type counters struct {
 var ErrBackend = errors.New("backend failed")
 
 // newStepper sizes the KV pool with the backend and builds the scheduler.
-func newStepper(b Backend, tok llm.Tokenizer, info llm.ModelInfo, cfg *Config) (*Stepper, error) {
+func newStepper(b Backend, tok llm.Tokenizer, info llm.ModelInfo, cfg *Config) (*stepper, error) {
 	blockSize := cfg.BlockSize
 	if blockSize == 0 {
 		blockSize = kv.DefaultBlockSize
@@ -93,11 +94,11 @@ func newStepper(b Backend, tok llm.Tokenizer, info llm.ModelInfo, cfg *Config) (
 	if err := b.AllocateKV(numBlocks, blockSize); err != nil {
 		return nil, fmt.Errorf("engine: allocating the KV cache (%d blocks of %d tokens): %w", numBlocks, blockSize, err)
 	}
-	return &Stepper{backend: b, tok: tok, info: info, kv: m, sched: s, now: cfg.Now, reqs: map[kv.SeqID]*request{}}, nil
+	return &stepper{backend: b, tok: tok, info: info, kv: m, sched: s, now: cfg.Now, reqs: map[kv.SeqID]*request{}}, nil
 }
 
 // add admits q to the scheduler.
-func (st *Stepper) add(q *request) error {
+func (st *stepper) add(q *request) error {
 	if err := st.sched.Add(q.id, q.req.PromptTokens, q.params.MaxTokens); err != nil {
 		if errors.Is(err, sched.ErrTooLarge) {
 			return fmt.Errorf("%w: %v", llm.ErrTooLargeForCache, err)
@@ -109,7 +110,7 @@ func (st *Stepper) add(q *request) error {
 }
 
 // finish ends q with a final event.
-func (st *Stepper) finish(q *request, reason llm.FinishReason, err error) {
+func (st *stepper) finish(q *request, reason llm.FinishReason, err error) {
 	now := st.now()
 	q.times.Finish = now
 	q.done = true
@@ -119,7 +120,7 @@ func (st *Stepper) finish(q *request, reason llm.FinishReason, err error) {
 }
 
 // abort removes a request wherever it is and sends its final abort event.
-func (st *Stepper) abort(id kv.SeqID, err error) {
+func (st *stepper) abort(id kv.SeqID, err error) {
 	q, ok := st.reqs[id]
 	if !ok {
 		return // already finished: the abort raced with the last token
@@ -129,7 +130,7 @@ func (st *Stepper) abort(id kv.SeqID, err error) {
 }
 
 // failAll ends every request with an error event.
-func (st *Stepper) failAll(err error) {
+func (st *stepper) failAll(err error) {
 	for id, q := range st.reqs {
 		_ = st.sched.Abort(id)
 		st.finish(q, llm.FinishError, err)
@@ -137,13 +138,13 @@ func (st *Stepper) failAll(err error) {
 }
 
 // idle reports whether there is nothing to run.
-func (st *Stepper) idle() bool { return len(st.reqs) == 0 }
+func (st *stepper) idle() bool { return len(st.reqs) == 0 }
 
 // step runs one engine step: schedule, forward, sample, update, emit. It
 // returns the number of requests that were scheduled for the first time and
 // any backend error; on a backend error the requests of the step are not
 // updated and the caller must fail them.
-func (st *Stepper) step() (firstScheduled int, err error) {
+func (st *stepper) step() (firstScheduled int, err error) {
 	out := st.sched.Schedule()
 	if len(out.Scheduled) == 0 {
 		return 0, nil
@@ -210,7 +211,7 @@ func (st *Stepper) step() (firstScheduled int, err error) {
 }
 
 // choose picks the token of one sampled row.
-func (st *Stepper) choose(q *request, needLogits bool, row SampleRow) (int, *llm.TokenLogprob, error) {
+func (st *stepper) choose(q *request, needLogits bool, row SampleRow) (int, *llm.TokenLogprob, error) {
 	if !needLogits && row.Logits == nil {
 		if row.Argmax < 0 || row.Argmax >= st.info.VocabSize {
 			return 0, nil, fmt.Errorf("%w: argmax %d outside the vocabulary", ErrBackend, row.Argmax)
@@ -239,7 +240,7 @@ func (st *Stepper) choose(q *request, needLogits bool, row SampleRow) (int, *llm
 
 // forward calls the backend, turning a panic into an error so that a bad
 // step fails its requests instead of the process.
-func (st *Stepper) forward(b *Batch) (rows []SampleRow, err error) {
+func (st *stepper) forward(b *Batch) (rows []SampleRow, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("%w: panic: %v\n%s", ErrBackend, p, debug.Stack())
