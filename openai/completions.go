@@ -397,6 +397,10 @@ func (h *handler) streamCompletion(ctx context.Context, cancel context.CancelFun
 		cancel()
 		lg.Info("stream aborted", "err", err)
 		return
+	} else if err := sse.rc.SetWriteDeadline(time.Now().Add(sse.timeout)); errors.Is(err, http.ErrNotSupported) {
+		// A wrapper with Flush but without Unwrap streams, yet hides the
+		// connection's deadline: say so, since nothing else would.
+		lg.Warn("the response writer cannot set a write deadline, so a client that stops reading is not dropped; does a middleware's ResponseWriter lack Unwrap?")
 	}
 
 	base := completionResponse{

@@ -1,0 +1,61 @@
+package openai
+
+import (
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tinyserve/tinyserve/internal/syncbuf"
+)
+
+// flushOnlyWriter is a middleware's ResponseWriter wrapper in a common
+// shape: it passes Flush through but has no Unwrap.
+type flushOnlyWriter struct{ http.ResponseWriter }
+
+func (w flushOnlyWriter) Flush() { w.ResponseWriter.(http.Flusher).Flush() }
+
+// unwrapWriter is the shape docs/server.md asks for.
+type unwrapWriter struct{ http.ResponseWriter }
+
+func (w unwrapWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// TestStreamWarnsWithoutWriteDeadline: a wrapper that can flush but hides
+// the connection streams fine, but the per-event write deadline is lost;
+// the handler says so, as it does for a wrapper that cannot flush.
+func TestStreamWarnsWithoutWriteDeadline(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		wrap func(http.ResponseWriter) http.ResponseWriter
+		warn string
+	}{
+		{"flush only", func(w http.ResponseWriter) http.ResponseWriter { return flushOnlyWriter{w} }, "cannot set a write deadline"},
+		{"unwrap", func(w http.ResponseWriter) http.ResponseWriter { return unwrapWriter{w} }, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var logs syncbuf.Buffer
+			h := NewHandler(newFake(), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				h.ServeHTTP(tc.wrap(w), r)
+			}))
+			defer srv.Close()
+			resp, err := srv.Client().Post(srv.URL+"/v1/completions", "application/json",
+				strings.NewReader(`{"prompt":"a","max_tokens":3,"stream":true}`))
+			require.NoError(t, err)
+			b, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			require.NoError(t, err)
+			assert.True(t, strings.HasSuffix(string(b), "data: [DONE]\n\n"), "the stream is whole")
+			if tc.warn == "" {
+				assert.NotContains(t, logs.String(), "level=WARN")
+			} else {
+				assert.Contains(t, logs.String(), tc.warn)
+			}
+		})
+	}
+}
