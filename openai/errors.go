@@ -117,7 +117,9 @@ func writeError(w http.ResponseWriter, r *http.Request, e *apiError) {
 		w.Header().Set("Retry-After", e.retryAfter)
 	}
 	lg := requestLogger(r)
-	if e.status >= 500 {
+	// A draining server turning new requests away is doing its job during
+	// every rollout: that is a rejection, not a failure.
+	if e.status >= 500 && e.Code != "draining" {
 		lg.Error("request failed", "status", e.status, "type", e.Type, "err", e.Message)
 	} else {
 		lg.Info("request rejected", "status", e.status, "type", e.Type, "param", e.Param, "err", e.Message)

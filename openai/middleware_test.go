@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tinyserve/tinyserve/internal/syncbuf"
+	"github.com/tinyserve/tinyserve/llm"
 )
 
 // flushOnlyWriter is a middleware's ResponseWriter wrapper in a common
@@ -57,5 +59,33 @@ func TestStreamWarnsWithoutWriteDeadline(t *testing.T) {
 				assert.Contains(t, logs.String(), tc.warn)
 			}
 		})
+	}
+}
+
+// TestDrainingRejectionLoggedAsInfo: docs/server.md logs rejections at
+// info and failures at error. A draining engine turning requests away is
+// a rejection (retry on another replica), seen on every rollout, so it
+// must not fill the error log; a dead engine is a failure.
+func TestDrainingRejectionLoggedAsInfo(t *testing.T) {
+	for _, tc := range []struct {
+		err   error
+		level string
+	}{
+		{llm.ErrDraining, "level=INFO"},
+		{fmt.Errorf("%w: boom", llm.ErrEngineDead), "level=ERROR"},
+	} {
+		var logs syncbuf.Buffer
+		f := newFake()
+		f.genErr = tc.err
+		rec := serve(t, NewHandler(f, WithLogger(slog.New(slog.NewTextHandler(&logs, nil)))),
+			"POST", "/v1/completions", `{"prompt":"a","max_tokens":1}`)
+		require.Equal(t, 503, rec.Code)
+		var line string
+		for l := range strings.SplitSeq(logs.String(), "\n") {
+			if strings.Contains(l, "status=503") && !strings.Contains(l, `msg="http request"`) {
+				line = l
+			}
+		}
+		assert.Contains(t, line, tc.level, "%v: %s", tc.err, logs.String())
 	}
 }
