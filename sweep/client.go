@@ -206,12 +206,18 @@ type job struct {
 // RunCondition runs one condition over rows: every row is sent once, records
 // are written to out as JSONL in completion order (one Write per record, so
 // a reader of a file never sees half a line), and the summary is returned.
-// It returns the records too. When ctx ends before every request finished,
-// it returns ctx's error and the records written so far; the caller must not
-// treat that as a complete run.
+// A nil out writes nothing. It returns the records too. Requests that
+// failed (an HTTP error, no answer) are evidence, not an error: they are in
+// the records and Summary.Counts.Failed (RunSweep is what stops on them,
+// with ErrFailedRequests). When ctx ends before every request finished, it
+// returns an error wrapping ctx's and the records written so far; the
+// caller must not treat that as a complete run.
 func RunCondition(ctx context.Context, opts LoadOptions, rows []Row, out io.Writer) (*Summary, []Record, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, nil, err
+	}
+	if out == nil {
+		out = io.Discard
 	}
 	if len(rows) == 0 {
 		return nil, nil, fmt.Errorf("prompts: %w: no rows", ErrTooFewRows)

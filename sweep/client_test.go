@@ -594,3 +594,13 @@ func TestRunConditionStreamCut(t *testing.T) {
 	assert.Contains(t, *recs[0].Error, "unexpected EOF")
 	assert.Zero(t, sum.LatencyS.Count)
 }
+
+// TestRunConditionNilWriter: a library caller that wants only the summary
+// and records passes no writer; that used to panic on the first record.
+func TestRunConditionNilWriter(t *testing.T) {
+	f := newFakeServer(t, &fakeServer{})
+	sum, recs, err := RunCondition(context.Background(), LoadOptions{URL: f.URL(), Model: "m", Concurrency: 2, Stream: true}, testRows(3, 2), nil)
+	require.NoError(t, err)
+	assert.Equal(t, 3, sum.Counts.Successful)
+	assert.Len(t, recs, 3)
+}
