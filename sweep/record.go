@@ -26,6 +26,10 @@ const DefaultMaxTokens = 128
 
 // Row is one line of a prompt file (prompts/<workload>.jsonl). The schema is
 // fixed by serving-inference's generate_prompts.py; unknown keys are ignored.
+// It is the reader's side of workload.Row (which this package does not
+// import): rows generated in memory become Rows through that format,
+// DecodeRows(bytes.NewReader(workload.MarshalRows(rows)), 0), as
+// ExampleRunCondition shows.
 type Row struct {
 	Bucket             string `json:"bucket"`               // the workload bucket the row was drawn for
 	ID                 string `json:"id"`                   // unique within the workload
