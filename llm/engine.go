@@ -11,6 +11,7 @@ type ModelInfo struct {
 	// VocabSize is the number of token ids the model accepts and produces.
 	VocabSize int
 	// EOSTokenID is the end-of-sequence token, or -1 when there is none.
+	// Zero is token 0, not "none".
 	EOSTokenID int
 	// RandomWeights is true for built-in models with generated weights, whose
 	// text is meaningless; say so wherever the model is described.

@@ -78,7 +78,11 @@ type Engine struct {
 }
 
 // New builds an engine over backend and starts its loop. info must give the
-// vocabulary size and context length; tok is the model's tokenizer.
+// vocabulary size and context length, and says which token ends a request:
+// the engine stops at info.EOSTokenID, not tok.EOSTokenID(), so set it
+// (-1 for none; left at zero it makes token 0 the end of every request).
+// tok is the model's tokenizer. Example_customBackend shows a Backend
+// written from scratch.
 func New(backend Backend, tok llm.Tokenizer, info llm.ModelInfo, cfg Config) (*Engine, error) {
 	if backend == nil || tok == nil {
 		return nil, errors.New("engine: backend and tokenizer are required")
