@@ -103,6 +103,9 @@ func DecodeConfigJSON(data []byte) (Config, error) {
 }
 
 // Open builds and starts an engine for cfg. The caller must Close it.
+// ctx is checked before the model is loaded (a cancelled ctx returns its
+// error); loading itself is not interrupted, and the engine does not stop
+// when ctx ends later: only Close (after Drain, for a graceful stop) does.
 func Open(ctx context.Context, cfg Config) (*engine.Engine, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

@@ -58,6 +58,9 @@ type Engine interface {
 	// until every accepted request has finished, or ctx ends.
 	Drain(ctx context.Context) error
 	// Close stops the engine: running requests end with an abort event, and
-	// Close returns when the engine's goroutine has exited.
+	// Close returns when the engine's goroutine has exited. It does not wait
+	// for callers to read their channels: each must still be read until it
+	// closes (or its ctx cancelled), or the goroutine delivering to it stays
+	// blocked.
 	Close() error
 }

@@ -10,7 +10,7 @@ type FinishReason string
 const (
 	FinishStop   FinishReason = "stop"   // EOS, a stop token id or a stop string
 	FinishLength FinishReason = "length" // max_tokens reached
-	FinishAbort  FinishReason = "abort"  // the caller cancelled, or the engine closed
+	FinishAbort  FinishReason = "abort"  // the engine closed (a cancelling caller's channel just closes)
 	FinishError  FinishReason = "error"  // the backend failed; see Event.Err
 )
 

@@ -13,8 +13,10 @@ const MaxStopStrings = 16
 // (vLLM's default max_logprobs is 20).
 const MaxLogprobs = 20
 
-// SamplingParams says how tokens are chosen and when generation stops. The zero
-// value is greedy decoding of one token; field docs say what zero means.
+// SamplingParams says how tokens are chosen and when generation stops. Only
+// MaxTokens must be set: with every other field zero it is greedy decoding
+// of MaxTokens tokens (the zero value itself is rejected, max_tokens 0);
+// field docs say what zero means.
 // Following vLLM, n (several choices per prompt) is not a sampling parameter:
 // the server submits one [Request] per choice.
 type SamplingParams struct {

@@ -264,6 +264,7 @@ func (e *Engine) Drain(ctx context.Context) error {
 
 // Close implements llm.Engine. Running requests end with an abort event
 // carrying ErrClosed. The backend is closed if it implements io.Closer.
+// Closing again, and Drain after Close, return nil.
 func (e *Engine) Close() error {
 	e.mu.Lock()
 	already := e.closing
