@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tinyserve/tinyserve/internal/drainwait"
 	"github.com/tinyserve/tinyserve/llm/engine"
 	"github.com/tinyserve/tinyserve/llm/mock"
 )
@@ -133,13 +134,5 @@ func TestServeWaitsForAnswers(t *testing.T) {
 	}, 10*time.Second, time.Millisecond, "the engine finishes the request")
 
 	cancel() // the signal: the engine has nothing left, so the drain ends at once
-	select {
-	case err := <-served:
-		t.Fatalf("serve returned (%v) while an accepted answer was still being written", err)
-	case <-time.After(300 * time.Millisecond):
-	}
-	rest, err := io.ReadAll(resp.Body)
-	require.NoError(t, err, "the stream is not torn")
-	assert.True(t, strings.HasSuffix(string(rest), "data: [DONE]\n\n"), "the stream ends normally")
-	require.NoError(t, <-served)
+	drainwait.RequireAnswerDelivered(t, served, resp.Body)
 }

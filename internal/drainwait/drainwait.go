@@ -1,0 +1,35 @@
+// Package drainwait holds a test helper shared by the servers' shutdown
+// tests (cmd/serve and examples/embed): after the engine has finished an
+// answer that a slow client is still reading, shutting down must wait for
+// the client instead of cutting the stream.
+package drainwait
+
+import (
+	"io"
+	"strings"
+	"testing"
+	"time"
+)
+
+// RequireAnswerDelivered checks, once shutdown has been asked for, that the
+// server (whose return value done delivers) keeps running while the client
+// reads the rest of stream, that the stream ends with data: [DONE], and that
+// the server then returns nil.
+func RequireAnswerDelivered(t testing.TB, done <-chan error, stream io.Reader) {
+	t.Helper()
+	select {
+	case err := <-done:
+		t.Fatalf("the server returned (%v) while an accepted answer was still being written", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	rest, err := io.ReadAll(stream)
+	if err != nil {
+		t.Fatalf("the stream was torn: %v", err)
+	}
+	if !strings.HasSuffix(string(rest), "data: [DONE]\n\n") {
+		t.Fatalf("the stream did not end with data: [DONE]; its last bytes: %q", rest[max(0, len(rest)-200):])
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the server returned %v", err)
+	}
+}
