@@ -20,6 +20,10 @@ const (
 	typeUnavailable    = "service_unavailable_error"
 )
 
+// codeDraining is the error code of a request turned away by a draining
+// server: the one 5xx that is logged as a rejection, not a failure.
+const codeDraining = "draining"
+
 // apiError is one OpenAI error body plus the HTTP status it goes with.
 // Param and Code are null in JSON when empty, as in OpenAI's responses.
 type apiError struct {
@@ -91,7 +95,7 @@ func engineError(err error) *apiError {
 	case errors.Is(err, llm.ErrOverloaded):
 		return errOverloaded(err.Error())
 	case errors.Is(err, llm.ErrDraining):
-		return &apiError{status: http.StatusServiceUnavailable, Type: typeUnavailable, Code: "draining",
+		return &apiError{status: http.StatusServiceUnavailable, Type: typeUnavailable, Code: codeDraining,
 			Message: "the server is draining and admits no new requests; retry on another replica"}
 	case errors.Is(err, llm.ErrEngineDead):
 		return &apiError{status: http.StatusServiceUnavailable, Type: typeUnavailable, Code: "engine_dead",
@@ -119,7 +123,7 @@ func writeError(w http.ResponseWriter, r *http.Request, e *apiError) {
 	lg := requestLogger(r)
 	// A draining server turning new requests away is doing its job during
 	// every rollout: that is a rejection, not a failure.
-	if e.status >= 500 && e.Code != "draining" {
+	if e.status >= 500 && e.Code != codeDraining {
 		lg.Error("request failed", "status", e.status, "type", e.Type, "err", e.Message)
 	} else {
 		lg.Info("request rejected", "status", e.status, "type", e.Type, "param", e.Param, "err", e.Message)
