@@ -157,16 +157,7 @@ func TestDrainWaitsForSlowReaders(t *testing.T) {
 	}()
 	base := "http://" + (<-addrc).String()
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-	// A fixed receive buffer (autotuning may grow one to tens of MB), so
-	// that the server's writes block once its own send buffer is full.
-	slow := &http.Client{Transport: &http.Transport{DisableKeepAlives: true,
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-			if err == nil {
-				err = c.(*net.TCPConn).SetReadBuffer(256 << 10)
-			}
-			return c, err
-		}}}
+	slow := drainwait.SlowClient()
 	// Some 9 MB of events: more than twice what the socket buffers hold.
 	resp, err := slow.Post(base+"/v1/completions", "application/json",
 		strings.NewReader(`{"prompt":"slow reader","max_tokens":4000,"n":4,"logprobs":20,"temperature":0,"stream":true}`))

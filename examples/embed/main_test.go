@@ -109,16 +109,7 @@ func TestServeWaitsForAnswers(t *testing.T) {
 	served := make(chan error, 1)
 	go func() { served <- serve(ctx, srv, ln, eng, time.Minute) }()
 
-	// A fixed receive buffer (autotuning may grow one to tens of MB), so
-	// that the server's writes block once its own send buffer is full.
-	slow := &http.Client{Transport: &http.Transport{DisableKeepAlives: true,
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-			if err == nil {
-				err = c.(*net.TCPConn).SetReadBuffer(256 << 10)
-			}
-			return c, err
-		}}}
+	slow := drainwait.SlowClient()
 	// Some 9 MB of events: more than twice what the socket buffers hold.
 	req, err := http.NewRequest("POST", "http://"+ln.Addr().String()+"/llm/v1/completions",
 		strings.NewReader(`{"prompt":"slow reader","max_tokens":4000,"n":4,"logprobs":20,"temperature":0,"stream":true}`))

@@ -5,11 +5,29 @@
 package drainwait
 
 import (
+	"context"
 	"io"
+	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 )
+
+// SlowClient returns a client whose connections have a fixed 256 KiB
+// receive buffer (autotuning may grow one to tens of MB), so that a server
+// writing a large answer to it blocks once its own send buffer is full, as
+// it would for a slow reader.
+func SlowClient() *http.Client {
+	return &http.Client{Transport: &http.Transport{DisableKeepAlives: true,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+			if err == nil {
+				err = c.(*net.TCPConn).SetReadBuffer(256 << 10)
+			}
+			return c, err
+		}}}
+}
 
 // RequireAnswerDelivered checks, once shutdown has been asked for, that the
 // server (whose return value done delivers) keeps running while the client
