@@ -48,7 +48,7 @@ var argBufs = sync.Pool{New: func() any { return new([32]uintptr) }}
 
 // ccall calls the C function at fn with args and returns its result,
 // without allocating: purego.SyscallN's variadic slice escapes (its
-// go:uintptrescapes keeps pointers passed as uintptr alive), so a slice
+// uintptrescapes directive keeps pointers passed as uintptr alive), so a slice
 // built at each call would be a heap allocation; a pooled buffer is not.
 // Pointers among args must point to memory that stays reachable and does
 // not move during the call (heap objects, C memory), as every caller's do.

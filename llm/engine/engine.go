@@ -80,7 +80,8 @@ type Engine struct {
 // New builds an engine over backend and starts its loop. info must give the
 // vocabulary size and context length, and says which token ends a request:
 // the engine stops at info.EOSTokenID, not tok.EOSTokenID(), so set it
-// (-1 for none; left at zero it makes token 0 the end of every request).
+// (-1 for none). Because a forgotten field reads as token 0, New refuses an
+// info.EOSTokenID of 0 that the tokenizer does not share.
 // tok is the model's tokenizer. Example_customBackend shows a Backend
 // written from scratch.
 func New(backend Backend, tok llm.Tokenizer, info llm.ModelInfo, cfg Config) (*Engine, error) {
@@ -89,6 +90,9 @@ func New(backend Backend, tok llm.Tokenizer, info llm.ModelInfo, cfg Config) (*E
 	}
 	if info.VocabSize < 1 || info.MaxModelLen < 1 {
 		return nil, fmt.Errorf("engine: model info needs VocabSize and MaxModelLen, got %d and %d", info.VocabSize, info.MaxModelLen)
+	}
+	if err := checkEOS(info, tok); err != nil {
+		return nil, err
 	}
 	if cfg.MaxPending == 0 {
 		cfg.MaxPending = DefaultMaxPending
@@ -121,6 +125,20 @@ func New(backend Backend, tok llm.Tokenizer, info llm.ModelInfo, cfg Config) (*E
 		"max_num_seqs", st.sched.Config().MaxNumSeqs, "max_num_batched_tokens", st.sched.Config().MaxNumBatchedTokens)
 	go e.loop()
 	return e, nil
+}
+
+// checkEOS rejects an EOS id outside the vocabulary, and the zero value
+// where the tokenizer's EOS is another token: that is almost always a
+// ModelInfo whose EOSTokenID was never set, and it would end every request
+// at token 0 (GPT-2's "!") instead of at the real end of text.
+func checkEOS(info llm.ModelInfo, tok llm.Tokenizer) error {
+	if info.EOSTokenID < -1 || info.EOSTokenID >= info.VocabSize {
+		return fmt.Errorf("engine: model info's EOSTokenID %d is outside the vocabulary [0, %d) (-1 for none)", info.EOSTokenID, info.VocabSize)
+	}
+	if info.EOSTokenID == 0 && tok.EOSTokenID() != 0 {
+		return fmt.Errorf("engine: model info's EOSTokenID is 0 but the tokenizer's EOS is %d: set EOSTokenID (to tok.EOSTokenID(), or -1 for none)", tok.EOSTokenID())
+	}
+	return nil
 }
 
 // Info implements llm.Engine.

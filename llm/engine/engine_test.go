@@ -602,3 +602,37 @@ func TestRequestQueuedAtDeathGetsEngineDead(t *testing.T) {
 		}
 	}
 }
+
+// TestNewRejectsUnsetOrOutOfRangeEOS: a ModelInfo whose EOSTokenID was never
+// set would end every request at token 0; New says so instead of serving it.
+// An explicit -1 (no EOS) and the tokenizer's own id are accepted.
+func TestNewRejectsUnsetOrOutOfRangeEOS(t *testing.T) {
+	for _, tc := range []struct {
+		eos     int
+		wantErr string
+	}{
+		{0, "EOSTokenID is 0 but the tokenizer's EOS is 256"},
+		{-2, "outside the vocabulary"},
+		{mock.Info().VocabSize, "outside the vocabulary"},
+		{-1, ""},
+		{mock.EOSTokenID, ""},
+	} {
+		info := mock.Info()
+		info.EOSTokenID = tc.eos
+		e, err := engine.New(mock.NewBackend(mock.Config{}), mock.NewTokenizer(), info, engine.Config{})
+		if tc.wantErr == "" {
+			if err != nil {
+				t.Errorf("EOS %d: %v", tc.eos, err)
+				continue
+			}
+			e.Close()
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+			t.Errorf("EOS %d: error %v, want one containing %q", tc.eos, err, tc.wantErr)
+		}
+		if e != nil {
+			e.Close()
+		}
+	}
+}

@@ -65,7 +65,7 @@ func Example_customBackend() {
 		MaxModelLen: 128,
 		VocabSize:   tok.VocabSize(),
 		// The engine stops at info's EOS, not the tokenizer's: always set
-		// it (-1 for none), since the zero value makes token 0 EOS.
+		// it (-1 for none); New refuses a zero the tokenizer doesn't share.
 		EOSTokenID: tok.EOSTokenID(),
 		Backend:    "next-byte",
 	}

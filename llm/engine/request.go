@@ -27,7 +27,6 @@ type request struct {
 	holdBack  int    // bytes kept back while they could start a stop string
 	generated int
 	eos       int // the EOS id, or -1 when ignored or absent
-	started   bool
 	times     llm.Timestamps
 	done      bool
 }

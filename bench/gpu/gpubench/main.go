@@ -44,7 +44,7 @@ func main() {
 
 func run(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return errors.New("usage: gpubench checkpoint [-model NAME] DIR | scenarios [flags] | table A.json B.json | fromsweep OUT.json ROOT...")
+		return errors.New("usage: gpubench checkpoint [-model NAME] DIR | scenarios [flags] | table A.json B.json | fromsweep OUT.json ROOT")
 	}
 	switch args[0] {
 	case "checkpoint":
@@ -66,7 +66,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return scenariosCmd(args[1:], stdout, stderr)
 	case "fromsweep":
 		if len(args) < 3 {
-			return errors.New("usage: gpubench fromsweep OUT.json ROOT...")
+			return errors.New("usage: gpubench fromsweep OUT.json ROOT")
 		}
 		rep, err := sweepReport(args[2:])
 		if err != nil {
