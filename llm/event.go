@@ -20,10 +20,10 @@ type TopLogprob struct {
 	Logprob float32
 }
 
-// TokenLogprob is the log-probability of one generated token and the most
-// likely alternatives at its position, most likely first. Log-probabilities
-// are of the model's distribution before temperature, top-k and top-p, as in
-// vLLM.
+// TokenLogprob is the log-probability of one token (generated, or of the
+// prompt) and the most likely alternatives at its position, most likely
+// first. Log-probabilities are of the model's distribution before
+// temperature, top-k and top-p, as in vLLM.
 type TokenLogprob struct {
 	ID      int
 	Logprob float32
@@ -53,6 +53,11 @@ type Event struct {
 	// Logprobs has one entry per token in TokenIDs when the request asked
 	// for log-probabilities.
 	Logprobs []TokenLogprob
+	// PromptLogprobs is set on the request's first event when it asked for
+	// SamplingParams.PromptLogprobs: entry i is prompt token i+1 given the
+	// tokens before it (the first prompt token has none), so it holds one
+	// entry fewer than the prompt.
+	PromptLogprobs []TokenLogprob
 	// Finish is set on the last event only.
 	Finish FinishReason
 	// StopString is the stop string that ended the request, if one did.

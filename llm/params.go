@@ -48,6 +48,13 @@ type SamplingParams struct {
 	// and of the N most likely alternatives (0 means the chosen token only).
 	// Nil means no log-probabilities.
 	Logprobs *int
+	// PromptLogprobs, when set to N, returns the log-probability of every
+	// prompt token after the first, given the tokens before it, and the N
+	// most likely tokens at its position (0 means the prompt token only):
+	// vLLM's prompt_logprobs, which evaluation harnesses read to score a
+	// text. They arrive on the request's first event. Nil means none; not
+	// every backend computes them (the engine then rejects the request).
+	PromptLogprobs *int
 }
 
 // ParamError is a validation error that names the offending field, so that
@@ -99,6 +106,9 @@ func (p *SamplingParams) Validate() error {
 	}
 	if p.Logprobs != nil && (*p.Logprobs < 0 || *p.Logprobs > MaxLogprobs) {
 		return paramErr("logprobs", "must be in [0, %d], got %d", MaxLogprobs, *p.Logprobs)
+	}
+	if p.PromptLogprobs != nil && (*p.PromptLogprobs < 0 || *p.PromptLogprobs > MaxLogprobs) {
+		return paramErr("prompt_logprobs", "must be in [0, %d], got %d", MaxLogprobs, *p.PromptLogprobs)
 	}
 	return nil
 }

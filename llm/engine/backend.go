@@ -23,7 +23,9 @@ type Backend interface {
 	// Called once, before the first Forward.
 	AllocateKV(numBlocks, blockSize int) error
 	// Forward runs one step. The batch is valid only during the call. It
-	// returns one row per sequence with Sample set, in batch order; the rows
+	// returns, in batch order, one row per sequence with Sample set, or
+	// for a sequence with PromptLogits set one row per token of Tokens
+	// (the last of them is its sampled row when Sample is set); the rows
 	// and their logits belong to the backend until the next call, and the
 	// engine only reads them (a backend may return the same logits slice
 	// again, say from a table). A row count that does not match, an Argmax
@@ -67,6 +69,22 @@ type SeqBatch struct {
 	// means the argmax alone suffices (greedy), so a GPU backend may return
 	// only the token id.
 	NeedLogits bool
+	// PromptLogits is true when the engine needs the logits of every
+	// position of Tokens (prompt log-probabilities): Forward then returns
+	// one row per token, each with Logits set. Only set for a backend that
+	// implements PromptLogitsBackend.
+	PromptLogits bool
+}
+
+// PromptLogitsBackend is a Backend whose Forward honours
+// SeqBatch.PromptLogits. The engine accepts requests that ask for
+// SamplingParams.PromptLogprobs only when its backend implements it and
+// ReturnsPromptLogits reports true (a wrapper can say false).
+type PromptLogitsBackend interface {
+	Backend
+	// ReturnsPromptLogits reports whether Forward returns a row per token
+	// for sequences with PromptLogits set.
+	ReturnsPromptLogits() bool
 }
 
 // SampleRow is a backend's result for one sampled sequence.

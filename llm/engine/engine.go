@@ -191,6 +191,9 @@ func (e *Engine) Generate(ctx context.Context, r llm.Request) (<-chan llm.Event,
 	if err := r.Validate(e.info.VocabSize); err != nil {
 		return nil, err
 	}
+	if r.Params.PromptLogprobs != nil && !e.st.promptLogits {
+		return nil, &llm.ParamError{Param: "prompt_logprobs", Msg: fmt.Sprintf("the %s backend does not compute prompt log-probabilities", e.info.Backend)}
+	}
 	if err := llm.CheckContextLength(e.info.MaxModelLen, len(r.PromptTokens), r.Params.MaxTokens); err != nil {
 		return nil, err
 	}

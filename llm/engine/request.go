@@ -26,7 +26,8 @@ type request struct {
 	sent      int    // bytes of text already sent
 	holdBack  int    // bytes kept back while they could start a stop string
 	generated int
-	eos       int // the EOS id, or -1 when ignored or absent
+	eos       int                // the EOS id, or -1 when ignored or absent
+	promptLP  []llm.TokenLogprob // prompt log-probabilities by position - 1, when asked
 	times     llm.Timestamps
 	done      bool
 }

@@ -33,10 +33,18 @@ type stepper struct {
 	sampled  []sched.Sampled
 	counters counters
 
+	// promptLogits is whether the backend returns a row per position
+	// (PromptLogitsBackend), which prompt log-probabilities need.
+	promptLogits bool
+
 	// Per step, in batch order of the sampled sequences.
 	sampleReqs []*request
 	needLogits []bool
-	numSample  int
+	sampleAt   []int // the index of each sampled sequence's row
+	// Per step, in batch order: the sequences whose prompt positions
+	// return rows, and the number of rows the backend must return.
+	promptSpans []promptSpan
+	numRows     int
 }
 
 type counters struct {
@@ -94,7 +102,11 @@ func newStepper(b Backend, tok llm.Tokenizer, info llm.ModelInfo, cfg *Config) (
 	if err := b.AllocateKV(numBlocks, blockSize); err != nil {
 		return nil, fmt.Errorf("engine: allocating the KV cache (%d blocks of %d tokens): %w", numBlocks, blockSize, err)
 	}
-	return &stepper{backend: b, tok: tok, info: info, kv: m, sched: s, now: cfg.Now, reqs: map[kv.SeqID]*request{}}, nil
+	st := &stepper{backend: b, tok: tok, info: info, kv: m, sched: s, now: cfg.Now, reqs: map[kv.SeqID]*request{}}
+	if pb, ok := b.(PromptLogitsBackend); ok {
+		st.promptLogits = pb.ReturnsPromptLogits()
+	}
+	return st, nil
 }
 
 // add admits q to the scheduler.
@@ -156,13 +168,26 @@ func (st *stepper) step() (firstScheduled int, err error) {
 	b.NumTokens = out.NumTokens
 	st.sampleReqs = st.sampleReqs[:0]
 	st.needLogits = st.needLogits[:0]
+	st.sampleAt = st.sampleAt[:0]
+	st.promptSpans = st.promptSpans[:0]
+	st.numRows = 0
 	for _, sc := range out.Scheduled {
 		q := st.reqs[sc.ID]
 		need := sc.Sample && q.needLogits()
+		prompt := st.promptLogits && q.wantsPromptLogits(sc.StartPos)
+		rows := 0
+		if prompt {
+			st.promptSpans = append(st.promptSpans, promptSpan{q: q, row: st.numRows, start: sc.StartPos, n: len(sc.Tokens)})
+			rows = len(sc.Tokens)
+		} else if sc.Sample {
+			rows = 1
+		}
 		if sc.Sample {
 			st.sampleReqs = append(st.sampleReqs, q)
 			st.needLogits = append(st.needLogits, need)
+			st.sampleAt = append(st.sampleAt, st.numRows+rows-1)
 		}
+		st.numRows += rows
 		if sc.First {
 			firstScheduled++
 			q.times.FirstScheduled = now
@@ -170,25 +195,30 @@ func (st *stepper) step() (firstScheduled int, err error) {
 		}
 		b.Seqs = append(b.Seqs, SeqBatch{
 			ID: sc.ID, Tokens: sc.Tokens, StartPos: sc.StartPos, BlockTable: sc.BlockTable,
-			Sample: sc.Sample, NeedLogits: need,
+			Sample: sc.Sample, NeedLogits: need, PromptLogits: prompt,
 		})
 	}
-	st.numSample = len(st.sampleReqs)
 	rows, err := st.forward(b)
 	if err != nil {
 		return firstScheduled, err
 	}
-	if len(rows) != st.numSample {
-		return firstScheduled, fmt.Errorf("%w: %d sampled rows returned, %d expected", ErrBackend, len(rows), st.numSample)
+	if len(rows) != st.numRows {
+		return firstScheduled, fmt.Errorf("%w: %d rows returned, %d expected", ErrBackend, len(rows), st.numRows)
+	}
+	if err := st.promptLogprobs(rows); err != nil {
+		return firstScheduled, err
 	}
 	now = st.now()
 	st.sampled = st.sampled[:0]
 	for r, q := range st.sampleReqs {
-		tok, lp, err := st.choose(q, st.needLogits[r], rows[r])
+		tok, lp, err := st.choose(q, st.needLogits[r], rows[st.sampleAt[r]])
 		if err != nil {
 			return firstScheduled, err
 		}
 		ev := q.accept(tok, lp, now)
+		if q.generated == 1 && q.params.PromptLogprobs != nil {
+			ev.PromptLogprobs = q.promptLP
+		}
 		st.counters.generationTokens++
 		st.sampled = append(st.sampled, sched.Sampled{ID: q.id, Token: tok, Finished: ev.Finish != ""})
 		// Events only go into the request's queue, so sending before the

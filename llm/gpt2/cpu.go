@@ -104,7 +104,7 @@ type CPUBackend struct {
 	allRows bool
 }
 
-var _ engine.Backend = (*CPUBackend)(nil)
+var _ engine.PromptLogitsBackend = (*CPUBackend)(nil)
 
 // NewCPUBackend returns a backend running m. Call AllocateKV (the engine
 // does, with the pool size it chose) before Forward, and Close when done.
@@ -239,10 +239,28 @@ func (b *CPUBackend) grow(rows, sampled int) {
 	if sampled > len(b.out) {
 		n := max(sampled, 2*len(b.out))
 		b.hs = make([]float32, n*c.NEmbd)
-		b.logits = make([]float32, n*c.VocabSize)
 		b.out = make([]engine.SampleRow, n)
 	}
 }
+
+// logitsFor returns the logits buffer of a step with sampled rows. The
+// rows of prompt logits (one per prompt position, hundreds of megabytes at
+// GPT-2's vocabulary for a long prompt) get a buffer of their step only,
+// so that what is kept between steps stays the size of the sampled rows.
+func (b *CPUBackend) logitsFor(sampled int, promptRows bool) []float32 {
+	need := sampled * b.cfg.VocabSize
+	if promptRows {
+		return make([]float32, need)
+	}
+	if need > len(b.logits) {
+		b.logits = make([]float32, max(need, 2*len(b.logits)))
+	}
+	return b.logits[:need]
+}
+
+// ReturnsPromptLogits implements engine.PromptLogitsBackend: a sequence
+// with PromptLogits set gets a row of logits per token.
+func (b *CPUBackend) ReturnsPromptLogits() bool { return true }
 
 // validate checks a batch against the model and the KV pool, so that bad
 // input is an error rather than an index panic deep in a kernel.
@@ -286,20 +304,23 @@ func (b *CPUBackend) validate(batch *engine.Batch) error {
 }
 
 // Forward implements engine.Backend. Every returned row has Argmax set (ties
-// to the lowest id); Logits is set only when the sequence's NeedLogits asked
-// for it, so that a greedy request takes the engine's argmax path without a
-// pass over the vocabulary. Rows and logits are reused by the next call.
+// to the lowest id); Logits is set only when the sequence's NeedLogits or
+// PromptLogits asked for it, so that a greedy request takes the engine's
+// argmax path without a pass over the vocabulary. Rows and logits are
+// reused by the next call.
 func (b *CPUBackend) Forward(batch *engine.Batch) ([]engine.SampleRow, error) {
 	if err := b.validate(batch); err != nil {
 		return nil, err
 	}
 	c := b.cfg
 	C, M := c.NEmbd, batch.NumTokens
-	nSample := 0
+	nSample, promptRows := 0, false
 	for i := range batch.Seqs {
-		if b.allRows {
-			nSample += len(batch.Seqs[i].Tokens)
-		} else if batch.Seqs[i].Sample {
+		s := &batch.Seqs[i]
+		if b.allRows || s.PromptLogits {
+			nSample += len(s.Tokens)
+			promptRows = promptRows || s.PromptLogits
+		} else if s.Sample {
 			nSample++
 		}
 	}
@@ -326,7 +347,7 @@ func (b *CPUBackend) Forward(batch *engine.Batch) ([]engine.SampleRow, error) {
 			for k := range dst {
 				dst[k] = te[k] + pe[k]
 			}
-			if b.allRows || (s.Sample && j == len(s.Tokens)-1) {
+			if b.allRows || s.PromptLogits || (s.Sample && j == len(s.Tokens)-1) {
 				b.sampled = append(b.sampled, int32(r))
 			}
 			r++
@@ -366,12 +387,13 @@ func (b *CPUBackend) Forward(batch *engine.Batch) ([]engine.SampleRow, error) {
 		b.hook(c.NLayer+1, b.hs[:S*C], S)
 	}
 	V := c.VocabSize
-	b.head = headTask{x: b.hs[:S*C], w: b.lmHead, y: b.logits[:S*V], rows: S, c: C}
+	logits := b.logitsFor(S, promptRows)
+	b.head = headTask{x: b.hs[:S*C], w: b.lmHead, y: logits, rows: S, c: C}
 	headUnits := (V + headPanels*f32.PanelWidth - 1) / (headPanels * f32.PanelWidth)
 	b.pool.parallel(&b.head, headUnits, 1)
 	out := b.out[:S]
 	for i := range out {
-		row := b.logits[i*V : (i+1)*V]
+		row := logits[i*V : (i+1)*V]
 		out[i] = engine.SampleRow{Argmax: argmax(row)}
 		if b.allRows || b.wantLogits(batch, int(b.sampled[i])) {
 			out[i].Logits = row
@@ -382,7 +404,8 @@ func (b *CPUBackend) Forward(batch *engine.Batch) ([]engine.SampleRow, error) {
 
 // wantLogits reports whether the sequence of batch row r asked for logits.
 func (b *CPUBackend) wantLogits(batch *engine.Batch, r int) bool {
-	return batch.Seqs[b.rowSeq[r]].NeedLogits
+	s := &batch.Seqs[b.rowSeq[r]]
+	return s.NeedLogits || s.PromptLogits
 }
 
 // argmax returns the index of the largest value, the lowest on ties.

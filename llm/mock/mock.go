@@ -144,7 +144,15 @@ func (b *Backend) Forward(batch *engine.Batch) ([]engine.SampleRow, error) {
 	}
 	b.rows = b.rows[:0]
 	// Size the logits buffer once per step: rows handed out must not move.
-	if need := len(batch.Seqs) * vocabSize; len(b.logits) < need {
+	numRows := 0
+	for i := range batch.Seqs {
+		if batch.Seqs[i].PromptLogits {
+			numRows += len(batch.Seqs[i].Tokens)
+		} else if batch.Seqs[i].Sample {
+			numRows++
+		}
+	}
+	if need := numRows * vocabSize; len(b.logits) < need {
 		b.logits = make([]float32, need)
 	}
 	var prefill, decode int
@@ -170,8 +178,11 @@ func (b *Backend) Forward(batch *engine.Batch) ([]engine.SampleRow, error) {
 				return nil, err
 			}
 			b.cache[slot] = h
+			if s.PromptLogits {
+				b.rows = append(b.rows, b.row(h, true, len(b.rows)))
+			}
 		}
-		if s.Sample {
+		if s.Sample && !s.PromptLogits {
 			b.rows = append(b.rows, b.row(h, s.NeedLogits, len(b.rows)))
 		}
 	}
@@ -180,6 +191,12 @@ func (b *Backend) Forward(batch *engine.Batch) ([]engine.SampleRow, error) {
 	}
 	return b.rows, nil
 }
+
+var _ engine.PromptLogitsBackend = (*Backend)(nil)
+
+// ReturnsPromptLogits implements engine.PromptLogitsBackend: the row of
+// each position is the one a sample after it would get.
+func (b *Backend) ReturnsPromptLogits() bool { return true }
 
 // slot maps a position to its cache index through the block table.
 func (b *Backend) slot(s *engine.SeqBatch, pos int) (int, error) {

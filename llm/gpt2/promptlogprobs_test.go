@@ -1,0 +1,80 @@
+package gpt2
+
+import (
+	"context"
+	"math"
+	"testing"
+
+	"github.com/tinyserve/tinyserve/llm"
+	"github.com/tinyserve/tinyserve/llm/engine"
+)
+
+// TestPromptLogprobsGolden asks the engine on the CPU backend for the
+// prompt log-probabilities of two golden prompts at once, the longer one in
+// chunks (a 48-token step budget): every position's most likely token must
+// be the golden per-position argmax (a row off by one position fails this),
+// each entry must score its own prompt token, and a few positions must
+// agree with a request that ends there and samples, the path the golden's
+// last-position logits check.
+func TestPromptLogprobsGolden(t *testing.T) {
+	m, g := loadGolden(t, "gpt2-tiny-hot")
+	cpu, err := NewCPUBackend(m, CPUOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cpu.Close()
+	e, err := engine.New(cpu, idTokenizer{}, cpu.Info(), engine.Config{MaxNumBatchedTokens: 48, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	const n = 5
+	generate := func(prompt []int, params llm.SamplingParams) llm.Event {
+		t.Helper()
+		ch, err := e.Generate(context.Background(), llm.Request{PromptTokens: prompt, Params: params})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var first llm.Event
+		for ev := range ch {
+			if ev.Err != nil {
+				t.Fatal(ev.Err)
+			}
+			if first.Time.IsZero() {
+				first = ev
+			}
+		}
+		return first
+	}
+	lp := n
+	for _, c := range g.Cases {
+		if c.Name != "len33" && c.Name != "len128" {
+			continue
+		}
+		p := c.InputIDs
+		got := generate(p, llm.SamplingParams{MaxTokens: 2, IgnoreEOS: true, PromptLogprobs: &lp}).PromptLogprobs
+		if len(got) != len(p)-1 {
+			t.Fatalf("%s: %d prompt logprobs for %d tokens", c.Name, len(got), len(p))
+		}
+		for k, e := range got {
+			if e.ID != p[k+1] || len(e.Top) != n {
+				t.Fatalf("%s position %d: id %d with %d alternatives, want %d with %d", c.Name, k, e.ID, len(e.Top), p[k+1], n)
+			}
+			if e.Top[0].ID != c.PositionStats.Argmax[k] {
+				t.Errorf("%s position %d: most likely %d, golden argmax %d", c.Name, k, e.Top[0].ID, c.PositionStats.Argmax[k])
+			}
+			if e.Logprob > e.Top[0].Logprob || e.Top[0].Logprob > 0 {
+				t.Errorf("%s position %d: logprob %v, most likely %v", c.Name, k, e.Logprob, e.Top[0].Logprob)
+			}
+		}
+		for _, k := range []int{0, len(p) / 2, len(p) - 2} {
+			ref := generate(p[:k+1], llm.SamplingParams{MaxTokens: 1, IgnoreEOS: true, Logprobs: &lp}).Logprobs[0]
+			for j, w := range ref.Top {
+				gt := got[k].Top[j]
+				if gt.ID != w.ID || math.Abs(float64(gt.Logprob-w.Logprob)) > 1e-5 {
+					t.Errorf("%s position %d alternative %d: %+v, the sampled row's %+v", c.Name, k, j, gt, w)
+				}
+			}
+		}
+	}
+}
