@@ -229,6 +229,13 @@ type withModel struct {
 	model *gpt2.Model
 }
 
+// ReturnsPromptLogits implements engine.PromptLogitsBackend: the wrapper
+// can do what the backend it wraps can.
+func (w withModel) ReturnsPromptLogits() bool {
+	pb, ok := w.Backend.(engine.PromptLogitsBackend)
+	return ok && pb.ReturnsPromptLogits()
+}
+
 // Close implements io.Closer.
 func (w withModel) Close() error {
 	var err error

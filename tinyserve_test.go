@@ -32,6 +32,19 @@ func TestOpenDefaultIsBuiltinCPU(t *testing.T) {
 	if n != 4 {
 		t.Errorf("%d tokens, want 4", n)
 	}
+
+	// The wrapper that Open puts around the CPU backend passes on its
+	// prompt log-probabilities (echo with logprobs in the server).
+	zero := 0
+	ch, err = e.Generate(context.Background(), llm.Request{PromptTokens: ids, Params: llm.SamplingParams{MaxTokens: 1, PromptLogprobs: &zero}})
+	if err != nil {
+		t.Fatalf("prompt logprobs on the built-in model: %v", err)
+	}
+	for ev := range ch {
+		if ev.CompletionTokens == 1 && len(ev.PromptLogprobs) != len(ids)-1 {
+			t.Errorf("%d prompt logprobs for %d prompt tokens", len(ev.PromptLogprobs), len(ids))
+		}
+	}
 }
 
 func TestOpenBFloat16Weights(t *testing.T) {

@@ -70,7 +70,8 @@ type choice struct {
 	text     strings.Builder
 	tokenIDs []int
 	lps      []llm.TokenLogprob
-	offset   int // text_offset of the next token, in characters
+	promptLP []llm.TokenLogprob // the prompt's, with echo and logprobs
+	offset   int                // text_offset of the next token, in characters
 	started  bool
 
 	finish           llm.FinishReason
@@ -81,16 +82,24 @@ type choice struct {
 }
 
 // apply folds one event into the choice and reports whether it finished.
-func (c *choice) apply(ev llm.Event, stopIDs []int, wantIDs, wantLogprobs bool) bool {
-	c.text.WriteString(ev.Text)
-	if wantIDs {
-		c.tokenIDs = append(c.tokenIDs, ev.TokenIDs...)
+// With echo and max_tokens 0 the one token the engine sampled is dropped:
+// the answer is the prompt alone.
+func (c *choice) apply(ev llm.Event, req *completionRequest) bool {
+	if ev.PromptLogprobs != nil {
+		c.promptLP = ev.PromptLogprobs
 	}
-	if wantLogprobs {
-		c.lps = append(c.lps, ev.Logprobs...)
+	if !req.echoOnly {
+		c.text.WriteString(ev.Text)
+		if req.returnTokenIDs {
+			c.tokenIDs = append(c.tokenIDs, ev.TokenIDs...)
+		}
+		if req.params.Logprobs != nil {
+			c.lps = append(c.lps, ev.Logprobs...)
+		}
+		c.completionTokens = ev.CompletionTokens
 	}
 	c.promptTokens = ev.PromptTokens
-	c.completionTokens = ev.CompletionTokens
+	stopIDs := req.params.StopTokenIDs
 	if ev.Finish == "" {
 		return false
 	}
@@ -316,7 +325,7 @@ func (h *handler) finishCompletion(ctx context.Context, cancel context.CancelFun
 			return true
 		}
 		h.m.observe(&c.obs, ev)
-		if c.apply(ev, req.params.StopTokenIDs, req.returnTokenIDs, wantLP) {
+		if c.apply(ev, req) {
 			if c.err != nil {
 				failed = c
 				return false
@@ -346,7 +355,7 @@ func (h *handler) finishCompletion(ctx context.Context, cancel context.CancelFun
 		fr := string(c.finish)
 		cc := completionChoice{Index: c.index, Text: text, FinishReason: &fr, StopReason: c.stopReason}
 		if wantLP {
-			cc.Logprobs = h.logprobs(c.lps, &c.offset)
+			cc.Logprobs = h.choiceLogprobs(c, req, prompts[c.prompt].tokens, true)
 		}
 		if req.returnTokenIDs {
 			cc.PromptTokenIDs = nonNil(prompts[c.prompt].tokens)
@@ -421,16 +430,17 @@ func (h *handler) streamCompletion(ctx context.Context, cancel context.CancelFun
 			return true
 		}
 		h.m.observe(&c.obs, ev)
-		finished := c.apply(ev, req.params.StopTokenIDs, req.returnTokenIDs, wantLP)
+		finished := c.apply(ev, req)
 		if c.err != nil {
 			failed = c
 			return false
 		}
-		if c.text.Len() == 0 && !finished {
+		if c.text.Len() == 0 && !finished && (c.started || !req.echo) {
 			return true // no empty deltas: keep the tokens for the next chunk
 		}
 		cc := completionChoice{Index: c.index, Text: c.text.String()}
-		if !c.started {
+		first := !c.started
+		if first {
 			c.started = true
 			if req.echo {
 				cc.Text = prompts[c.prompt].text + cc.Text
@@ -440,7 +450,7 @@ func (h *handler) streamCompletion(ctx context.Context, cancel context.CancelFun
 			}
 		}
 		if wantLP {
-			cc.Logprobs = h.logprobs(c.lps, &c.offset)
+			cc.Logprobs = h.choiceLogprobs(c, req, prompts[c.prompt].tokens, first)
 		}
 		if req.returnTokenIDs {
 			cc.TokenIDs = nonNil(c.tokenIDs)

@@ -127,7 +127,8 @@ func TestTopLogprobsJSON(t *testing.T) {
 		in   topLogprobs
 		want string
 	}{
-		{nil, `{}`},
+		{nil, `null`}, // the first token of an echoed prompt
+		{topLogprobs{}, `{}`},
 		{topLogprobs{{"a", -1}}, `{"a":-1}`},
 		{topLogprobs{{"a", -1}, {"a", -2}, {`"q"`, -3}}, `{"a":-1,"\"q\"":-3}`},
 	}

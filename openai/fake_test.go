@@ -97,6 +97,16 @@ func fakeScript(req llm.Request) []llm.Event {
 			}
 			ev.Logprobs = []llm.TokenLogprob{lp}
 		}
+		if i == 0 && req.Params.PromptLogprobs != nil {
+			// Prompt token k+1 scores -0.25, its alternatives 'A', 'B', ...
+			for _, id := range req.PromptTokens[1:] {
+				lp := llm.TokenLogprob{ID: id, Logprob: -0.25}
+				for k := range *req.Params.PromptLogprobs {
+					lp.Top = append(lp.Top, llm.TopLogprob{ID: 'A' + k, Logprob: -1 - float32(k)})
+				}
+				ev.PromptLogprobs = append(ev.PromptLogprobs, lp)
+			}
+		}
 		if i == req.Params.MaxTokens-1 {
 			ev.Finish = llm.FinishLength
 			ev.Times.Finish = now

@@ -18,7 +18,7 @@ const minLogprob = -9999.0
 // arrays, one entry per token.
 type completionLogprobs struct {
 	Tokens        []string      `json:"tokens"`
-	TokenLogprobs []float64     `json:"token_logprobs"`
+	TokenLogprobs []optLogprob  `json:"token_logprobs"`
 	TopLogprobs   []topLogprobs `json:"top_logprobs"`
 	TextOffset    []int         `json:"text_offset"`
 }
@@ -33,9 +33,28 @@ type tokenLogprob struct {
 	logprob float64
 }
 
+// optLogprob is a token's log-probability, or null for the first token of
+// an echoed prompt, which nothing predicts.
+type optLogprob struct {
+	v     float64
+	valid bool
+}
+
+// MarshalJSON writes the value, or null.
+func (o optLogprob) MarshalJSON() ([]byte, error) {
+	if !o.valid {
+		return []byte("null"), nil
+	}
+	return strconv.AppendFloat(nil, o.v, 'g', -1, 64), nil
+}
+
 // MarshalJSON writes the entries as one object, dropping later duplicates
-// of a token text (two ids can decode to the same text).
+// of a token text (two ids can decode to the same text); a nil list (the
+// first token of an echoed prompt) is null.
 func (t topLogprobs) MarshalJSON() ([]byte, error) {
+	if t == nil {
+		return []byte("null"), nil
+	}
 	var b bytes.Buffer
 	b.WriteByte('{')
 	for i, e := range t {
@@ -72,29 +91,57 @@ func finiteLogprob(lp float32) float64 {
 	return f
 }
 
-// logprobs formats lps; offset is the text_offset of the first token (in
-// characters of the choice's text) and is advanced past the last.
-func (h *handler) logprobs(lps []llm.TokenLogprob, offset *int) *completionLogprobs {
-	out := &completionLogprobs{
-		Tokens:        make([]string, len(lps)),
-		TokenLogprobs: make([]float64, len(lps)),
-		TopLogprobs:   make([]topLogprobs, len(lps)),
-		TextOffset:    make([]int, len(lps)),
+// choiceLogprobs formats the log-probabilities a choice has not yet sent:
+// on its first response or chunk with echo, the prompt's tokens come first
+// (the first of them with null, as nothing predicts it), then the generated
+// ones. c.offset, the text_offset of the next token in characters of the
+// choice's text, is advanced past the last.
+func (h *handler) choiceLogprobs(c *choice, req *completionRequest, prompt []int, first bool) *completionLogprobs {
+	n := len(c.lps)
+	echoed := first && req.echo
+	if echoed {
+		n += len(prompt)
 	}
-	for i, lp := range lps {
-		tok := h.tokenText(lp.ID)
-		out.Tokens[i] = tok
-		out.TokenLogprobs[i] = finiteLogprob(lp.Logprob)
-		top := make(topLogprobs, 0, len(lp.Top)+1)
-		top = append(top, tokenLogprob{tok, finiteLogprob(lp.Logprob)})
-		for _, alt := range lp.Top {
-			top = append(top, tokenLogprob{h.tokenText(alt.ID), finiteLogprob(alt.Logprob)})
+	out := &completionLogprobs{
+		Tokens:        make([]string, 0, n),
+		TokenLogprobs: make([]optLogprob, 0, n),
+		TopLogprobs:   make([]topLogprobs, 0, n),
+		TextOffset:    make([]int, 0, n),
+	}
+	if echoed {
+		for i, id := range prompt {
+			if i == 0 || i-1 >= len(c.promptLP) {
+				tok := h.tokenText(id)
+				out.Tokens = append(out.Tokens, tok)
+				out.TokenLogprobs = append(out.TokenLogprobs, optLogprob{})
+				out.TopLogprobs = append(out.TopLogprobs, nil)
+				out.TextOffset = append(out.TextOffset, c.offset)
+				c.offset += utf8.RuneCountInString(tok)
+				continue
+			}
+			h.appendLogprob(out, c.promptLP[i-1], &c.offset)
 		}
-		out.TopLogprobs[i] = top
-		out.TextOffset[i] = *offset
-		*offset += utf8.RuneCountInString(tok)
+	}
+	for _, lp := range c.lps {
+		h.appendLogprob(out, lp, &c.offset)
 	}
 	return out
+}
+
+// appendLogprob adds one token's entries to out; offset is the token's
+// text_offset and is advanced past it.
+func (h *handler) appendLogprob(out *completionLogprobs, lp llm.TokenLogprob, offset *int) {
+	tok := h.tokenText(lp.ID)
+	top := make(topLogprobs, 0, len(lp.Top)+1)
+	top = append(top, tokenLogprob{tok, finiteLogprob(lp.Logprob)})
+	for _, alt := range lp.Top {
+		top = append(top, tokenLogprob{h.tokenText(alt.ID), finiteLogprob(alt.Logprob)})
+	}
+	out.Tokens = append(out.Tokens, tok)
+	out.TokenLogprobs = append(out.TokenLogprobs, optLogprob{finiteLogprob(lp.Logprob), true})
+	out.TopLogprobs = append(out.TopLogprobs, top)
+	out.TextOffset = append(out.TextOffset, *offset)
+	*offset += utf8.RuneCountInString(tok)
 }
 
 // tokenText is one token's text as the logprobs object shows it; a token

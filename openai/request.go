@@ -26,11 +26,15 @@ type completionRequest struct {
 	model string
 	// Exactly one of texts and tokenLists is set: the prompts as strings, or
 	// as token ids. Each entry is one prompt.
-	texts          []string
-	tokenLists     [][]int
-	params         llm.SamplingParams
-	n              int
-	echo           bool
+	texts      []string
+	tokenLists [][]int
+	params     llm.SamplingParams
+	n          int
+	echo       bool
+	// echoOnly is OpenAI's max_tokens 0 with echo: the answer is the prompt
+	// (and its log-probabilities); the engine samples one token, which is
+	// dropped.
+	echoOnly       bool
 	stream         bool
 	includeUsage   bool
 	returnTokenIDs bool
@@ -214,6 +218,9 @@ func decodeCompletion(body []byte) (*completionRequest, *apiError) {
 	if raw.MaxTokens != nil {
 		p.MaxTokens = *raw.MaxTokens
 	}
+	if c.echo && p.MaxTokens == 0 {
+		c.echoOnly, p.MaxTokens = true, 1
+	}
 	p.Temperature = defaultTemperature
 	if raw.Temperature != nil {
 		p.Temperature = *raw.Temperature
@@ -242,14 +249,17 @@ func decodeCompletion(body []byte) (*completionRequest, *apiError) {
 	if p.Stop, e = parseStop(raw.Stop); e != nil {
 		return nil, e
 	}
+	if c.echo && p.Logprobs != nil {
+		// As in vLLM, the echoed prompt comes with its own log-probabilities
+		// and as many alternatives per position: what scoring tools (an
+		// evaluation harness's loglikelihood) read.
+		p.PromptLogprobs = p.Logprobs
+	}
+	if c.echoOnly && p.MinTokens > 0 {
+		return nil, badRequest("min_tokens", "invalid_value", "min_tokens must be 0 when max_tokens is 0, got %d", p.MinTokens)
+	}
 	if err := p.Validate(); err != nil {
 		return nil, engineError(err)
-	}
-	if c.echo && p.Logprobs != nil {
-		// vLLM answers echo+logprobs with the prompt's own log-probabilities;
-		// the engine does not compute those, and half an answer would
-		// mislead scoring tools, so say so.
-		return nil, badRequest("echo", "unsupported_parameter", "echo together with logprobs is not supported: tinyserve does not compute prompt log-probabilities")
 	}
 	return c, nil
 }

@@ -295,6 +295,27 @@ check('completions: echo', async () => {
 	eq(t.choices[0].text, prompt + greedy12, 'token-id prompt: text');
 });
 
+check('completions: echo with logprobs scores the prompt (max_tokens 0 and 12)', async () => {
+	const c = await client.completions.create({ model, prompt, max_tokens: 0, temperature: 0, echo: true, logprobs: 1 });
+	checkCompletion(c, 'completion');
+	const ch = c.choices[0];
+	eq(ch.text, prompt, 'max_tokens 0: the prompt alone');
+	eq(c.usage.completion_tokens, 0, 'max_tokens 0: completion_tokens');
+	eq(ch.finish_reason, 'length', 'max_tokens 0: finish_reason');
+	const lp = ch.logprobs;
+	eq(lp.tokens.length, helloIDs.length, 'one entry per prompt token');
+	eq(lp.token_logprobs[0], null, 'the first prompt token: token_logprobs null');
+	eq(lp.top_logprobs[0], null, 'the first prompt token: top_logprobs null');
+	// The rest is a well-formed logprobs object over the prompt's tail.
+	const rest = { tokens: lp.tokens.slice(1), token_logprobs: lp.token_logprobs.slice(1), top_logprobs: lp.top_logprobs.slice(1), text_offset: lp.text_offset.slice(1) };
+	checkLogprobs(rest, prompt.slice(lp.tokens[0].length), 1, 'prompt logprobs');
+	const g = await client.completions.create({ model, prompt: helloIDs, max_tokens: 12, temperature: 0, echo: true, logprobs: 1 });
+	const gl = g.choices[0].logprobs;
+	eq(g.choices[0].text, prompt + greedy12, 'max_tokens 12: text');
+	eq(gl.tokens.length, helloIDs.length + 12, 'max_tokens 12: prompt and completion entries');
+	eq(gl.token_logprobs.slice(0, helloIDs.length), lp.token_logprobs, 'the same prompt scores the same, as text or token ids');
+});
+
 check('completions: stop', async () => {
 	const full = await client.completions.create({ model, prompt, max_tokens: 24, temperature: 0, logprobs: 0 });
 	const toks = full.choices[0].logprobs.tokens;

@@ -1,0 +1,206 @@
+package openai
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tinyserve/tinyserve/llm"
+	"github.com/tinyserve/tinyserve/llm/engine"
+	"github.com/tinyserve/tinyserve/llm/mock"
+)
+
+// TestEchoLogprobsFormat: with echo and logprobs, the logprobs object
+// starts with the prompt's tokens, the first with null, as vLLM answers;
+// the engine is asked for prompt log-probabilities with as many
+// alternatives as logprobs.
+func TestEchoLogprobsFormat(t *testing.T) {
+	f := newFake()
+	rec := serve(t, NewHandler(f), "POST", "/v1/completions", `{"prompt":"abc","max_tokens":2,"logprobs":1,"echo":true}`)
+	require.Equal(t, 200, rec.Code, rec.Body.String())
+	var r respJSON
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &r))
+	assert.Equal(t, "abcab", r.Choices[0].Text)
+	want := `{"tokens":["a","b","c","a","b"],"token_logprobs":[null,-0.25,-0.25,-0.5,-0.5],` +
+		`"top_logprobs":[null,{"b":-0.25,"A":-1},{"c":-0.25,"A":-1},{"a":-0.5,"A":-1},{"b":-0.5,"A":-1}],"text_offset":[0,1,2,3,4]}`
+	assert.JSONEq(t, want, string(r.Choices[0].Logprobs))
+	require.Len(t, f.requests(), 1)
+	assert.Equal(t, 1, *f.requests()[0].Params.PromptLogprobs)
+
+	// Streamed, the first chunk carries the prompt and its entries; the
+	// chunks together say what the single response says.
+	rec = serve(t, NewHandler(f), "POST", "/v1/completions", `{"prompt":"abc","max_tokens":2,"logprobs":1,"echo":true,"stream":true}`)
+	require.Equal(t, 200, rec.Code, rec.Body.String())
+	var all completionLogprobs
+	text := ""
+	for _, raw := range sseEvents(t, rec.Body.String()) {
+		if raw == "[DONE]" {
+			continue
+		}
+		var c struct {
+			Choices []struct {
+				Text     string `json:"text"`
+				Logprobs struct {
+					Tokens        []string          `json:"tokens"`
+					TokenLogprobs []*float64        `json:"token_logprobs"`
+					TopLogprobs   []json.RawMessage `json:"top_logprobs"`
+					TextOffset    []int             `json:"text_offset"`
+				} `json:"logprobs"`
+			} `json:"choices"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(raw), &c), raw)
+		text += c.Choices[0].Text
+		lp := c.Choices[0].Logprobs
+		all.Tokens = append(all.Tokens, lp.Tokens...)
+		all.TextOffset = append(all.TextOffset, lp.TextOffset...)
+		for _, v := range lp.TokenLogprobs {
+			if v == nil {
+				all.TokenLogprobs = append(all.TokenLogprobs, optLogprob{})
+			} else {
+				all.TokenLogprobs = append(all.TokenLogprobs, optLogprob{*v, true})
+			}
+		}
+		for _, top := range lp.TopLogprobs {
+			var m map[string]float64
+			require.NoError(t, json.Unmarshal(top, &m))
+			if m == nil {
+				all.TopLogprobs = append(all.TopLogprobs, nil)
+				continue
+			}
+			tl := topLogprobs{}
+			for _, k := range []string{"a", "b", "c", "A"} { // the order of want
+				if v, ok := m[k]; ok {
+					tl = append(tl, tokenLogprob{k, v})
+				}
+			}
+			all.TopLogprobs = append(all.TopLogprobs, tl)
+		}
+	}
+	assert.Equal(t, "abcab", text)
+	b, err := json.Marshal(all)
+	require.NoError(t, err)
+	assert.JSONEq(t, want, string(b))
+}
+
+// TestEchoWithoutGeneration: max_tokens 0 with echo (OpenAI's way to score
+// a text) answers with the prompt alone; the engine samples one token,
+// which is neither shown nor counted.
+func TestEchoWithoutGeneration(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		t.Run(fmt.Sprint("stream=", stream), func(t *testing.T) {
+			f := newFake()
+			body := fmt.Sprintf(`{"prompt":"abc","max_tokens":0,"logprobs":0,"echo":true,"return_token_ids":true,"stream":%v,"stream_options":%s}`,
+				stream, map[bool]string{false: "null", true: `{"include_usage":true}`}[stream])
+			rec := serve(t, NewHandler(f), "POST", "/v1/completions", body)
+			require.Equal(t, 200, rec.Code, rec.Body.String())
+			var r respJSON
+			if stream {
+				evs := sseEvents(t, rec.Body.String())
+				require.Len(t, evs, 3, "one chunk, usage, [DONE]: %v", evs)
+				require.NoError(t, json.Unmarshal([]byte(evs[0]), &r))
+				var u respJSON
+				require.NoError(t, json.Unmarshal([]byte(evs[1]), &u))
+				r.Usage = u.Usage
+			} else {
+				require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &r))
+			}
+			c := r.Choices[0]
+			assert.Equal(t, "abc", c.Text)
+			assert.Equal(t, "length", *c.FinishReason)
+			assert.Equal(t, []int{}, c.TokenIDs)
+			assert.JSONEq(t, `{"tokens":["a","b","c"],"token_logprobs":[null,-0.25,-0.25],"top_logprobs":[null,{"b":-0.25},{"c":-0.25}],"text_offset":[0,1,2]}`, string(c.Logprobs))
+			require.NotNil(t, r.Usage)
+			assert.Equal(t, 3, r.Usage.Prompt)
+			assert.Equal(t, 0, r.Usage.Completion)
+			require.Len(t, f.requests(), 1)
+			assert.Equal(t, 1, f.requests()[0].Params.MaxTokens, "the engine runs one token")
+		})
+	}
+}
+
+// TestEchoLogprobsScoreTheEngine is an evaluation harness's loglikelihood
+// request (token ids, echo, logprobs 1, max_tokens 1) on the real engine:
+// each prompt token's value must be the engine's own prompt log-probability,
+// and where the prompt token is the model's greedy choice (the second half
+// of this prompt is the mock's continuation of the first) it must be the
+// largest of its position, which is how a harness decides is_greedy.
+func TestEchoLogprobsScoreTheEngine(t *testing.T) {
+	ms := newMockServer(t, mock.Config{}, engine.Config{MaxNumBatchedTokens: 5})
+	head := []int{'t', 'h', 'e', ' ', 'c', 'a', 't'}
+	prompt := append(head, mock.Expected(mock.Config{}, head, 8)...)
+	ids, _ := json.Marshal(prompt)
+	resp, err := ms.post(context.Background(), "/v1/completions", `{"prompt":`+string(ids)+`,"echo":true,"logprobs":1,"max_tokens":1,"temperature":0}`)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	require.Equal(t, 200, resp.StatusCode, string(body))
+	var r struct {
+		Choices []struct {
+			Logprobs struct {
+				Tokens        []string             `json:"tokens"`
+				TokenLogprobs []*float64           `json:"token_logprobs"`
+				TopLogprobs   []map[string]float64 `json:"top_logprobs"`
+			} `json:"logprobs"`
+		} `json:"choices"`
+	}
+	require.NoError(t, json.Unmarshal(body, &r))
+	lp := r.Choices[0].Logprobs
+	require.Len(t, lp.TokenLogprobs, len(prompt)+1, "prompt tokens and the generated one")
+	assert.Nil(t, lp.TokenLogprobs[0])
+	assert.Nil(t, lp.TopLogprobs[0])
+
+	one := 1
+	ch, err := ms.eng.Generate(context.Background(), llm.Request{PromptTokens: prompt, Params: llm.SamplingParams{MaxTokens: 1, PromptLogprobs: &one}})
+	require.NoError(t, err)
+	var direct []llm.TokenLogprob
+	for ev := range ch {
+		if ev.PromptLogprobs != nil {
+			direct = ev.PromptLogprobs
+		}
+	}
+	require.Len(t, direct, len(prompt)-1)
+	for i := 1; i < len(prompt); i++ {
+		got := lp.TokenLogprobs[i]
+		require.NotNil(t, got, "position %d", i)
+		assert.InDelta(t, float64(direct[i-1].Logprob), *got, 1e-6, "position %d", i)
+		best := math.Inf(-1)
+		for _, v := range lp.TopLogprobs[i] {
+			best = math.Max(best, v)
+		}
+		if i >= len(head) {
+			assert.Equal(t, best, *got, "position %d: the greedy continuation is the largest", i)
+		}
+	}
+}
+
+// TestEchoLogprobsUnsupportedBackend: where the backend cannot return the
+// rows of prompt positions, the request is a 400 naming the parameter, not
+// an answer without the prompt's log-probabilities.
+func TestEchoLogprobsUnsupportedBackend(t *testing.T) {
+	eng, err := engine.New(struct{ engine.Backend }{mock.NewBackend(mock.Config{})}, mock.NewTokenizer(), mock.Info(), engine.Config{})
+	require.NoError(t, err)
+	defer eng.Close()
+	srv := httptest.NewServer(NewHandler(eng))
+	defer srv.Close()
+	ms := &mockServer{eng: eng, srv: srv, client: srv.Client()}
+	resp, err := ms.post(context.Background(), "/v1/completions", `{"prompt":"hello","echo":true,"logprobs":1,"max_tokens":0}`)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	assert.Equal(t, 400, resp.StatusCode)
+	assert.Contains(t, string(body), `"param":"prompt_logprobs"`)
+	assert.Contains(t, string(body), "does not compute prompt log-probabilities")
+	// echo without logprobs needs no prompt log-probabilities.
+	resp2, err := ms.post(context.Background(), "/v1/completions", `{"prompt":"hello","echo":true,"max_tokens":0}`)
+	require.NoError(t, err)
+	defer resp2.Body.Close()
+	assert.Equal(t, 200, resp2.StatusCode)
+	ms.client.CloseIdleConnections()
+}
