@@ -197,6 +197,7 @@ func TestEmuGoldenGreedyFloat32(t *testing.T)  { checkGoldenGreedyFloat32(t, new
 func TestEmuMixedBatchesMatchCPU(t *testing.T) { checkMixedBatchesMatchCPU(t, newEmuBackend) }
 func TestEmuHalfTop10(t *testing.T)            { checkHalfTop10(t, newEmuBackend) }
 func TestEmuGraphsMatchEager(t *testing.T)     { checkGraphsMatchEager(t, newEmuBackend) }
+func TestEmuPromptLogitsMatchCPU(t *testing.T) { checkPromptLogitsMatchCPU(t, newEmuBackend) }
 
 // TestEmuThreadOrder runs the same mixed batches with each block's threads
 // (and the blocks) in forward and in reverse order, for every storage

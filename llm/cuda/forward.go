@@ -103,10 +103,16 @@ func (b *Backend) grow(rows, sample, metaLen int) error {
 	return nil
 }
 
+// ReturnsPromptLogits implements engine.PromptLogitsBackend: every row of
+// a sequence with PromptLogits goes through the LM head and comes back.
+// The results buffers (device and page-locked host) grow to the largest
+// such step, up to the step budget times the vocabulary in float32.
+func (b *Backend) ReturnsPromptLogits() bool { return true }
+
 // Forward implements engine.Backend. Every returned row has Argmax set
 // (ties to the lowest id); Logits is set only for rows whose NeedLogits
-// asked for it. Rows and logits (page-locked host memory) are reused by
-// the next call.
+// asked for it, and for every row of a sequence with PromptLogits. Rows and
+// logits (page-locked host memory) are reused by the next call.
 func (b *Backend) Forward(batch *engine.Batch) ([]engine.SampleRow, error) {
 	done, err := b.enter()
 	defer done()

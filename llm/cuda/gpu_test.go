@@ -125,11 +125,12 @@ func newStepper(t *testing.T, b engine.Backend, numBlocks int) *stepper {
 }
 
 type part struct {
-	id         kv.SeqID
-	tokens     []int
-	start      int
-	sample     bool
-	needLogits bool
+	id           kv.SeqID
+	tokens       []int
+	start        int
+	sample       bool
+	needLogits   bool
+	promptLogits bool
 }
 
 // step runs one batch and returns copies of the sampled rows.
@@ -141,7 +142,7 @@ func (s *stepper) step(parts ...part) []engine.SampleRow {
 			s.t.Fatalf("allocate seq %d: ok=%v err=%v", p.id, ok, err)
 		}
 		batch.Seqs = append(batch.Seqs, engine.SeqBatch{ID: p.id, Tokens: p.tokens, StartPos: p.start,
-			BlockTable: s.kv.BlockTable(p.id), Sample: p.sample, NeedLogits: p.needLogits})
+			BlockTable: s.kv.BlockTable(p.id), Sample: p.sample, NeedLogits: p.needLogits, PromptLogits: p.promptLogits})
 		batch.NumTokens += len(p.tokens)
 	}
 	rows, err := s.b.Forward(batch)
@@ -230,6 +231,55 @@ func checkMixedBatchesMatchCPU(t *testing.T, newDev newDevice) {
 			t.Logf("max |device float32 - CPU| over all returned logits: %.3g", worst)
 		})
 	}
+}
+
+// TestGPUPromptLogitsMatchCPU: sequences with PromptLogits get a row of
+// logits per token, in batch order among the other sampled rows, equal to
+// the CPU backend's (whose rows the golden per-position argmax checks),
+// across chunks and next to rows that need only the argmax.
+func TestGPUPromptLogitsMatchCPU(t *testing.T) { checkPromptLogitsMatchCPU(t, newGPUOpts) }
+
+func checkPromptLogitsMatchCPU(t *testing.T, newDev newDevice) {
+	const name = "gpt2-tiny-hot"
+	m, cases := loadGoldenCases(t, name)
+	gb := newDev(t, m, Options{DType: "float32"}, goldenBlocks)
+	cb := cpuBackend(t, m, goldenBlocks)
+	gs, cs := newStepper(t, gb, goldenBlocks), newStepper(t, cb, goldenBlocks)
+	p33, p7 := cases[2].InputIDs, cases[1].InputIDs
+	if len(p33) != 33 || len(p7) != 7 {
+		t.Fatalf("golden prompts of %d and %d tokens, want 33 and 7", len(p33), len(p7))
+	}
+	steps := [][]part{{
+		{id: 1, tokens: p33[:13], promptLogits: true},
+		{id: 2, tokens: p33, sample: true},
+		{id: 3, tokens: p7, sample: true, promptLogits: true},
+	}, {
+		{id: 1, tokens: p33[13:], start: 13, sample: true, promptLogits: true},
+		{id: 2, tokens: []int{7}, start: 33, sample: true, needLogits: true},
+	}}
+	wantRows := []int{13 + 1 + 7, 20 + 1}
+	worst := 0.0
+	for i, parts := range steps {
+		gr, cr := gs.step(parts...), cs.step(parts...)
+		if len(gr) != wantRows[i] || len(cr) != wantRows[i] {
+			t.Fatalf("step %d: %d device rows, %d CPU rows, want %d", i, len(gr), len(cr), wantRows[i])
+		}
+		for k := range gr {
+			if gr[k].Argmax != cr[k].Argmax {
+				t.Errorf("step %d row %d: argmax %d, CPU %d", i, k, gr[k].Argmax, cr[k].Argmax)
+			}
+			if (gr[k].Logits == nil) != (cr[k].Logits == nil) {
+				t.Fatalf("step %d row %d: device logits %v, CPU logits %v", i, k, gr[k].Logits != nil, cr[k].Logits != nil)
+			}
+			for v := range gr[k].Logits {
+				worst = max(worst, math.Abs(float64(gr[k].Logits[v]-cr[k].Logits[v])))
+			}
+		}
+	}
+	if worst > 5e-5 {
+		t.Errorf("max |device - CPU| over the prompt logits %.3g, over 5e-5", worst)
+	}
+	t.Logf("max |device float32 - CPU| over prompt logits: %.3g", worst)
 }
 
 // TestGPUHalfTop10: in float16 and bfloat16 the logits of the CPU's top-10

@@ -20,7 +20,7 @@ func (b *Backend) graphable(batch *engine.Batch) bool {
 	}
 	for i := range batch.Seqs {
 		s := &batch.Seqs[i]
-		if len(s.Tokens) != 1 || !s.Sample {
+		if len(s.Tokens) != 1 || !s.Sample || s.PromptLogits {
 			return false
 		}
 	}

@@ -12,8 +12,9 @@ import (
 //
 // Layout: tokens[N] | pos[N] | seq[N] | blockTables[S*MaxBlocks] |
 // sampleRows[R]. Row i of the flattened batch is token j of sequence s in
-// batch order. sampleRows lists the token row of each sampled sequence's
-// last token, the sequences whose NeedLogits is set first (their logits
+// batch order. sampleRows lists the token rows whose results go back: the
+// last token's row of each sampled sequence, and every row of a sequence
+// with PromptLogits set. Rows that need logits come first (their logits
 // rows are then the first L rows of the LM head's output, so the one
 // device-to-host copy of the results takes a prefix); Order maps each
 // sampled row back to its place in the engine's result order.
@@ -68,11 +69,10 @@ func packBatch(buf []int32, m *batchMeta, b *engine.Batch, lim metaLimits, minSt
 		maxBlocks = max(maxBlocks, need)
 		maxPos = max(maxPos, end-1)
 		n += len(s.Tokens)
-		if s.Sample {
-			r++
-			if s.NeedLogits {
-				l++
-			}
+		k, logits := resultRows(s)
+		r += k
+		if logits {
+			l += k
 		}
 	}
 	if n != b.NumTokens {
@@ -105,12 +105,13 @@ func packBatch(buf []int32, m *batchMeta, b *engine.Batch, lim metaLimits, minSt
 		need := (s.StartPos + len(s.Tokens) + bs - 1) / bs
 		copy(tbl, s.BlockTable[:need])
 		clear(tbl[need:])
-		if s.Sample {
-			k := &kArgmax
-			if s.NeedLogits {
-				k = &kLogits
-			}
-			buf[m.OffSample+*k] = int32(row - 1)
+		nr, logits := resultRows(s)
+		k := &kArgmax
+		if logits {
+			k = &kLogits
+		}
+		for j := row - nr; j < row; j++ {
+			buf[m.OffSample+*k] = int32(j)
 			*k++
 		}
 	}
@@ -122,18 +123,28 @@ func packBatch(buf []int32, m *batchMeta, b *engine.Batch, lim metaLimits, minSt
 	}
 	m.Order = m.Order[:r]
 	for i := range b.Seqs {
-		s := &b.Seqs[i]
-		if !s.Sample {
-			continue
+		nr, logits := resultRows(&b.Seqs[i])
+		k := &kArgmax
+		if logits {
+			k = &kLogits
 		}
-		if s.NeedLogits {
-			m.Order[kLogits] = res
-			kLogits++
-		} else {
-			m.Order[kArgmax] = res
-			kArgmax++
+		for range nr {
+			m.Order[*k] = res
+			*k++
+			res++
 		}
-		res++
 	}
 	return buf, nil
+}
+
+// resultRows is how many of a sequence's rows return results (its last
+// when sampled, all of them for prompt logits) and whether they need logits.
+func resultRows(s *engine.SeqBatch) (n int, logits bool) {
+	switch {
+	case s.PromptLogits:
+		return len(s.Tokens), true
+	case s.Sample:
+		return 1, s.NeedLogits
+	}
+	return 0, false
 }

@@ -113,3 +113,28 @@ func TestPackBatchRejects(t *testing.T) {
 		t.Errorf("empty batch: %v %v %+v", buf, err, m)
 	}
 }
+
+// TestPackBatchPromptLogits: every row of a sequence with PromptLogits is a
+// result row with logits, whether or not the sequence samples; they keep
+// batch order among the rows that need logits, ahead of argmax-only rows.
+func TestPackBatchPromptLogits(t *testing.T) {
+	b := &engine.Batch{NumTokens: 6, Seqs: []engine.SeqBatch{
+		{ID: 1, Tokens: []int{5, 6, 7}, BlockTable: []int32{0}, PromptLogits: true},
+		{ID: 2, Tokens: []int{8}, StartPos: 4, BlockTable: []int32{1, 2}, Sample: true},
+		{ID: 3, Tokens: []int{9, 10}, BlockTable: []int32{3}, Sample: true, PromptLogits: true},
+	}}
+	var m batchMeta
+	buf, err := packBatch(nil, &m, b, testLimits, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.R != 6 || m.L != 5 {
+		t.Fatalf("R %d L %d, want 6 and 5", m.R, m.L)
+	}
+	if got, want := buf[m.OffSample:], []int32{0, 1, 2, 4, 5, 3}; !slices.Equal(got, want) {
+		t.Errorf("sampled rows %v, want %v", got, want)
+	}
+	if want := []int{0, 1, 2, 4, 5, 3}; !slices.Equal(m.Order, want) {
+		t.Errorf("order %v, want %v", m.Order, want)
+	}
+}
