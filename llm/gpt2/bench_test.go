@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tinyserve/tinyserve/llm/engine"
 	"github.com/tinyserve/tinyserve/llm/kv"
@@ -58,6 +59,43 @@ func BenchmarkCPUPrefill(b *testing.B) {
 			reportPeakRSS(b)
 		})
 	}
+}
+
+// BenchmarkCPUPrefillPromptLogits measures what prompt log-probabilities
+// (echo with logprobs) cost: a 128-token prefill with the LM head for the
+// last row only and one with every row's logits (PromptLogits), run in
+// alternation so that both meet the same machine, and reports the ratio.
+func BenchmarkCPUPrefillPromptLogits(b *testing.B) {
+	m := benchModel(b)
+	const n = 128
+	h := newHarness(b, m, (n+15)/16, 16, CPUOptions{})
+	toks := make([]int, n)
+	for i := range toks {
+		toks[i] = (i * 7919) % m.Config.VocabSize
+	}
+	if ok, _ := h.kv.Allocate(1, n); !ok {
+		b.Fatal("allocate")
+	}
+	plain := engine.Batch{NumTokens: n, Seqs: []engine.SeqBatch{{ID: 1, Tokens: toks, BlockTable: h.kv.BlockTable(1), Sample: true}}}
+	scored := plain
+	scored.Seqs = []engine.SeqBatch{plain.Seqs[0]}
+	scored.Seqs[0].PromptLogits = true
+	var tPlain, tScored time.Duration
+	for b.Loop() {
+		for _, c := range []struct {
+			batch *engine.Batch
+			sum   *time.Duration
+		}{{&plain, &tPlain}, {&scored, &tScored}} {
+			t0 := time.Now()
+			if _, err := h.b.Forward(c.batch); err != nil {
+				b.Fatal(err)
+			}
+			*c.sum += time.Since(t0)
+		}
+	}
+	b.ReportMetric(tPlain.Seconds()*1000/float64(b.N), "ms/plain")
+	b.ReportMetric(tScored.Seconds()*1000/float64(b.N), "ms/prompt-logits")
+	b.ReportMetric(float64(tScored)/float64(tPlain), "x-vs-plain")
 }
 
 // BenchmarkCPUDecode runs decode steps for batches of 1, 8 and 32

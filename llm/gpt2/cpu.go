@@ -85,10 +85,12 @@ type CPUBackend struct {
 	sampled []int32   // rows that go through ln_f and the LM head
 	hs      []float32 // gathered, normalised sampled rows [S, C]
 	logits  []float32 // [S, V]
-	out     []engine.SampleRow
-	scores  [][]float32 // per worker attention scores [NPositions]
-	units   []attnUnit  // this step's attention units (see planAttention)
-	blk     []blockScratch
+	// promptLogits holds the rows of a step with prompt logits (logitsFor).
+	promptLogits []float32
+	out          []engine.SampleRow
+	scores       [][]float32 // per worker attention scores [NPositions]
+	units        []attnUnit  // this step's attention units (see planAttention)
+	blk          []blockScratch
 
 	// Tasks are reused structs so that starting one allocates nothing.
 	mm   matmulTask
@@ -245,13 +247,19 @@ func (b *CPUBackend) grow(rows, sampled int) {
 
 // logitsFor returns the logits buffer of a step with sampled rows. The
 // rows of prompt logits (one per prompt position, hundreds of megabytes at
-// GPT-2's vocabulary for a long prompt) get a buffer of their step only,
-// so that what is kept between steps stays the size of the sampled rows.
+// GPT-2's vocabulary for a long prompt) get a buffer of their own, reused
+// by the steps with prompt logits that follow (an evaluation run) and let
+// go at the first step without, so that what serving keeps stays the size
+// of the sampled rows.
 func (b *CPUBackend) logitsFor(sampled int, promptRows bool) []float32 {
 	need := sampled * b.cfg.VocabSize
 	if promptRows {
-		return make([]float32, need)
+		if need > len(b.promptLogits) {
+			b.promptLogits = make([]float32, need)
+		}
+		return b.promptLogits[:need]
 	}
+	b.promptLogits = nil
 	if need > len(b.logits) {
 		b.logits = make([]float32, max(need, 2*len(b.logits)))
 	}
