@@ -378,6 +378,7 @@ func TestRoutes(t *testing.T) {
 		{"POST", "/health", "", 405, ""},
 		{"GET", "/v1/completions", "", 405, ""},
 		{"GET", "/v1/nothing", "", 404, `{"error":{"message":"no route for GET /v1/nothing","type":"invalid_request_error","param":null,"code":"not_found"}}`},
+		{"POST", "/v1/chat/completions", `{"messages":[]}`, 404, `{"error":{"message":"no route for POST /v1/chat/completions: tinyserve serves text completions only (POST /v1/completions); GPT-2 has no chat template","type":"invalid_request_error","param":null,"code":"not_found"}}`},
 		{"POST", "/tokenize", `{"prompt":"hé"}`, 200, `{"count":3,"max_model_len":64,"tokens":[104,195,169],"token_strs":null}`},
 		{"POST", "/tokenize", `{"model":"alias","prompt":"h","return_token_strs":true,"add_special_tokens":true}`, 200, `{"count":1,"max_model_len":64,"tokens":[104],"token_strs":["h"]}`},
 		{"POST", "/tokenize", `{"prompt":""}`, 200, `{"count":0,"max_model_len":64,"tokens":[],"token_strs":null}`},

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -299,8 +300,14 @@ func methodNotAllowed(allow string) http.Handler {
 }
 
 func notFound(w http.ResponseWriter, r *http.Request) {
+	msg := "no route for " + r.Method + " " + r.URL.Path
+	if strings.HasSuffix(r.URL.Path, "/chat/completions") {
+		// Chat clients and benchmarks (vllm bench serve's openai-chat
+		// backend) land here first: say what to use instead.
+		msg += ": tinyserve serves text completions only (POST /v1/completions); GPT-2 has no chat template"
+	}
 	writeError(w, r, &apiError{
 		status: http.StatusNotFound, Type: typeInvalidRequest, Code: "not_found",
-		Message: "no route for " + r.Method + " " + r.URL.Path,
+		Message: msg,
 	})
 }
