@@ -16,6 +16,7 @@ import (
 func FuzzDecodeCompletion(f *testing.F) {
 	f.Add([]byte(`{"prompt":"a"}`))
 	f.Add([]byte(`{"prompt":[[0],[256]],"n":3,"seed":-1,"stream":true}`))
+	f.Add([]byte(`{"prompt":"ab","echo":true,"logprobs":2,"max_tokens":0,"stream":true}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		req, e := decodeCompletion(body)
 		if e != nil {
@@ -48,8 +49,11 @@ func FuzzDecodeCompletion(f *testing.F) {
 			if req.includeUsage && !req.stream {
 				t.Fatal("include_usage without stream accepted")
 			}
-			if req.echo && req.params.Logprobs != nil {
-				t.Fatal("echo with logprobs accepted")
+			if lp, plp := req.params.Logprobs, req.params.PromptLogprobs; (req.echo && lp != nil) != (plp != nil) || (plp != nil && *plp != *lp) {
+				t.Fatalf("echo %v, logprobs %v: prompt logprobs %v", req.echo, lp, plp)
+			}
+			if req.echoOnly && (!req.echo || req.params.MaxTokens != 1) {
+				t.Fatalf("max_tokens 0 accepted without echo, or not run as one token: %+v", req)
 			}
 			var generic map[string]any
 			if json.Unmarshal(body, &generic) == nil {
