@@ -39,6 +39,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		&cli.Float64Flag{Name: "top-p", Usage: "top-p filter (0 or 1: off)"},
 		&cli.Int64Flag{Name: "seed", Usage: "per-request sampling seed (0: none)"},
 		&cli.BoolFlag{Name: "ignore-eos", Usage: "keep generating after the end-of-text token"},
+		&cli.BoolFlag{Name: "score", Usage: "score each prompt instead: every token's log-probability given the tokens before it, and the prompt's perplexity"},
 		&cli.BoolFlag{Name: "verbose", Usage: "log the engine's start-up"},
 	)
 	return &cli.App{
@@ -72,28 +73,40 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			}
 			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			if c.Bool("score") {
+				return score(ctx, cfg, c.StringSlice("prompt"), stdout)
+			}
 			return generate(ctx, cfg, c.StringSlice("prompt"), params, stdout)
 		},
 	}
 }
 
-// generate runs every prompt at once (so they batch) and prints each
-// completion in prompt order.
-func generate(ctx context.Context, cfg tinyserve.Config, prompts []string, params llm.SamplingParams, out io.Writer) error {
+// open starts the engine for prompts and prints which model runs.
+func open(ctx context.Context, cfg tinyserve.Config, prompts []string, out io.Writer) (llm.Engine, error) {
 	if len(prompts) == 0 {
-		return errors.New("no --prompt given")
+		return nil, errors.New("no --prompt given")
 	}
 	e, err := tinyserve.Open(ctx, cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer e.Close()
 	info := e.Info()
 	note := ""
 	if info.RandomWeights {
 		note = " (random weights: the text is meaningless)"
 	}
 	fmt.Fprintf(out, "model %s on %s%s\n", info.ID, info.Backend, note)
+	return e, nil
+}
+
+// generate runs every prompt at once (so they batch) and prints each
+// completion in prompt order.
+func generate(ctx context.Context, cfg tinyserve.Config, prompts []string, params llm.SamplingParams, out io.Writer) error {
+	e, err := open(ctx, cfg, prompts, out)
+	if err != nil {
+		return err
+	}
+	defer e.Close()
 
 	type result struct {
 		text   string

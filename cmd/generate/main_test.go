@@ -2,6 +2,10 @@ package main
 
 import (
 	"bytes"
+	"fmt"
+	"math"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -55,5 +59,53 @@ func TestGenerateErrors(t *testing.T) {
 		if err := newApp(&out, &errs).Run(args); err == nil {
 			t.Errorf("%v: no error", args)
 		}
+	}
+}
+
+// TestScore: --score prints one line per prompt token, the first unscored,
+// and a perplexity that is exp of minus the mean of the printed values.
+func TestScore(t *testing.T) {
+	var out, errs bytes.Buffer
+	args := []string{"generate", "--score", "--prompt", "Hello, my name is", "--prompt", "x"}
+	if err := newApp(&out, &errs).Run(args); err != nil {
+		t.Fatalf("%v\n%s", err, errs.String())
+	}
+	got := out.String()
+	sections := strings.Split(got, "\n--- prompt ")
+	if len(sections) != 3 {
+		t.Fatalf("want two prompt sections:\n%s", got)
+	}
+	var n, scored int
+	var ll float64
+	var ppl string
+	if _, err := fmt.Sscanf(sections[1], "0: %d tokens, %d scored, log-likelihood %g, perplexity %s", &n, &scored, &ll, &ppl); err != nil {
+		t.Fatalf("header: %v\n%s", err, sections[1])
+	}
+	lines := strings.Split(strings.TrimSpace(sections[1]), "\n")[2:] // after the header and the column names
+	if n != 5 || scored != 4 || len(lines) != n {
+		t.Fatalf("%d tokens, %d scored, %d lines:\n%s", n, scored, len(lines), sections[1])
+	}
+	sum := 0.0
+	row := regexp.MustCompile(`^\s*\d+\s+"(?:[^"\\]|\\.)*"\s+(\S+)`)
+	for _, l := range lines[1:] {
+		m := row.FindStringSubmatch(l)
+		if m == nil {
+			t.Fatalf("line %q", l)
+		}
+		v, err := strconv.ParseFloat(m[1], 64)
+		if err != nil || v > 0 {
+			t.Fatalf("line %q: logprob %v (%v)", l, v, err)
+		}
+		sum += v
+	}
+	if math.Abs(sum-ll) > 1e-3 {
+		t.Errorf("lines sum to %.4f, header says %.4f", sum, ll)
+	}
+	p, _ := strconv.ParseFloat(ppl, 64)
+	if want := math.Exp(-ll / 4); math.Abs(p-want)/want > 1e-3 {
+		t.Errorf("perplexity %s, want %.4g", ppl, want)
+	}
+	if !strings.HasPrefix(sections[2], "1: 1 tokens, 0 scored, log-likelihood 0.0000, perplexity -") {
+		t.Errorf("one-token prompt:\n%s", sections[2])
 	}
 }
