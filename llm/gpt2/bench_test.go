@@ -33,6 +33,20 @@ func benchModel(b *testing.B) *Model {
 	return m
 }
 
+// prefillStep is a harness with KV for one sequence and the step that
+// prefills its n prompt tokens in one chunk, sampling after the last.
+func prefillStep(b *testing.B, m *Model, n int) (*harness, *engine.Batch) {
+	h := newHarness(b, m, (n+15)/16, 16, CPUOptions{})
+	toks := make([]int, n)
+	for i := range toks {
+		toks[i] = (i * 7919) % m.Config.VocabSize
+	}
+	if ok, _ := h.kv.Allocate(1, n); !ok {
+		b.Fatal("allocate")
+	}
+	return h, &engine.Batch{NumTokens: n, Seqs: []engine.SeqBatch{{ID: 1, Tokens: toks, BlockTable: h.kv.BlockTable(1), Sample: true}}}
+}
+
 // BenchmarkCPUPrefill runs one prompt of 128 or 512 tokens through every
 // layer, with the LM head for the last row only (what serving needs), and
 // reports prompt tokens per second.
@@ -40,15 +54,7 @@ func BenchmarkCPUPrefill(b *testing.B) {
 	m := benchModel(b)
 	for _, n := range []int{128, 512} {
 		b.Run(fmt.Sprintf("tokens=%d", n), func(b *testing.B) {
-			h := newHarness(b, m, (n+15)/16, 16, CPUOptions{})
-			toks := make([]int, n)
-			for i := range toks {
-				toks[i] = (i * 7919) % m.Config.VocabSize
-			}
-			if ok, _ := h.kv.Allocate(1, n); !ok {
-				b.Fatal("allocate")
-			}
-			batch := &engine.Batch{NumTokens: n, Seqs: []engine.SeqBatch{{ID: 1, Tokens: toks, BlockTable: h.kv.BlockTable(1), Sample: true}}}
+			h, batch := prefillStep(b, m, n)
 			b.ResetTimer()
 			for b.Loop() {
 				if _, err := h.b.Forward(batch); err != nil {
@@ -65,18 +71,13 @@ func BenchmarkCPUPrefill(b *testing.B) {
 // (echo with logprobs) cost: a 128-token prefill with the LM head for the
 // last row only and one with every row's logits (PromptLogits), run in
 // alternation so that both meet the same machine, and reports the ratio.
+// Alternation is also the worst case for the prompt-logits buffer, which
+// a plain step lets go: each scored step here allocates it afresh, as in
+// mixed traffic (back-to-back scoring steps reuse it).
 func BenchmarkCPUPrefillPromptLogits(b *testing.B) {
 	m := benchModel(b)
-	const n = 128
-	h := newHarness(b, m, (n+15)/16, 16, CPUOptions{})
-	toks := make([]int, n)
-	for i := range toks {
-		toks[i] = (i * 7919) % m.Config.VocabSize
-	}
-	if ok, _ := h.kv.Allocate(1, n); !ok {
-		b.Fatal("allocate")
-	}
-	plain := engine.Batch{NumTokens: n, Seqs: []engine.SeqBatch{{ID: 1, Tokens: toks, BlockTable: h.kv.BlockTable(1), Sample: true}}}
+	h, step := prefillStep(b, m, 128)
+	plain := *step
 	scored := plain
 	scored.Seqs = []engine.SeqBatch{plain.Seqs[0]}
 	scored.Seqs[0].PromptLogits = true
