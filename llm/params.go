@@ -44,6 +44,17 @@ type SamplingParams struct {
 	StopTokenIDs []int
 	// IgnoreEOS keeps generating after the end-of-sequence token.
 	IgnoreEOS bool
+	// PresencePenalty is subtracted from the logit of every token that was
+	// generated at least once, and FrequencyPenalty once per time it was
+	// generated (OpenAI's and vLLM's; prompt tokens do not count). Each is
+	// in [-2, 2]; zero is off.
+	PresencePenalty  float64
+	FrequencyPenalty float64
+	// RepetitionPenalty divides the positive logits and multiplies the
+	// negative ones of every token in the prompt or generated so far
+	// (Hugging Face's and vLLM's repetition_penalty: above 1 discourages
+	// repeats). Zero or 1 is off; otherwise it must be positive.
+	RepetitionPenalty float64
 	// Logprobs, when set to N, returns the log-probability of each chosen token
 	// and of the N most likely alternatives (0 means the chosen token only).
 	// Nil means no log-probabilities.
@@ -91,6 +102,12 @@ func (p *SamplingParams) Validate() error {
 		return paramErr("top_p", "must be in (0, 1], got %v", p.TopP)
 	case p.TopK < -1:
 		return paramErr("top_k", "must be -1 (disabled) or a positive number, got %d", p.TopK)
+	case math.IsNaN(p.PresencePenalty) || p.PresencePenalty < -2 || p.PresencePenalty > 2:
+		return paramErr("presence_penalty", "must be in [-2, 2], got %v", p.PresencePenalty)
+	case math.IsNaN(p.FrequencyPenalty) || p.FrequencyPenalty < -2 || p.FrequencyPenalty > 2:
+		return paramErr("frequency_penalty", "must be in [-2, 2], got %v", p.FrequencyPenalty)
+	case math.IsNaN(p.RepetitionPenalty) || math.IsInf(p.RepetitionPenalty, 0) || p.RepetitionPenalty < 0:
+		return paramErr("repetition_penalty", "must be greater than zero, got %v", p.RepetitionPenalty)
 	case len(p.Stop) > MaxStopStrings:
 		return paramErr("stop", "at most %d stop strings, got %d", MaxStopStrings, len(p.Stop))
 	}

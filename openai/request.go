@@ -240,6 +240,19 @@ func decodeCompletion(body []byte) (*completionRequest, *apiError) {
 	if raw.MinTokens != nil {
 		p.MinTokens = *raw.MinTokens
 	}
+	if raw.PresencePenalty != nil {
+		p.PresencePenalty = *raw.PresencePenalty
+	}
+	if raw.FrequencyPenalty != nil {
+		p.FrequencyPenalty = *raw.FrequencyPenalty
+	}
+	if raw.RepetitionPenalty != nil {
+		p.RepetitionPenalty = *raw.RepetitionPenalty
+		if p.RepetitionPenalty == 0 {
+			// The engine reads 0 as "off"; vLLM refuses it.
+			return nil, badRequest("repetition_penalty", "invalid_value", "repetition_penalty must be greater than zero, got 0")
+		}
+	}
 	p.Seed = raw.Seed
 	p.IgnoreEOS = raw.IgnoreEOS != nil && *raw.IgnoreEOS
 	if p.StopTokenIDs, e = notNull("stop_token_ids", "stop_token_ids", raw.StopTokenIDs); e != nil {
@@ -266,20 +279,12 @@ func decodeCompletion(body []byte) (*completionRequest, *apiError) {
 
 // checkUnsupported accepts the standard OpenAI fields tinyserve does not
 // implement only at their default values, so a client never silently gets
-// something other than what it asked for. Penalties are in this group: the
-// engine has no penalty sampling, so presence_penalty and frequency_penalty
-// must be 0 and repetition_penalty 1 (or absent, or null).
+// something other than what it asked for.
 func checkUnsupported(raw *rawCompletionRequest) *apiError {
 	unsupported := func(param string, got any, def string) *apiError {
 		return badRequest(param, "unsupported_parameter", "%s is not supported by tinyserve: only %s is accepted, got %v", param, def, got)
 	}
 	switch {
-	case raw.PresencePenalty != nil && *raw.PresencePenalty != 0:
-		return unsupported("presence_penalty", *raw.PresencePenalty, "0")
-	case raw.FrequencyPenalty != nil && *raw.FrequencyPenalty != 0:
-		return unsupported("frequency_penalty", *raw.FrequencyPenalty, "0")
-	case raw.RepetitionPenalty != nil && *raw.RepetitionPenalty != 1:
-		return unsupported("repetition_penalty", *raw.RepetitionPenalty, "1")
 	case raw.Suffix != nil && *raw.Suffix != "":
 		return unsupported("suffix", fmt.Sprintf("%q", *raw.Suffix), `null or ""`)
 	}

@@ -124,9 +124,10 @@ func TestValidation(t *testing.T) {
 		{"stream_options not object", `{"prompt":"a","stream":true,"stream_options":true}`, 400, "stream_options", "invalid_json", ""},
 		{"return_token_ids string", `{"prompt":"a","return_token_ids":"y"}`, 400, "return_token_ids", "invalid_type", ""},
 		{"user number", `{"prompt":"a","user":5}`, 400, "user", "invalid_type", ""},
-		{"presence_penalty", `{"prompt":"a","presence_penalty":0.5}`, 400, "presence_penalty", "unsupported_parameter", "presence_penalty is not supported"},
-		{"frequency_penalty", `{"prompt":"a","frequency_penalty":-1}`, 400, "frequency_penalty", "unsupported_parameter", ""},
-		{"repetition_penalty", `{"prompt":"a","repetition_penalty":1.2}`, 400, "repetition_penalty", "unsupported_parameter", ""},
+		{"presence_penalty over 2", `{"prompt":"a","presence_penalty":2.5}`, 400, "presence_penalty", "invalid_value", "must be in [-2, 2], got 2.5"},
+		{"frequency_penalty under -2", `{"prompt":"a","frequency_penalty":-3}`, 400, "frequency_penalty", "invalid_value", "must be in [-2, 2]"},
+		{"repetition_penalty 0", `{"prompt":"a","repetition_penalty":0}`, 400, "repetition_penalty", "invalid_value", "greater than zero"},
+		{"repetition_penalty negative", `{"prompt":"a","repetition_penalty":-1}`, 400, "repetition_penalty", "invalid_value", "greater than zero"},
 		{"penalty wrong type", `{"prompt":"a","presence_penalty":"0"}`, 400, "presence_penalty", "invalid_type", ""},
 		{"best_of", `{"prompt":"a","best_of":3}`, 400, "best_of", "unsupported_parameter", ""},
 		{"suffix", `{"prompt":"a","suffix":"z"}`, 400, "suffix", "unsupported_parameter", ""},
@@ -204,4 +205,16 @@ func TestBodyTooLarge(t *testing.T) {
 	rec := serve(t, h, "POST", "/v1/completions", `{"prompt":"`+strings.Repeat("a", 200)+`"}`)
 	require.Equal(t, http.StatusRequestEntityTooLarge, rec.Code)
 	assert.Equal(t, typeInvalidRequest, decodeErr(t, rec).Error.Type)
+}
+
+// TestPenaltiesReachTheEngine: presence, frequency and repetition
+// penalties pass to the engine as given.
+func TestPenaltiesReachTheEngine(t *testing.T) {
+	f := newFake()
+	rec := serve(t, NewHandler(f), "POST", "/v1/completions", `{"prompt":"a","max_tokens":2,"presence_penalty":-2,"frequency_penalty":0.5,"repetition_penalty":1.3}`)
+	require.Equal(t, 200, rec.Code, rec.Body.String())
+	p := f.requests()[0].Params
+	assert.Equal(t, -2.0, p.PresencePenalty)
+	assert.Equal(t, 0.5, p.FrequencyPenalty)
+	assert.Equal(t, 1.3, p.RepetitionPenalty)
 }

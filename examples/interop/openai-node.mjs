@@ -316,6 +316,16 @@ check('completions: echo with logprobs scores the prompt (max_tokens 0 and 12)',
 	eq(gl.token_logprobs.slice(0, helloIDs.length), lp.token_logprobs, 'the same prompt scores the same, as text or token ids');
 });
 
+check('completions: penalties steer greedy decoding', async () => {
+	const plain = await client.completions.create({ model, prompt, max_tokens: 24, temperature: 0, logprobs: 0 });
+	const pen = await client.completions.create({ model, prompt, max_tokens: 24, temperature: 0, frequency_penalty: 2, presence_penalty: 2, logprobs: 0 });
+	checkCompletion(pen, 'completion');
+	const count = (toks) => Math.max(...Object.values(toks.reduce((m, t) => ({ ...m, [t]: (m[t] ?? 0) + 1 }), {})));
+	ok(pen.choices[0].text !== plain.choices[0].text, 'frequency_penalty 2 and presence_penalty 2 changed nothing');
+	ok(count(pen.choices[0].logprobs.tokens) <= count(plain.choices[0].logprobs.tokens),
+		'the penalized completion repeats its most frequent token more often than the plain one');
+});
+
 check('completions: stop', async () => {
 	const full = await client.completions.create({ model, prompt, max_tokens: 24, temperature: 0, logprobs: 0 });
 	const toks = full.choices[0].logprobs.tokens;
@@ -414,9 +424,11 @@ check('errors: negative temperature', async () => {
 	await expectAPIError(() => client.completions.create({ model, prompt, temperature: -0.5 }), BadRequestError, want, 'temperature -0.5');
 });
 
-check('errors: unsupported parameter', async () => {
-	const want = { status: 400, type: 'invalid_request_error', code: 'unsupported_parameter', param: 'presence_penalty', message: /presence_penalty/ };
-	await expectAPIError(() => client.completions.create({ model, prompt, presence_penalty: 0.5 }), BadRequestError, want, 'presence_penalty');
+check('errors: unsupported parameter, penalty out of range', async () => {
+	const want = { status: 400, type: 'invalid_request_error', code: 'unsupported_parameter', param: 'logit_bias', message: /logit_bias/ };
+	await expectAPIError(() => client.completions.create({ model, prompt, logit_bias: { '15496': 5 } }), BadRequestError, want, 'logit_bias');
+	const pen = { status: 400, type: 'invalid_request_error', code: 'invalid_value', param: 'presence_penalty', message: /\[-2, 2\]/ };
+	await expectAPIError(() => client.completions.create({ model, prompt, presence_penalty: 2.5 }), BadRequestError, pen, 'presence_penalty 2.5');
 	const obf = { ...want, param: 'stream_options.include_obfuscation', message: /include_obfuscation/ };
 	await expectAPIError(() => client.completions.create({
 		model, prompt, stream: true, stream_options: { include_obfuscation: true },

@@ -1,7 +1,10 @@
 package engine_test
 
 import (
+	"context"
 	"errors"
+	"math"
+	"slices"
 	"testing"
 
 	"github.com/tinyserve/tinyserve/llm"
@@ -71,5 +74,102 @@ func TestGenerateNilContext(t *testing.T) {
 	// The engine is unaffected.
 	if r := run(t, e, llm.Request{PromptTokens: []int{1}, Params: greedy(2)}); len(r.tokens) != 2 {
 		t.Errorf("after a nil context: %d tokens", len(r.tokens))
+	}
+}
+
+// TestPenaltiesSteerGreedyDecoding runs greedy requests with penalties on
+// a backend that returns the same row every step, so that only the
+// penalties change the choice, and checks the tokens against a plain
+// re-computation of vLLM's rules. The backend's row is left alone, and the
+// reported log-probabilities are the model's, not the penalized ones.
+func TestPenaltiesSteerGreedyDecoding(t *testing.T) {
+	vocab := mock.NewTokenizer().VocabSize()
+	row := make([]float32, vocab)
+	for i := range row {
+		row[i] = -3
+	}
+	row['a'], row['b'], row['c'], row['d'], row['e'] = 3, 2.5, 2, 1, -1
+	orig := append([]float32(nil), row...)
+	be := &tableBackend{row: row}
+	info := llm.ModelInfo{ID: "table", MaxModelLen: 64, VocabSize: vocab, EOSTokenID: -1}
+	e, err := engine.New(be, mock.NewTokenizer(), info, engine.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+
+	reference := func(prompt []int, p llm.SamplingParams) []int {
+		seen := map[int]bool{}
+		for _, t := range prompt {
+			seen[t] = true
+		}
+		counts := map[int]int{}
+		var out []int
+		for range p.MaxTokens {
+			l := append([]float32(nil), orig...)
+			for id := range l {
+				if p.RepetitionPenalty != 0 && (seen[id] || counts[id] > 0) {
+					if l[id] > 0 {
+						l[id] /= float32(p.RepetitionPenalty)
+					} else {
+						l[id] *= float32(p.RepetitionPenalty)
+					}
+				}
+				if counts[id] > 0 {
+					l[id] -= float32(p.FrequencyPenalty) * float32(counts[id])
+					l[id] -= float32(p.PresencePenalty)
+				}
+			}
+			best := 0
+			for id := range l {
+				if l[id] > l[best] {
+					best = id
+				}
+			}
+			out = append(out, best)
+			counts[best]++
+		}
+		return out
+	}
+	zero := 0
+	for _, p := range []llm.SamplingParams{
+		{MaxTokens: 10, FrequencyPenalty: 0.75},
+		{MaxTokens: 10, PresencePenalty: 1.2},
+		{MaxTokens: 10, FrequencyPenalty: 0.4, PresencePenalty: 0.3},
+		{MaxTokens: 10, RepetitionPenalty: 2},
+		{MaxTokens: 10, RepetitionPenalty: 1.5, FrequencyPenalty: 0.2},
+		{MaxTokens: 10, PresencePenalty: -2, FrequencyPenalty: 2},
+	} {
+		prompt := []int{'a', 'e'}
+		want := reference(prompt, p)
+		p.Logprobs = &zero
+		r := run(t, e, llm.Request{PromptTokens: prompt, Params: p})
+		if !slices.Equal(r.tokens, want) {
+			t.Errorf("%+v: tokens %c, want %c", p, r.tokens, want)
+		}
+		if slices.Equal(want, slices.Repeat([]int{'a'}, len(want))) {
+			t.Errorf("%+v: the penalties changed nothing; pick stronger ones", p)
+		}
+	}
+	if !slices.Equal(row, orig) {
+		t.Fatal("the backend's logits row was written")
+	}
+	// Log-probabilities stay the model's: 'b', chosen second because of the
+	// presence penalty on 'a', reports its unpenalized value.
+	ch, err := e.Generate(context.Background(), llm.Request{PromptTokens: []int{'a'}, Params: llm.SamplingParams{MaxTokens: 2, PresencePenalty: 2, Logprobs: &zero}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lps []llm.TokenLogprob
+	for ev := range ch {
+		lps = append(lps, ev.Logprobs...)
+	}
+	sum := 0.0
+	for _, v := range orig {
+		sum += math.Exp(float64(v))
+	}
+	wantB := 2.5 - math.Log(sum)
+	if len(lps) != 2 || lps[0].ID != 'a' || lps[1].ID != 'b' || math.Abs(float64(lps[1].Logprob)-wantB) > 1e-5 {
+		t.Errorf("logprobs %+v, want a then b with the model's %.6f", lps, wantB)
 	}
 }

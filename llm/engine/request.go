@@ -28,6 +28,7 @@ type request struct {
 	generated int
 	eos       int                // the EOS id, or -1 when ignored or absent
 	promptLP  []llm.TokenLogprob // prompt log-probabilities by position - 1, when asked
+	pen       *penalty           // nil without penalties
 	times     llm.Timestamps
 	done      bool
 }
@@ -45,6 +46,7 @@ func newRequest(id kv.SeqID, r llm.Request, tok llm.Tokenizer, eos int, seed uin
 	for _, s := range r.Params.Stop {
 		q.holdBack = max(q.holdBack, len(s)-1)
 	}
+	q.pen = newPenalty(q)
 	q.times.Arrival = now
 	// Room for the usual completion up front saves the doublings later.
 	q.tokens = make([]int, 0, min(r.Params.MaxTokens, 256))
@@ -62,7 +64,7 @@ func (q *request) maskActive() bool {
 
 // needLogits reports whether the next sample needs the full logits row.
 func (q *request) needLogits() bool {
-	return !q.params.Greedy() || q.params.Logprobs != nil || q.maskActive()
+	return !q.params.Greedy() || q.params.Logprobs != nil || q.maskActive() || q.pen != nil
 }
 
 // mask sets the logits of tokens that may not end the request yet to -Inf.
@@ -85,6 +87,7 @@ func (q *request) mask(logits []float32) {
 // Finish set when a stop condition fired.
 func (q *request) accept(tok int, lp *llm.TokenLogprob, now time.Time) llm.Event {
 	q.generated++
+	q.pen.note(tok)
 	if q.generated == 1 {
 		q.times.FirstToken = now
 	}

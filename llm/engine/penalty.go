@@ -1,0 +1,65 @@
+package engine
+
+// Penalties (presence, frequency, repetition) in vLLM's order and float32
+// arithmetic: repetition over every token of the prompt and the output,
+// then frequency and presence over the output's counts. They change the
+// logits sampled from, not the log-probabilities reported, which stay
+// those of the model (as vLLM's logprobs are by default).
+
+// penalty is a request's record of the tokens its penalties read. It is
+// nil for a request without penalties, which then pays nothing.
+type penalty struct {
+	counts map[int]int32    // generated token id -> times generated
+	prompt map[int]struct{} // the prompt's token ids (repetition only)
+}
+
+// newPenalty returns the record a request with these penalties needs.
+func newPenalty(q *request) *penalty {
+	p := q.params
+	rep := p.RepetitionPenalty != 0 && p.RepetitionPenalty != 1
+	if !rep && p.PresencePenalty == 0 && p.FrequencyPenalty == 0 {
+		return nil
+	}
+	pen := &penalty{counts: map[int]int32{}}
+	if rep {
+		pen.prompt = make(map[int]struct{}, len(q.req.PromptTokens))
+		for _, t := range q.req.PromptTokens {
+			pen.prompt[t] = struct{}{}
+		}
+	}
+	return pen
+}
+
+// note records a generated token.
+func (pen *penalty) note(tok int) {
+	if pen != nil {
+		pen.counts[tok]++
+	}
+}
+
+// apply penalizes logits, a copy the engine owns, for the next token.
+func (pen *penalty) apply(logits []float32, repetition, frequency, presence float64) {
+	if pen.prompt != nil {
+		r := float32(repetition)
+		scale := func(id int) {
+			if logits[id] > 0 {
+				logits[id] /= r
+			} else {
+				logits[id] *= r
+			}
+		}
+		for id := range pen.prompt {
+			scale(id)
+		}
+		for id := range pen.counts {
+			if _, seen := pen.prompt[id]; !seen {
+				scale(id)
+			}
+		}
+	}
+	f, pr := float32(frequency), float32(presence)
+	for id, c := range pen.counts {
+		logits[id] -= f * float32(c)
+		logits[id] -= pr
+	}
+}
