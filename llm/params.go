@@ -55,6 +55,10 @@ type SamplingParams struct {
 	// (Hugging Face's and vLLM's repetition_penalty: above 1 discourages
 	// repeats). Zero or 1 is off; otherwise it must be positive.
 	RepetitionPenalty float64
+	// LogitBias adds its value to the logit of its token id before the
+	// penalties and sampling (OpenAI's logit_bias): -100 all but bans a
+	// token, 100 all but forces it. Values are in [-100, 100].
+	LogitBias map[int]float64
 	// Logprobs, when set to N, returns the log-probability of each chosen token
 	// and of the N most likely alternatives (0 means the chosen token only).
 	// Nil means no log-probabilities.
@@ -121,6 +125,14 @@ func (p *SamplingParams) Validate() error {
 			return paramErr("stop_token_ids", "token ids must be non-negative, got %d", id)
 		}
 	}
+	for id, b := range p.LogitBias {
+		if id < 0 {
+			return paramErr("logit_bias", "token ids must be non-negative, got %d", id)
+		}
+		if math.IsNaN(b) || b < -100 || b > 100 {
+			return paramErr("logit_bias", "the bias of token %d must be in [-100, 100], got %v", id, b)
+		}
+	}
 	if p.Logprobs != nil && (*p.Logprobs < 0 || *p.Logprobs > MaxLogprobs) {
 		return paramErr("logprobs", "must be in [0, %d], got %d", MaxLogprobs, *p.Logprobs)
 	}
@@ -167,6 +179,11 @@ func (r *Request) Validate(vocabSize int) error {
 		for _, id := range r.Params.StopTokenIDs {
 			if id >= vocabSize {
 				return paramErr("stop_token_ids", "token id %d is out of vocabulary range [0, %d)", id, vocabSize)
+			}
+		}
+		for id := range r.Params.LogitBias {
+			if id >= vocabSize {
+				return paramErr("logit_bias", "token id %d is out of vocabulary range [0, %d)", id, vocabSize)
 			}
 		}
 	}

@@ -43,6 +43,14 @@ func TestParamsValidate(t *testing.T) {
 		{SamplingParams{MaxTokens: 1, Stop: []string{""}}, "stop"},
 		{SamplingParams{MaxTokens: 1, StopTokenIDs: []int{-3}}, "stop_token_ids"},
 		{SamplingParams{MaxTokens: 1, Logprobs: &neg}, "logprobs"},
+		{SamplingParams{MaxTokens: 1, PromptLogprobs: &neg}, "prompt_logprobs"},
+		{SamplingParams{MaxTokens: 1, PresencePenalty: 2.01}, "presence_penalty"},
+		{SamplingParams{MaxTokens: 1, FrequencyPenalty: math.NaN()}, "frequency_penalty"},
+		{SamplingParams{MaxTokens: 1, RepetitionPenalty: -0.5}, "repetition_penalty"},
+		{SamplingParams{MaxTokens: 1, RepetitionPenalty: math.Inf(1)}, "repetition_penalty"},
+		{SamplingParams{MaxTokens: 1, LogitBias: map[int]float64{3: -100.5}}, "logit_bias"},
+		{SamplingParams{MaxTokens: 1, LogitBias: map[int]float64{-1: 1}}, "logit_bias"},
+		{SamplingParams{MaxTokens: 1, PresencePenalty: -2, FrequencyPenalty: 2, RepetitionPenalty: 0.5, LogitBias: map[int]float64{3: 100}}, ""},
 		{SamplingParams{MaxTokens: 1}, ""},
 	}
 	for _, c := range cases {

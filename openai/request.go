@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/tinyserve/tinyserve/llm"
@@ -253,6 +254,9 @@ func decodeCompletion(body []byte) (*completionRequest, *apiError) {
 			return nil, badRequest("repetition_penalty", "invalid_value", "repetition_penalty must be greater than zero, got 0")
 		}
 	}
+	if p.LogitBias, e = parseLogitBias(raw.LogitBias); e != nil {
+		return nil, e
+	}
 	p.Seed = raw.Seed
 	p.IgnoreEOS = raw.IgnoreEOS != nil && *raw.IgnoreEOS
 	if p.StopTokenIDs, e = notNull("stop_token_ids", "stop_token_ids", raw.StopTokenIDs); e != nil {
@@ -297,16 +301,36 @@ func checkUnsupported(raw *rawCompletionRequest) *apiError {
 			return unsupported("best_of", *raw.BestOf, "null or the value of n")
 		}
 	}
-	if lb := bytes.TrimSpace(raw.LogitBias); len(lb) > 0 && !bytes.Equal(lb, []byte("null")) {
-		var m map[string]json.RawMessage
-		if err := json.Unmarshal(lb, &m); err != nil {
-			return badRequest("logit_bias", "invalid_type", "logit_bias: expected an object, got %s", jsonKind(lb))
-		}
-		if len(m) > 0 {
-			return unsupported("logit_bias", "a non-empty object", "null or {}")
-		}
-	}
 	return nil
+}
+
+// parseLogitBias reads OpenAI's logit_bias, an object from token ids (as
+// decimal strings) to biases; null or absent is none.
+func parseLogitBias(raw json.RawMessage) (map[int]float64, *apiError) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return nil, nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
+		return nil, badRequest("logit_bias", "invalid_type", "logit_bias: expected an object, got %s", jsonKind(raw))
+	}
+	if len(m) == 0 {
+		return nil, nil
+	}
+	out := make(map[int]float64, len(m))
+	for k, v := range m {
+		id, err := strconv.Atoi(k)
+		if err != nil || strconv.Itoa(id) != k {
+			return nil, badRequest("logit_bias", "invalid_value", "logit_bias: key %q is not a token id", k)
+		}
+		var b *float64
+		if err := json.Unmarshal(v, &b); err != nil || b == nil {
+			return nil, badRequest("logit_bias", "invalid_type", "logit_bias: the bias of token %d must be a number, got %s", id, jsonKind(v))
+		}
+		out[id] = *b
+	}
+	return out, nil
 }
 
 func (c *completionRequest) decodeStreamOptions(raw json.RawMessage) *apiError {

@@ -131,7 +131,13 @@ func TestValidation(t *testing.T) {
 		{"penalty wrong type", `{"prompt":"a","presence_penalty":"0"}`, 400, "presence_penalty", "invalid_type", ""},
 		{"best_of", `{"prompt":"a","best_of":3}`, 400, "best_of", "unsupported_parameter", ""},
 		{"suffix", `{"prompt":"a","suffix":"z"}`, 400, "suffix", "unsupported_parameter", ""},
-		{"logit_bias set", `{"prompt":"a","logit_bias":{"5":10}}`, 400, "logit_bias", "unsupported_parameter", ""},
+		{"logit_bias key not an id", `{"prompt":"a","logit_bias":{"x":10}}`, 400, "logit_bias", "invalid_value", `key "x" is not a token id`},
+		{"logit_bias key padded", `{"prompt":"a","logit_bias":{"05":10}}`, 400, "logit_bias", "invalid_value", "not a token id"},
+		{"logit_bias negative id", `{"prompt":"a","logit_bias":{"-1":10}}`, 400, "logit_bias", "invalid_value", "non-negative"},
+		{"logit_bias id outside the vocabulary", `{"prompt":"a","logit_bias":{"257":10}}`, 400, "logit_bias", "invalid_value", "out of vocabulary range"},
+		{"logit_bias over 100", `{"prompt":"a","logit_bias":{"5":101}}`, 400, "logit_bias", "invalid_value", "[-100, 100]"},
+		{"logit_bias value null", `{"prompt":"a","logit_bias":{"5":null}}`, 400, "logit_bias", "invalid_type", "must be a number"},
+		{"logit_bias value string", `{"prompt":"a","logit_bias":{"5":"1"}}`, 400, "logit_bias", "invalid_type", "must be a number"},
 		{"logit_bias array", `{"prompt":"a","logit_bias":[]}`, 400, "logit_bias", "invalid_type", ""},
 		{"context length", `{"prompt":"` + long + `"}`, 400, "prompt", "context_length_exceeded",
 			"This model's maximum context length is 64 tokens. However, you requested 76 tokens (60 in the prompt, 16 in the completion). Please reduce the length of the prompt or completion."},
@@ -207,9 +213,9 @@ func TestBodyTooLarge(t *testing.T) {
 	assert.Equal(t, typeInvalidRequest, decodeErr(t, rec).Error.Type)
 }
 
-// TestPenaltiesReachTheEngine: presence, frequency and repetition
-// penalties pass to the engine as given.
-func TestPenaltiesReachTheEngine(t *testing.T) {
+// TestPenaltiesAndBiasReachTheEngine: presence, frequency and repetition
+// penalties and the logit bias pass to the engine as given.
+func TestPenaltiesAndBiasReachTheEngine(t *testing.T) {
 	f := newFake()
 	rec := serve(t, NewHandler(f), "POST", "/v1/completions", `{"prompt":"a","max_tokens":2,"presence_penalty":-2,"frequency_penalty":0.5,"repetition_penalty":1.3}`)
 	require.Equal(t, 200, rec.Code, rec.Body.String())
@@ -217,4 +223,8 @@ func TestPenaltiesReachTheEngine(t *testing.T) {
 	assert.Equal(t, -2.0, p.PresencePenalty)
 	assert.Equal(t, 0.5, p.FrequencyPenalty)
 	assert.Equal(t, 1.3, p.RepetitionPenalty)
+
+	rec = serve(t, NewHandler(f), "POST", "/v1/completions", `{"prompt":"a","max_tokens":2,"logit_bias":{"98":-100,"0":2.5}}`)
+	require.Equal(t, 200, rec.Code, rec.Body.String())
+	assert.Equal(t, map[int]float64{98: -100, 0: 2.5}, f.requests()[1].Params.LogitBias)
 }

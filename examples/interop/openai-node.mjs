@@ -326,6 +326,12 @@ check('completions: penalties steer greedy decoding', async () => {
 		'the penalized completion repeats its most frequent token more often than the plain one');
 });
 
+check('completions: logit_bias', async () => {
+	const c = await client.completions.create({ model, prompt, max_tokens: 4, temperature: 0, logit_bias: { '15496': 100 } });
+	checkCompletion(c, 'completion');
+	eq(c.choices[0].text, 'HelloHelloHelloHello', 'a +100 bias on "Hello" (15496)');
+});
+
 check('completions: stop', async () => {
 	const full = await client.completions.create({ model, prompt, max_tokens: 24, temperature: 0, logprobs: 0 });
 	const toks = full.choices[0].logprobs.tokens;
@@ -425,8 +431,8 @@ check('errors: negative temperature', async () => {
 });
 
 check('errors: unsupported parameter, penalty out of range', async () => {
-	const want = { status: 400, type: 'invalid_request_error', code: 'unsupported_parameter', param: 'logit_bias', message: /logit_bias/ };
-	await expectAPIError(() => client.completions.create({ model, prompt, logit_bias: { '15496': 5 } }), BadRequestError, want, 'logit_bias');
+	const want = { status: 400, type: 'invalid_request_error', code: 'unsupported_parameter', param: 'suffix', message: /suffix/ };
+	await expectAPIError(() => client.completions.create({ model, prompt, suffix: ' and so on' }), BadRequestError, want, 'suffix');
 	const pen = { status: 400, type: 'invalid_request_error', code: 'invalid_value', param: 'presence_penalty', message: /\[-2, 2\]/ };
 	await expectAPIError(() => client.completions.create({ model, prompt, presence_penalty: 2.5 }), BadRequestError, pen, 'presence_penalty 2.5');
 	const obf = { ...want, param: 'stream_options.include_obfuscation', message: /include_obfuscation/ };

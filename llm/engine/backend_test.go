@@ -173,3 +173,37 @@ func TestPenaltiesSteerGreedyDecoding(t *testing.T) {
 		t.Errorf("logprobs %+v, want a then b with the model's %.6f", lps, wantB)
 	}
 }
+
+// TestLogitBias: the bias is added before the penalties, as in vLLM, and
+// changes the choice, not the backend's row.
+func TestLogitBias(t *testing.T) {
+	vocab := mock.NewTokenizer().VocabSize()
+	row := make([]float32, vocab)
+	row['a'], row['b'] = 3, 2.5
+	be := &tableBackend{row: row}
+	e, err := engine.New(be, mock.NewTokenizer(), llm.ModelInfo{ID: "table", MaxModelLen: 64, VocabSize: vocab, EOSTokenID: -1}, engine.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	for _, tc := range []struct {
+		p    llm.SamplingParams
+		want byte
+	}{
+		{llm.SamplingParams{MaxTokens: 1}, 'a'},
+		{llm.SamplingParams{MaxTokens: 1, LogitBias: map[int]float64{'b': 1}}, 'b'},
+		{llm.SamplingParams{MaxTokens: 1, LogitBias: map[int]float64{'a': -100}}, 'b'},
+		{llm.SamplingParams{MaxTokens: 1, LogitBias: map[int]float64{'z': 100}}, 'z'},
+		// (3+1)/2 = 2 loses to 2.5; penalizing first, 3/2+1 = 2.5 would tie
+		// and the lower id, 'a', would win.
+		{llm.SamplingParams{MaxTokens: 1, LogitBias: map[int]float64{'a': 1}, RepetitionPenalty: 2}, 'b'},
+	} {
+		r := run(t, e, llm.Request{PromptTokens: []int{'a'}, Params: tc.p})
+		if len(r.tokens) != 1 || r.tokens[0] != int(tc.want) {
+			t.Errorf("%+v: tokens %c, want %c", tc.p, r.tokens, tc.want)
+		}
+	}
+	if row['a'] != 3 || row['b'] != 2.5 || row['z'] != 0 {
+		t.Fatal("the backend's logits row was written")
+	}
+}

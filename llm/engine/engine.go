@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -205,6 +206,7 @@ func (e *Engine) Generate(ctx context.Context, r llm.Request) (<-chan llm.Event,
 	r.PromptTokens = append([]int(nil), r.PromptTokens...) // the caller keeps its slice
 	r.Params.Stop = append([]string(nil), r.Params.Stop...)
 	r.Params.StopTokenIDs = append([]int(nil), r.Params.StopTokenIDs...)
+	r.Params.LogitBias = maps.Clone(r.Params.LogitBias)
 	s := newStream(ctx)
 	now := e.cfg.Now()
 

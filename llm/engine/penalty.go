@@ -1,10 +1,11 @@
 package engine
 
-// Penalties (presence, frequency, repetition) in vLLM's order and float32
-// arithmetic: repetition over every token of the prompt and the output,
-// then frequency and presence over the output's counts. They change the
-// logits sampled from, not the log-probabilities reported, which stay
-// those of the model (as vLLM's logprobs are by default).
+// Logit bias and penalties (presence, frequency, repetition) in vLLM's
+// order and float32 arithmetic: the bias first, then repetition over every
+// token of the prompt and the output, then frequency and presence over the
+// output's counts. They change the logits sampled from, not the
+// log-probabilities reported, which stay those of the model (as vLLM's
+// logprobs are by default).
 
 // penalty is a request's record of the tokens its penalties read. It is
 // nil for a request without penalties, which then pays nothing.
@@ -35,6 +36,24 @@ func (pen *penalty) note(tok int) {
 	if pen != nil {
 		pen.counts[tok]++
 	}
+}
+
+// adjusted reports whether q's logits are changed before sampling: a logit
+// bias, penalties, or the min_tokens mask.
+func (q *request) adjusted() bool {
+	return len(q.params.LogitBias) > 0 || q.pen != nil || q.maskActive()
+}
+
+// adjust applies q's logit bias, penalties and min_tokens mask to logits, a
+// copy the engine owns, for the next token.
+func (q *request) adjust(logits []float32) {
+	for id, b := range q.params.LogitBias {
+		logits[id] += float32(b)
+	}
+	if q.pen != nil {
+		q.pen.apply(logits, q.params.RepetitionPenalty, q.params.FrequencyPenalty, q.params.PresencePenalty)
+	}
+	q.mask(logits)
 }
 
 // apply penalizes logits, a copy the engine owns, for the next token.

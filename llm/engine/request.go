@@ -64,7 +64,7 @@ func (q *request) maskActive() bool {
 
 // needLogits reports whether the next sample needs the full logits row.
 func (q *request) needLogits() bool {
-	return !q.params.Greedy() || q.params.Logprobs != nil || q.maskActive() || q.pen != nil
+	return !q.params.Greedy() || q.params.Logprobs != nil || q.adjusted()
 }
 
 // mask sets the logits of tokens that may not end the request yet to -Inf.

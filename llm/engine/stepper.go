@@ -251,17 +251,14 @@ func (st *stepper) choose(q *request, needLogits bool, row SampleRow) (int, *llm
 	if len(row.Logits) != st.info.VocabSize {
 		return 0, nil, fmt.Errorf("%w: logits row of %d, vocabulary of %d", ErrBackend, len(row.Logits), st.info.VocabSize)
 	}
-	// Penalties and masking work on a copy: the row belongs to the backend,
+	// Bias, penalties and masking work on a copy: the row belongs to the backend,
 	// which may return it again (a table of logits), and log-probabilities
 	// are of the model's own distribution.
 	raw, logits := row.Logits, row.Logits
-	if q.maskActive() || q.pen != nil {
+	if q.adjusted() {
 		st.maskBuf = append(st.maskBuf[:0], row.Logits...)
 		logits = st.maskBuf
-		if q.pen != nil {
-			q.pen.apply(logits, q.params.RepetitionPenalty, q.params.FrequencyPenalty, q.params.PresencePenalty)
-		}
-		q.mask(logits)
+		q.adjust(logits)
 	}
 	tok := st.sampler.sample(logits, q.params, q.rng)
 	if q.params.Logprobs == nil {
