@@ -17,6 +17,7 @@ func FuzzDecodeCompletion(f *testing.F) {
 	f.Add([]byte(`{"prompt":"a"}`))
 	f.Add([]byte(`{"prompt":[[0],[256]],"n":3,"seed":-1,"stream":true}`))
 	f.Add([]byte(`{"prompt":"ab","echo":true,"logprobs":2,"max_tokens":0,"stream":true}`))
+	f.Add([]byte(`{"prompt":"ab","logit_bias":{"97":-100,"3":2},"presence_penalty":1,"frequency_penalty":-1,"repetition_penalty":1.2}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		req, e := decodeCompletion(body)
 		if e != nil {
