@@ -38,6 +38,9 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		&cli.IntFlag{Name: "top-k", Usage: "top-k filter (0: off)"},
 		&cli.Float64Flag{Name: "top-p", Usage: "top-p filter (0 or 1: off)"},
 		&cli.Int64Flag{Name: "seed", Usage: "per-request sampling seed (0: none)"},
+		&cli.Float64Flag{Name: "presence-penalty", Usage: "subtracted from tokens already generated, in [-2, 2]"},
+		&cli.Float64Flag{Name: "frequency-penalty", Usage: "subtracted per time a token was generated, in [-2, 2]"},
+		&cli.Float64Flag{Name: "repetition-penalty", Value: 1, Usage: "divides positive (multiplies negative) logits of prompt and generated tokens; 1: off"},
 		&cli.BoolFlag{Name: "ignore-eos", Usage: "keep generating after the end-of-text token"},
 		&cli.BoolFlag{Name: "score", Usage: "score each prompt instead: every token's log-probability given the tokens before it, and the prompt's perplexity"},
 		&cli.BoolFlag{Name: "verbose", Usage: "log the engine's start-up"},
@@ -67,6 +70,16 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 				TopK:        c.Int("top-k"),
 				TopP:        c.Float64("top-p"),
 				IgnoreEOS:   c.Bool("ignore-eos"),
+
+				PresencePenalty:   c.Float64("presence-penalty"),
+				FrequencyPenalty:  c.Float64("frequency-penalty"),
+				RepetitionPenalty: c.Float64("repetition-penalty"),
+			}
+			if c.IsSet("repetition-penalty") && params.RepetitionPenalty == 0 {
+				return errors.New("--repetition-penalty must be greater than zero (1 is off)")
+			}
+			if err := params.Validate(); err != nil {
+				return err
 			}
 			if s := c.Int64("seed"); s != 0 {
 				params.Seed = &s

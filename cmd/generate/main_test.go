@@ -54,6 +54,8 @@ func TestGenerateErrors(t *testing.T) {
 		{"generate", "--model", "/nonexistent/checkpoint"},
 		{"generate", "--dtype", "int4"},
 		{"generate", "--max-tokens", "0"},
+		{"generate", "--presence-penalty", "2.5"},
+		{"generate", "--repetition-penalty", "0"},
 	} {
 		var out, errs bytes.Buffer
 		if err := newApp(&out, &errs).Run(args); err == nil {
@@ -107,5 +109,22 @@ func TestScore(t *testing.T) {
 	}
 	if !strings.HasPrefix(sections[2], "1: 1 tokens, 0 scored, log-likelihood 0.0000, perplexity -") {
 		t.Errorf("one-token prompt:\n%s", sections[2])
+	}
+}
+
+// TestGeneratePenalties: a frequency penalty changes a greedy completion
+// that repeats tokens (the built-in random model does).
+func TestGeneratePenalties(t *testing.T) {
+	outputs := map[string]string{}
+	for _, extra := range [][]string{nil, {"--frequency-penalty", "2"}} {
+		var out, errs bytes.Buffer
+		args := append([]string{"generate", "--prompt", "Hello", "--max-tokens", "12", "--ignore-eos"}, extra...)
+		if err := newApp(&out, &errs).Run(args); err != nil {
+			t.Fatalf("%v: %v\n%s", extra, err, errs.String())
+		}
+		outputs[fmt.Sprint(extra)] = out.String()
+	}
+	if outputs["[]"] == outputs["[--frequency-penalty 2]"] {
+		t.Errorf("--frequency-penalty 2 changed nothing:\n%s", outputs["[]"])
 	}
 }
