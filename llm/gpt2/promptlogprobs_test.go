@@ -3,6 +3,7 @@ package gpt2
 import (
 	"context"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/tinyserve/tinyserve/llm"
@@ -13,9 +14,10 @@ import (
 // prompt log-probabilities of two golden prompts at once, the longer one in
 // chunks (a 48-token step budget): every position's most likely token must
 // be the golden per-position argmax (a row off by one position fails this),
-// each entry must score its own prompt token, and a few positions must
-// agree with a request that ends there and samples, the path the golden's
-// last-position logits check.
+// each entry must score its own prompt token, the golden's greedy
+// continuation appended to the prompt must be scored as each position's
+// most likely token, and a few positions must agree with a request that
+// ends there and samples, the path the golden's last-position logits check.
 func TestPromptLogprobsGolden(t *testing.T) {
 	m, g := loadGolden(t, "gpt2-tiny-hot")
 	cpu, err := NewCPUBackend(m, CPUOptions{})
@@ -65,6 +67,16 @@ func TestPromptLogprobsGolden(t *testing.T) {
 			}
 			if e.Logprob > e.Top[0].Logprob || e.Top[0].Logprob > 0 {
 				t.Errorf("%s position %d: logprob %v, most likely %v", c.Name, k, e.Logprob, e.Top[0].Logprob)
+			}
+		}
+		// Teacher forcing: the prompt followed by the golden's greedy
+		// continuation scores each continuation token as its position's
+		// most likely one (the last is predicted, not fed back).
+		forced := append(slices.Clone(p), c.Greedy.Tokens[:len(c.Greedy.Tokens)-1]...)
+		tf := generate(forced, llm.SamplingParams{MaxTokens: 1, IgnoreEOS: true, PromptLogprobs: &lp}).PromptLogprobs
+		for j, want := range c.Greedy.Tokens[:len(c.Greedy.Tokens)-1] {
+			if e := tf[len(p)-1+j]; e.ID != want || e.Top[0].ID != want || e.Logprob != e.Top[0].Logprob {
+				t.Errorf("%s greedy token %d (%d): scored %+v", c.Name, j, want, e)
 			}
 		}
 		for _, k := range []int{0, len(p) / 2, len(p) - 2} {
