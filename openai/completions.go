@@ -104,6 +104,14 @@ func (c *choice) apply(ev llm.Event, req *completionRequest) bool {
 		return false
 	}
 	c.finish = ev.Finish
+	if req.echoOnly && (ev.Finish == llm.FinishStop || ev.Finish == llm.FinishLength) {
+		// The token that ended the request is dropped, so whatever ended
+		// it (EOS, a stop token id or string it matched) is not part of
+		// the answer: the prompt alone is a max_tokens 0 completion,
+		// which ends by length, as OpenAI answers it.
+		c.finish = llm.FinishLength
+		return true
+	}
 	switch {
 	case ev.Finish != llm.FinishStop:
 	case ev.StopString != "":

@@ -204,3 +204,47 @@ func TestEchoLogprobsUnsupportedBackend(t *testing.T) {
 	assert.Equal(t, 200, resp2.StatusCode)
 	ms.client.CloseIdleConnections()
 }
+
+// TestEchoWithoutGenerationEndsByLength: with max_tokens 0 and echo, the
+// one token the engine samples is dropped, so what it matched (EOS, a stop
+// token id, a stop string) must not show: finish_reason is length and
+// stop_reason null, streamed or not.
+func TestEchoWithoutGenerationEndsByLength(t *testing.T) {
+	next := mock.Expected(mock.Config{}, []int{'h', 'e', 'l', 'l', 'o'}, 1)[0]
+	cases := map[string]struct {
+		mcfg  mock.Config
+		extra string
+	}{
+		"eos":           {mock.Config{EOSEvery: 1}, ``}, // every token the mock samples is EOS
+		"stop token id": {mock.Config{}, fmt.Sprintf(`,"stop_token_ids":[%d]`, next)},
+		"stop string":   {mock.Config{}, fmt.Sprintf(`,"stop":[%q]`, string(rune(next)))},
+	}
+	for name, tc := range cases {
+		ms := newMockServer(t, tc.mcfg, engine.Config{})
+		for _, stream := range []bool{false, true} {
+			t.Run(fmt.Sprint(name, "/stream=", stream), func(t *testing.T) {
+				body := fmt.Sprintf(`{"prompt":"hello","echo":true,"max_tokens":0,"temperature":0,"stream":%v%s}`, stream, tc.extra)
+				resp, err := ms.post(context.Background(), "/v1/completions", body)
+				require.NoError(t, err)
+				defer resp.Body.Close()
+				raw, _ := io.ReadAll(resp.Body)
+				require.Equal(t, 200, resp.StatusCode, string(raw))
+				if stream {
+					raw = []byte(sseEvents(t, string(raw))[0])
+				}
+				var r struct {
+					Choices []struct {
+						Text         string          `json:"text"`
+						FinishReason string          `json:"finish_reason"`
+						StopReason   json.RawMessage `json:"stop_reason"`
+					} `json:"choices"`
+				}
+				require.NoError(t, json.Unmarshal(raw, &r), string(raw))
+				require.Len(t, r.Choices, 1)
+				assert.Equal(t, "hello", r.Choices[0].Text)
+				assert.Equal(t, "length", r.Choices[0].FinishReason)
+				assert.Equal(t, "null", string(r.Choices[0].StopReason))
+			})
+		}
+	}
+}
