@@ -207,6 +207,10 @@ func (e *Engine) Generate(ctx context.Context, r llm.Request) (<-chan llm.Event,
 	r.Params.Stop = append([]string(nil), r.Params.Stop...)
 	r.Params.StopTokenIDs = append([]int(nil), r.Params.StopTokenIDs...)
 	r.Params.LogitBias = maps.Clone(r.Params.LogitBias)
+	// The engine's goroutine reads these during the request's steps: a
+	// caller reusing its variable for the next request would race with it.
+	r.Params.Logprobs = clonePtr(r.Params.Logprobs)
+	r.Params.PromptLogprobs = clonePtr(r.Params.PromptLogprobs)
 	s := newStream(ctx)
 	now := e.cfg.Now()
 
@@ -237,6 +241,15 @@ func (e *Engine) Generate(ctx context.Context, r llm.Request) (<-chan llm.Event,
 
 	go s.forward(func() { e.requestAbort(id) })
 	return s.out, nil
+}
+
+// clonePtr returns a pointer to a copy of *p, or nil.
+func clonePtr[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
 }
 
 // splitmix advances a SplitMix64 state, to derive per-request seeds.

@@ -188,3 +188,26 @@ func isParamErr(err error, param string) bool {
 	pe, ok := err.(*llm.ParamError)
 	return ok && pe.Param == param
 }
+
+// TestGenerateCopiesLogprobCounts: the counts of alternatives are read by
+// the engine's goroutine while the request runs, so Generate must keep its
+// own copies: a caller that reuses its variable for the next request must
+// neither race with the engine (go test -race) nor change this one.
+func TestGenerateCopiesLogprobCounts(t *testing.T) {
+	e := newEngine(t, mock.Config{}, engine.Config{})
+	n := 2
+	params := greedy(3)
+	params.PromptLogprobs, params.Logprobs = &n, &n
+	ch, err := e.Generate(context.Background(), llm.Request{PromptTokens: prompt(1, 20), Params: params})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n = 0
+	first, all := firstEvent(t, ch)
+	if len(first.PromptLogprobs) != 19 || len(first.PromptLogprobs[0].Top) != 2 {
+		t.Fatalf("%d prompt logprobs, the first with %d alternatives; want 19 with 2", len(first.PromptLogprobs), len(first.PromptLogprobs[0].Top))
+	}
+	if lp := all.last.Logprobs; len(lp) != 1 || len(lp[0].Top) != 2 {
+		t.Errorf("last token's logprobs %+v, want 2 alternatives", lp)
+	}
+}
