@@ -20,7 +20,9 @@ const MaxLogprobs = 20
 // Following vLLM, n (several choices per prompt) is not a sampling parameter:
 // the server submits one [Request] per choice.
 type SamplingParams struct {
-	// MaxTokens is the most tokens to generate. Must be at least 1.
+	// MaxTokens is the most tokens to generate. Must be at least 1, or 0
+	// with PromptLogprobs set: the request then only scores its prompt and
+	// ends (FinishLength) without generating.
 	MaxTokens int
 	// MinTokens is the number of tokens generated before EOS, stop token ids or
 	// stop strings may end the request. Zero means no minimum.
@@ -94,7 +96,7 @@ func paramErr(param, format string, args ...any) error {
 // Validate reports the first invalid field, as a *ParamError.
 func (p *SamplingParams) Validate() error {
 	switch {
-	case p.MaxTokens < 1:
+	case p.MaxTokens < 0 || p.MaxTokens == 0 && p.PromptLogprobs == nil:
 		return paramErr("max_tokens", "must be at least 1, got %d", p.MaxTokens)
 	case p.MinTokens < 0:
 		return paramErr("min_tokens", "must be non-negative, got %d", p.MinTokens)

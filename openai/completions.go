@@ -82,36 +82,24 @@ type choice struct {
 }
 
 // apply folds one event into the choice and reports whether it finished.
-// With echo and max_tokens 0 the one token the engine sampled is dropped:
-// the answer is the prompt alone.
 func (c *choice) apply(ev llm.Event, req *completionRequest) bool {
 	if ev.PromptLogprobs != nil {
 		c.promptLP = ev.PromptLogprobs
 	}
-	if !req.echoOnly {
-		c.text.WriteString(ev.Text)
-		if req.returnTokenIDs {
-			c.tokenIDs = append(c.tokenIDs, ev.TokenIDs...)
-		}
-		if req.params.Logprobs != nil {
-			c.lps = append(c.lps, ev.Logprobs...)
-		}
-		c.completionTokens = ev.CompletionTokens
+	c.text.WriteString(ev.Text)
+	if req.returnTokenIDs {
+		c.tokenIDs = append(c.tokenIDs, ev.TokenIDs...)
 	}
+	if req.params.Logprobs != nil {
+		c.lps = append(c.lps, ev.Logprobs...)
+	}
+	c.completionTokens = ev.CompletionTokens
 	c.promptTokens = ev.PromptTokens
 	stopIDs := req.params.StopTokenIDs
 	if ev.Finish == "" {
 		return false
 	}
 	c.finish = ev.Finish
-	if req.echoOnly && (ev.Finish == llm.FinishStop || ev.Finish == llm.FinishLength) {
-		// The token that ended the request is dropped, so whatever ended
-		// it (EOS, a stop token id or string it matched) is not part of
-		// the answer: the prompt alone is a max_tokens 0 completion,
-		// which ends by length, as OpenAI answers it.
-		c.finish = llm.FinishLength
-		return true
-	}
 	switch {
 	case ev.Finish != llm.FinishStop:
 	case ev.StopString != "":

@@ -82,6 +82,11 @@ func fakeScript(req llm.Request) []llm.Event {
 	var evs []llm.Event
 	t0 := fakeT0()
 	times := llm.Timestamps{Arrival: t0, FirstScheduled: t0.Add(5 * time.Millisecond)}
+	if req.Params.MaxTokens == 0 { // scoring only: one final event, no token
+		times.Finish = t0.Add(20 * time.Millisecond)
+		return []llm.Event{{Finish: llm.FinishLength, StopTokenID: -1, PromptTokens: len(req.PromptTokens),
+			PromptLogprobs: fakePromptLogprobs(req), Time: times.Finish, Times: times}}
+	}
 	for i := range req.Params.MaxTokens {
 		id := 'a' + i%26
 		now := t0.Add(time.Duration(20+10*i) * time.Millisecond)
@@ -97,15 +102,8 @@ func fakeScript(req llm.Request) []llm.Event {
 			}
 			ev.Logprobs = []llm.TokenLogprob{lp}
 		}
-		if i == 0 && req.Params.PromptLogprobs != nil {
-			// Prompt token k+1 scores -0.25, its alternatives 'A', 'B', ...
-			for _, id := range req.PromptTokens[1:] {
-				lp := llm.TokenLogprob{ID: id, Logprob: -0.25}
-				for k := range *req.Params.PromptLogprobs {
-					lp.Top = append(lp.Top, llm.TopLogprob{ID: 'A' + k, Logprob: -1 - float32(k)})
-				}
-				ev.PromptLogprobs = append(ev.PromptLogprobs, lp)
-			}
+		if i == 0 {
+			ev.PromptLogprobs = fakePromptLogprobs(req)
 		}
 		if i == req.Params.MaxTokens-1 {
 			ev.Finish = llm.FinishLength
@@ -114,6 +112,23 @@ func fakeScript(req llm.Request) []llm.Event {
 		evs = append(evs, ev)
 	}
 	return evs
+}
+
+// fakePromptLogprobs scores prompt token k+1 -0.25, with alternatives 'A',
+// 'B', ..., when the request asks.
+func fakePromptLogprobs(req llm.Request) []llm.TokenLogprob {
+	if req.Params.PromptLogprobs == nil {
+		return nil
+	}
+	var out []llm.TokenLogprob
+	for _, id := range req.PromptTokens[1:] {
+		lp := llm.TokenLogprob{ID: id, Logprob: -0.25}
+		for k := range *req.Params.PromptLogprobs {
+			lp.Top = append(lp.Top, llm.TopLogprob{ID: 'A' + k, Logprob: -1 - float32(k)})
+		}
+		out = append(out, lp)
+	}
+	return out
 }
 
 func (f *fakeEngine) Generate(ctx context.Context, req llm.Request) (<-chan llm.Event, error) {

@@ -50,11 +50,12 @@ func FuzzDecodeCompletion(f *testing.F) {
 			if req.includeUsage && !req.stream {
 				t.Fatal("include_usage without stream accepted")
 			}
-			if lp, plp := req.params.Logprobs, req.params.PromptLogprobs; (req.echo && lp != nil) != (plp != nil) || (plp != nil && *plp != *lp) {
-				t.Fatalf("echo %v, logprobs %v: prompt logprobs %v", req.echo, lp, plp)
+			lp, plp := req.params.Logprobs, req.params.PromptLogprobs
+			if (req.echo && lp != nil || req.echoOnly) != (plp != nil) || (req.echo && lp != nil && *plp != *lp) {
+				t.Fatalf("echo %v, max_tokens 0 %v, logprobs %v: prompt logprobs %v", req.echo, req.echoOnly, lp, plp)
 			}
-			if req.echoOnly && (!req.echo || req.params.MaxTokens != 1) {
-				t.Fatalf("max_tokens 0 accepted without echo, or not run as one token: %+v", req)
+			if req.echoOnly != (req.params.MaxTokens == 0) || req.echoOnly && !req.echo {
+				t.Fatalf("max_tokens 0 accepted without echo, or echo-only not a scoring request: %+v", req)
 			}
 			var generic map[string]any
 			if json.Unmarshal(body, &generic) == nil {

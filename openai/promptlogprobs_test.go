@@ -90,8 +90,8 @@ func TestEchoLogprobsFormat(t *testing.T) {
 }
 
 // TestEchoWithoutGeneration: max_tokens 0 with echo (OpenAI's way to score
-// a text) answers with the prompt alone; the engine samples one token,
-// which is neither shown nor counted.
+// a text) answers with the prompt alone, from an engine request that scores
+// the prompt and generates nothing.
 func TestEchoWithoutGeneration(t *testing.T) {
 	for _, stream := range []bool{false, true} {
 		t.Run(fmt.Sprint("stream=", stream), func(t *testing.T) {
@@ -120,7 +120,9 @@ func TestEchoWithoutGeneration(t *testing.T) {
 			assert.Equal(t, 3, r.Usage.Prompt)
 			assert.Equal(t, 0, r.Usage.Completion)
 			require.Len(t, f.requests(), 1)
-			assert.Equal(t, 1, f.requests()[0].Params.MaxTokens, "the engine runs one token")
+			p := f.requests()[0].Params
+			assert.Equal(t, 0, p.MaxTokens, "a scoring request: the engine generates nothing")
+			assert.Equal(t, 0, *p.PromptLogprobs)
 		})
 	}
 }
@@ -197,17 +199,23 @@ func TestEchoLogprobsUnsupportedBackend(t *testing.T) {
 	assert.Equal(t, 400, resp.StatusCode)
 	assert.Contains(t, string(body), `"param":"prompt_logprobs"`)
 	assert.Contains(t, string(body), "does not compute prompt log-probabilities")
-	// echo without logprobs needs no prompt log-probabilities.
-	resp2, err := ms.post(context.Background(), "/v1/completions", `{"prompt":"hello","echo":true,"max_tokens":0}`)
-	require.NoError(t, err)
-	defer resp2.Body.Close()
-	assert.Equal(t, 200, resp2.StatusCode)
+	// max_tokens 0 is a scoring request even without logprobs; echo with
+	// tokens to generate and no logprobs needs no scores.
+	for body, want := range map[string]int{
+		`{"prompt":"hello","echo":true,"max_tokens":0}`: 400,
+		`{"prompt":"hello","echo":true,"max_tokens":2}`: 200,
+	} {
+		resp, err := ms.post(context.Background(), "/v1/completions", body)
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		assert.Equal(t, want, resp.StatusCode, body)
+	}
 	ms.client.CloseIdleConnections()
 }
 
-// TestEchoWithoutGenerationEndsByLength: with max_tokens 0 and echo, the
-// one token the engine samples is dropped, so what it matched (EOS, a stop
-// token id, a stop string) must not show: finish_reason is length and
+// TestEchoWithoutGenerationEndsByLength: with max_tokens 0 and echo no
+// token is generated, so nothing that a next token would match (EOS, a stop
+// token id, a stop string) may show: finish_reason is length and
 // stop_reason null, streamed or not.
 func TestEchoWithoutGenerationEndsByLength(t *testing.T) {
 	next := mock.Expected(mock.Config{}, []int{'h', 'e', 'l', 'l', 'o'}, 1)[0]

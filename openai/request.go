@@ -33,8 +33,8 @@ type completionRequest struct {
 	n          int
 	echo       bool
 	// echoOnly is OpenAI's max_tokens 0 with echo: the answer is the prompt
-	// (and its log-probabilities); the engine samples one token, which is
-	// dropped.
+	// (and its log-probabilities), from an engine request that scores the
+	// prompt and generates nothing.
 	echoOnly       bool
 	stream         bool
 	includeUsage   bool
@@ -219,9 +219,7 @@ func decodeCompletion(body []byte) (*completionRequest, *apiError) {
 	if raw.MaxTokens != nil {
 		p.MaxTokens = *raw.MaxTokens
 	}
-	if c.echo && p.MaxTokens == 0 {
-		c.echoOnly, p.MaxTokens = true, 1
-	}
+	c.echoOnly = c.echo && p.MaxTokens == 0
 	p.Temperature = defaultTemperature
 	if raw.Temperature != nil {
 		p.Temperature = *raw.Temperature
@@ -271,6 +269,12 @@ func decodeCompletion(body []byte) (*completionRequest, *apiError) {
 		// and as many alternatives per position: what scoring tools (an
 		// evaluation harness's loglikelihood) read.
 		p.PromptLogprobs = p.Logprobs
+	}
+	if c.echoOnly && p.PromptLogprobs == nil {
+		// The engine runs max_tokens 0 only as a scoring request; without
+		// logprobs nothing of the scores is shown.
+		zero := 0
+		p.PromptLogprobs = &zero
 	}
 	if c.echoOnly && p.MinTokens > 0 {
 		return nil, badRequest("min_tokens", "invalid_value", "min_tokens must be 0 when max_tokens is 0, got %d", p.MinTokens)

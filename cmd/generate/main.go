@@ -64,6 +64,12 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 				level = slog.LevelInfo
 			}
 			cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+			if c.Bool("score") {
+				// Scoring generates nothing: the sampling flags do not apply.
+				ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+				defer stop()
+				return score(ctx, cfg, c.StringSlice("prompt"), stdout)
+			}
 			params := llm.SamplingParams{
 				MaxTokens:   c.Int("max-tokens"),
 				Temperature: c.Float64("temperature"),
@@ -86,9 +92,6 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			}
 			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			if c.Bool("score") {
-				return score(ctx, cfg, c.StringSlice("prompt"), stdout)
-			}
 			return generate(ctx, cfg, c.StringSlice("prompt"), params, stdout)
 		},
 	}

@@ -68,7 +68,9 @@ func TestGenerateErrors(t *testing.T) {
 // and a perplexity that is exp of minus the mean of the printed values.
 func TestScore(t *testing.T) {
 	var out, errs bytes.Buffer
-	args := []string{"generate", "--score", "--prompt", "Hello, my name is", "--prompt", "x"}
+	// The prompt fills the context (5 tokens): scoring generates nothing,
+	// so it fits, and the sampling flags (--max-tokens 0) do not apply.
+	args := []string{"generate", "--score", "--max-model-len", "5", "--max-tokens", "0", "--prompt", "Hello, my name is", "--prompt", "x"}
 	if err := newApp(&out, &errs).Run(args); err != nil {
 		t.Fatalf("%v\n%s", err, errs.String())
 	}

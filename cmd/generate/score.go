@@ -30,7 +30,7 @@ func score(ctx context.Context, cfg tinyserve.Config, prompts []string, out io.W
 	for i, p := range prompts {
 		tokens[i] = tok.Encode(p, false)
 		chans[i], err = e.Generate(ctx, llm.Request{ID: fmt.Sprintf("score-%d", i), PromptTokens: tokens[i],
-			Params: llm.SamplingParams{MaxTokens: 1, PromptLogprobs: &one}})
+			Params: llm.SamplingParams{MaxTokens: 0, PromptLogprobs: &one}}) // score only
 		if err != nil {
 			return fmt.Errorf("prompt %d: %w", i, err)
 		}

@@ -2,8 +2,10 @@ package engine
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/tinyserve/tinyserve/llm"
+	"github.com/tinyserve/tinyserve/llm/sched"
 )
 
 // Prompt log-probabilities (vLLM's prompt_logprobs): while a request that
@@ -50,4 +52,18 @@ func (st *stepper) promptLogprobs(rows []SampleRow) error {
 		}
 	}
 	return nil
+}
+
+// scored ends a request that only scores its prompt (MaxTokens 0) at its
+// sampling point: one final event with the prompt's log-probabilities and
+// no token. The scheduler still needs a token to end the sequence with;
+// the backend's argmax serves, and is never shown.
+func (st *stepper) scored(q *request, argmax int, now time.Time) {
+	q.times.Finish = now
+	q.done = true
+	delete(st.reqs, q.id)
+	st.counters.finished++
+	st.sampled = append(st.sampled, sched.Sampled{ID: q.id, Token: max(argmax, 0), Finished: true})
+	q.sink(llm.Event{PromptLogprobs: q.promptLP, Finish: llm.FinishLength, StopTokenID: -1,
+		PromptTokens: len(q.req.PromptTokens), Time: now, Times: q.times})
 }

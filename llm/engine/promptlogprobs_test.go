@@ -211,3 +211,51 @@ func TestGenerateCopiesLogprobCounts(t *testing.T) {
 		t.Errorf("last token's logprobs %+v, want 2 alternatives", lp)
 	}
 }
+
+// TestScoreOnly: MaxTokens 0 with PromptLogprobs scores the prompt and ends
+// with one event and no token, even for a prompt that fills the context;
+// without PromptLogprobs, MaxTokens 0 is still refused.
+func TestScoreOnly(t *testing.T) {
+	info := mock.Info()
+	info.MaxModelLen = 16
+	e, err := engine.New(mock.NewBackend(mock.Config{}), mock.NewTokenizer(), info, engine.Config{BlockSize: 4, MaxNumBatchedTokens: 6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	p := scoredPrompt(3, 6, 10) // 16 tokens: the whole context
+	zero := 0
+	ch, err := e.Generate(context.Background(), llm.Request{PromptTokens: p, Params: llm.SamplingParams{PromptLogprobs: &zero}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []llm.Event
+	for ev := range ch {
+		evs = append(evs, ev)
+	}
+	if len(evs) != 1 {
+		t.Fatalf("%d events, want 1", len(evs))
+	}
+	ev := evs[0]
+	if ev.Finish != llm.FinishLength || len(ev.TokenIDs) != 0 || ev.CompletionTokens != 0 || ev.Text != "" || ev.PromptTokens != len(p) {
+		t.Errorf("event %+v", ev)
+	}
+	if len(ev.PromptLogprobs) != len(p)-1 {
+		t.Fatalf("%d prompt logprobs for %d tokens", len(ev.PromptLogprobs), len(p))
+	}
+	for k, lp := range ev.PromptLogprobs[5:] { // the tail is the mock's greedy continuation
+		if lp.ID != p[k+6] {
+			t.Errorf("position %d scores %d, want %d", k+5, lp.ID, p[k+6])
+		}
+	}
+	if ev.Times.Finish.IsZero() || !ev.Times.FirstToken.IsZero() {
+		t.Errorf("times %+v: want a finish and no first token", ev.Times)
+	}
+	waitIdle(t, e)
+	if s := e.Stats(); s.GenerationTokens != 0 || s.Finished != 1 {
+		t.Errorf("stats %+v: want no generated token and one finished request", s)
+	}
+	if _, err := e.Generate(context.Background(), llm.Request{PromptTokens: p, Params: llm.SamplingParams{}}); !isParamErr(err, "max_tokens") {
+		t.Errorf("MaxTokens 0 without PromptLogprobs: %v", err)
+	}
+}

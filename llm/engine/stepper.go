@@ -111,7 +111,10 @@ func newStepper(b Backend, tok llm.Tokenizer, info llm.ModelInfo, cfg *Config) (
 
 // add admits q to the scheduler.
 func (st *stepper) add(q *request) error {
-	if err := st.sched.Add(q.id, q.req.PromptTokens, q.params.MaxTokens); err != nil {
+	// A request that only scores its prompt (MaxTokens 0) ends at its
+	// sampling point; the scheduler, which always samples there, is told
+	// one token.
+	if err := st.sched.Add(q.id, q.req.PromptTokens, max(1, q.params.MaxTokens)); err != nil {
 		if errors.Is(err, sched.ErrTooLarge) {
 			return fmt.Errorf("%w: %v", llm.ErrTooLargeForCache, err)
 		}
@@ -211,6 +214,10 @@ func (st *stepper) step() (firstScheduled int, err error) {
 	now = st.now()
 	st.sampled = st.sampled[:0]
 	for r, q := range st.sampleReqs {
+		if q.params.MaxTokens == 0 {
+			st.scored(q, rows[st.sampleAt[r]].Argmax, now)
+			continue
+		}
 		tok, lp, err := st.choose(q, st.needLogits[r], rows[st.sampleAt[r]])
 		if err != nil {
 			return firstScheduled, err

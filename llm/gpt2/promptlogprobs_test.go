@@ -89,4 +89,32 @@ func TestPromptLogprobsGolden(t *testing.T) {
 			}
 		}
 	}
+	if raceEnabled {
+		return // the race detector makes the 1024-token case slow
+	}
+	// The whole context: the 1009-token prompt and its 15 fed-back greedy
+	// tokens fill GPT-2's 1024 positions, which only a scoring request
+	// (MaxTokens 0) may do.
+	for _, c := range g.Cases {
+		if len(c.InputIDs)+len(c.Greedy.Tokens)-1 != m.Config.NPositions {
+			continue
+		}
+		forced := append(slices.Clone(c.InputIDs), c.Greedy.Tokens[:len(c.Greedy.Tokens)-1]...)
+		ev := generate(forced, llm.SamplingParams{PromptLogprobs: &lp})
+		if ev.Finish != llm.FinishLength || len(ev.PromptLogprobs) != len(forced)-1 {
+			t.Fatalf("%s, full context: finish %q, %d prompt logprobs", c.Name, ev.Finish, len(ev.PromptLogprobs))
+		}
+		for j, want := range c.Greedy.Tokens[:len(c.Greedy.Tokens)-1] {
+			if e := ev.PromptLogprobs[len(c.InputIDs)-1+j]; e.Top[0].ID != want {
+				t.Errorf("%s, full context, greedy token %d: most likely %d, want %d", c.Name, j, e.Top[0].ID, want)
+			}
+		}
+		for k := range len(c.InputIDs) - 1 {
+			if got := ev.PromptLogprobs[k].Top[0].ID; got != c.PositionStats.Argmax[k] {
+				t.Errorf("%s, full context, position %d: most likely %d, golden argmax %d", c.Name, k, got, c.PositionStats.Argmax[k])
+			}
+		}
+		return
+	}
+	t.Fatal("no golden case fills the context")
 }
