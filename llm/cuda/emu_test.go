@@ -13,8 +13,10 @@ package cuda
 // tests skip and say so.
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,7 +30,11 @@ import (
 	"unsafe"
 
 	"github.com/ebitengine/purego"
+
+	"github.com/tinyserve/tinyserve/llm"
+	"github.com/tinyserve/tinyserve/llm/engine"
 	"github.com/tinyserve/tinyserve/llm/gpt2"
+	"github.com/tinyserve/tinyserve/llm/tokenizer"
 )
 
 // cudaEmu is one build of the emulator: emu.cc with a kernel source.
@@ -355,4 +361,60 @@ extern "C" __global__ void split_warp(float* x) {
 	if e.kernelArgs("attention_f16") != 13 || e.kernelArgs("no_such_kernel") != -1 {
 		t.Errorf("kernel argument counts: attention_f16 %d, no_such_kernel %d", e.kernelArgs("attention_f16"), e.kernelArgs("no_such_kernel"))
 	}
+}
+
+// TestEmuEnginePromptLogprobs runs the whole engine over the emulated GPU
+// and over the CPU backend: a scoring request (MaxTokens 0) in 16-token
+// chunks must give the same prompt log-probabilities, alternatives and
+// values, on both.
+func TestEmuEnginePromptLogprobs(t *testing.T) {
+	m, cases := loadGoldenCases(t, "gpt2-tiny-hot")
+	tok, err := tokenizer.GPT2()
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt := cases[2].InputIDs
+	score := func(be engine.Backend) []llm.TokenLogprob {
+		e, err := engine.New(be, tok, m.Info(), engine.Config{MaxNumBatchedTokens: 16, NumBlocks: goldenBlocks, Seed: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		n := 3
+		ch, err := e.Generate(context.Background(), llm.Request{PromptTokens: prompt, Params: llm.SamplingParams{PromptLogprobs: &n}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []llm.TokenLogprob
+		for ev := range ch {
+			if ev.Err != nil {
+				t.Fatal(ev.Err)
+			}
+			out = append(out, ev.PromptLogprobs...)
+		}
+		return out
+	}
+	gpu := score(newEmuBackend(t, m, Options{DType: "float32"}, goldenBlocks))
+	cpu := score(cpuBackend(t, m, goldenBlocks))
+	if len(gpu) != len(prompt)-1 || len(cpu) != len(gpu) {
+		t.Fatalf("%d and %d prompt logprobs for %d tokens", len(gpu), len(cpu), len(prompt))
+	}
+	worst := 0.0
+	for k := range gpu {
+		g, c := gpu[k], cpu[k]
+		if g.ID != c.ID || len(g.Top) != len(c.Top) {
+			t.Fatalf("position %d: %+v vs CPU %+v", k, g, c)
+		}
+		worst = max(worst, math.Abs(float64(g.Logprob-c.Logprob)))
+		for j := range g.Top {
+			if g.Top[j].ID != c.Top[j].ID {
+				t.Errorf("position %d alternative %d: %d vs CPU %d", k, j, g.Top[j].ID, c.Top[j].ID)
+			}
+			worst = max(worst, math.Abs(float64(g.Top[j].Logprob-c.Top[j].Logprob)))
+		}
+	}
+	if worst > 1e-5 {
+		t.Errorf("max |device - CPU| over prompt logprobs %.3g, over 1e-5", worst)
+	}
+	t.Logf("max |device float32 - CPU| over prompt logprobs: %.3g", worst)
 }
