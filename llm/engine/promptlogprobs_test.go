@@ -259,3 +259,35 @@ func TestScoreOnly(t *testing.T) {
 		t.Errorf("MaxTokens 0 without PromptLogprobs: %v", err)
 	}
 }
+
+// TestScoreOnlyFillsThePool: a scoring request whose prompt is as long as
+// the whole KV pool (max_num_seqs 1 caps the pool at one full context)
+// runs; it needs no slot for the token it never generates. It was accepted
+// by Generate and then failed in the engine's loop, told to the scheduler
+// as one token too many.
+func TestScoreOnlyFillsThePool(t *testing.T) {
+	info := mock.Info()
+	info.MaxModelLen = 16
+	e, err := engine.New(mock.NewBackend(mock.Config{}), mock.NewTokenizer(), info, engine.Config{BlockSize: 4, MaxNumSeqs: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if got := e.NumKVBlocks(); got != 4 {
+		t.Fatalf("%d KV blocks, want 4 (one full context)", got)
+	}
+	p := scoredPrompt(5, 6, 10)
+	zero := 0
+	ch, err := e.Generate(context.Background(), llm.Request{PromptTokens: p, Params: llm.SamplingParams{PromptLogprobs: &zero}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, all := firstEvent(t, ch)
+	if all.events != 1 || ev.Finish != llm.FinishLength || ev.Err != nil || len(ev.PromptLogprobs) != len(p)-1 {
+		t.Fatalf("event %+v (%d events): want one length finish with %d prompt logprobs", ev, all.events, len(p)-1)
+	}
+	waitIdle(t, e)
+	if s := e.Stats(); s.Finished != 1 || s.GenerationTokens != 0 {
+		t.Errorf("stats %+v", s)
+	}
+}

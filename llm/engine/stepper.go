@@ -112,9 +112,11 @@ func newStepper(b Backend, tok llm.Tokenizer, info llm.ModelInfo, cfg *Config) (
 // add admits q to the scheduler.
 func (st *stepper) add(q *request) error {
 	// A request that only scores its prompt (MaxTokens 0) ends at its
-	// sampling point; the scheduler, which always samples there, is told
-	// one token.
-	if err := st.sched.Add(q.id, q.req.PromptTokens, max(1, q.params.MaxTokens)); err != nil {
+	// sampling point, where the scheduler ends a sequence of maxTokens 0
+	// too. Telling it one token instead would refuse a prompt as long as
+	// the whole pool (max_num_seqs 1 and a full context), which Generate
+	// accepted.
+	if err := st.sched.Add(q.id, q.req.PromptTokens, q.params.MaxTokens); err != nil {
 		if errors.Is(err, sched.ErrTooLarge) {
 			return fmt.Errorf("%w: %v", llm.ErrTooLargeForCache, err)
 		}

@@ -137,13 +137,16 @@ func (s *Scheduler) Fits(promptTokens, maxTokens int) bool {
 
 // Add queues a new sequence at the back of the waiting queue. prompt is
 // copied. A sequence whose prompt plus maxTokens can never fit in the pool is
-// rejected with ErrTooLarge, and nothing else is affected.
+// rejected with ErrTooLarge, and nothing else is affected. maxTokens 0 is a
+// sequence that ends at its first sampling point (a prompt that is only
+// scored): the token reported there ends it and is never computed, so it
+// needs no slot, and a prompt as long as the whole pool fits.
 func (s *Scheduler) Add(id kv.SeqID, prompt []int, maxTokens int) error {
 	if len(prompt) == 0 {
 		return fmt.Errorf("%w: empty prompt", ErrInvalid)
 	}
-	if maxTokens < 1 {
-		return fmt.Errorf("%w: maxTokens must be at least 1, got %d", ErrInvalid, maxTokens)
+	if maxTokens < 0 {
+		return fmt.Errorf("%w: maxTokens must be non-negative, got %d", ErrInvalid, maxTokens)
 	}
 	if _, ok := s.seqs[id]; ok {
 		return fmt.Errorf("%w: %d", ErrDuplicate, id)
