@@ -330,6 +330,11 @@ func parseLogitBias(raw json.RawMessage) (map[int]float64, *apiError) {
 		}
 		var b *float64
 		if err := json.Unmarshal(v, &b); err != nil || b == nil {
+			if jsonKind(v) == "a number" {
+				// A number beyond float64 (1e400) fails to decode: it is
+				// out of range, not of the wrong type.
+				return nil, badRequest("logit_bias", "invalid_value", "logit_bias: the bias of token %d must be in [-100, 100], got %s", id, bytes.TrimSpace(v))
+			}
 			return nil, badRequest("logit_bias", "invalid_type", "logit_bias: the bias of token %d must be a number, got %s", id, jsonKind(v))
 		}
 		out[id] = *b

@@ -136,6 +136,7 @@ func TestValidation(t *testing.T) {
 		{"logit_bias negative id", `{"prompt":"a","logit_bias":{"-1":10}}`, 400, "logit_bias", "invalid_value", "non-negative"},
 		{"logit_bias id outside the vocabulary", `{"prompt":"a","logit_bias":{"257":10}}`, 400, "logit_bias", "invalid_value", "out of vocabulary range"},
 		{"logit_bias over 100", `{"prompt":"a","logit_bias":{"5":101}}`, 400, "logit_bias", "invalid_value", "[-100, 100]"},
+		{"logit_bias beyond float64", `{"prompt":"a","logit_bias":{"5":-1e400}}`, 400, "logit_bias", "invalid_value", "must be in [-100, 100], got -1e400"},
 		{"logit_bias value null", `{"prompt":"a","logit_bias":{"5":null}}`, 400, "logit_bias", "invalid_type", "must be a number"},
 		{"logit_bias value string", `{"prompt":"a","logit_bias":{"5":"1"}}`, 400, "logit_bias", "invalid_type", "must be a number"},
 		{"logit_bias array", `{"prompt":"a","logit_bias":[]}`, 400, "logit_bias", "invalid_type", ""},
