@@ -434,6 +434,14 @@ func (h *handler) streamCompletion(ctx context.Context, cancel context.CancelFun
 		if c.text.Len() == 0 && !finished && (c.started || !req.echo) {
 			return true // no empty deltas: keep the tokens for the next chunk
 		}
+		// With echo the prompt goes out at once; generated tokens whose text
+		// is not complete yet still wait for it, as they do without echo.
+		var heldIDs []int
+		var heldLPs []llm.TokenLogprob
+		if c.text.Len() == 0 && !finished {
+			heldIDs, heldLPs = c.tokenIDs, c.lps
+			c.tokenIDs, c.lps = nil, nil
+		}
 		cc := completionChoice{Index: c.index, Text: c.text.String()}
 		first := !c.started
 		if first {
@@ -458,7 +466,7 @@ func (h *handler) streamCompletion(ctx context.Context, cancel context.CancelFun
 			done++
 		}
 		c.text.Reset()
-		c.tokenIDs, c.lps = nil, nil
+		c.tokenIDs, c.lps = heldIDs, heldLPs
 		chunk := base
 		chunk.Choices = []completionChoice{cc}
 		var out any = chunk

@@ -256,3 +256,34 @@ func TestEchoWithoutGenerationEndsByLength(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamEchoHoldsIncompleteTokens: with echo the prompt's chunk goes out
+// at once, but a generated token whose text is not complete yet (half of
+// "é") waits for the chunk that carries its text, with its id and
+// log-probability, as it does without echo.
+func TestStreamEchoHoldsIncompleteTokens(t *testing.T) {
+	f := newFake()
+	f.script = func(req llm.Request) []llm.Event {
+		base := llm.Event{StopTokenID: -1, PromptTokens: len(req.PromptTokens)}
+		e1, e2 := base, base
+		e1.TokenIDs, e1.CompletionTokens = []int{0xC3}, 1
+		e1.Logprobs = []llm.TokenLogprob{{ID: 0xC3, Logprob: -1}}
+		e1.PromptLogprobs = fakePromptLogprobs(req)
+		e2.TokenIDs, e2.Text, e2.CompletionTokens, e2.Finish = []int{0xA9}, "é", 2, llm.FinishLength
+		e2.Logprobs = []llm.TokenLogprob{{ID: 0xA9, Logprob: -2}}
+		return []llm.Event{e1, e2}
+	}
+	rec := serve(t, NewHandler(f), "POST", "/v1/completions", `{"prompt":"hi","max_tokens":2,"stream":true,"echo":true,"logprobs":0,"return_token_ids":true}`)
+	require.Equal(t, 200, rec.Code, rec.Body.String())
+	evs := sseEvents(t, rec.Body.String())
+	require.Len(t, evs, 3, "the echo, the completed character, [DONE]: %v", evs)
+	var first, second respJSON
+	require.NoError(t, json.Unmarshal([]byte(evs[0]), &first))
+	require.NoError(t, json.Unmarshal([]byte(evs[1]), &second))
+	assert.Equal(t, "hi", first.Choices[0].Text)
+	assert.Equal(t, []int{}, first.Choices[0].TokenIDs, "the half character's id waits for its text")
+	assert.JSONEq(t, `{"tokens":["h","i"],"token_logprobs":[null,-0.25],"top_logprobs":[null,{"i":-0.25}],"text_offset":[0,1]}`, string(first.Choices[0].Logprobs))
+	assert.Equal(t, "é", second.Choices[0].Text)
+	assert.Equal(t, []int{0xC3, 0xA9}, second.Choices[0].TokenIDs)
+	assert.JSONEq(t, `{"tokens":["\ufffd","\ufffd"],"token_logprobs":[-1,-2],"top_logprobs":[{"\ufffd":-1},{"\ufffd":-2}],"text_offset":[2,3]}`, string(second.Choices[0].Logprobs))
+}
