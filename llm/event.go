@@ -27,7 +27,11 @@ type TopLogprob struct {
 type TokenLogprob struct {
 	ID      int
 	Logprob float32
-	Top     []TopLogprob
+	// Rank is the token's place among all tokens by logit, 1 for the most
+	// likely: as in vLLM, the number of tokens whose logit is at least its
+	// own (so a tie ranks each at the last place it shares).
+	Rank int
+	Top  []TopLogprob
 }
 
 // Timestamps are the moments of a request's life, stamped by the engine. A

@@ -45,6 +45,8 @@ type completionChoice struct {
 	StopReason     any   `json:"stop_reason"`
 	PromptTokenIDs []int `json:"prompt_token_ids,omitzero"`
 	TokenIDs       []int `json:"token_ids,omitzero"`
+	// PromptLogprobs is vLLM's, when the request set prompt_logprobs.
+	PromptLogprobs vllmPromptLogprobs `json:"prompt_logprobs,omitzero"`
 }
 
 type usage struct {
@@ -356,6 +358,9 @@ func (h *handler) finishCompletion(ctx context.Context, cancel context.CancelFun
 		if req.returnTokenIDs {
 			cc.PromptTokenIDs = nonNil(prompts[c.prompt].tokens)
 			cc.TokenIDs = nonNil(c.tokenIDs)
+		}
+		if req.promptLogprobs {
+			cc.PromptLogprobs = h.vllmPromptLogprobs(prompts[c.prompt].tokens, c.promptLP)
 		}
 		resp.Choices[c.index] = cc
 		if c.index%req.n == 0 { // a prompt's tokens count once, not once per choice

@@ -122,7 +122,7 @@ func fakePromptLogprobs(req llm.Request) []llm.TokenLogprob {
 	}
 	var out []llm.TokenLogprob
 	for _, id := range req.PromptTokens[1:] {
-		lp := llm.TokenLogprob{ID: id, Logprob: -0.25}
+		lp := llm.TokenLogprob{ID: id, Logprob: -0.25, Rank: 1}
 		for k := range *req.Params.PromptLogprobs {
 			lp.Top = append(lp.Top, llm.TopLogprob{ID: 'A' + k, Logprob: -1 - float32(k)})
 		}

@@ -17,6 +17,7 @@ func FuzzDecodeCompletion(f *testing.F) {
 	f.Add([]byte(`{"prompt":"a"}`))
 	f.Add([]byte(`{"prompt":[[0],[256]],"n":3,"seed":-1,"stream":true}`))
 	f.Add([]byte(`{"prompt":"ab","echo":true,"logprobs":2,"max_tokens":0,"stream":true}`))
+	f.Add([]byte(`{"prompt":"abc","echo":true,"logprobs":1,"prompt_logprobs":3,"max_tokens":1}`))
 	f.Add([]byte(`{"prompt":"ab","logit_bias":{"97":-100,"3":2},"presence_penalty":1,"frequency_penalty":-1,"repetition_penalty":1.2}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		req, e := decodeCompletion(body)
@@ -51,8 +52,11 @@ func FuzzDecodeCompletion(f *testing.F) {
 				t.Fatal("include_usage without stream accepted")
 			}
 			lp, plp := req.params.Logprobs, req.params.PromptLogprobs
-			if (req.echo && lp != nil || req.echoOnly) != (plp != nil) || (req.echo && lp != nil && *plp != *lp) {
-				t.Fatalf("echo %v, max_tokens 0 %v, logprobs %v: prompt logprobs %v", req.echo, req.echoOnly, lp, plp)
+			if (req.echo && lp != nil || req.echoOnly || req.promptLogprobs) && plp == nil {
+				t.Fatalf("echo %v, max_tokens 0 %v, logprobs %v, prompt_logprobs %v: no prompt logprobs asked of the engine", req.echo, req.echoOnly, lp, req.promptLogprobs)
+			}
+			if req.promptLogprobs && req.stream {
+				t.Fatal("prompt_logprobs accepted on a stream")
 			}
 			if req.echoOnly != (req.params.MaxTokens == 0) || req.echoOnly && !req.echo {
 				t.Fatalf("max_tokens 0 accepted without echo, or echo-only not a scoring request: %+v", req)

@@ -3,6 +3,7 @@ package openai
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 	"strconv"
 	"unicode/utf8"
@@ -119,22 +120,24 @@ func (h *handler) choiceLogprobs(c *choice, req *completionRequest, prompt []int
 				c.offset += utf8.RuneCountInString(tok)
 				continue
 			}
-			h.appendLogprob(out, c.promptLP[i-1], &c.offset)
+			// prompt_logprobs may have asked for more alternatives than
+			// logprobs shows here.
+			h.appendLogprob(out, c.promptLP[i-1], &c.offset, *req.params.Logprobs)
 		}
 	}
 	for _, lp := range c.lps {
-		h.appendLogprob(out, lp, &c.offset)
+		h.appendLogprob(out, lp, &c.offset, len(lp.Top))
 	}
 	return out
 }
 
-// appendLogprob adds one token's entries to out; offset is the token's
-// text_offset and is advanced past it.
-func (h *handler) appendLogprob(out *completionLogprobs, lp llm.TokenLogprob, offset *int) {
+// appendLogprob adds one token's entries to out, with at most maxTop of its
+// alternatives; offset is the token's text_offset and is advanced past it.
+func (h *handler) appendLogprob(out *completionLogprobs, lp llm.TokenLogprob, offset *int, maxTop int) {
 	tok := h.tokenText(lp.ID)
 	top := make(topLogprobs, 0, len(lp.Top)+1)
 	top = append(top, tokenLogprob{tok, finiteLogprob(lp.Logprob)})
-	for _, alt := range lp.Top {
+	for _, alt := range lp.Top[:min(maxTop, len(lp.Top))] {
 		top = append(top, tokenLogprob{h.tokenText(alt.ID), finiteLogprob(alt.Logprob)})
 	}
 	out.Tokens = append(out.Tokens, tok)
@@ -148,4 +151,57 @@ func (h *handler) appendLogprob(out *completionLogprobs, lp llm.TokenLogprob, of
 // that is part of a UTF-8 character shows as U+FFFD, as in vLLM.
 func (h *handler) tokenText(id int) string {
 	return h.tok.Decode([]int{id}, false)
+}
+
+// vllmPromptLogprobs is vLLM's prompt_logprobs list in a completion choice:
+// null for the first prompt token, which nothing predicts, then one object
+// per prompt token from token id to {"logprob", "rank", "decoded_token"},
+// the prompt token first, then the alternatives, most likely first.
+type vllmPromptLogprobs []vllmPosition
+
+// vllmPosition is one prompt position's object; nil is null.
+type vllmPosition []vllmLogprob
+
+type vllmLogprob struct {
+	id, rank int
+	logprob  float64
+	token    string
+}
+
+// MarshalJSON writes the entries in order, as one object.
+func (p vllmPosition) MarshalJSON() ([]byte, error) {
+	if p == nil {
+		return []byte("null"), nil
+	}
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, e := range p {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		tok, err := json.Marshal(e.token)
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(&b, `"%d":{"logprob":%s,"rank":%d,"decoded_token":%s}`, e.id, strconv.FormatFloat(e.logprob, 'g', -1, 64), e.rank, tok)
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+// vllmPromptLogprobs formats a choice's prompt log-probabilities (lps[i]
+// scores prompt[i+1]) as vLLM's prompt_logprobs.
+func (h *handler) vllmPromptLogprobs(prompt []int, lps []llm.TokenLogprob) vllmPromptLogprobs {
+	out := make(vllmPromptLogprobs, len(prompt))
+	for i := 1; i < len(prompt) && i-1 < len(lps); i++ {
+		lp := lps[i-1]
+		pos := vllmPosition{{id: lp.ID, rank: lp.Rank, logprob: finiteLogprob(lp.Logprob), token: h.tokenText(lp.ID)}}
+		for j, alt := range lp.Top {
+			if alt.ID != lp.ID {
+				pos = append(pos, vllmLogprob{id: alt.ID, rank: j + 1, logprob: finiteLogprob(alt.Logprob), token: h.tokenText(alt.ID)})
+			}
+		}
+		out[i] = pos
+	}
+	return out
 }

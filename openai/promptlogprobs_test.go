@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -286,4 +287,83 @@ func TestStreamEchoHoldsIncompleteTokens(t *testing.T) {
 	assert.Equal(t, "é", second.Choices[0].Text)
 	assert.Equal(t, []int{0xC3, 0xA9}, second.Choices[0].TokenIDs)
 	assert.JSONEq(t, `{"tokens":["\ufffd","\ufffd"],"token_logprobs":[-1,-2],"top_logprobs":[{"\ufffd":-1},{"\ufffd":-2}],"text_offset":[2,3]}`, string(second.Choices[0].Logprobs))
+}
+
+// TestVLLMPromptLogprobsField: vLLM's prompt_logprobs request field adds
+// vLLM's prompt_logprobs list to each choice (null, then per prompt token an
+// object from id to logprob, rank and decoded token, the prompt token
+// first); with echo and logprobs the echoed entries keep logprobs' count of
+// alternatives. On a stream only 0 is accepted, and nothing is added.
+func TestVLLMPromptLogprobsField(t *testing.T) {
+	f := newFake()
+	rec := serve(t, NewHandler(f), "POST", "/v1/completions", `{"prompt":"abc","max_tokens":1,"prompt_logprobs":2,"echo":true,"logprobs":1}`)
+	require.Equal(t, 200, rec.Code, rec.Body.String())
+	var r struct {
+		Choices []struct {
+			Logprobs       json.RawMessage `json:"logprobs"`
+			PromptLogprobs json.RawMessage `json:"prompt_logprobs"`
+		} `json:"choices"`
+	}
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &r))
+	assert.JSONEq(t, `[null,`+
+		`{"98":{"logprob":-0.25,"rank":1,"decoded_token":"b"},"65":{"logprob":-1,"rank":1,"decoded_token":"A"},"66":{"logprob":-2,"rank":2,"decoded_token":"B"}},`+
+		`{"99":{"logprob":-0.25,"rank":1,"decoded_token":"c"},"65":{"logprob":-1,"rank":1,"decoded_token":"A"},"66":{"logprob":-2,"rank":2,"decoded_token":"B"}}]`,
+		string(r.Choices[0].PromptLogprobs))
+	assert.True(t, strings.HasPrefix(string(r.Choices[0].PromptLogprobs), `[null,{"98":`), "the prompt token comes first: %s", r.Choices[0].PromptLogprobs)
+	assert.JSONEq(t, `{"tokens":["a","b","c","a"],"token_logprobs":[null,-0.25,-0.25,-0.5],`+
+		`"top_logprobs":[null,{"b":-0.25,"A":-1},{"c":-0.25,"A":-1},{"a":-0.5,"A":-1}],"text_offset":[0,1,2,3]}`, string(r.Choices[0].Logprobs))
+	assert.Equal(t, 2, *f.requests()[0].Params.PromptLogprobs)
+
+	rec = serve(t, NewHandler(f), "POST", "/v1/completions", `{"prompt":"abc","max_tokens":1,"prompt_logprobs":0,"stream":true}`)
+	require.Equal(t, 200, rec.Code, rec.Body.String())
+	assert.NotContains(t, rec.Body.String(), "prompt_logprobs")
+	rec = serve(t, NewHandler(f), "POST", "/v1/completions", `{"prompt":"abc","max_tokens":1}`)
+	assert.NotContains(t, rec.Body.String(), "prompt_logprobs", "only when asked")
+}
+
+// TestVLLMPromptLogprobsRanks: on the real engine, each prompt token's rank
+// agrees with the alternatives listed beside it.
+func TestVLLMPromptLogprobsRanks(t *testing.T) {
+	ms := newMockServer(t, mock.Config{}, engine.Config{})
+	head := []int{'t', 'h', 'e'}
+	prompt := append(head, mock.Expected(mock.Config{}, head, 4)...)
+	ids, _ := json.Marshal(prompt)
+	resp, err := ms.post(context.Background(), "/v1/completions", `{"prompt":`+string(ids)+`,"prompt_logprobs":3,"max_tokens":1}`)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	require.Equal(t, 200, resp.StatusCode, string(body))
+	var r struct {
+		Choices []struct {
+			PromptLogprobs []map[string]struct {
+				Logprob float64 `json:"logprob"`
+				Rank    int     `json:"rank"`
+				Token   string  `json:"decoded_token"`
+			} `json:"prompt_logprobs"`
+		} `json:"choices"`
+	}
+	require.NoError(t, json.Unmarshal(body, &r))
+	plp := r.Choices[0].PromptLogprobs
+	require.Len(t, plp, len(prompt))
+	assert.Nil(t, plp[0])
+	for i := 1; i < len(prompt); i++ {
+		own, ok := plp[i][fmt.Sprint(prompt[i])]
+		require.True(t, ok, "position %d lacks its prompt token", i)
+		better := 0
+		for _, e := range plp[i] {
+			if e.Logprob > own.Logprob {
+				better++
+			}
+		}
+		if len(plp[i]) == 3 { // the prompt token is one of the three most likely
+			assert.Equal(t, better+1, own.Rank, "position %d: rank against the listed alternatives", i)
+		} else {
+			assert.Len(t, plp[i], 4, "position %d: the prompt token and three alternatives", i)
+			assert.Greater(t, own.Rank, 3, "position %d: a token outside the three most likely", i)
+		}
+		if i >= len(head) {
+			assert.Equal(t, 1, own.Rank, "position %d: the model's own continuation ranks first", i)
+			assert.Len(t, plp[i], 3, "position %d: three alternatives, the prompt token among them", i)
+		}
+	}
 }

@@ -39,6 +39,9 @@ type completionRequest struct {
 	stream         bool
 	includeUsage   bool
 	returnTokenIDs bool
+	// promptLogprobs is vLLM's prompt_logprobs field: each choice then
+	// carries vLLM's prompt_logprobs list (not streamed).
+	promptLogprobs bool
 	user           string
 }
 
@@ -60,6 +63,7 @@ type rawCompletionRequest struct {
 	IgnoreEOS         *bool           `json:"ignore_eos"`
 	MinTokens         *int            `json:"min_tokens"`
 	Logprobs          *int            `json:"logprobs"`
+	PromptLogprobs    *int            `json:"prompt_logprobs"`
 	Echo              *bool           `json:"echo"`
 	Stream            *bool           `json:"stream"`
 	StreamOptions     json.RawMessage `json:"stream_options"`
@@ -81,7 +85,7 @@ func knownCompletionField(name string) bool {
 	case "model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "seed", "n",
 		"stop", "stop_token_ids", "ignore_eos", "min_tokens", "logprobs", "echo", "stream",
 		"stream_options", "return_token_ids", "user", "presence_penalty", "frequency_penalty",
-		"repetition_penalty", "best_of", "suffix", "logit_bias":
+		"repetition_penalty", "best_of", "suffix", "logit_bias", "prompt_logprobs":
 		return true
 	}
 	return false
@@ -264,7 +268,19 @@ func decodeCompletion(body []byte) (*completionRequest, *apiError) {
 	if p.Stop, e = parseStop(raw.Stop); e != nil {
 		return nil, e
 	}
-	if c.echo && p.Logprobs != nil {
+	if raw.PromptLogprobs != nil {
+		n := *raw.PromptLogprobs
+		switch {
+		case n == -1:
+			return nil, badRequest("prompt_logprobs", "invalid_value", "prompt_logprobs -1 (the whole vocabulary) is not supported: at most %d", llm.MaxLogprobs)
+		case n < 0 || n > llm.MaxLogprobs:
+			return nil, badRequest("prompt_logprobs", "invalid_value", "prompt_logprobs must be in [0, %d], got %d", llm.MaxLogprobs, n)
+		case c.stream && n > 0:
+			return nil, badRequest("prompt_logprobs", "invalid_value", "`prompt_logprobs` are not available when `stream=True`.")
+		}
+		c.promptLogprobs = !c.stream
+		p.PromptLogprobs = raw.PromptLogprobs
+	} else if c.echo && p.Logprobs != nil {
 		// As in vLLM, the echoed prompt comes with its own log-probabilities
 		// and as many alternatives per position: what scoring tools (an
 		// evaluation harness's loglikelihood) read.

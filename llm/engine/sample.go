@@ -285,12 +285,15 @@ func logprobsOf(logits []float32, chosen, n int) llm.TokenLogprob {
 	for _, v := range logits {
 		maxL = math.Max(maxL, float64(v))
 	}
-	sum := 0.0
+	sum, rank := 0.0, 0
 	for _, v := range logits {
 		sum += math.Exp(float64(v) - maxL)
+		if v >= logits[chosen] {
+			rank++
+		}
 	}
 	lse := maxL + math.Log(sum)
-	out := llm.TokenLogprob{ID: chosen, Logprob: float32(float64(logits[chosen]) - lse)}
+	out := llm.TokenLogprob{ID: chosen, Logprob: float32(float64(logits[chosen]) - lse), Rank: rank}
 	if n <= 0 {
 		return out
 	}

@@ -168,6 +168,13 @@ func TestLogprobsOf(t *testing.T) {
 	if !slices.Equal(ids, []int{2, 3, 1}) {
 		t.Errorf("top ids %v, want [2 3 1] (ties to the lowest id)", ids)
 	}
+	// Rank counts the logits at least as large: two tokens tie at 2, so
+	// token 1 is third and each of the tied ones second.
+	for chosen, want := range map[int]int{0: 4, 1: 3, 2: 2, 3: 2} {
+		if got := logprobsOf(logits, chosen, 0).Rank; got != want {
+			t.Errorf("rank of token %d: %d, want %d", chosen, got, want)
+		}
+	}
 }
 
 // TestSampleStableUnderTinyLogitChanges checks that a seeded draw does not

@@ -75,7 +75,7 @@ func TestPromptLogprobsGolden(t *testing.T) {
 		forced := append(slices.Clone(p), c.Greedy.Tokens[:len(c.Greedy.Tokens)-1]...)
 		tf := generate(forced, llm.SamplingParams{MaxTokens: 1, IgnoreEOS: true, PromptLogprobs: &lp}).PromptLogprobs
 		for j, want := range c.Greedy.Tokens[:len(c.Greedy.Tokens)-1] {
-			if e := tf[len(p)-1+j]; e.ID != want || e.Top[0].ID != want || e.Logprob != e.Top[0].Logprob {
+			if e := tf[len(p)-1+j]; e.ID != want || e.Top[0].ID != want || e.Logprob != e.Top[0].Logprob || e.Rank != 1 {
 				t.Errorf("%s greedy token %d (%d): scored %+v", c.Name, j, want, e)
 			}
 		}
