@@ -268,22 +268,36 @@ func decodeCompletion(body []byte) (*completionRequest, *apiError) {
 	if p.Stop, e = parseStop(raw.Stop); e != nil {
 		return nil, e
 	}
+	if e := c.decodeScoring(&raw); e != nil {
+		return nil, e
+	}
+	if err := p.Validate(); err != nil {
+		return nil, engineError(err)
+	}
+	return c, nil
+}
+
+// decodeScoring decides what of the prompt is scored: vLLM's
+// prompt_logprobs field, or echo with logprobs (the echoed prompt then
+// comes with its own log-probabilities, as vLLM answers it), and max_tokens
+// 0 with echo, which the engine runs as a scoring request.
+func (c *completionRequest) decodeScoring(raw *rawCompletionRequest) *apiError {
+	p := &c.params
 	if raw.PromptLogprobs != nil {
 		n := *raw.PromptLogprobs
 		switch {
 		case n == -1:
-			return nil, badRequest("prompt_logprobs", "invalid_value", "prompt_logprobs -1 (the whole vocabulary) is not supported: at most %d", llm.MaxLogprobs)
+			return badRequest("prompt_logprobs", "invalid_value", "prompt_logprobs -1 (the whole vocabulary) is not supported: at most %d", llm.MaxLogprobs)
 		case n < 0 || n > llm.MaxLogprobs:
-			return nil, badRequest("prompt_logprobs", "invalid_value", "prompt_logprobs must be in [0, %d], got %d", llm.MaxLogprobs, n)
+			return badRequest("prompt_logprobs", "invalid_value", "prompt_logprobs must be in [0, %d], got %d", llm.MaxLogprobs, n)
 		case c.stream && n > 0:
-			return nil, badRequest("prompt_logprobs", "invalid_value", "`prompt_logprobs` are not available when `stream=True`.")
+			return badRequest("prompt_logprobs", "invalid_value", "`prompt_logprobs` are not available when `stream=True`.")
 		}
 		c.promptLogprobs = !c.stream
 		p.PromptLogprobs = raw.PromptLogprobs
 	} else if c.echo && p.Logprobs != nil {
-		// As in vLLM, the echoed prompt comes with its own log-probabilities
-		// and as many alternatives per position: what scoring tools (an
-		// evaluation harness's loglikelihood) read.
+		// As many alternatives per position as logprobs asks: what scoring
+		// tools (an evaluation harness's loglikelihood) read.
 		p.PromptLogprobs = p.Logprobs
 	}
 	if c.echoOnly && p.PromptLogprobs == nil {
@@ -293,12 +307,9 @@ func decodeCompletion(body []byte) (*completionRequest, *apiError) {
 		p.PromptLogprobs = &zero
 	}
 	if c.echoOnly && p.MinTokens > 0 {
-		return nil, badRequest("min_tokens", "invalid_value", "min_tokens must be 0 when max_tokens is 0, got %d", p.MinTokens)
+		return badRequest("min_tokens", "invalid_value", "min_tokens must be 0 when max_tokens is 0, got %d", p.MinTokens)
 	}
-	if err := p.Validate(); err != nil {
-		return nil, engineError(err)
-	}
-	return c, nil
+	return nil
 }
 
 // checkUnsupported accepts the standard OpenAI fields tinyserve does not
