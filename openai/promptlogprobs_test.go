@@ -138,12 +138,7 @@ func TestEchoLogprobsScoreTheEngine(t *testing.T) {
 	ms := newMockServer(t, mock.Config{}, engine.Config{MaxNumBatchedTokens: 5})
 	head := []int{'t', 'h', 'e', ' ', 'c', 'a', 't'}
 	prompt := append(head, mock.Expected(mock.Config{}, head, 8)...)
-	ids, _ := json.Marshal(prompt)
-	resp, err := ms.post(context.Background(), "/v1/completions", `{"prompt":`+string(ids)+`,"echo":true,"logprobs":1,"max_tokens":1,"temperature":0}`)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	require.Equal(t, 200, resp.StatusCode, string(body))
+	body := postTokenPrompt(t, ms, prompt, `"echo":true,"logprobs":1,"max_tokens":1,"temperature":0`)
 	var r struct {
 		Choices []struct {
 			Logprobs struct {
@@ -327,12 +322,7 @@ func TestVLLMPromptLogprobsRanks(t *testing.T) {
 	ms := newMockServer(t, mock.Config{}, engine.Config{})
 	head := []int{'t', 'h', 'e'}
 	prompt := append(head, mock.Expected(mock.Config{}, head, 4)...)
-	ids, _ := json.Marshal(prompt)
-	resp, err := ms.post(context.Background(), "/v1/completions", `{"prompt":`+string(ids)+`,"prompt_logprobs":3,"max_tokens":1}`)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	require.Equal(t, 200, resp.StatusCode, string(body))
+	body := postTokenPrompt(t, ms, prompt, `"prompt_logprobs":3,"max_tokens":1`)
 	var r struct {
 		Choices []struct {
 			PromptLogprobs []map[string]struct {
@@ -366,4 +356,17 @@ func TestVLLMPromptLogprobsRanks(t *testing.T) {
 			assert.Len(t, plp[i], 3, "position %d: three alternatives, the prompt token among them", i)
 		}
 	}
+}
+
+// postTokenPrompt posts a completion of the token-id prompt with the other
+// fields given (JSON members) and returns the body of its 200 answer.
+func postTokenPrompt(t *testing.T, ms *mockServer, prompt []int, fields string) []byte {
+	t.Helper()
+	ids, _ := json.Marshal(prompt)
+	resp, err := ms.post(context.Background(), "/v1/completions", `{"prompt":`+string(ids)+`,`+fields+`}`)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	require.Equal(t, 200, resp.StatusCode, string(body))
+	return body
 }
