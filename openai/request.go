@@ -306,9 +306,6 @@ func (c *completionRequest) decodeScoring(raw *rawCompletionRequest) *apiError {
 		zero := 0
 		p.PromptLogprobs = &zero
 	}
-	if c.echoOnly && p.MinTokens > 0 {
-		return badRequest("min_tokens", "invalid_value", "min_tokens must be 0 when max_tokens is 0, got %d", p.MinTokens)
-	}
 	return nil
 }
 

@@ -117,7 +117,7 @@ func TestValidation(t *testing.T) {
 		{"prompt_logprobs over 20", `{"prompt":"a","prompt_logprobs":21}`, 400, "prompt_logprobs", "invalid_value", "[0, 20]"},
 		{"prompt_logprobs on a stream", `{"prompt":"a","prompt_logprobs":1,"stream":true}`, 400, "prompt_logprobs", "invalid_value", "`prompt_logprobs` are not available when `stream=True`."},
 		{"max_tokens 0 without echo", `{"prompt":"a","max_tokens":0}`, 400, "max_tokens", "invalid_value", "at least 1"},
-		{"echo only with min_tokens", `{"prompt":"a","echo":true,"max_tokens":0,"min_tokens":1}`, 400, "min_tokens", "invalid_value", "max_tokens is 0"},
+		{"echo only with min_tokens", `{"prompt":"a","echo":true,"max_tokens":0,"min_tokens":1}`, 400, "min_tokens", "invalid_value", "at most max_tokens (0)"},
 		{"stream string", `{"prompt":"a","stream":"yes"}`, 400, "stream", "invalid_type", ""},
 		{"stream_options without stream", `{"prompt":"a","stream_options":{"include_usage":true}}`, 400, "stream_options", "invalid_value", "Stream options can only be defined when `stream=True`."},
 		{"stream_options unknown field", `{"prompt":"a","stream":true,"stream_options":{"continuous_usage_stats":true}}`, 400, "stream_options.continuous_usage_stats", "unknown_field", ""},
