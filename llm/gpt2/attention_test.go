@@ -24,7 +24,7 @@ func attnTestModel(t *testing.T) *Model {
 func prefillLogits(t *testing.T, m *Model, prompt []int, chunk, threads, blockSize int) [][]float32 {
 	t.Helper()
 	h := newHarness(t, m, (len(prompt)+blockSize-1)/blockSize+1, blockSize, CPUOptions{Threads: threads})
-	h.b.allRows = true
+	h.allRows = true
 	if chunk == 0 {
 		chunk = len(prompt)
 	}

@@ -98,12 +98,10 @@ type CPUBackend struct {
 	ln   lnTask
 	head headTask
 
-	// Test hooks (nil/false in production): hook sees the residual stream
-	// after the embedding (stage 0) and after each block (stage i+1), and
-	// the ln_f output of the sampled rows (stage NLayer+1); allRows samples
-	// every row so tests can read the logits of every prompt position.
-	hook    func(stage int, x []float32, rows int)
-	allRows bool
+	// Test hook (nil in production): it sees the residual stream after the
+	// embedding (stage 0) and after each block (stage i+1), and the ln_f
+	// output of the sampled rows (stage NLayer+1).
+	hook func(stage int, x []float32, rows int)
 }
 
 var _ engine.PromptLogitsBackend = (*CPUBackend)(nil)
@@ -325,9 +323,9 @@ func (b *CPUBackend) Forward(batch *engine.Batch) ([]engine.SampleRow, error) {
 	nSample, promptRows := 0, false
 	for i := range batch.Seqs {
 		s := &batch.Seqs[i]
-		if b.allRows || s.PromptLogits {
+		if s.PromptLogits {
 			nSample += len(s.Tokens)
-			promptRows = promptRows || s.PromptLogits
+			promptRows = true
 		} else if s.Sample {
 			nSample++
 		}
@@ -355,7 +353,7 @@ func (b *CPUBackend) Forward(batch *engine.Batch) ([]engine.SampleRow, error) {
 			for k := range dst {
 				dst[k] = te[k] + pe[k]
 			}
-			if b.allRows || s.PromptLogits || (s.Sample && j == len(s.Tokens)-1) {
+			if s.PromptLogits || (s.Sample && j == len(s.Tokens)-1) {
 				b.sampled = append(b.sampled, int32(r))
 			}
 			r++
@@ -403,7 +401,7 @@ func (b *CPUBackend) Forward(batch *engine.Batch) ([]engine.SampleRow, error) {
 	for i := range out {
 		row := logits[i*V : (i+1)*V]
 		out[i] = engine.SampleRow{Argmax: argmax(row)}
-		if b.allRows || b.wantLogits(batch, int(b.sampled[i])) {
+		if b.wantLogits(batch, int(b.sampled[i])) {
 			out[i].Logits = row
 		}
 	}

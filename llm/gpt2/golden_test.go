@@ -92,7 +92,7 @@ func TestGoldenPositionStats(t *testing.T) {
 		t.Run(ck.name, func(t *testing.T) {
 			m, g := loadGolden(t, ck.name)
 			h := newHarness(t, m, goldenBlocks, 16, CPUOptions{})
-			h.b.allRows = true
+			h.allRows = true
 			d := diffTracker{}
 			V := m.Config.VocabSize
 			for i := range g.Cases {

@@ -101,6 +101,9 @@ type harness struct {
 	t  testing.TB
 	b  *CPUBackend
 	kv *kv.Manager
+	// allRows asks for the logits of every position of every part
+	// (SeqBatch.PromptLogits), so tests can read them all.
+	allRows bool
 }
 
 func newHarness(t testing.TB, m *Model, numBlocks, blockSize int, opts CPUOptions) *harness {
@@ -140,7 +143,7 @@ func (h *harness) step(parts ...part) []engine.SampleRow {
 		}
 		batch.Seqs = append(batch.Seqs, engine.SeqBatch{
 			ID: p.id, Tokens: p.tokens, StartPos: p.start,
-			BlockTable: h.kv.BlockTable(p.id), Sample: p.sample, NeedLogits: p.sample,
+			BlockTable: h.kv.BlockTable(p.id), Sample: p.sample, NeedLogits: p.sample, PromptLogits: h.allRows,
 		})
 		batch.NumTokens += len(p.tokens)
 	}
