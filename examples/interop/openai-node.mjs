@@ -316,6 +316,20 @@ check('completions: echo with logprobs scores the prompt (max_tokens 0 and 12)',
 	eq(gl.token_logprobs.slice(0, helloIDs.length), lp.token_logprobs, 'the same prompt scores the same, as text or token ids');
 });
 
+check("completions: vLLM's prompt_logprobs field", async () => {
+	const c = await client.completions.create({ model, prompt: helloIDs, max_tokens: 1, temperature: 0, prompt_logprobs: 2 });
+	checkCompletion(c, 'completion');
+	const plp = c.choices[0].prompt_logprobs;
+	ok(Array.isArray(plp) && plp.length === helloIDs.length, `prompt_logprobs is ${JSON.stringify(plp)}, want one entry per prompt token`);
+	eq(plp[0], null, 'the first prompt token has none');
+	for (let i = 1; i < plp.length; i++) {
+		const first = Object.entries(plp[i])[0];
+		eq(first[0], String(helloIDs[i]), `position ${i}: the prompt token comes first`);
+		ok(isInt(first[1].rank) && first[1].rank >= 1 && first[1].logprob <= 0 && typeof first[1].decoded_token === 'string',
+			`position ${i}: ${JSON.stringify(first[1])} is not a {logprob, rank, decoded_token}`);
+	}
+});
+
 check('completions: penalties steer greedy decoding', async () => {
 	const plain = await client.completions.create({ model, prompt, max_tokens: 24, temperature: 0, logprobs: 0 });
 	const pen = await client.completions.create({ model, prompt, max_tokens: 24, temperature: 0, frequency_penalty: 2, presence_penalty: 2, logprobs: 0 });
