@@ -98,6 +98,7 @@ type Backend struct {
 
 	// Per-step device buffers, grown (never shrunk) to the largest step.
 	capRows, capSample int
+	maxStepRows        int       // the most token rows a step has had: capSample's bound
 	acts               DevicePtr // one allocation holding the buffers below
 	x, h, q, att       DevicePtr // [rows][C]: residual f32, LN out T, query f32, attention out T
 	gemm               DevicePtr // [rows][max(3C, NInner)] float32 GEMM results

@@ -418,3 +418,19 @@ func TestEmuEnginePromptLogprobs(t *testing.T) {
 	}
 	t.Logf("max |device float32 - CPU| over prompt logprobs: %.3g", worst)
 }
+
+// TestEmuResultBuffersBounded: the results buffers, which a step with
+// prompt logits needs a row of per token and which are kept, grow by
+// doubling only up to the most token rows a step has had, not to twice
+// the step budget.
+func TestEmuResultBuffersBounded(t *testing.T) {
+	m, cases := loadGoldenCases(t, "gpt2-tiny")
+	b := newEmuBackend(t, m, Options{DType: "float32"}, goldenBlocks)
+	s := newStepper(t, b, goldenBlocks)
+	p := cases[2].InputIDs
+	s.step(part{id: 1, tokens: p[:9], promptLogits: true})
+	s.step(part{id: 1, tokens: p[9:19], start: 9, promptLogits: true})
+	if b.capSample != 10 {
+		t.Errorf("after steps of 9 and 10 prompt-logit rows: room for %d result rows, want 10", b.capSample)
+	}
+}
