@@ -14,15 +14,15 @@ const MaxStopStrings = 16
 const MaxLogprobs = 20
 
 // SamplingParams says how tokens are chosen and when generation stops. Only
-// MaxTokens must be set: with every other field zero it is greedy decoding
-// of MaxTokens tokens (the zero value itself is rejected, max_tokens 0);
-// field docs say what zero means.
+// MaxTokens needs setting: with every other field zero it is greedy
+// decoding of MaxTokens tokens (the zero value runs the prompt and
+// generates nothing); field docs say what zero means.
 // Following vLLM, n (several choices per prompt) is not a sampling parameter:
 // the server submits one [Request] per choice.
 type SamplingParams struct {
-	// MaxTokens is the most tokens to generate. Must be at least 1, or 0
-	// with PromptLogprobs set: the request then only scores its prompt and
-	// ends (FinishLength) without generating.
+	// MaxTokens is the most tokens to generate. Zero runs the prompt only:
+	// the request ends (FinishLength) after its prefill, which is what
+	// scoring a text with PromptLogprobs needs.
 	MaxTokens int
 	// MinTokens is the number of tokens generated before EOS, stop token ids or
 	// stop strings may end the request. Zero means no minimum.
@@ -96,8 +96,8 @@ func paramErr(param, format string, args ...any) error {
 // Validate reports the first invalid field, as a *ParamError.
 func (p *SamplingParams) Validate() error {
 	switch {
-	case p.MaxTokens < 0 || p.MaxTokens == 0 && p.PromptLogprobs == nil:
-		return paramErr("max_tokens", "must be at least 1, got %d", p.MaxTokens)
+	case p.MaxTokens < 0:
+		return paramErr("max_tokens", "must not be negative, got %d", p.MaxTokens)
 	case p.MinTokens < 0:
 		return paramErr("min_tokens", "must be non-negative, got %d", p.MinTokens)
 	case p.MinTokens > p.MaxTokens:

@@ -35,7 +35,8 @@ func TestParamsValidate(t *testing.T) {
 		p     SamplingParams
 		param string
 	}{
-		{SamplingParams{MaxTokens: 0}, "max_tokens"},
+		{SamplingParams{MaxTokens: -1}, "max_tokens"},
+		{SamplingParams{MaxTokens: 0}, ""}, // runs the prompt only
 		{SamplingParams{MaxTokens: 2, MinTokens: 3}, "min_tokens"},
 		{SamplingParams{MaxTokens: 1, Temperature: -1}, "temperature"},
 		{SamplingParams{MaxTokens: 1, TopP: 1.5}, "top_p"},

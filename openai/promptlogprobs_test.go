@@ -122,8 +122,8 @@ func TestEchoWithoutGeneration(t *testing.T) {
 			assert.Equal(t, 0, r.Usage.Completion)
 			require.Len(t, f.requests(), 1)
 			p := f.requests()[0].Params
-			assert.Equal(t, 0, p.MaxTokens, "a scoring request: the engine generates nothing")
-			assert.Equal(t, 0, *p.PromptLogprobs)
+			assert.Equal(t, 0, p.MaxTokens, "the prompt alone: the engine generates nothing")
+			assert.Equal(t, 0, *p.PromptLogprobs, "logprobs 0 with echo: the prompt scored, no alternatives")
 		})
 	}
 }
@@ -195,10 +195,10 @@ func TestEchoLogprobsUnsupportedBackend(t *testing.T) {
 	assert.Equal(t, 400, resp.StatusCode)
 	assert.Contains(t, string(body), `"param":"prompt_logprobs"`)
 	assert.Contains(t, string(body), "does not compute prompt log-probabilities")
-	// max_tokens 0 is a scoring request even without logprobs; echo with
-	// tokens to generate and no logprobs needs no scores.
+	// Without logprobs nothing of the prompt is scored, so echo works,
+	// with max_tokens 0 (the prompt alone) or more.
 	for body, want := range map[string]int{
-		`{"prompt":"hello","echo":true,"max_tokens":0}`: 400,
+		`{"prompt":"hello","echo":true,"max_tokens":0}`: 200,
 		`{"prompt":"hello","echo":true,"max_tokens":2}`: 200,
 	} {
 		resp, err := ms.post(context.Background(), "/v1/completions", body)
@@ -312,6 +312,7 @@ func TestVLLMPromptLogprobsField(t *testing.T) {
 	rec = serve(t, NewHandler(f), "POST", "/v1/completions", `{"prompt":"abc","max_tokens":1,"prompt_logprobs":0,"stream":true}`)
 	require.Equal(t, 200, rec.Code, rec.Body.String())
 	assert.NotContains(t, rec.Body.String(), "prompt_logprobs")
+	assert.Nil(t, f.requests()[1].Params.PromptLogprobs, "a stream shows no prompt_logprobs, so none are computed")
 	rec = serve(t, NewHandler(f), "POST", "/v1/completions", `{"prompt":"abc","max_tokens":1}`)
 	assert.NotContains(t, rec.Body.String(), "prompt_logprobs", "only when asked")
 }

@@ -27,15 +27,11 @@ type completionRequest struct {
 	model string
 	// Exactly one of texts and tokenLists is set: the prompts as strings, or
 	// as token ids. Each entry is one prompt.
-	texts      []string
-	tokenLists [][]int
-	params     llm.SamplingParams
-	n          int
-	echo       bool
-	// echoOnly is OpenAI's max_tokens 0 with echo: the answer is the prompt
-	// (and its log-probabilities), from an engine request that scores the
-	// prompt and generates nothing.
-	echoOnly       bool
+	texts          []string
+	tokenLists     [][]int
+	params         llm.SamplingParams
+	n              int
+	echo           bool
 	stream         bool
 	includeUsage   bool
 	returnTokenIDs bool
@@ -223,7 +219,6 @@ func decodeCompletion(body []byte) (*completionRequest, *apiError) {
 	if raw.MaxTokens != nil {
 		p.MaxTokens = *raw.MaxTokens
 	}
-	c.echoOnly = c.echo && p.MaxTokens == 0
 	p.Temperature = defaultTemperature
 	if raw.Temperature != nil {
 		p.Temperature = *raw.Temperature
@@ -277,34 +272,33 @@ func decodeCompletion(body []byte) (*completionRequest, *apiError) {
 	return c, nil
 }
 
-// decodeScoring decides what of the prompt is scored: vLLM's
-// prompt_logprobs field, or echo with logprobs (the echoed prompt then
-// comes with its own log-probabilities, as vLLM answers it), and max_tokens
-// 0 with echo, which the engine runs as a scoring request.
+// decodeScoring decides what of the prompt the engine scores: vLLM's
+// prompt_logprobs field, or echo with logprobs (the echoed prompt then comes
+// with its own log-probabilities, as vLLM answers it). max_tokens 0, which
+// OpenAI accepts with echo only, runs the prompt alone.
 func (c *completionRequest) decodeScoring(raw *rawCompletionRequest) *apiError {
 	p := &c.params
+	if p.MaxTokens == 0 && !c.echo {
+		return badRequest("max_tokens", "invalid_value", "max_tokens must be at least 1, got 0 (0 only with echo)")
+	}
 	if raw.PromptLogprobs != nil {
-		n := *raw.PromptLogprobs
-		switch {
+		switch n := *raw.PromptLogprobs; {
 		case n == -1:
 			return badRequest("prompt_logprobs", "invalid_value", "prompt_logprobs -1 (the whole vocabulary) is not supported: at most %d", llm.MaxLogprobs)
-		case n < 0 || n > llm.MaxLogprobs:
+		case n < 0:
 			return badRequest("prompt_logprobs", "invalid_value", "prompt_logprobs must be in [0, %d], got %d", llm.MaxLogprobs, n)
 		case c.stream && n > 0:
 			return badRequest("prompt_logprobs", "invalid_value", "`prompt_logprobs` are not available when `stream=True`.")
 		}
-		c.promptLogprobs = !c.stream
-		p.PromptLogprobs = raw.PromptLogprobs
-	} else if c.echo && p.Logprobs != nil {
+		if !c.stream { // a stream carries no prompt_logprobs list: nothing to compute
+			c.promptLogprobs = true
+			p.PromptLogprobs = raw.PromptLogprobs
+		}
+	}
+	if c.echo && p.Logprobs != nil && p.PromptLogprobs == nil {
 		// As many alternatives per position as logprobs asks: what scoring
 		// tools (an evaluation harness's loglikelihood) read.
 		p.PromptLogprobs = p.Logprobs
-	}
-	if c.echoOnly && p.PromptLogprobs == nil {
-		// The engine runs max_tokens 0 only as a scoring request; without
-		// logprobs nothing of the scores is shown.
-		zero := 0
-		p.PromptLogprobs = &zero
 	}
 	return nil
 }

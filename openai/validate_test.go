@@ -116,6 +116,8 @@ func TestValidation(t *testing.T) {
 		{"prompt_logprobs -1", `{"prompt":"a","prompt_logprobs":-1}`, 400, "prompt_logprobs", "invalid_value", "whole vocabulary"},
 		{"prompt_logprobs over 20", `{"prompt":"a","prompt_logprobs":21}`, 400, "prompt_logprobs", "invalid_value", "[0, 20]"},
 		{"prompt_logprobs on a stream", `{"prompt":"a","prompt_logprobs":1,"stream":true}`, 400, "prompt_logprobs", "invalid_value", "`prompt_logprobs` are not available when `stream=True`."},
+		{"max_tokens 0 with prompt_logprobs, without echo", `{"prompt":"a","max_tokens":0,"prompt_logprobs":1}`, 400, "max_tokens", "invalid_value", "0 only with echo"},
+		{"prompt_logprobs negative on a stream", `{"prompt":"a","prompt_logprobs":-2,"stream":true}`, 400, "prompt_logprobs", "invalid_value", "[0, 20]"},
 		{"max_tokens 0 without echo", `{"prompt":"a","max_tokens":0}`, 400, "max_tokens", "invalid_value", "at least 1"},
 		{"echo only with min_tokens", `{"prompt":"a","echo":true,"max_tokens":0,"min_tokens":1}`, 400, "min_tokens", "invalid_value", "at most max_tokens (0)"},
 		{"stream string", `{"prompt":"a","stream":"yes"}`, 400, "stream", "invalid_type", ""},

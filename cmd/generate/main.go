@@ -81,6 +81,9 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 				FrequencyPenalty:  c.Float64("frequency-penalty"),
 				RepetitionPenalty: c.Float64("repetition-penalty"),
 			}
+			if params.MaxTokens < 1 {
+				return fmt.Errorf("--max-tokens must be at least 1, got %d (--score scores prompts without generating)", params.MaxTokens)
+			}
 			if c.IsSet("repetition-penalty") && params.RepetitionPenalty == 0 {
 				return errors.New("--repetition-penalty must be greater than zero (1 is off)")
 			}

@@ -87,10 +87,11 @@ type PromptLogitsBackend interface {
 	ReturnsPromptLogits() bool
 }
 
-// SampleRow is a backend's result for one sampled sequence.
+// SampleRow is a backend's result for one sampled sequence, or for one
+// position of a sequence with PromptLogits.
 type SampleRow struct {
-	// Logits over the vocabulary, set when the sequence's NeedLogits was true
-	// (a backend may also set it otherwise).
+	// Logits over the vocabulary, set when the sequence's NeedLogits or
+	// PromptLogits was true (a backend may also set it otherwise).
 	Logits []float32
 	// Argmax is the id of the largest logit (ties to the lowest id); set when
 	// NeedLogits was false, -1 when the backend did not compute it.

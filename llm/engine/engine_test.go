@@ -315,7 +315,7 @@ func TestRejections(t *testing.T) {
 	}{
 		{"empty prompt", llm.Request{Params: greedy(1)}, llm.ErrInvalidRequest},
 		{"token out of vocab", llm.Request{PromptTokens: []int{300}, Params: greedy(1)}, llm.ErrInvalidRequest},
-		{"zero max tokens", llm.Request{PromptTokens: []int{1}}, llm.ErrInvalidRequest},
+		{"negative max tokens", llm.Request{PromptTokens: []int{1}, Params: llm.SamplingParams{MaxTokens: -1}}, llm.ErrInvalidRequest},
 		{"context length", llm.Request{PromptTokens: []int{1}, Params: greedy(5000)}, llm.ErrContextLength},
 		{"never fits the pool", llm.Request{PromptTokens: prompt(0, 10), Params: greedy(7)}, llm.ErrTooLargeForCache},
 	}

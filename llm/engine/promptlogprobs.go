@@ -2,6 +2,8 @@ package engine
 
 import (
 	"fmt"
+	"runtime"
+	"sync"
 	"time"
 
 	"github.com/tinyserve/tinyserve/llm"
@@ -32,13 +34,16 @@ func (q *request) wantsPromptLogits(start int) bool {
 }
 
 // promptLogprobs scores the prompt tokens of this step's prompt spans.
+// Each row is a log-softmax over the vocabulary, about a millisecond for
+// GPT-2's; a long chunk has thousands, which would stall the step on one
+// core, so they are spread over the cores (the rows are independent).
 func (st *stepper) promptLogprobs(rows []SampleRow) error {
+	tasks := st.scoreTasks[:0]
 	for _, sp := range st.promptSpans {
 		prompt := sp.q.req.PromptTokens
 		if sp.q.promptLP == nil {
 			sp.q.promptLP = make([]llm.TokenLogprob, len(prompt)-1)
 		}
-		n := *sp.q.params.PromptLogprobs
 		for j := range sp.n {
 			p := sp.start + j
 			if p >= len(prompt)-1 {
@@ -48,22 +53,66 @@ func (st *stepper) promptLogprobs(rows []SampleRow) error {
 			if len(logits) != st.info.VocabSize {
 				return fmt.Errorf("%w: prompt logits row of %d at position %d, vocabulary of %d", ErrBackend, len(logits), p, st.info.VocabSize)
 			}
-			sp.q.promptLP[p] = logprobsOf(logits, prompt[p+1], n)
+			tasks = append(tasks, scoreTask{dst: &sp.q.promptLP[p], logits: logits, tok: prompt[p+1], n: *sp.q.params.PromptLogprobs})
 		}
 	}
+	st.scoreTasks = tasks
+	workers := max(1, min(runtime.GOMAXPROCS(0), len(tasks)/scoreRowsPerWorker))
+	for len(st.scoreBufs) < workers {
+		st.scoreBufs = append(st.scoreBufs, nil)
+	}
+	per := (len(tasks) + workers - 1) / workers
+	score := func(w int, part []scoreTask) {
+		for _, t := range part {
+			*t.dst = logprobsOf(t.logits, t.tok, t.n, &st.scoreBufs[w])
+		}
+	}
+	if workers == 1 {
+		score(0, tasks)
+		return nil
+	}
+	var wg sync.WaitGroup
+	for w := range workers {
+		part := tasks[min(w*per, len(tasks)):min((w+1)*per, len(tasks))]
+		wg.Go(func() { score(w, part) })
+	}
+	wg.Wait()
 	return nil
 }
 
-// scored ends a request that only scores its prompt (MaxTokens 0) at its
-// sampling point: one final event with the prompt's log-probabilities and
-// no token. The scheduler still needs a token to end the sequence with;
-// the backend's argmax serves, and is never shown.
-func (st *stepper) scored(q *request, argmax int, now time.Time) {
-	q.times.Finish = now
-	q.done = true
-	delete(st.reqs, q.id)
-	st.counters.finished++
-	st.sampled = append(st.sampled, sched.Sampled{ID: q.id, Token: max(argmax, 0), Finished: true})
-	q.sink(llm.Event{PromptLogprobs: q.promptLP, Finish: llm.FinishLength, StopTokenID: -1,
+// scoreTask is one prompt position to score: the log-probability of tok
+// and the n most likely tokens under logits, written to dst.
+type scoreTask struct {
+	dst    *llm.TokenLogprob
+	logits []float32
+	tok, n int
+}
+
+// scoreRowsPerWorker is the fewest rows worth a goroutine of their own.
+const scoreRowsPerWorker = 16
+
+// finishPromptOnly ends a request that runs its prompt only (MaxTokens 0)
+// at its sampling point: one final event, with the prompt's
+// log-probabilities when asked, and no token. The scheduler ends the
+// sequence there too; the token it is told is never computed.
+func (st *stepper) finishPromptOnly(q *request, now time.Time) {
+	st.retire(q, now)
+	st.sampled = append(st.sampled, sched.Sampled{ID: q.id, Token: 0, Finished: true})
+	q.sink(llm.Event{PromptLogprobs: q.takePromptLP(), Finish: llm.FinishLength, StopTokenID: -1,
 		PromptTokens: len(q.req.PromptTokens), Time: now, Times: q.times})
+}
+
+// takePromptLP returns the prompt log-probabilities for the request's first
+// event, and lets the request forget them: empty, not nil, when asked of a
+// one-token prompt; nil when not asked.
+func (q *request) takePromptLP() []llm.TokenLogprob {
+	if q.params.PromptLogprobs == nil {
+		return nil
+	}
+	lp := q.promptLP
+	if lp == nil {
+		lp = []llm.TokenLogprob{}
+	}
+	q.promptLP = nil
+	return lp
 }

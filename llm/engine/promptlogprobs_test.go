@@ -213,8 +213,7 @@ func TestGenerateCopiesLogprobCounts(t *testing.T) {
 }
 
 // TestScoreOnly: MaxTokens 0 with PromptLogprobs scores the prompt and ends
-// with one event and no token, even for a prompt that fills the context;
-// without PromptLogprobs, MaxTokens 0 is still refused.
+// with one event and no token, even for a prompt that fills the context.
 func TestScoreOnly(t *testing.T) {
 	info := mock.Info()
 	info.MaxModelLen = 16
@@ -255,8 +254,25 @@ func TestScoreOnly(t *testing.T) {
 	if s := e.Stats(); s.GenerationTokens != 0 || s.Finished != 1 {
 		t.Errorf("stats %+v: want no generated token and one finished request", s)
 	}
-	if _, err := e.Generate(context.Background(), llm.Request{PromptTokens: p, Params: llm.SamplingParams{}}); !isParamErr(err, "max_tokens") {
-		t.Errorf("MaxTokens 0 without PromptLogprobs: %v", err)
+	// Without PromptLogprobs it runs the prompt all the same, and says
+	// nothing of it; a one-token prompt that asks gets an empty list.
+	for _, tc := range []struct {
+		prompt []int
+		plp    *int
+		want   []llm.TokenLogprob
+	}{{p, nil, nil}, {p[:1], &zero, []llm.TokenLogprob{}}} {
+		ch, err := e.Generate(context.Background(), llm.Request{PromptTokens: tc.prompt, Params: llm.SamplingParams{PromptLogprobs: tc.plp}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var evs []llm.Event
+		for ev := range ch {
+			evs = append(evs, ev)
+		}
+		if len(evs) != 1 || evs[0].Finish != llm.FinishLength || len(evs[0].TokenIDs) != 0 ||
+			(evs[0].PromptLogprobs == nil) != (tc.want == nil) || len(evs[0].PromptLogprobs) != 0 {
+			t.Errorf("prompt of %d, prompt logprobs %v: events %+v", len(tc.prompt), tc.plp, evs)
+		}
 	}
 }
 

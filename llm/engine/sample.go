@@ -279,20 +279,23 @@ func selectMass(idx []int32, probs []float64, logits []float32, target float64) 
 
 // logprobsOf returns the chosen token's log-probability and the top n
 // alternatives under the model's raw distribution (before temperature and
-// filtering, as vLLM reports by default).
-func logprobsOf(logits []float32, chosen, n int) llm.TokenLogprob {
-	maxL := math.Inf(-1)
-	for _, v := range logits {
-		maxL = math.Max(maxL, float64(v))
+// filtering, as vLLM reports by default). The log-sum-exp uses the vector
+// exp (f32.ExpSubSum, float32 like vLLM's log_softmax) on a copy of logits
+// in *scratch, which it grows as needed; nil allocates one.
+func logprobsOf(logits []float32, chosen, n int, scratch *[]float32) llm.TokenLogprob {
+	if scratch == nil {
+		scratch = new([]float32)
 	}
-	sum, rank := 0.0, 0
+	z := append((*scratch)[:0], logits...)
+	*scratch = z
+	maxL := f32.Max(logits)
+	lse := float64(maxL) + math.Log(float64(f32.ExpSubSum(z, maxL)))
+	rank := 0
 	for _, v := range logits {
-		sum += math.Exp(float64(v) - maxL)
 		if v >= logits[chosen] {
 			rank++
 		}
 	}
-	lse := maxL + math.Log(sum)
 	out := llm.TokenLogprob{ID: chosen, Logprob: float32(float64(logits[chosen]) - lse), Rank: rank}
 	if n <= 0 {
 		return out

@@ -159,7 +159,7 @@ func TestSamplingFollowsTheDistribution(t *testing.T) {
 
 func TestLogprobsOf(t *testing.T) {
 	logits := []float32{0, 1, 2, 2}
-	lp := logprobsOf(logits, 1, 3)
+	lp := logprobsOf(logits, 1, 3, nil)
 	lse := math.Log(1 + math.E + 2*math.E*math.E)
 	if math.Abs(float64(lp.Logprob)-(1-lse)) > 1e-6 {
 		t.Errorf("chosen logprob %v, want %v", lp.Logprob, 1-lse)
@@ -171,7 +171,7 @@ func TestLogprobsOf(t *testing.T) {
 	// Rank counts the logits at least as large: two tokens tie at 2, so
 	// token 1 is third and each of the tied ones second.
 	for chosen, want := range map[int]int{0: 4, 1: 3, 2: 2, 3: 2} {
-		if got := logprobsOf(logits, chosen, 0).Rank; got != want {
+		if got := logprobsOf(logits, chosen, 0, nil).Rank; got != want {
 			t.Errorf("rank of token %d: %d, want %d", chosen, got, want)
 		}
 	}
@@ -247,6 +247,24 @@ func BenchmarkSample(b *testing.B) {
 			var s sampler
 			for b.Loop() {
 				s.sample(logits, &p, rng)
+			}
+		})
+	}
+}
+
+// BenchmarkLogprobsOf times one position's log-probabilities over GPT-2's
+// vocabulary: what a prompt token costs the engine when it is scored.
+func BenchmarkLogprobsOf(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	logits := make([]float32, 50257)
+	for i := range logits {
+		logits[i] = float32(rng.NormFloat64() * 3)
+	}
+	for _, n := range []int{0, 5} {
+		b.Run(fmt.Sprintf("top=%d", n), func(b *testing.B) {
+			var scratch []float32
+			for b.Loop() {
+				logprobsOf(logits, 7, n, &scratch)
 			}
 		})
 	}

@@ -29,6 +29,7 @@ type stepper struct {
 	reqs     map[kv.SeqID]*request
 	sampler  sampler
 	maskBuf  []float32 // a copy of a logits row for masking
+	lpBuf    []float32 // logprobsOf's scratch
 	batch    Batch
 	sampled  []sched.Sampled
 	counters counters
@@ -44,6 +45,8 @@ type stepper struct {
 	// Per step, in batch order: the sequences whose prompt positions
 	// return rows, and the number of rows the backend must return.
 	promptSpans []promptSpan
+	scoreTasks  []scoreTask
+	scoreBufs   [][]float32 // logprobsOf's scratch, one per scoring goroutine
 	numRows     int
 }
 
@@ -126,13 +129,19 @@ func (st *stepper) add(q *request) error {
 	return nil
 }
 
-// finish ends q with a final event.
-func (st *stepper) finish(q *request, reason llm.FinishReason, err error) {
-	now := st.now()
+// retire marks q finished at now and forgets it; its final event is the
+// caller's to send.
+func (st *stepper) retire(q *request, now time.Time) {
 	q.times.Finish = now
 	q.done = true
 	delete(st.reqs, q.id)
 	st.counters.finished++
+}
+
+// finish ends q with a final event.
+func (st *stepper) finish(q *request, reason llm.FinishReason, err error) {
+	now := st.now()
+	st.retire(q, now)
 	q.sink(llm.Event{Finish: reason, Err: err, StopTokenID: -1, PromptTokens: len(q.req.PromptTokens), CompletionTokens: q.generated, Time: now, Times: q.times})
 }
 
@@ -217,7 +226,7 @@ func (st *stepper) step() (firstScheduled int, err error) {
 	st.sampled = st.sampled[:0]
 	for r, q := range st.sampleReqs {
 		if q.params.MaxTokens == 0 {
-			st.scored(q, rows[st.sampleAt[r]].Argmax, now)
+			st.finishPromptOnly(q, now)
 			continue
 		}
 		tok, lp, err := st.choose(q, st.needLogits[r], rows[st.sampleAt[r]])
@@ -225,18 +234,15 @@ func (st *stepper) step() (firstScheduled int, err error) {
 			return firstScheduled, err
 		}
 		ev := q.accept(tok, lp, now)
-		if q.generated == 1 && q.params.PromptLogprobs != nil {
-			ev.PromptLogprobs = q.promptLP
+		if q.generated == 1 {
+			ev.PromptLogprobs = q.takePromptLP()
 		}
 		st.counters.generationTokens++
 		st.sampled = append(st.sampled, sched.Sampled{ID: q.id, Token: tok, Finished: ev.Finish != ""})
 		// Events only go into the request's queue, so sending before the
 		// scheduler's Update is safe: nobody can act on them within the step.
 		if ev.Finish != "" {
-			q.times.Finish = now
-			q.done = true
-			delete(st.reqs, q.id)
-			st.counters.finished++
+			st.retire(q, now)
 		}
 		if q.generated == 1 || ev.Finish != "" { // the only events whose times are new
 			ev.Times = q.times
@@ -273,7 +279,7 @@ func (st *stepper) choose(q *request, needLogits bool, row SampleRow) (int, *llm
 	if q.params.Logprobs == nil {
 		return tok, nil, nil
 	}
-	lp := logprobsOf(raw, tok, *q.params.Logprobs)
+	lp := logprobsOf(raw, tok, *q.params.Logprobs, &st.lpBuf)
 	return tok, &lp, nil
 }
 
