@@ -345,8 +345,12 @@ func TestCancelFreesBlocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-ch // running now
-	if e.Stats().KVBlocksUsed == 0 {
-		t.Fatal("a running request holds no blocks")
+	// The engine publishes its stats after the step that sent the event:
+	// wait for them rather than race with it.
+	for deadline := time.Now().Add(5 * time.Second); e.Stats().KVBlocksUsed == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("a running request holds no blocks")
+		}
 	}
 	cancel()
 	for range ch {
