@@ -65,7 +65,7 @@ func (q *request) maskActive() bool {
 // needLogits reports whether the next sample needs the full logits row.
 func (q *request) needLogits() bool {
 	if q.params.MaxTokens == 0 {
-		return false // scoring only: nothing is sampled
+		return false // the prompt only: nothing is sampled
 	}
 	return !q.params.Greedy() || q.params.Logprobs != nil || q.adjusted()
 }

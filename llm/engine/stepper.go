@@ -114,7 +114,7 @@ func newStepper(b Backend, tok llm.Tokenizer, info llm.ModelInfo, cfg *Config) (
 
 // add admits q to the scheduler.
 func (st *stepper) add(q *request) error {
-	// A request that only scores its prompt (MaxTokens 0) ends at its
+	// A request that runs its prompt only (MaxTokens 0) ends at its
 	// sampling point, where the scheduler ends a sequence of maxTokens 0
 	// too. Telling it one token instead would refuse a prompt as long as
 	// the whole pool (max_num_seqs 1 and a full context), which Generate
@@ -266,9 +266,9 @@ func (st *stepper) choose(q *request, needLogits bool, row SampleRow) (int, *llm
 	if len(row.Logits) != st.info.VocabSize {
 		return 0, nil, fmt.Errorf("%w: logits row of %d, vocabulary of %d", ErrBackend, len(row.Logits), st.info.VocabSize)
 	}
-	// Bias, penalties and masking work on a copy: the row belongs to the backend,
-	// which may return it again (a table of logits), and log-probabilities
-	// are of the model's own distribution.
+	// Bias, penalties and masking work on a copy: the row belongs to the
+	// backend, which may return it again (a table of logits), and
+	// log-probabilities are of the model's own distribution.
 	raw, logits := row.Logits, row.Logits
 	if q.adjusted() {
 		st.maskBuf = append(st.maskBuf[:0], row.Logits...)
