@@ -8,6 +8,13 @@
 // outcome (ok == false) that the scheduler answers by preempting, and misuse
 // is a typed error that changes nothing.
 //
+// With prefix caching (WithPrefixCaching, vLLM's --enable-prefix-caching),
+// each full block whose KV has been computed is indexed by a hash of its
+// tokens and of every token before it. A new sequence whose prompt starts
+// with cached blocks shares them instead of computing them again, and a
+// freed block keeps its contents until the pool needs it for something
+// else (see prefix.go).
+//
 // The package is pure: no goroutines, clocks or I/O, and not safe for
 // concurrent use (the engine's one goroutine owns it).
 package kv
@@ -36,9 +43,11 @@ var (
 type Manager struct {
 	blockSize int
 	numBlocks int
-	free      []int32 // free block ids, used as a stack (LIFO keeps hot blocks hot)
-	refs      []int32 // reference count of each block
+	free      freeList // the blocks no sequence holds
+	refs      []int32  // reference count of each block
 	tables    map[SeqID]*table
+
+	prefix prefixCache // cached block contents; unused without prefix caching
 
 	// A one-entry cache: the scheduler allocates for a sequence and then
 	// copies its table, so the second lookup is nearly always the first's.
@@ -47,7 +56,14 @@ type Manager struct {
 }
 
 // table is one sequence's block ids, in position order.
-type table struct{ blocks []int32 }
+type table struct {
+	blocks []int32
+	// With prefix caching: blocks[:numHashed] have had their contents
+	// hashed (published, or found to duplicate a published block), and
+	// lastHash is the hash of blocks[numHashed-1], the parent of the next.
+	numHashed int
+	lastHash  BlockHash
+}
 
 // lookup finds seq's table, or nil.
 func (m *Manager) lookup(seq SeqID) *table {
@@ -69,9 +85,18 @@ func (m *Manager) blocksOf(seq SeqID) []int32 {
 	return nil
 }
 
+// Option changes how New builds a Manager.
+type Option func(*Manager)
+
+// WithPrefixCaching keeps the contents of full blocks for reuse by later
+// sequences with the same prefix (vLLM's automatic prefix caching).
+func WithPrefixCaching() Option {
+	return func(m *Manager) { m.prefix.enable(m.numBlocks) }
+}
+
 // New returns a pool of numBlocks blocks of blockSize tokens; blockSize zero
 // means DefaultBlockSize.
-func New(numBlocks, blockSize int) (*Manager, error) {
+func New(numBlocks, blockSize int, opts ...Option) (*Manager, error) {
 	if blockSize == 0 {
 		blockSize = DefaultBlockSize
 	}
@@ -84,13 +109,16 @@ func New(numBlocks, blockSize int) (*Manager, error) {
 	m := &Manager{
 		blockSize: blockSize,
 		numBlocks: numBlocks,
-		free:      make([]int32, numBlocks),
+		free:      newFreeList(numBlocks),
 		refs:      make([]int32, numBlocks),
 		tables:    make(map[SeqID]*table),
 	}
-	// Pop order is 0, 1, 2, ... so traces are easy to read.
-	for i := range m.free {
-		m.free[i] = int32(numBlocks - 1 - i)
+	// Taken in order 0, 1, 2, ... so traces are easy to read.
+	for id := range numBlocks {
+		m.free.pushBack(int32(id))
+	}
+	for _, o := range opts {
+		o(m)
 	}
 	return m, nil
 }
@@ -101,11 +129,12 @@ func (m *Manager) BlockSize() int { return m.blockSize }
 // NumBlocks is the size of the pool.
 func (m *Manager) NumBlocks() int { return m.numBlocks }
 
-// NumFree is the number of blocks no sequence holds.
-func (m *Manager) NumFree() int { return len(m.free) }
+// NumFree is the number of blocks no sequence holds (cached contents
+// included: the pool takes them back when it needs them).
+func (m *Manager) NumFree() int { return m.free.len() }
 
 // NumUsed is the number of blocks held by at least one sequence.
-func (m *Manager) NumUsed() int { return m.numBlocks - len(m.free) }
+func (m *Manager) NumUsed() int { return m.numBlocks - m.free.len() }
 
 // Usage is the fraction of the pool in use, in [0, 1].
 func (m *Manager) Usage() float64 { return float64(m.NumUsed()) / float64(m.numBlocks) }
@@ -136,26 +165,39 @@ func (m *Manager) Allocate(seq SeqID, numTokens int) (bool, error) {
 	if need <= 0 {
 		return true, nil
 	}
-	if need > len(m.free) {
+	if need > m.free.len() {
 		return false, nil
 	}
 	if t == nil {
-		t = &table{}
-		m.tables[seq] = t
-		m.lastID, m.lastTable = seq, t
+		t = m.newTable(seq)
 	}
 	for range need {
-		id := m.free[len(m.free)-1]
-		m.free = m.free[:len(m.free)-1]
-		m.refs[id] = 1
-		t.blocks = append(t.blocks, id)
+		t.blocks = append(t.blocks, m.take())
 	}
 	return true, nil
 }
 
+// newTable registers an empty table for seq.
+func (m *Manager) newTable(seq SeqID) *table {
+	t := &table{}
+	m.tables[seq] = t
+	m.lastID, m.lastTable = seq, t
+	return t
+}
+
+// take removes the front block from the free list and gives it one holder,
+// evicting its cached contents if it has any.
+func (m *Manager) take() int32 {
+	id := m.free.front()
+	m.free.remove(id)
+	m.prefix.evict(id)
+	m.refs[id] = 1
+	return id
+}
+
 // CanAllocate reports whether Allocate(seq, numTokens) would succeed.
 func (m *Manager) CanAllocate(seq SeqID, numTokens int) bool {
-	return m.BlocksFor(numTokens)-len(m.blocksOf(seq)) <= len(m.free)
+	return m.BlocksFor(numTokens)-len(m.blocksOf(seq)) <= m.free.len()
 }
 
 // Free releases every block of seq (blocks shared with other sequences stay
@@ -166,13 +208,21 @@ func (m *Manager) Free(seq SeqID) error {
 	if t == nil {
 		return fmt.Errorf("%w: %d", ErrUnknownSeq, seq)
 	}
-	// Free in reverse so the next allocation reuses the table's first block
-	// first, keeping allocation order readable in traces.
+	// Free in reverse. Blocks without cached contents go to the front, so
+	// the next allocation reuses the table's first block first, keeping
+	// allocation order readable in traces. Cached blocks go to the back, so
+	// a sequence's last blocks, the least likely to be shared, are evicted
+	// before its first ones (as in vLLM).
 	for i := len(t.blocks) - 1; i >= 0; i-- {
 		id := t.blocks[i]
 		m.refs[id]--
-		if m.refs[id] == 0 {
-			m.free = append(m.free, id)
+		if m.refs[id] > 0 {
+			continue
+		}
+		if m.prefix.has(id) {
+			m.free.pushBack(id)
+		} else {
+			m.free.pushFront(id)
 		}
 	}
 	delete(m.tables, seq)
@@ -224,14 +274,25 @@ func (m *Manager) Check() error {
 		}
 	}
 	seen := make([]bool, m.numBlocks)
-	for _, id := range m.free {
+	numFree := 0
+	for id := m.free.front(); id != m.free.n; id = m.free.next[id] {
+		if id < 0 || int(id) >= m.numBlocks {
+			return fmt.Errorf("kv: free list holds %d, out of range", id)
+		}
 		if seen[id] {
 			return fmt.Errorf("kv: block %d is free twice", id)
 		}
 		seen[id] = true
+		numFree++
 		if holders[id] != 0 || m.refs[id] != 0 {
 			return fmt.Errorf("kv: free block %d has holders", id)
 		}
+		if m.free.prev[m.free.next[id]] != id {
+			return fmt.Errorf("kv: free list links broken after block %d", id)
+		}
+	}
+	if numFree != m.free.len() {
+		return fmt.Errorf("kv: free list has %d blocks, counts %d", numFree, m.free.len())
 	}
 	used := 0
 	for id := range m.numBlocks {
@@ -242,8 +303,13 @@ func (m *Manager) Check() error {
 			used++
 		}
 	}
-	if used+len(m.free) != m.numBlocks {
-		return fmt.Errorf("kv: used %d + free %d != total %d", used, len(m.free), m.numBlocks)
+	if used+numFree != m.numBlocks {
+		return fmt.Errorf("kv: used %d + free %d != total %d", used, numFree, m.numBlocks)
 	}
-	return nil
+	for seq, t := range m.tables {
+		if t.numHashed > len(t.blocks) {
+			return fmt.Errorf("kv: seq %d has %d hashed blocks of %d", seq, t.numHashed, len(t.blocks))
+		}
+	}
+	return m.prefix.check()
 }
