@@ -20,6 +20,7 @@ type request struct {
 	done      bool
 	aborted   bool
 	stopAfter int // finish early after this many tokens (0: run to max)
+	uncached  bool
 }
 
 // TestPropertyRandomWorkloads drives the scheduler with random arrivals,
@@ -32,63 +33,84 @@ func TestPropertyRandomWorkloads(t *testing.T) {
 	seed := uint64(rand.Int64())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 42))
-	totalSteps, preemptions := 0, 0
-	for trial := 0; totalSteps < 12000 || trial < 60; trial++ {
-		steps, pre, err := runRandomTrial(rng)
-		if err != nil {
-			t.Fatalf("seed %d trial %d: %v", seed, trial, err)
-		}
-		totalSteps += steps
-		preemptions += pre
-	}
-	t.Logf("%d steps checked, %d preemptions", totalSteps, preemptions)
-	if preemptions == 0 {
-		t.Error("no trial preempted: the generator no longer exercises preemption")
+	for _, caching := range []bool{false, true} {
+		t.Run(fmt.Sprintf("prefix-caching=%v", caching), func(t *testing.T) {
+			var c trialCounts
+			for trial := 0; c.steps < 12000 || trial < 60; trial++ {
+				if err := randomTrial(rng, caching, &c); err != nil {
+					t.Fatalf("seed %d trial %d: %v", seed, trial, err)
+				}
+			}
+			t.Logf("%d steps checked, %d preemptions, %d prompt tokens reused", c.steps, c.preemptions, c.reused)
+			if c.preemptions == 0 {
+				t.Error("no trial preempted: the generator no longer exercises preemption")
+			}
+			if caching != (c.reused > 0) {
+				t.Errorf("%d tokens reused with prefix caching %v", c.reused, caching)
+			}
+		})
 	}
 }
 
-func runRandomTrial(rng *rand.Rand) (steps, preemptions int, err error) {
-	steps, err = randomTrial(rng, &preemptions)
-	return steps, preemptions, err
+// trialCounts adds up what random trials exercised.
+type trialCounts struct {
+	steps, preemptions, reused int
 }
 
-func randomTrial(rng *rand.Rand, preemptions *int) (int, error) {
+func randomTrial(rng *rand.Rand, caching bool, c *trialCounts) error {
 	blockSize := 1 + rng.IntN(16)
 	numBlocks := 2 + rng.IntN(40)
 	cfg := Config{MaxNumSeqs: 1 + rng.IntN(8), MaxNumBatchedTokens: 1 + rng.IntN(64)}
-	m, err := kv.New(numBlocks, blockSize)
-	if err != nil {
-		return 0, err
+	var opts []kv.Option
+	if caching {
+		opts = append(opts, kv.WithPrefixCaching())
 	}
+	m, err := kv.New(numBlocks, blockSize, opts...)
+	if err != nil {
+		return err
+	}
+	// What each KV slot was computed from (the tokens from position 0
+	// through its own), to check that whatever a sequence skips is in the
+	// cache and that nothing overwrites KV another sequence holds.
+	slots := make([]uint64, numBlocks*blockSize)
 	s, err := New(cfg, m)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	reqs := map[kv.SeqID]*request{}
 	var addOrder, firstOrder []kv.SeqID
 	nextID := kv.SeqID(1)
 	toAdd := 5 + rng.IntN(30)
-	steps := 0
 	for step := 0; ; step++ {
 		if step > 20000 {
-			return steps, fmt.Errorf("no progress after %d steps (%d waiting, %d running)", step, s.NumWaiting(), s.NumRunning())
+			return fmt.Errorf("no progress after %d steps (%d waiting, %d running)", step, s.NumWaiting(), s.NumRunning())
 		}
 		// Random arrivals.
 		for toAdd > 0 && rng.IntN(3) == 0 {
 			toAdd--
 			r := &request{id: nextID, maxTokens: 1 + rng.IntN(3*blockSize+4)}
 			r.prompt = make([]int, 1+rng.IntN(4*blockSize+10))
+			// Prompts from three stems share prefixes, some diverging.
+			stem, diverge := rng.IntN(3), rng.IntN(len(r.prompt)+1)
 			for i := range r.prompt {
-				r.prompt[i] = int(nextID)*100000 + i
+				r.prompt[i] = stem*100000 + i
+				if i >= diverge {
+					r.prompt[i] = int(nextID)*100000 + i
+				}
 			}
 			if rng.IntN(8) == 0 {
 				r.stopAfter = 1 + rng.IntN(r.maxTokens)
 			}
 			nextID++
-			err := s.Add(r.id, r.prompt, r.maxTokens)
+			add := s.Add
+			if rng.IntN(5) == 0 {
+				add = s.AddUncached
+				r.uncached = true
+			}
+			err := add(r.id, r.prompt, r.maxTokens)
 			fits := m.BlocksFor(len(r.prompt)+r.maxTokens) <= numBlocks
 			if fits != (err == nil) {
-				return steps, fmt.Errorf("add %d (%d+%d tokens, pool %dx%d): fits=%v err=%v", r.id, len(r.prompt), r.maxTokens, numBlocks, blockSize, fits, err)
+				return fmt.Errorf("add %d (%d+%d tokens, pool %dx%d): fits=%v err=%v", r.id, len(r.prompt), r.maxTokens, numBlocks, blockSize, fits, err)
 			}
 			if err == nil {
 				reqs[r.id] = r
@@ -100,15 +122,15 @@ func randomTrial(rng *rand.Rand, preemptions *int) (int, error) {
 			id := addOrder[rng.IntN(len(addOrder))]
 			if r := reqs[id]; !r.done && !r.aborted {
 				if err := s.Abort(id); err != nil {
-					return steps, fmt.Errorf("abort %d: %v", id, err)
+					return fmt.Errorf("abort %d: %v", id, err)
 				}
 				r.aborted = true
 			} else if err := s.Abort(id); err == nil {
-				return steps, fmt.Errorf("abort of finished %d succeeded", id)
+				return fmt.Errorf("abort of finished %d succeeded", id)
 			}
 		}
 		if err := m.Check(); err != nil {
-			return steps, err
+			return err
 		}
 		out := s.Schedule()
 		if len(out.Scheduled) == 0 {
@@ -116,14 +138,14 @@ func randomTrial(rng *rand.Rand, preemptions *int) (int, error) {
 				break
 			}
 			if s.NumRunning()+s.NumWaiting() > 0 {
-				return steps, fmt.Errorf("nothing scheduled with %d waiting, %d running", s.NumWaiting(), s.NumRunning())
+				return fmt.Errorf("nothing scheduled with %d waiting, %d running", s.NumWaiting(), s.NumRunning())
 			}
 			continue
 		}
-		steps++
-		*preemptions += len(out.Preempted)
-		if err := checkOutput(out, cfg, m, reqs, &firstOrder); err != nil {
-			return steps, fmt.Errorf("step %d: %v", step, err)
+		c.steps++
+		c.preemptions += len(out.Preempted)
+		if err := checkOutput(out, cfg, m, reqs, &firstOrder, slots, &c.reused); err != nil {
+			return fmt.Errorf("step %d: %v", step, err)
 		}
 		var sampled []Sampled
 		for _, sc := range out.Scheduled {
@@ -138,7 +160,7 @@ func randomTrial(rng *rand.Rand, preemptions *int) (int, error) {
 		}
 		finished, err := s.Update(sampled)
 		if err != nil {
-			return steps, err
+			return err
 		}
 		for _, id := range finished {
 			r := reqs[id]
@@ -147,24 +169,24 @@ func randomTrial(rng *rand.Rand, preemptions *int) (int, error) {
 				want = r.stopAfter
 			}
 			if len(r.generated) != want {
-				return steps, fmt.Errorf("seq %d finished with %d tokens, want %d", id, len(r.generated), want)
+				return fmt.Errorf("seq %d finished with %d tokens, want %d", id, len(r.generated), want)
 			}
 			r.done = true
 		}
 		if s.NumRunning() > cfg.MaxNumSeqs {
-			return steps, fmt.Errorf("%d running > max_num_seqs %d", s.NumRunning(), cfg.MaxNumSeqs)
+			return fmt.Errorf("%d running > max_num_seqs %d", s.NumRunning(), cfg.MaxNumSeqs)
 		}
 		if err := m.Check(); err != nil {
-			return steps, err
+			return err
 		}
 	}
 	for _, r := range reqs {
 		if !r.done && !r.aborted {
-			return steps, fmt.Errorf("seq %d never finished", r.id)
+			return fmt.Errorf("seq %d never finished", r.id)
 		}
 	}
 	if m.NumUsed() != 0 || m.NumSeqs() != 0 {
-		return steps, fmt.Errorf("blocks leaked: %d used by %d seqs", m.NumUsed(), m.NumSeqs())
+		return fmt.Errorf("blocks leaked: %d used by %d seqs", m.NumUsed(), m.NumSeqs())
 	}
 	// FCFS: first admissions follow arrival order (aborted-before-admission
 	// requests simply never appear).
@@ -175,12 +197,12 @@ func randomTrial(rng *rand.Rand, preemptions *int) (int, error) {
 		}
 	}
 	if !slices.Equal(admittedInOrder, firstOrder) {
-		return steps, fmt.Errorf("admission order %v, arrival order %v", firstOrder, admittedInOrder)
+		return fmt.Errorf("admission order %v, arrival order %v", firstOrder, admittedInOrder)
 	}
-	return steps, nil
+	return nil
 }
 
-func checkOutput(out *Output, cfg Config, m *kv.Manager, reqs map[kv.SeqID]*request, firstOrder *[]kv.SeqID) error {
+func checkOutput(out *Output, cfg Config, m *kv.Manager, reqs map[kv.SeqID]*request, firstOrder *[]kv.SeqID, slots []uint64, reused *int) error {
 	if out.NumTokens > cfg.MaxNumBatchedTokens {
 		return fmt.Errorf("%d tokens over budget %d", out.NumTokens, cfg.MaxNumBatchedTokens)
 	}
@@ -208,11 +230,31 @@ func checkOutput(out *Output, cfg Config, m *kv.Manager, reqs map[kv.SeqID]*requ
 			r.admitted = true
 			*firstOrder = append(*firstOrder, sc.ID)
 		}
-		if sc.StartPos != r.computed {
-			return fmt.Errorf("seq %d starts at %d, %d computed", sc.ID, sc.StartPos, r.computed)
-		}
 		all := append(slices.Clone(r.prompt), r.generated...)
 		end := sc.StartPos + len(sc.Tokens)
+		if sc.StartPos != r.computed {
+			// Only a sequence just admitted may skip tokens: those of its
+			// prompt's cached prefix, in whole blocks, never the last.
+			if r.computed != 0 || !m.PrefixCaching() || r.uncached || sc.StartPos%m.BlockSize() != 0 || sc.StartPos >= len(all) {
+				return fmt.Errorf("seq %d starts at %d, %d computed", sc.ID, sc.StartPos, r.computed)
+			}
+			*reused += sc.StartPos
+		}
+		prefix := uint64(0xcbf29ce484222325) // FNV-1a of all[:p+1], standing for it
+		for p := range end {
+			prefix = (prefix ^ uint64(all[p])) * 0x100000001b3
+			slot := int(sc.BlockTable[p/m.BlockSize()])*m.BlockSize() + p%m.BlockSize()
+			if p < sc.StartPos {
+				if slots[slot] != prefix {
+					return fmt.Errorf("seq %d position %d: the KV there was computed from other tokens", sc.ID, p)
+				}
+				continue
+			}
+			if n := m.RefCount(int(sc.BlockTable[p/m.BlockSize()])); n != 1 {
+				return fmt.Errorf("seq %d writes position %d into a block %d sequences hold", sc.ID, p, n)
+			}
+			slots[slot] = prefix
+		}
 		if len(sc.Tokens) == 0 || end > len(all) || !slices.Equal(sc.Tokens, all[sc.StartPos:end]) {
 			return fmt.Errorf("seq %d tokens [%d,%d) wrong", sc.ID, sc.StartPos, end)
 		}

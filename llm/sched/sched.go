@@ -10,6 +10,11 @@
 // front of the waiting queue and later re-prefills its prompt plus the tokens
 // it had generated.
 //
+// When the KV manager caches prefixes (kv.WithPrefixCaching), a sequence
+// being admitted skips the whole blocks at the start of its tokens whose KV
+// is already cached (never its last token, which must run to be sampled
+// after), and the blocks each step completes are published for others.
+//
 // Inputs are method calls (Add, Abort, Schedule, Update), outputs are return
 // values, and time is the caller's step count: the package uses no
 // goroutines, clocks or I/O, and is not safe for concurrent use.
@@ -66,6 +71,7 @@ type seq struct {
 	state       state
 	everRan     bool // scheduled at least once, so a backend may hold state
 	removed     bool // finished or aborted
+	uncached    bool // never reuses cached KV (AddUncached)
 }
 
 func (s *seq) numGenerated() int { return len(s.tokens) - s.numPrompt }
@@ -85,12 +91,20 @@ type Scheduler struct {
 	dropped   []kv.SeqID
 	out       Output
 	stats     Stats
+	prefix    []int32 // cached blocks found for an admission, reused
 }
 
 // Stats are cumulative counters.
 type Stats struct {
 	Preemptions int // sequences preempted since start
 	Steps       int // Schedule calls that scheduled at least one token
+	// PrefixQueries are the tokens of sequences admitted after a prefix
+	// cache lookup (each admission, re-admissions after preemption too;
+	// AddUncached ones never look) and PrefixHits those of them found in
+	// the cache, as vLLM's vllm:prefix_cache_queries and
+	// vllm:prefix_cache_hits count them. Zero without prefix caching.
+	PrefixQueries int
+	PrefixHits    int
 }
 
 // New returns a scheduler that allocates from m. The scheduler must be the
@@ -142,6 +156,18 @@ func (s *Scheduler) Fits(promptTokens, maxTokens int) bool {
 // scored): the token reported there ends it and is never computed, so it
 // needs no slot, and a prompt as long as the whole pool fits.
 func (s *Scheduler) Add(id kv.SeqID, prompt []int, maxTokens int) error {
+	return s.add(id, prompt, maxTokens, false)
+}
+
+// AddUncached is Add for a sequence that must compute every prompt token
+// even where the prefix cache holds their KV, because its caller needs
+// something from each position (prompt log-probabilities). The blocks it
+// computes are still published for others.
+func (s *Scheduler) AddUncached(id kv.SeqID, prompt []int, maxTokens int) error {
+	return s.add(id, prompt, maxTokens, true)
+}
+
+func (s *Scheduler) add(id kv.SeqID, prompt []int, maxTokens int, uncached bool) error {
 	if len(prompt) == 0 {
 		return fmt.Errorf("%w: empty prompt", ErrInvalid)
 	}
@@ -157,7 +183,7 @@ func (s *Scheduler) Add(id kv.SeqID, prompt []int, maxTokens int) error {
 	}
 	tokens := make([]int, len(prompt), len(prompt)+maxTokens)
 	copy(tokens, prompt)
-	q := &seq{id: id, tokens: tokens, numPrompt: len(prompt), maxTokens: maxTokens}
+	q := &seq{id: id, tokens: tokens, numPrompt: len(prompt), maxTokens: maxTokens, uncached: uncached}
 	s.seqs[id] = q
 	s.waiting = append(s.waiting, q)
 	return nil
@@ -282,10 +308,11 @@ func (s *Scheduler) Schedule() *Output {
 	out.Dropped = append(out.Dropped[:0], s.dropped...)
 	s.dropped = s.dropped[:0]
 	out.NumTokens = 0
-	// Arenas big enough for any step, so views never go stale as they fill:
-	// a step runs at most the budget in tokens, each of them in a KV slot of
-	// its own (so at most the pool's tokens however large the budget), and
-	// sequences share no blocks yet, so their tables hold at most the pool.
+	// Arenas big enough for most steps, so views rarely go stale as they
+	// fill: a step runs at most the budget in tokens, each of them in a KV
+	// slot of its own (so at most the pool's tokens however large the
+	// budget), and tables hold at most the pool unless sequences share
+	// cached blocks (then the block arena grows and plan notes it).
 	if n := min(s.cfg.MaxNumBatchedTokens, s.kv.NumBlocks()*s.kv.BlockSize()); cap(out.tokenArena) < n {
 		out.tokenArena = make([]int, 0, n)
 	}
@@ -330,8 +357,8 @@ func (s *Scheduler) Schedule() *Output {
 	// short, so admitting more would only thrash).
 	for !preempted && budget > 0 && len(s.waiting) > 0 && len(s.running) < s.cfg.MaxNumSeqs {
 		q := s.waiting[0]
-		n := min(len(q.tokens)-q.numComputed, budget)
-		if !s.tryAllocate(q, n) {
+		n, ok := s.allocateAdmission(q, budget)
+		if !ok {
 			break // head-of-line: later requests wait their turn
 		}
 		s.waiting = s.waiting[1:]
@@ -354,6 +381,33 @@ func (s *Scheduler) Schedule() *Output {
 	s.stats.Steps++
 	s.pending = true
 	return out
+}
+
+// allocateAdmission gives a waiting q (which holds no blocks) the cached
+// blocks of its longest cached prefix and new ones for up to budget more
+// tokens, and returns how many tokens it runs this step; false (changing
+// nothing) when the pool is short.
+func (s *Scheduler) allocateAdmission(q *seq, budget int) (int, bool) {
+	s.prefix = s.prefix[:0]
+	lookup := s.kv.PrefixCaching() && !q.uncached
+	if lookup {
+		// Never the last known token: the step must compute it to sample
+		// after it.
+		s.prefix = s.kv.CachedPrefix(s.prefix, q.tokens[:len(q.tokens)-1])
+	}
+	cached := len(s.prefix) * s.kv.BlockSize()
+	n := min(len(q.tokens)-cached, budget)
+	// The only possible errors are misuse (q holding blocks, a stale
+	// prefix), which the scheduler's own bookkeeping rules out.
+	if ok, _ := s.kv.AllocateWithPrefix(q.id, s.prefix, cached+n); !ok {
+		return 0, false
+	}
+	q.numComputed = cached
+	if lookup {
+		s.stats.PrefixQueries += len(q.tokens)
+		s.stats.PrefixHits += cached
+	}
+	return n, true
 }
 
 // tryAllocate gives q blocks for n more tokens; false (changing nothing)
@@ -441,6 +495,9 @@ func (s *Scheduler) Update(sampled []Sampled) ([]kv.SeqID, error) {
 	for i, q := range s.scheduled { // index-aligned with s.out.Scheduled
 		if !q.removed { // not aborted after Schedule
 			q.numComputed += len(s.out.Scheduled[i].Tokens)
+			// Publish the blocks this step completed; cannot fail, q
+			// holds blocks for all its computed tokens.
+			_ = s.kv.CacheBlocks(q.id, q.tokens, q.numComputed)
 		}
 	}
 	var finished []kv.SeqID
