@@ -24,6 +24,7 @@ const (
 	FlagKVCacheBytes         = "kv-cache-bytes"
 	FlagThreads              = "threads"
 	FlagCUDAGraphs           = "cuda-graphs"
+	FlagEnablePrefixCaching  = "enable-prefix-caching"
 )
 
 // EngineFlags returns the engine flags shared by cmd/serve, cmd/generate and
@@ -53,6 +54,7 @@ func EngineFlags(envPrefix string) []cli.Flag {
 		&cli.Float64Flag{Name: FlagGPUMemoryUtilization, Value: 0.9, EnvVars: env(FlagGPUMemoryUtilization), Usage: "fraction of free GPU memory for the KV cache (cuda)"},
 		&cli.Int64Flag{Name: FlagKVCacheBytes, EnvVars: env(FlagKVCacheBytes), Usage: "KV cache budget in bytes (cpu; 0: the backend's default)"},
 		&cli.IntFlag{Name: FlagThreads, EnvVars: env(FlagThreads), Usage: "CPU threads for the forward pass (0: GOMAXPROCS)"},
+		&cli.BoolFlag{Name: FlagEnablePrefixCaching, EnvVars: env(FlagEnablePrefixCaching), Usage: "reuse the KV of prompt prefixes earlier requests computed (off by default: repeated benchmark prompts would measure the cache)"},
 		&cli.BoolFlag{Name: FlagCUDAGraphs, EnvVars: env(FlagCUDAGraphs), Usage: "replay decode-only steps from CUDA graphs (cuda; not yet verified on a GPU)"},
 	}
 }
@@ -91,6 +93,7 @@ func ConfigFromFlags(c *cli.Context) (Config, error) {
 		KVCacheBytes:         c.Int64(FlagKVCacheBytes),
 		Threads:              c.Int(FlagThreads),
 		CUDAGraphs:           c.Bool(FlagCUDAGraphs),
+		EnablePrefixCaching:  c.Bool(FlagEnablePrefixCaching),
 	}
 	if cfg.Backend == BackendMock && cfg.Model == DefaultModel {
 		cfg.Model = "" // the default model flag does not apply to the mock

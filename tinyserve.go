@@ -68,6 +68,12 @@ type Config struct {
 	MaxModelLen int `json:"max_model_len,omitempty"`
 	// MaxPending bounds requests waiting to run; 0 means 1024.
 	MaxPending int `json:"max_pending,omitempty"`
+	// EnablePrefixCaching reuses the KV of whole blocks that earlier
+	// requests with the same first tokens computed (vLLM's
+	// --enable-prefix-caching). Off by default, unlike vLLM: a benchmark
+	// that sends the same prompts at several concurrencies would otherwise
+	// measure the cache in every condition after the first.
+	EnablePrefixCaching bool `json:"enable_prefix_caching,omitempty"`
 	// GPUMemoryUtilization is the fraction of free GPU memory the CUDA
 	// backend may use for KV; 0 means 0.9.
 	GPUMemoryUtilization float64 `json:"gpu_memory_utilization,omitempty"`
@@ -136,6 +142,7 @@ func Open(ctx context.Context, cfg Config) (*engine.Engine, error) {
 		BlockSize:           cfg.BlockSize,
 		NumBlocks:           cfg.NumBlocks,
 		MaxPending:          cfg.MaxPending,
+		PrefixCaching:       cfg.EnablePrefixCaching,
 		Seed:                cfg.Seed,
 		Logger:              cfg.Logger,
 	})

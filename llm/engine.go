@@ -32,6 +32,11 @@ type Stats struct {
 	GenerationTokens uint64  // tokens generated since start
 	Steps            uint64  // engine steps run since start
 	Finished         uint64  // requests finished since start, any reason
+	// With prefix caching: tokens of admitted requests looked up in the
+	// prefix cache, and those found there (vLLM's prefix_cache_queries and
+	// prefix_cache_hits).
+	PrefixCacheQueries uint64
+	PrefixCacheHits    uint64
 }
 
 // Engine is what the OpenAI server serves: it accepts requests and streams

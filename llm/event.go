@@ -71,6 +71,10 @@ type Event struct {
 	StopTokenID int
 	// PromptTokens is the number of prompt tokens.
 	PromptTokens int
+	// CachedPromptTokens is how many of the prompt tokens were not computed
+	// because the prefix cache held their KV (vLLM's num_cached_tokens);
+	// known from the first token on, zero before and without prefix caching.
+	CachedPromptTokens int
 	// CompletionTokens is the number of tokens generated so far, including
 	// this event's.
 	CompletionTokens int

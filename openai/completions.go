@@ -53,6 +53,39 @@ type usage struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
 	TotalTokens      int `json:"total_tokens"`
+	// PromptTokensDetails is OpenAI's; set only when the prefix cache
+	// supplied some prompt tokens, so responses without it stay as they
+	// were (vLLM sends it with --enable-prompt-tokens-details).
+	PromptTokensDetails *promptTokensDetails `json:"prompt_tokens_details,omitempty"`
+}
+
+// promptTokensDetails says how many prompt tokens came from the prefix
+// cache rather than being computed.
+type promptTokensDetails struct {
+	CachedTokens int `json:"cached_tokens"`
+}
+
+// add counts one choice. A prompt's tokens count once, not once per
+// choice: choice index%n == 0 counts them; the cached ones are the most any
+// of the prompt's choices found (they may have run at different times).
+func (u *usage) add(c *choice, n int, cached []int) {
+	if c.index%n == 0 {
+		u.PromptTokens += c.promptTokens
+	}
+	u.CompletionTokens += c.completionTokens
+	cached[c.prompt] = max(cached[c.prompt], c.cachedTokens)
+}
+
+// finish sets the totals once every choice is counted.
+func (u *usage) finish(cached []int) {
+	u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	sum := 0
+	for _, c := range cached {
+		sum += c
+	}
+	if sum > 0 {
+		u.PromptTokensDetails = &promptTokensDetails{CachedTokens: sum}
+	}
 }
 
 // promptIn is one tokenized prompt; text is what echo returns.
@@ -79,6 +112,7 @@ type choice struct {
 	finish           llm.FinishReason
 	stopReason       any
 	promptTokens     int
+	cachedTokens     int // prompt tokens the prefix cache supplied
 	completionTokens int
 	err              error // set when the choice failed
 }
@@ -97,6 +131,7 @@ func (c *choice) apply(ev llm.Event, req *completionRequest) bool {
 	}
 	c.completionTokens = ev.CompletionTokens
 	c.promptTokens = ev.PromptTokens
+	c.cachedTokens = max(c.cachedTokens, ev.CachedPromptTokens)
 	stopIDs := req.params.StopTokenIDs
 	if ev.Finish == "" {
 		return false
@@ -345,6 +380,7 @@ func (h *handler) finishCompletion(ctx context.Context, cancel context.CancelFun
 		Model: h.modelName(req.model), Choices: make([]completionChoice, len(choices)),
 	}
 	u := usage{}
+	cached := make([]int, len(prompts))
 	for _, c := range choices {
 		text := c.text.String()
 		if req.echo {
@@ -363,12 +399,9 @@ func (h *handler) finishCompletion(ctx context.Context, cancel context.CancelFun
 			cc.PromptLogprobs = h.vllmPromptLogprobs(prompts[c.prompt].tokens, c.promptLP)
 		}
 		resp.Choices[c.index] = cc
-		if c.index%req.n == 0 { // a prompt's tokens count once, not once per choice
-			u.PromptTokens += c.promptTokens
-		}
-		u.CompletionTokens += c.completionTokens
+		u.add(c, req.n, cached)
 	}
-	u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	u.finish(cached)
 	resp.Usage = &u
 	h.writeJSON(w, r, http.StatusOK, resp)
 }
@@ -502,13 +535,11 @@ func (h *handler) streamCompletion(ctx context.Context, cancel context.CancelFun
 	}
 	if req.includeUsage {
 		u := usage{}
+		cached := make([]int, len(prompts))
 		for _, c := range choices {
-			if c.index%req.n == 0 {
-				u.PromptTokens += c.promptTokens
-			}
-			u.CompletionTokens += c.completionTokens
+			u.add(c, req.n, cached)
 		}
-		u.TotalTokens = u.PromptTokens + u.CompletionTokens
+		u.finish(cached)
 		final := base
 		final.Choices = []completionChoice{}
 		if err := sse.event(chunkWithUsage{completionResponse: final, Usage: &u}); err != nil {

@@ -136,6 +136,7 @@ type engineCollector struct {
 	eng                                         llm.Engine
 	running, waiting, kvUsage                   *prometheus.Desc
 	preemptions, promptTokens, generationTokens *prometheus.Desc
+	prefixQueries, prefixHits                   *prometheus.Desc
 }
 
 func newEngineCollector(eng llm.Engine) *engineCollector {
@@ -148,12 +149,14 @@ func newEngineCollector(eng llm.Engine) *engineCollector {
 		preemptions:      d("vllm:num_preemptions_total", "Cumulative number of preemptions from the engine."),
 		promptTokens:     d("vllm:prompt_tokens_total", "Number of prefill tokens processed."),
 		generationTokens: d("vllm:generation_tokens_total", "Number of generation tokens processed."),
+		prefixQueries:    d("vllm:prefix_cache_queries_total", "Prefix cache queries, in terms of number of queried tokens."),
+		prefixHits:       d("vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens."),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.running, c.waiting, c.kvUsage, c.preemptions, c.promptTokens, c.generationTokens} {
+	for _, d := range []*prometheus.Desc{c.running, c.waiting, c.kvUsage, c.preemptions, c.promptTokens, c.generationTokens, c.prefixQueries, c.prefixHits} {
 		ch <- d
 	}
 }
@@ -174,6 +177,8 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 	emit(c.preemptions, prometheus.CounterValue, float64(s.Preemptions))
 	emit(c.promptTokens, prometheus.CounterValue, float64(s.PromptTokens))
 	emit(c.generationTokens, prometheus.CounterValue, float64(s.GenerationTokens))
+	emit(c.prefixQueries, prometheus.CounterValue, float64(s.PrefixCacheQueries))
+	emit(c.prefixHits, prometheus.CounterValue, float64(s.PrefixCacheHits))
 }
 
 // handler serves /metrics from g. Gathering errors are logged on the

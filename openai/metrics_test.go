@@ -23,6 +23,7 @@ var metricNames = []string{
 	"vllm:prompt_tokens_total", "vllm:generation_tokens_total", "vllm:num_preemptions_total",
 	"vllm:request_success_total", "vllm:time_to_first_token_seconds", "vllm:inter_token_latency_seconds",
 	"vllm:e2e_request_latency_seconds", "vllm:request_queue_time_seconds",
+	"vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total",
 }
 
 // TestMetricsExposition compares the whole exposition, after one request on
@@ -30,7 +31,7 @@ var metricNames = []string{
 func TestMetricsExposition(t *testing.T) {
 	f := newFake()
 	f.stats = llm.Stats{Running: 2, Waiting: 3, KVBlocksTotal: 8, KVBlocksUsed: 2, KVUsage: 0.25,
-		Preemptions: 1, PromptTokens: 40, GenerationTokens: 7}
+		Preemptions: 1, PromptTokens: 40, GenerationTokens: 7, PrefixCacheQueries: 48, PrefixCacheHits: 16}
 	reg := prometheus.NewPedanticRegistry()
 	h := NewHandler(f, WithRegistry(reg, reg), WithServedModelNames("tiny"))
 	rec := serve(t, h, "POST", "/v1/completions", `{"prompt":"a","max_tokens":3}`)

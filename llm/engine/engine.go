@@ -40,6 +40,11 @@ type Config struct {
 	// NumBlocks is the size of the KV block pool; 0 means as many as the
 	// backend can hold. A larger value is capped at what the backend can hold.
 	NumBlocks int
+	// PrefixCaching reuses the KV of whole blocks of tokens that an earlier
+	// request computed, when a new one starts with the same tokens (vLLM's
+	// --enable-prefix-caching). Requests that ask for prompt
+	// log-probabilities always compute their whole prompt.
+	PrefixCaching bool
 	// MaxPending bounds the requests admitted but not yet running; Generate
 	// returns ErrOverloaded beyond it. 0 means DefaultMaxPending.
 	MaxPending int
@@ -435,6 +440,9 @@ func (e *Engine) publish() {
 		GenerationTokens: st.counters.generationTokens,
 		Steps:            uint64(st.sched.Stats().Steps),
 		Finished:         st.counters.finished,
+
+		PrefixCacheQueries: uint64(st.sched.Stats().PrefixQueries),
+		PrefixCacheHits:    uint64(st.sched.Stats().PrefixHits),
 	}
 	e.mu.Lock()
 	e.stats = s

@@ -104,7 +104,7 @@ func (st *stepper) finishPromptOnly(q *request, now time.Time) {
 	st.retire(q, now)
 	st.sampled = append(st.sampled, sched.Sampled{ID: q.id, Token: 0, Finished: true})
 	q.sink(llm.Event{PromptLogprobs: q.takePromptLP(), Finish: llm.FinishLength, StopTokenID: -1,
-		PromptTokens: len(q.req.PromptTokens), Time: now, Times: q.times})
+		PromptTokens: len(q.req.PromptTokens), CachedPromptTokens: q.cachedTokens, Time: now, Times: q.times})
 }
 
 // takePromptLP returns the prompt log-probabilities for the request's first

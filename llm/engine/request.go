@@ -21,16 +21,17 @@ type request struct {
 	dec    llm.Decoder
 	sink   func(llm.Event) // where events go; never blocks
 
-	tokens    []int  // generated token ids
-	text      []byte // generated text after stop-string truncation
-	sent      int    // bytes of text already sent
-	holdBack  int    // bytes kept back while they could start a stop string
-	generated int
-	eos       int                // the EOS id, or -1 when ignored or absent
-	promptLP  []llm.TokenLogprob // prompt log-probabilities by position - 1, when asked
-	pen       *penalty           // nil without penalties
-	times     llm.Timestamps
-	done      bool
+	tokens       []int  // generated token ids
+	text         []byte // generated text after stop-string truncation
+	sent         int    // bytes of text already sent
+	holdBack     int    // bytes kept back while they could start a stop string
+	generated    int
+	cachedTokens int                // prompt tokens the prefix cache held at admission
+	eos          int                // the EOS id, or -1 when ignored or absent
+	promptLP     []llm.TokenLogprob // prompt log-probabilities by position - 1, when asked
+	pen          *penalty           // nil without penalties
+	times        llm.Timestamps
+	done         bool
 }
 
 func newRequest(id kv.SeqID, r llm.Request, tok llm.Tokenizer, eos int, seed uint64, sink func(llm.Event), now time.Time) *request {
@@ -98,7 +99,7 @@ func (q *request) accept(tok int, lp *llm.TokenLogprob, now time.Time) llm.Event
 	// written again once sent, so this saves an allocation per token.
 	q.tokens = append(q.tokens, tok)
 	n := len(q.tokens)
-	ev := llm.Event{TokenIDs: q.tokens[n-1 : n : n], StopTokenID: -1, PromptTokens: len(q.req.PromptTokens), CompletionTokens: q.generated, Time: now}
+	ev := llm.Event{TokenIDs: q.tokens[n-1 : n : n], StopTokenID: -1, PromptTokens: len(q.req.PromptTokens), CachedPromptTokens: q.cachedTokens, CompletionTokens: q.generated, Time: now}
 	if lp != nil {
 		ev.Logprobs = []llm.TokenLogprob{*lp}
 	}

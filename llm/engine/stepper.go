@@ -94,7 +94,11 @@ func newStepper(b Backend, tok llm.Tokenizer, info llm.ModelInfo, cfg *Config) (
 	if numBlocks < 1 {
 		return nil, fmt.Errorf("engine: the backend can hold no KV block of %d tokens", blockSize)
 	}
-	m, err := kv.New(numBlocks, blockSize)
+	var kvOpts []kv.Option
+	if cfg.PrefixCaching {
+		kvOpts = append(kvOpts, kv.WithPrefixCaching())
+	}
+	m, err := kv.New(numBlocks, blockSize, kvOpts...)
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
@@ -119,7 +123,11 @@ func (st *stepper) add(q *request) error {
 	// too. Telling it one token instead would refuse a prompt as long as
 	// the whole pool (max_num_seqs 1 and a full context), which Generate
 	// accepted.
-	if err := st.sched.Add(q.id, q.req.PromptTokens, q.params.MaxTokens); err != nil {
+	add := st.sched.Add
+	if q.params.PromptLogprobs != nil {
+		add = st.sched.AddUncached // every position must run to be scored
+	}
+	if err := add(q.id, q.req.PromptTokens, q.params.MaxTokens); err != nil {
 		if errors.Is(err, sched.ErrTooLarge) {
 			return fmt.Errorf("%w: %v", llm.ErrTooLargeForCache, err)
 		}
@@ -142,7 +150,7 @@ func (st *stepper) retire(q *request, now time.Time) {
 func (st *stepper) finish(q *request, reason llm.FinishReason, err error) {
 	now := st.now()
 	st.retire(q, now)
-	q.sink(llm.Event{Finish: reason, Err: err, StopTokenID: -1, PromptTokens: len(q.req.PromptTokens), CompletionTokens: q.generated, Time: now, Times: q.times})
+	q.sink(llm.Event{Finish: reason, Err: err, StopTokenID: -1, PromptTokens: len(q.req.PromptTokens), CachedPromptTokens: q.cachedTokens, CompletionTokens: q.generated, Time: now, Times: q.times})
 }
 
 // abort removes a request wherever it is and sends its final abort event.
@@ -205,6 +213,7 @@ func (st *stepper) step() (firstScheduled int, err error) {
 		if sc.First {
 			firstScheduled++
 			q.times.FirstScheduled = now
+			q.cachedTokens = sc.StartPos // a first chunk starts after the cached prefix
 			st.counters.promptTokens += uint64(len(q.req.PromptTokens))
 		}
 		b.Seqs = append(b.Seqs, SeqBatch{
