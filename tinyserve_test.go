@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/urfave/cli/v2"
+
 	"github.com/tinyserve/tinyserve/llm"
 )
 
@@ -136,5 +138,39 @@ func TestDecodeConfigJSON(t *testing.T) {
 	}
 	if _, err := DecodeConfigJSON([]byte(`{"max_num_seq":4}`)); err == nil || !strings.Contains(err.Error(), "max_num_seq") {
 		t.Errorf("unknown key: %v", err)
+	}
+}
+
+// TestPrefixCachingSettings: the flag, its environment variable and the
+// sweep's JSON key all reach Config.EnablePrefixCaching, which is off by
+// default.
+func TestPrefixCachingSettings(t *testing.T) {
+	parse := func(env map[string]string, args ...string) Config {
+		t.Helper()
+		for k, v := range env {
+			t.Setenv(k, v)
+		}
+		var cfg Config
+		app := &cli.App{Flags: EngineFlags("TINYSERVE_"), Action: func(c *cli.Context) (err error) {
+			cfg, err = ConfigFromFlags(c)
+			return err
+		}}
+		if err := app.Run(append([]string{"x"}, args...)); err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	if parse(nil).EnablePrefixCaching {
+		t.Error("prefix caching on by default")
+	}
+	if !parse(nil, "--enable-prefix-caching").EnablePrefixCaching {
+		t.Error("--enable-prefix-caching ignored")
+	}
+	if !parse(map[string]string{"TINYSERVE_ENABLE_PREFIX_CACHING": "true"}).EnablePrefixCaching {
+		t.Error("TINYSERVE_ENABLE_PREFIX_CACHING ignored")
+	}
+	c, err := DecodeConfigJSON([]byte(`{"enable_prefix_caching":true}`))
+	if err != nil || !c.EnablePrefixCaching {
+		t.Errorf("enable_prefix_caching: %+v %v", c, err)
 	}
 }
