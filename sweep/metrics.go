@@ -15,7 +15,8 @@ import (
 
 // ScrapedMetrics returns the names of the server metrics kept beside each
 // run: the gauges and counters that explain a plateau (queueing, running
-// batch, KV usage, preemptions). Names are vLLM's; tinyserve serves the same
+// batch, KV usage, preemptions) or a result too good to be true (prompt
+// tokens served from the prefix cache). Names are vLLM's; tinyserve serves the same
 // ones. A function, so that no caller can change the list for everyone.
 func ScrapedMetrics() []string { return slices.Clone(scrapedMetrics) }
 
@@ -28,6 +29,8 @@ var scrapedMetrics = []string{
 	"vllm:prompt_tokens_total",
 	"vllm:generation_tokens_total",
 	"vllm:request_success_total",
+	"vllm:prefix_cache_queries_total",
+	"vllm:prefix_cache_hits_total",
 }
 
 // MetricsSnapshot is one scrape of /metrics.
