@@ -8,6 +8,9 @@ type RunData struct {
 	SummaryPath string
 	Records     []Record
 	Summary     Summary
+	// Server is the server's metrics around the run (its .metrics.json);
+	// nil when there is none.
+	Server *RunMetrics
 }
 
 // MeasuredRun is an entry of summary.json's measured_runs.
@@ -54,6 +57,12 @@ type LevelAggregate struct {
 	ClientQueueS          Distribution  `json:"client_queue_s"`
 	RepeatMedians         RepeatMedians `json:"repeat_medians"`
 	RepeatValues          RepeatValues  `json:"repeat_values"`
+	// PrefixCacheHitRate is the share of the prompt tokens the server looked
+	// up in its prefix cache during the level's repeats that it found there
+	// (vllm:prefix_cache_hits_total over _queries_total, each the change
+	// across a run); nil when the server does not report them or looked
+	// nothing up.
+	PrefixCacheHitRate *float64 `json:"prefix_cache_hit_rate,omitempty"`
 }
 
 // Combined is summary.json: the resolved config, the order the runs were
@@ -123,7 +132,8 @@ func Aggregate(config any, order []RunSpec, levels []int, runs []RunData) Combin
 				OutputTokenThroughput: medianOf(rv.OutputTokenThroughput),
 				LatencyP99S:           medianOf(rv.LatencyP99S),
 			},
-			RepeatValues: rv,
+			RepeatValues:       rv,
+			PrefixCacheHitRate: prefixCacheHitRate(rs),
 		}
 		c.ByConcurrency = append(c.ByConcurrency, a)
 		points = append(points, LevelPoint{
@@ -134,6 +144,33 @@ func Aggregate(config any, order []RunSpec, levels []int, runs []RunData) Combin
 	}
 	c.Saturation = Saturation(points, DefaultThroughputGain, DefaultP99Rise)
 	return c
+}
+
+// prefixCacheHitRate adds up, over runs whose metrics were scraped before
+// and after, the prefix cache's hits and queries during the run.
+func prefixCacheHitRate(runs []*RunData) *float64 {
+	const queries, hits = "vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total"
+	var q, h float64
+	for _, r := range runs {
+		if r.Server == nil || !r.Server.Before.Available || !r.Server.After.Available {
+			continue
+		}
+		b, a := r.Server.Before.Values, r.Server.After.Values
+		_, ok1 := b[queries]
+		_, ok2 := a[queries]
+		_, ok3 := b[hits]
+		_, ok4 := a[hits]
+		if !ok1 || !ok2 || !ok3 || !ok4 {
+			continue
+		}
+		q += a[queries] - b[queries]
+		h += a[hits] - b[hits]
+	}
+	if q <= 0 {
+		return nil
+	}
+	rate := h / q
+	return &rate
 }
 
 // medianOf is the median of the non-nil values.

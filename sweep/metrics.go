@@ -3,10 +3,12 @@ package sweep
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -58,6 +60,21 @@ type RunMetrics struct {
 	// the run was in flight; DuringSamples counts those scrapes.
 	DuringMax     map[string]float64 `json:"during_max,omitempty"`
 	DuringSamples int                `json:"during_samples"`
+}
+
+// readRunMetrics reads a run's .metrics.json; nil when it is missing or
+// unreadable (a run measured before it was kept, a server without
+// /metrics): the metrics explain a run, they never decide whether it counts.
+func readRunMetrics(path string) *RunMetrics {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	var rm RunMetrics
+	if json.Unmarshal(b, &rm) != nil {
+		return nil
+	}
+	return &rm
 }
 
 // watchMetrics scrapes base/metrics every interval until ctx ends and

@@ -2,8 +2,13 @@ package sweep
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"math"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -59,4 +64,52 @@ func TestSweepAgainstTinyserveMock(t *testing.T) {
 	require.NoError(t, jsonUnmarshal(b, &rm))
 	assert.True(t, rm.After.Available)
 	assert.Contains(t, rm.After.Values, "vllm:generation_tokens_total")
+}
+
+// TestSweepReportsPrefixCacheHits: against a server whose prefix cache
+// serves the repeated prompts, the levels' hit rates come from the server's
+// metrics and the report says what they mean; without the cache there is
+// neither.
+func TestSweepReportsPrefixCacheHits(t *testing.T) {
+	for _, caching := range []bool{true, false} {
+		t.Run(fmt.Sprintf("prefix-caching=%v", caching), func(t *testing.T) {
+			eng, err := mock.NewEngine(mock.Config{}, engine.Config{PrefixCaching: caching, Seed: 1})
+			require.NoError(t, err)
+			t.Cleanup(func() { eng.Close() })
+			srv := httptest.NewServer(openai.NewHandler(eng))
+			t.Cleanup(srv.Close)
+
+			dir := t.TempDir()
+			rows := testRows(8, 2)
+			var lines []byte
+			for i := range rows {
+				rows[i].Prompt = strings.Repeat(fmt.Sprintf("prompt %03d ", i), 4) // 44 byte tokens: 2 whole blocks
+				line, err := json.Marshal(rows[i])
+				require.NoError(t, err)
+				lines = append(append(lines, line...), '\n')
+			}
+			prompts := filepath.Join(dir, "prompts.jsonl")
+			require.NoError(t, os.WriteFile(prompts, lines, 0o644))
+			cfg, err := ParseConfig(sweepConfigJSON(srv.URL+"/v1/completions", prompts, []int{1, 2}, 8, 0, 2))
+			require.NoError(t, err)
+			cfg.Model = ""
+			env, git := testEnv()
+			res, err := RunSweep(context.Background(), cfg, SweepOptions{WorkDir: dir, Environment: env, Git: git, Model: eng.Info().ID})
+			require.NoError(t, err)
+			report := RenderReport(res.Combined)
+			for _, a := range res.Combined.ByConcurrency {
+				if !caching {
+					assert.Nil(t, a.PrefixCacheHitRate, "concurrency %d", a.Concurrency)
+					continue
+				}
+				require.NotNil(t, a.PrefixCacheHitRate, "concurrency %d", a.Concurrency)
+				// Every run after the very first finds 32 of each prompt's 44
+				// tokens cached, the first run of all none: a level's two
+				// repeats give 32/44, or 16/44 at the level that ran first.
+				r := *a.PrefixCacheHitRate
+				assert.True(t, math.Abs(r-32.0/44) < 1e-9 || math.Abs(r-16.0/44) < 1e-9, "concurrency %d: hit rate %v", a.Concurrency, r)
+			}
+			assert.Equal(t, caching, strings.Contains(report, "Note: prefix cache"), report)
+		})
+	}
 }

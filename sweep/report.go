@@ -119,6 +119,19 @@ func RenderReport(c *Combined) string {
 			"The client asks for it (stream_options.include_usage when streaming); this server did not always send it, so read the output-token figures with care:\n\n")
 		b.WriteString(strings.Join(noUsage, ""))
 	}
+	var cached []string
+	for _, a := range c.ByConcurrency {
+		if r := a.PrefixCacheHitRate; r != nil && *r >= 0.01 {
+			cached = append(cached, fmt.Sprintf("- concurrency %d: %.0f%%.\n", a.Concurrency, *r*100))
+		}
+	}
+	if len(cached) > 0 {
+		b.WriteString("\n**Note: prefix cache.** The server's metrics say that its prefix cache supplied this share of the prompt tokens it looked up; " +
+			"their prefill was not computed, so TTFT and throughput are better than a cold cache gives. " +
+			"A sweep that sends one prompt file at every level and repeat reuses it from the first run on; " +
+			"turn the cache off (vLLM: --no-enable-prefix-caching) to measure prefill every time:\n\n")
+		b.WriteString(strings.Join(cached, ""))
+	}
 	s := c.Saturation
 	b.WriteString("\n## Saturation\n\n")
 	if s.Candidate != nil {

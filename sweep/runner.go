@@ -355,6 +355,7 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 			return failed(err)
 		}
 		rd.Summary = *sum
+		rd.Server = readRunMetrics(spec.MetricsPath(root))
 		runs = append(runs, rd)
 	}
 	combined := Aggregate(Sanitize(rc.resolvedView()), order, rc.Concurrency, runs)
