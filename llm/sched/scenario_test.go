@@ -19,8 +19,12 @@ var update = flag.Bool("update", false, "rewrite the scenario golden files")
 // trace with the .golden file beside it; -update rewrites the goldens, which
 // are then reviewed as a diff. Commands:
 //
-//	config seqs=N budget=N blocks=N blocksize=N
-//	add NAME prompt=N max=N
+//	config seqs=N budget=N blocks=N blocksize=N [prefix=1]
+//	add NAME prompt=N max=N [unique=K] [uncached=1]
+//
+// Prompts are all token 0, so they share every prefix, except from
+// position unique=K on, where each sequence's tokens are its own; prefix=1
+// turns on prefix caching, and uncached=1 adds with AddUncached.
 //	abort NAME
 //	step [finish=NAME,NAME]   schedule, "run", sample, update
 //	run                       step until nothing is left (at most 1000 steps)
@@ -91,7 +95,17 @@ func runScenario(t *testing.T, path string) string {
 			id := kv.SeqID(len(sc.ids) + 1)
 			sc.ids[fields[1]] = id
 			sc.names[id] = fields[1]
-			if err := sc.s.Add(id, make([]int, a["prompt"]), a["max"]); err != nil {
+			prompt := make([]int, a["prompt"])
+			if u, ok := a["unique"]; ok {
+				for i := u; i < len(prompt); i++ {
+					prompt[i] = int(id)
+				}
+			}
+			add := sc.s.Add
+			if a["uncached"] == 1 {
+				add = sc.s.AddUncached
+			}
+			if err := add(id, prompt, a["max"]); err != nil {
 				fmt.Fprintf(&sc.out, "error: %v\n", err)
 			}
 		case "abort":
@@ -127,7 +141,11 @@ func ints(t *testing.T, args map[string]string) map[string]int {
 }
 
 func (sc *scenario) configure(a map[string]int) {
-	m, err := kv.New(a["blocks"]+boolInt(a["blocks"] == 0)*64, a["blocksize"])
+	var opts []kv.Option
+	if a["prefix"] == 1 {
+		opts = append(opts, kv.WithPrefixCaching())
+	}
+	m, err := kv.New(a["blocks"]+boolInt(a["blocks"] == 0)*64, a["blocksize"], opts...)
 	if err != nil {
 		sc.t.Fatal(err)
 	}
@@ -193,5 +211,9 @@ func (sc *scenario) step(finish string) {
 	for _, q := range sc.s.running {
 		running = append(running, q.id)
 	}
-	fmt.Fprintf(&sc.out, "  running %s waiting %s kv %d/%d\n", sc.list(running), sc.list(waiting), sc.kv.NumUsed(), sc.kv.NumBlocks())
+	fmt.Fprintf(&sc.out, "  running %s waiting %s kv %d/%d", sc.list(running), sc.list(waiting), sc.kv.NumUsed(), sc.kv.NumBlocks())
+	if sc.kv.PrefixCaching() {
+		fmt.Fprintf(&sc.out, " cached %d", sc.kv.NumCachedBlocks())
+	}
+	sc.out.WriteString("\n")
 }
