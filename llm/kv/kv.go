@@ -274,7 +274,7 @@ func (m *Manager) Check() error {
 		}
 	}
 	seen := make([]bool, m.numBlocks)
-	numFree := 0
+	numFree, sawCached := 0, false
 	for id := m.free.front(); id != m.free.n; id = m.free.next[id] {
 		if id < 0 || int(id) >= m.numBlocks {
 			return fmt.Errorf("kv: free list holds %d, out of range", id)
@@ -286,6 +286,13 @@ func (m *Manager) Check() error {
 		numFree++
 		if holders[id] != 0 || m.refs[id] != 0 {
 			return fmt.Errorf("kv: free block %d has holders", id)
+		}
+		// Blocks without cached contents come first: take evicts cached
+		// contents only when no other block is free.
+		if m.prefix.has(id) {
+			sawCached = true
+		} else if sawCached {
+			return fmt.Errorf("kv: free block %d without cached contents is behind cached ones", id)
 		}
 		if m.free.prev[m.free.next[id]] != id {
 			return fmt.Errorf("kv: free list links broken after block %d", id)
@@ -309,6 +316,13 @@ func (m *Manager) Check() error {
 	for seq, t := range m.tables {
 		if t.numHashed > len(t.blocks) {
 			return fmt.Errorf("kv: seq %d has %d hashed blocks of %d", seq, t.numHashed, len(t.blocks))
+		}
+		// Past numHashed a sequence may still write its blocks, so none of
+		// them may be one that others can reuse.
+		for i, id := range t.blocks[t.numHashed:] {
+			if m.prefix.has(id) {
+				return fmt.Errorf("kv: seq %d block %d (id %d) is cached but not yet hashed by it", seq, t.numHashed+i, id)
+			}
 		}
 	}
 	return m.prefix.check()
