@@ -28,7 +28,8 @@ type request struct {
 // invariant after every step: the token budget and max_num_seqs hold, every
 // scheduled token is the right one at the right position, blocks never leak,
 // every admitted request ends with exactly the tokens it asked for, and
-// first admissions are FCFS.
+// first admissions are FCFS. Some requests are aborted, a few of them
+// between Schedule and Update.
 func TestPropertyRandomWorkloads(t *testing.T) {
 	seed := uint64(rand.Int64())
 	t.Logf("seed %d", seed)
@@ -147,10 +148,34 @@ func randomTrial(rng *rand.Rand, caching bool, c *trialCounts) error {
 		if err := checkOutput(out, cfg, m, reqs, &firstOrder, slots, &c.reused); err != nil {
 			return fmt.Errorf("step %d: %v", step, err)
 		}
+		// Random aborts between Schedule and Update, of scheduled sequences
+		// or any other: the forward pass still ran (checkOutput recorded its
+		// writes), and the aborted sequences' results are left out.
+		abortedInStep := map[kv.SeqID]bool{}
+		for rng.IntN(8) == 0 {
+			id := out.Scheduled[rng.IntN(len(out.Scheduled))].ID
+			if rng.IntN(2) == 0 {
+				id = addOrder[rng.IntN(len(addOrder))]
+			}
+			if r := reqs[id]; r.done || r.aborted {
+				continue
+			}
+			if err := s.Abort(id); err != nil {
+				return fmt.Errorf("abort %d between Schedule and Update: %v", id, err)
+			}
+			reqs[id].aborted = true
+			abortedInStep[id] = true
+			if err := m.Check(); err != nil {
+				return err
+			}
+		}
 		var sampled []Sampled
 		for _, sc := range out.Scheduled {
 			r := reqs[sc.ID]
 			r.computed = sc.StartPos + len(sc.Tokens)
+			if abortedInStep[sc.ID] {
+				continue
+			}
 			if sc.Sample {
 				tok := int(r.id)*100000 + 50000 + len(r.generated)
 				finish := r.stopAfter > 0 && len(r.generated)+1 == r.stopAfter
