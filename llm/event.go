@@ -73,7 +73,8 @@ type Event struct {
 	PromptTokens int
 	// CachedPromptTokens is how many of the prompt tokens were not computed
 	// because the prefix cache held their KV (vLLM's num_cached_tokens);
-	// known from the first token on, zero before and without prefix caching.
+	// known once the request is first scheduled (so on every event that
+	// carries a token), zero before that and without prefix caching.
 	CachedPromptTokens int
 	// CompletionTokens is the number of tokens generated so far, including
 	// this event's.

@@ -2,11 +2,13 @@ package cuda
 
 import (
 	"context"
+	"math"
 	"slices"
 	"testing"
 
 	"github.com/tinyserve/tinyserve/llm"
 	"github.com/tinyserve/tinyserve/llm/engine"
+	"github.com/tinyserve/tinyserve/llm/kv"
 	"github.com/tinyserve/tinyserve/llm/tokenizer"
 )
 
@@ -68,5 +70,70 @@ func checkEnginePrefixCaching(t *testing.T, newDev newDevice) {
 	t.Logf("%d prompt tokens came from the prefix cache", reused)
 	if reused == 0 {
 		t.Error("no prompt reused the cache")
+	}
+}
+
+// TestGPUSharedBlocksWithinOneStep: one step holds a sequence computing a
+// golden prompt and, after it in the batch, one that shares the prompt's
+// whole blocks and starts after them, reading K and V the same step writes
+// (the qkv kernel writes every row's before attention runs). Both last rows
+// must give the golden's top-10 logits (float32).
+func TestGPUSharedBlocksWithinOneStep(t *testing.T) { checkSharedBlocksWithinOneStep(t, newGPUOpts) }
+
+// TestEmuSharedBlocksWithinOneStep is TestGPUSharedBlocksWithinOneStep on
+// the emulated kernels.
+func TestEmuSharedBlocksWithinOneStep(t *testing.T) {
+	checkSharedBlocksWithinOneStep(t, newEmuBackend)
+}
+
+func checkSharedBlocksWithinOneStep(t *testing.T, newDev newDevice) {
+	const name, tol, blockSize = "gpt2-tiny-hot", 5e-5, 16
+	m, cases := loadGoldenCases(t, name)
+	b := newDev(t, m, Options{DType: "float32"}, goldenBlocks)
+	if err := b.AllocateKV(goldenBlocks, blockSize); err != nil {
+		t.Fatal(err)
+	}
+	mgr, err := kv.New(goldenBlocks, blockSize, kv.WithPrefixCaching())
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared := 0
+	for i, c := range cases {
+		x, y := kv.SeqID(2*i+1), kv.SeqID(2*i+2)
+		n := len(c.InputIDs)
+		if ok, err := mgr.Allocate(x, n); !ok || err != nil {
+			t.Fatal(ok, err)
+		}
+		if err := mgr.CacheBlocks(x, c.InputIDs, n); err != nil {
+			t.Fatal(err)
+		}
+		prefix := mgr.CachedPrefix(nil, c.InputIDs[:n-1])
+		start := len(prefix) * blockSize
+		if ok, err := mgr.AllocateWithPrefix(y, prefix, n); !ok || err != nil {
+			t.Fatal(ok, err)
+		}
+		shared += start
+		rows, err := b.Forward(&engine.Batch{NumTokens: 2*n - start, Seqs: []engine.SeqBatch{
+			{ID: x, Tokens: c.InputIDs, BlockTable: mgr.BlockTable(x), Sample: true, NeedLogits: true},
+			{ID: y, Tokens: c.InputIDs[start:], StartPos: start, BlockTable: mgr.BlockTable(y), Sample: true, NeedLogits: true},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for r, row := range rows {
+			for j, tok := range c.Top10.IDs {
+				if d := math.Abs(float64(row.Logits[tok]) - c.Top10.Values[j]); d > tol {
+					t.Errorf("%s row %d: logit[%d] = %.9g, golden %.9g", c.Name, r, tok, row.Logits[tok], c.Top10.Values[j])
+				}
+			}
+		}
+		for _, id := range []kv.SeqID{x, y} {
+			if err := mgr.Free(id); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if shared == 0 {
+		t.Fatal("no prompt shared a block: the test exercises nothing")
 	}
 }

@@ -22,7 +22,13 @@ type Backend interface {
 	// blocks of blockSize tokens, indexed by the kv package's block ids.
 	// Called once, before the first Forward.
 	AllocateKV(numBlocks, blockSize int) error
-	// Forward runs one step. The batch is valid only during the call. It
+	// Forward runs one step. The batch is valid only during the call.
+	// With prefix caching, a sequence's BlockTable may start with blocks
+	// whose K and V an earlier sequence of the same batch writes in this
+	// step: a backend must write every sequence's K and V of a layer
+	// before that layer's attention reads the cache (as a layer-by-layer
+	// forward over the whole batch does), or else run the sequences in
+	// batch order. It
 	// returns, in batch order, one row per sequence with Sample set, or
 	// for a sequence with PromptLogits set one row per token of Tokens
 	// (the last of them is its sampled row when Sample is set); the rows

@@ -122,3 +122,44 @@ func TestPrefixCachingScoresWholePrompt(t *testing.T) {
 		t.Fatalf("prompt log-probabilities differ from an engine without the cache:\n%+v\n%+v", got, want)
 	}
 }
+
+// TestPrefixCachingSharesWithinAStep: identical prompts admitted in one
+// step compute the prompt once; the others start after the first's whole
+// blocks, which the same forward pass writes before reading them.
+func TestPrefixCachingSharesWithinAStep(t *testing.T) {
+	e := newEngine(t, mock.Config{Latency: mock.Latency{PerStep: 50 * time.Millisecond}}, engine.Config{PrefixCaching: true})
+	// A first request occupies the loop for a 50 ms step, so the four
+	// below are all waiting when the next step is planned.
+	busy, err := e.Generate(context.Background(), llm.Request{ID: "busy", PromptTokens: prompt(9, 3), Params: greedy(2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * time.Millisecond)
+	pr := sharedPrompt(2) // 37 + 3 tokens: two whole blocks of 16 to share
+	chans := make([]<-chan llm.Event, 4)
+	for i := range chans {
+		if chans[i], err = e.Generate(context.Background(), llm.Request{ID: fmt.Sprint(i), PromptTokens: pr, Params: greedy(3)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	collect(t, busy)
+	want := mock.Expected(mock.Config{}, pr, 3)
+	var cached []int
+	var firstScheduled []time.Time
+	for i, ch := range chans {
+		r := collect(t, ch)
+		if !slices.Equal(r.tokens, want) {
+			t.Errorf("request %d: %v, want %v", i, r.tokens, want)
+		}
+		cached = append(cached, r.last.CachedPromptTokens)
+		firstScheduled = append(firstScheduled, r.last.Times.FirstScheduled)
+	}
+	for _, ts := range firstScheduled[1:] {
+		if !ts.Equal(firstScheduled[0]) {
+			t.Fatalf("the four were not admitted in one step (first scheduled at %v): the test did not test sharing within a step", firstScheduled)
+		}
+	}
+	if !slices.Equal(cached, []int{0, 32, 32, 32}) {
+		t.Errorf("cached prompt tokens %v, want [0 32 32 32]", cached)
+	}
+}

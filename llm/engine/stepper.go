@@ -84,7 +84,9 @@ func newStepper(b Backend, tok llm.Tokenizer, info llm.ModelInfo, cfg *Config) (
 	if maxSeqs <= 0 {
 		maxSeqs = sched.DefaultMaxNumSeqs // sched.New rejects a negative one below
 	}
-	if useful := maxSeqs * ((info.MaxModelLen + blockSize - 1) / blockSize); numBlocks > useful && maxSeqs > 0 {
+	// With prefix caching they are not wasted: they keep cached prefixes
+	// (vLLM sizes its pool by memory alone).
+	if useful := maxSeqs * ((info.MaxModelLen + blockSize - 1) / blockSize); numBlocks > useful && maxSeqs > 0 && !cfg.PrefixCaching {
 		if cfg.Logger != nil {
 			cfg.Logger.Info("KV cache capped at what max_num_seqs full-length sequences can use",
 				"blocks", useful, "the budget allows", numBlocks)

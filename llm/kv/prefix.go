@@ -151,18 +151,20 @@ func (m *Manager) AllocateWithPrefix(seq SeqID, prefix []int32, numTokens int) (
 	return true, nil
 }
 
-// CacheBlocks publishes seq's full blocks whose KV is now computed, for
-// reuse: tokens are seq's tokens from position 0, and the first
-// numComputed of them have their KV in the cache. A block whose contents
+// CacheBlocks publishes seq's full blocks among its first numComputed
+// tokens for reuse: tokens are seq's tokens from position 0, and the KV of
+// the first numComputed of them is in the cache, or will be before anyone
+// reads it (the scheduler publishes what a step computes when it plans the
+// step). A block whose contents
 // another block already holds stays private (both hold the same KV; the
 // first one keeps serving hits). Without prefix caching it does nothing.
 func (m *Manager) CacheBlocks(seq SeqID, tokens []int, numComputed int) error {
+	if !m.prefix.enabled {
+		return nil
+	}
 	t := m.lookup(seq)
 	if t == nil {
 		return fmt.Errorf("%w: %d", ErrUnknownSeq, seq)
-	}
-	if !m.prefix.enabled {
-		return nil
 	}
 	if numComputed < 0 || numComputed > len(tokens) {
 		return fmt.Errorf("%w: %d computed of %d tokens", ErrInvalid, numComputed, len(tokens))

@@ -237,9 +237,25 @@ func checkOutput(out *Output, cfg Config, m *kv.Manager, reqs map[kv.SeqID]*requ
 	for _, id := range out.Preempted {
 		reqs[id].computed = 0
 	}
+	// Who holds each block, and where each scheduled sequence is in the
+	// batch: a block a sequence writes may be shared only with sequences
+	// later in the batch that read it whole (prefix caching publishes what
+	// a step computes as it plans the step).
+	holders := map[int32][]kv.SeqID{}
+	for id, r := range reqs {
+		if !r.done && !r.aborted && m.Has(id) {
+			for _, blk := range m.BlockTable(id) {
+				holders[blk] = append(holders[blk], id)
+			}
+		}
+	}
+	index := map[kv.SeqID]int{}
+	for j, sc := range out.Scheduled {
+		index[sc.ID] = j
+	}
 	sum := 0
 	seen := map[kv.SeqID]bool{}
-	for _, sc := range out.Scheduled {
+	for i, sc := range out.Scheduled {
 		r := reqs[sc.ID]
 		if r == nil || r.done || r.aborted {
 			return fmt.Errorf("scheduled unknown or ended seq %d", sc.ID)
@@ -275,8 +291,15 @@ func checkOutput(out *Output, cfg Config, m *kv.Manager, reqs map[kv.SeqID]*requ
 				}
 				continue
 			}
-			if n := m.RefCount(int(sc.BlockTable[p/m.BlockSize()])); n != 1 {
-				return fmt.Errorf("seq %d writes position %d into a block %d sequences hold", sc.ID, p, n)
+			blk := sc.BlockTable[p/m.BlockSize()]
+			for _, y := range holders[blk] {
+				j, ok := index[y]
+				if y == sc.ID {
+					continue
+				}
+				if !ok || j < i || (slices.Index(out.Scheduled[j].BlockTable, blk)+1)*m.BlockSize() > out.Scheduled[j].StartPos {
+					return fmt.Errorf("seq %d writes position %d into block %d, which seq %d holds and does not skip later in the batch", sc.ID, p, blk, y)
+				}
 			}
 			slots[slot] = prefix
 		}

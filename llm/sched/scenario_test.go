@@ -25,6 +25,7 @@ var update = flag.Bool("update", false, "rewrite the scenario golden files")
 // Prompts are all token 0, so they share every prefix, except from
 // position unique=K on, where each sequence's tokens are its own; prefix=1
 // turns on prefix caching, and uncached=1 adds with AddUncached.
+//
 //	abort NAME
 //	step [finish=NAME,NAME]   schedule, "run", sample, update
 //	run                       step until nothing is left (at most 1000 steps)

@@ -13,7 +13,9 @@
 // When the KV manager caches prefixes (kv.WithPrefixCaching), a sequence
 // being admitted skips the whole blocks at the start of its tokens whose KV
 // is already cached (never its last token, which must run to be sampled
-// after), and the blocks each step completes are published for others.
+// after), and the blocks a step will complete are published as it is
+// planned, so that even sequences admitted later in the same step share
+// them (vLLM does the same).
 //
 // Inputs are method calls (Add, Abort, Schedule, Update), outputs are return
 // values, and time is the caller's step count: the package uses no
@@ -435,6 +437,12 @@ func (s *Scheduler) plan(q *seq, n int, out *Output) {
 	out.NumTokens += n
 	s.scheduled = append(s.scheduled, q)
 	q.everRan = true
+	// Publish the blocks this step completes now rather than at Update, so
+	// that sequences admitted later in this step share them (n choices of
+	// one prompt, a burst with one system prompt): the forward pass writes
+	// each layer's K and V for the whole batch before attention reads any,
+	// and they come later in the batch. Cannot fail: q holds the blocks.
+	_ = s.kv.CacheBlocks(q.id, q.tokens, q.numComputed+n)
 	// If an arena grew, earlier views went stale; only their lengths matter
 	// until fixArenaViews re-slices them at the end of Schedule.
 	last := &out.Scheduled[len(out.Scheduled)-1]
@@ -495,9 +503,6 @@ func (s *Scheduler) Update(sampled []Sampled) ([]kv.SeqID, error) {
 	for i, q := range s.scheduled { // index-aligned with s.out.Scheduled
 		if !q.removed { // not aborted after Schedule
 			q.numComputed += len(s.out.Scheduled[i].Tokens)
-			// Publish the blocks this step completed; cannot fail, q
-			// holds blocks for all its computed tokens.
-			_ = s.kv.CacheBlocks(q.id, q.tokens, q.numComputed)
 		}
 	}
 	var finished []kv.SeqID
