@@ -157,7 +157,10 @@ func (m *Manager) AllocateWithPrefix(seq SeqID, prefix []int32, numTokens int) (
 // reads it (the scheduler publishes what a step computes when it plans the
 // step). A block whose contents
 // another block already holds stays private (both hold the same KV; the
-// first one keeps serving hits). Without prefix caching it does nothing.
+// first one keeps serving hits), unless no sequence holds that other block:
+// then seq's block takes over the contents and the free one becomes a plain
+// free block, reused first, so that taking it for other contents cannot
+// lose contents seq still holds. Without prefix caching it does nothing.
 func (m *Manager) CacheBlocks(seq SeqID, tokens []int, numComputed int) error {
 	if !m.prefix.enabled {
 		return nil
@@ -174,6 +177,11 @@ func (m *Manager) CacheBlocks(seq SeqID, tokens []int, numComputed int) error {
 		i := t.numHashed
 		h := m.prefix.hash(t.lastHash, tokens[i*m.blockSize:(i+1)*m.blockSize])
 		id := t.blocks[i]
+		if other, dup := m.prefix.index[h]; dup && m.refs[other] == 0 && !m.prefix.cached[id] {
+			m.prefix.evict(other)
+			m.free.remove(other)
+			m.free.pushFront(other)
+		}
 		if _, dup := m.prefix.index[h]; !dup && !m.prefix.cached[id] {
 			m.prefix.index[h] = id
 			m.prefix.hashes[id] = h

@@ -279,3 +279,42 @@ func compute(t *testing.T, m *Manager, id SeqID, tokens []int, from, to int, slo
 		t.Fatal(err)
 	}
 }
+
+// TestPrefixDuplicateOutlivesEvictedOriginal: a sequence that computes
+// contents a free cached block already holds (a prompt log-probability
+// request never reuses the cache) and then needs that free block for its
+// own later tokens must not leave its contents unreachable. Before the fix
+// its copy stayed private, the original was evicted, and the whole prefix
+// was lost although a block still held it.
+func TestPrefixDuplicateOutlivesEvictedOriginal(t *testing.T) {
+	m := mustCaching(t, 3, 2)
+	a := seqTokens(6, 0) // three full blocks
+	if ok, _ := m.Allocate(1, 2); !ok {
+		t.Fatal("allocate")
+	}
+	if err := m.CacheBlocks(1, a, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Free(1); err != nil { // a[:2] cached in a free block
+		t.Fatal(err)
+	}
+	// Seq 2 computes a from scratch, a block at a time, as chunked prefill
+	// does; its third block can only be the free cached one.
+	for n := 2; n <= 6; n += 2 {
+		if ok, _ := m.Allocate(2, n); !ok {
+			t.Fatalf("allocate %d", n)
+		}
+		if err := m.CacheBlocks(2, a, n); err != nil {
+			t.Fatal(err)
+		}
+		mustCheck(t, m)
+	}
+	table := m.BlockTable(2)
+	if err := m.Free(2); err != nil {
+		t.Fatal(err)
+	}
+	mustCheck(t, m)
+	if got := m.CachedPrefix(nil, a); !slices.Equal(got, table) {
+		t.Fatalf("prefix %v after seq 2 computed and freed all of it in %v", got, table)
+	}
+}
