@@ -178,7 +178,7 @@ func run(ctx context.Context, cfg tinyserve.Config, o serveOptions) error {
 	defer eng.Close()
 	info := eng.Info()
 	lg.Info("engine ready", "model", info.ID, "backend", info.Backend, "max_model_len", info.MaxModelLen,
-		"kv_blocks", eng.NumKVBlocks(), "random_weights", info.RandomWeights)
+		"kv_blocks", eng.NumKVBlocks(), "prefix_caching", cfg.EnablePrefixCaching, "random_weights", info.RandomWeights)
 
 	// The Go and process collectors belong to the binary, not to the
 	// library handler, which a host service may embed beside its own.

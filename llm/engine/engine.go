@@ -128,7 +128,8 @@ func New(backend Backend, tok llm.Tokenizer, info llm.ModelInfo, cfg Config) (*E
 	e.stats.KVBlocksTotal = e.numBlocks
 	e.log.Info("engine started", "model", info.ID, "backend", info.Backend, "random_weights", info.RandomWeights,
 		"kv_blocks", st.kv.NumBlocks(), "block_size", st.kv.BlockSize(),
-		"max_num_seqs", st.sched.Config().MaxNumSeqs, "max_num_batched_tokens", st.sched.Config().MaxNumBatchedTokens)
+		"max_num_seqs", st.sched.Config().MaxNumSeqs, "max_num_batched_tokens", st.sched.Config().MaxNumBatchedTokens,
+		"prefix_caching", st.kv.PrefixCaching())
 	go e.loop()
 	return e, nil
 }
