@@ -4,10 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"slices"
 	"testing"
 
-	"github.com/tinyserve/tinyserve/llm"
+	"github.com/tinyserve/tinyserve/internal/enginetest"
 )
 
 // TestPrefixCachingCPUMatchesGolden runs PyTorch's golden greedy
@@ -37,39 +36,11 @@ func TestPrefixCachingCPUMatchesGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	generate := func(prompt []int, n int) ([]int, int) {
-		t.Helper()
-		ch, err := e.Generate(context.Background(), llm.Request{PromptTokens: prompt, Params: llm.SamplingParams{MaxTokens: n, IgnoreEOS: true}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var toks []int
-		cached := 0
-		for ev := range ch {
-			toks = append(toks, ev.TokenIDs...)
-			if ev.Finish != "" {
-				cached = ev.CachedPromptTokens
-			}
-		}
-		return toks, cached
+	cases := make([]enginetest.GoldenCase, len(golden.Cases))
+	for i, c := range golden.Cases {
+		cases[i] = enginetest.GoldenCase{Name: c.Name, Prompt: c.Input, Greedy: c.Greedy.Tokens}
 	}
-	reused := 0
-	for _, c := range golden.Cases {
-		want := c.Greedy.Tokens
-		want = want[:min(len(want), 1024-len(c.Input))] // prompt + max_tokens fit the context
-		if got, _ := generate(c.Input, len(want)); !slices.Equal(got, want) {
-			t.Errorf("%s: %v, want %v", c.Name, got, want)
-		}
-		k := len(want) / 2
-		got, cached := generate(append(slices.Clone(c.Input), want[:k]...), len(want)-k)
-		if !slices.Equal(got, want[k:]) {
-			t.Errorf("%s extended by %d tokens (%d of them cached): %v, want %v", c.Name, k, cached, got, want[k:])
-		}
-		if wantCached := (len(c.Input) + k - 1) / 4 * 4; cached != wantCached {
-			t.Errorf("%s extended: %d prompt tokens cached, want %d", c.Name, cached, wantCached)
-		}
-		reused += cached
-	}
+	reused := enginetest.CheckPrefixCachingGolden(t, e, cases, 4)
 	if st := e.Stats(); reused == 0 || st.PrefixCacheHits != uint64(reused) {
 		t.Errorf("%d tokens reused, stats say %d", reused, st.PrefixCacheHits)
 	}

@@ -1,12 +1,10 @@
 package cuda
 
 import (
-	"context"
 	"math"
-	"slices"
 	"testing"
 
-	"github.com/tinyserve/tinyserve/llm"
+	"github.com/tinyserve/tinyserve/internal/enginetest"
 	"github.com/tinyserve/tinyserve/llm/engine"
 	"github.com/tinyserve/tinyserve/llm/kv"
 	"github.com/tinyserve/tinyserve/llm/tokenizer"
@@ -34,43 +32,12 @@ func checkEnginePrefixCaching(t *testing.T, newDev newDevice) {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	generate := func(prompt []int, n int) ([]int, int) {
-		t.Helper()
-		ch, err := e.Generate(context.Background(), llm.Request{PromptTokens: prompt, Params: llm.SamplingParams{MaxTokens: n, IgnoreEOS: true}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var toks []int
-		cached := 0
-		for ev := range ch {
-			if ev.Err != nil {
-				t.Fatal(ev.Err)
-			}
-			toks = append(toks, ev.TokenIDs...)
-			cached = max(cached, ev.CachedPromptTokens)
-		}
-		return toks, cached
+	golden := make([]enginetest.GoldenCase, len(cases))
+	for i, c := range cases {
+		golden[i] = enginetest.GoldenCase{Name: c.Name, Prompt: c.InputIDs, Greedy: c.Greedy.Tokens}
 	}
-	reused := 0
-	for _, c := range cases {
-		want := c.Greedy.Tokens[:min(len(c.Greedy.Tokens), m.Config.NPositions-len(c.InputIDs))]
-		if got, _ := generate(c.InputIDs, len(want)); !slices.Equal(got, want) {
-			t.Errorf("%s: %v, golden %v", c.Name, got, want)
-		}
-		k := len(want) / 2
-		got, cached := generate(append(slices.Clone(c.InputIDs), want[:k]...), len(want)-k)
-		if !slices.Equal(got, want[k:]) {
-			t.Errorf("%s extended by %d tokens (%d cached): %v, golden %v", c.Name, k, cached, got, want[k:])
-		}
-		if wantCached := (len(c.InputIDs) + k - 1) / 16 * 16; cached != wantCached {
-			t.Errorf("%s extended: %d prompt tokens cached, want %d", c.Name, cached, wantCached)
-		}
-		reused += cached
-	}
+	reused := enginetest.CheckPrefixCachingGolden(t, e, golden, 16)
 	t.Logf("%d prompt tokens came from the prefix cache", reused)
-	if reused == 0 {
-		t.Error("no prompt reused the cache")
-	}
 }
 
 // TestGPUSharedBlocksWithinOneStep: one step holds a sequence computing a
@@ -100,23 +67,9 @@ func checkSharedBlocksWithinOneStep(t *testing.T, newDev newDevice) {
 	shared := 0
 	for i, c := range cases {
 		x, y := kv.SeqID(2*i+1), kv.SeqID(2*i+2)
-		n := len(c.InputIDs)
-		if ok, err := mgr.Allocate(x, n); !ok || err != nil {
-			t.Fatal(ok, err)
-		}
-		if err := mgr.CacheBlocks(x, c.InputIDs, n); err != nil {
-			t.Fatal(err)
-		}
-		prefix := mgr.CachedPrefix(nil, c.InputIDs[:n-1])
-		start := len(prefix) * blockSize
-		if ok, err := mgr.AllocateWithPrefix(y, prefix, n); !ok || err != nil {
-			t.Fatal(ok, err)
-		}
+		batch, start := enginetest.SharedPrefixBatch(t, mgr, x, y, c.InputIDs)
 		shared += start
-		rows, err := b.Forward(&engine.Batch{NumTokens: 2*n - start, Seqs: []engine.SeqBatch{
-			{ID: x, Tokens: c.InputIDs, BlockTable: mgr.BlockTable(x), Sample: true, NeedLogits: true},
-			{ID: y, Tokens: c.InputIDs[start:], StartPos: start, BlockTable: mgr.BlockTable(y), Sample: true, NeedLogits: true},
-		}})
+		rows, err := b.Forward(batch)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,7 +3,7 @@ package gpt2
 import (
 	"testing"
 
-	"github.com/tinyserve/tinyserve/llm/engine"
+	"github.com/tinyserve/tinyserve/internal/enginetest"
 	"github.com/tinyserve/tinyserve/llm/kv"
 )
 
@@ -26,25 +26,8 @@ func TestSharedBlocksWithinOneStep(t *testing.T) {
 			for i := range g.Cases {
 				c := &g.Cases[i]
 				a, b := kv.SeqID(2*i+1), kv.SeqID(2*i+2)
-				n := len(c.InputIDs)
-				// As the scheduler plans it: a allocates and publishes what
-				// the step will compute, then b finds it.
-				if ok, err := mgr.Allocate(a, n); !ok || err != nil {
-					t.Fatal(ok, err)
-				}
-				if err := mgr.CacheBlocks(a, c.InputIDs, n); err != nil {
-					t.Fatal(err)
-				}
-				prefix := mgr.CachedPrefix(nil, c.InputIDs[:n-1])
-				start := len(prefix) * blockSize
-				if ok, err := mgr.AllocateWithPrefix(b, prefix, n); !ok || err != nil {
-					t.Fatal(ok, err)
-				}
+				batch, start := enginetest.SharedPrefixBatch(t, mgr, a, b, c.InputIDs)
 				shared += start
-				batch := &engine.Batch{NumTokens: n + n - start, Seqs: []engine.SeqBatch{
-					{ID: a, Tokens: c.InputIDs, BlockTable: mgr.BlockTable(a), Sample: true, NeedLogits: true},
-					{ID: b, Tokens: c.InputIDs[start:], StartPos: start, BlockTable: mgr.BlockTable(b), Sample: true, NeedLogits: true},
-				}}
 				rows, err := h.b.Forward(batch)
 				if err != nil {
 					t.Fatal(err)
