@@ -10,6 +10,7 @@
 package openai
 
 import (
+	"crypto/sha256"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -48,6 +49,7 @@ type config struct {
 	logger       *slog.Logger
 	registerer   prometheus.Registerer
 	gatherer     prometheus.Gatherer
+	apiKeys      [][sha256.Size]byte // SHA-256 of each accepted key (WithAPIKeys)
 }
 
 // WithServedModelNames sets the names clients may put in "model" (vLLM's
@@ -196,7 +198,7 @@ func NewHandler(eng llm.Engine, opts ...Option) http.Handler {
 		mux.Handle(rt.path, methodNotAllowed(allow))
 	}
 	mux.HandleFunc("/", notFound) // anything else is a JSON 404
-	return withRequestID(cfg.logger, mux)
+	return withRequestID(cfg.logger, requireAPIKey(cfg.apiKeys, mux))
 }
 
 // isServed reports whether name may be used in "model"; empty means the

@@ -23,6 +23,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -67,6 +68,7 @@ type serveOptions struct {
 	addr         string
 	drainTimeout time.Duration
 	logger       *slog.Logger
+	apiKeys      []string // required on /v1/ routes when any (--api-key)
 	// ready, when set, is called with the listening address once the
 	// server accepts connections (tests use port 0).
 	ready func(net.Addr)
@@ -83,6 +85,7 @@ func newApp(stderr io.Writer) *cli.App {
 		&cli.DurationFlag{Name: "drain-timeout", Value: 30 * time.Second, EnvVars: env("drain-timeout"), Usage: "how long accepted requests may run on after SIGTERM"},
 		&cli.StringFlag{Name: "log-format", Value: "text", EnvVars: env("log-format"), Usage: "text or json"},
 		&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("log-level"), Usage: "debug, info, warn or error"},
+		&cli.StringSliceFlag{Name: "api-key", EnvVars: env("api-key"), Usage: "require \"Authorization: Bearer <key>\" on /v1/ routes (repeat for several keys; the variable takes them comma-separated)"},
 	)
 	return &cli.App{
 		Name:      "tinyserve-serve",
@@ -142,6 +145,7 @@ func newApp(stderr io.Writer) *cli.App {
 				addr:         net.JoinHostPort(c.String("host"), strconv.Itoa(port)),
 				drainTimeout: c.Duration("drain-timeout"),
 				logger:       logger,
+				apiKeys:      slices.DeleteFunc(c.StringSlice("api-key"), func(k string) bool { return k == "" }),
 			})
 		},
 	}
@@ -191,7 +195,7 @@ func run(ctx context.Context, cfg tinyserve.Config, o serveOptions) error {
 			return fmt.Errorf("registering runtime metrics: %w", err)
 		}
 	}
-	h := openai.NewHandler(eng, openai.WithLogger(lg), openai.WithRegistry(reg, reg))
+	h := openai.NewHandler(eng, openai.WithLogger(lg), openai.WithRegistry(reg, reg), openai.WithAPIKeys(o.apiKeys...))
 
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
@@ -207,7 +211,7 @@ func run(ctx context.Context, cfg tinyserve.Config, o serveOptions) error {
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	lg.Info("listening", "addr", ln.Addr().String())
+	lg.Info("listening", "addr", ln.Addr().String(), "api_key_required", len(o.apiKeys) > 0)
 	if o.ready != nil {
 		o.ready(ln.Addr())
 	}

@@ -201,6 +201,7 @@ func metric(client *http.Client, base, name string) int {
 func TestSIGTERM(t *testing.T) {
 	t.Setenv("TINYSERVE_SERVED_MODEL_NAME", "from-env")
 	t.Setenv("TINYSERVE_BACKEND", "mock")
+	t.Setenv("TINYSERVE_API_KEY", "s3cret,other") // /v1/ wants one; probes and metrics do not
 	var logs syncbuf.Buffer
 	done := make(chan error, 1)
 	go func() {
@@ -218,8 +219,22 @@ func TestSIGTERM(t *testing.T) {
 	base := "http://" + addr
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 
-	r, err := client.Get(base + "/v1/models")
-	require.NoError(t, err)
+	withKey := func(method, path, body, key string) *http.Response {
+		t.Helper()
+		req, err := http.NewRequest(method, base+path, strings.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		r, err := client.Do(req)
+		require.NoError(t, err)
+		return r
+	}
+	r := withKey("GET", "/v1/models", "", "")
+	r.Body.Close()
+	assert.Equal(t, 401, r.StatusCode, "no API key")
+	r = withKey("GET", "/v1/models", "", "other")
 	var models struct {
 		Data []struct{ ID string } `json:"data"`
 	}
@@ -228,13 +243,12 @@ func TestSIGTERM(t *testing.T) {
 	require.Len(t, models.Data, 1)
 	assert.Equal(t, "from-env", models.Data[0].ID)
 
-	r, err = client.Post(base+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"hi","max_tokens":3,"temperature":0}`))
-	require.NoError(t, err)
+	r = withKey("POST", "/v1/completions", `{"prompt":"hi","max_tokens":3,"temperature":0}`, "s3cret")
 	r.Body.Close()
 	assert.Equal(t, 200, r.StatusCode)
 	assert.NotEmpty(t, r.Header.Get("X-Request-ID"))
 
-	r, err = client.Get(base + "/metrics")
+	r, err := client.Get(base + "/metrics")
 	require.NoError(t, err)
 	m, _ := io.ReadAll(r.Body)
 	r.Body.Close()
