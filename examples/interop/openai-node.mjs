@@ -12,14 +12,18 @@
 // The expected token counts assume GPT-2's tokenizer (tiny-gpt2, or a GPT-2
 // checkpoint), and the abort checks read vLLM's metric names on /metrics.
 
-import OpenAI, { APIError, APIUserAbortError, BadRequestError, NotFoundError } from 'openai';
+import OpenAI, { APIError, APIUserAbortError, AuthenticationError, BadRequestError, NotFoundError } from 'openai';
 
 const base = process.argv[2];
 if (!base) {
 	console.error('usage: node openai-node.mjs http://HOST:PORT');
 	process.exit(2);
 }
-const client = new OpenAI({ baseURL: `${base}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 60_000 });
+// run.sh starts the server with --api-key and --enable-prefix-caching and
+// says so in these variables; with other flags the checks of either skip.
+const apiKey = process.env.INTEROP_API_KEY || 'unused';
+const prefixCaching = process.env.INTEROP_PREFIX_CACHING === '1';
+const client = new OpenAI({ baseURL: `${base}/v1`, apiKey, maxRetries: 0, timeout: 60_000 });
 
 // ---- assertions -------------------------------------------------------------
 
@@ -437,6 +441,27 @@ check('errors: unknown model', async () => {
 	const want = { status: 404, type: 'invalid_request_error', code: 'model_not_found', param: 'model', message: /^The model `gpt-4o` does not exist\.$/ };
 	await expectAPIError(() => client.completions.create({ model: 'gpt-4o', prompt }), NotFoundError, want, 'non-streaming');
 	await expectAPIError(() => client.completions.create({ model: 'gpt-4o', prompt, stream: true }), NotFoundError, want, 'streaming');
+});
+
+check('errors: wrong API key', async () => {
+	if (!process.env.INTEROP_API_KEY) return; // the server was started without --api-key
+	const bad = new OpenAI({ baseURL: `${base}/v1`, apiKey: 'not-the-key', maxRetries: 0 });
+	const want = { status: 401, type: 'invalid_request_error', code: 'invalid_api_key', param: null, message: /API key/ };
+	await expectAPIError(() => bad.completions.create({ model, prompt }), AuthenticationError, want, 'completions');
+	await expectAPIError(() => bad.models.list(), AuthenticationError, want, 'models.list');
+});
+
+check('prefix cache: a repeated prompt reports cached_tokens', async () => {
+	if (!prefixCaching) return; // the server was started without --enable-prefix-caching
+	const long = 'The quick brown fox jumps over the lazy dog.'.repeat(8);
+	const n = await promptTokens(long);
+	const first = await client.completions.create({ model, prompt: long, max_tokens: 4, temperature: 0 });
+	const again = await client.completions.create({ model, prompt: long, max_tokens: 4, temperature: 0 });
+	checkUsage(again.usage, 'again');
+	eq(again.choices[0].text, first.choices[0].text, 'the cache changes no token');
+	eq(again.usage.prompt_tokens, n, 'prompt_tokens');
+	// Whole blocks of 16, never the last prompt token.
+	eq(again.usage.prompt_tokens_details?.cached_tokens, Math.floor((n - 1) / 16) * 16, 'prompt_tokens_details.cached_tokens');
 });
 
 check('errors: negative temperature', async () => {

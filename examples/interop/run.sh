@@ -6,7 +6,8 @@
 # later) and npm with access to the npm registry; it is a developer's script,
 # not part of `go test` (the Go suite never uses the network).
 #
-# Usage: examples/interop/run.sh [serve flags...]   (default: --model tiny-gpt2;
+# Usage: examples/interop/run.sh [serve flags...]   (default: --model tiny-gpt2
+#        --enable-prefix-caching --api-key interop-key, and the checks of both;
 #        the checks count GPT-2 tokens, so the model needs GPT-2's tokenizer)
 # Environment:
 #   OPENAI_NODE_VERSION  the SDK version to install (default 6.49.0, the newest
@@ -47,7 +48,10 @@ cp examples/interop/openai-node.mjs "$sdk/"
 
 echo "== go build ./cmd/serve"
 go build -o "$work/tinyserve-serve" ./cmd/serve
-[ $# -gt 0 ] || set -- --model tiny-gpt2
+if [ $# -eq 0 ]; then
+	set -- --model tiny-gpt2 --enable-prefix-caching --api-key interop-key
+	export INTEROP_API_KEY=interop-key INTEROP_PREFIX_CACHING=1
+fi
 "$work/tinyserve-serve" "$@" --host 127.0.0.1 --port 0 >"$log" 2>&1 &
 pid=$!
 
