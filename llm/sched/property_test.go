@@ -38,7 +38,7 @@ func TestPropertyRandomWorkloads(t *testing.T) {
 		t.Run(fmt.Sprintf("prefix-caching=%v", caching), func(t *testing.T) {
 			var c trialCounts
 			for trial := 0; c.steps < 12000 || trial < 60; trial++ {
-				if err := randomTrial(rng, caching, &c); err != nil {
+				if err := randomTrial(rng, caching, trialGen{}, &c); err != nil {
 					t.Fatalf("seed %d trial %d: %v", seed, trial, err)
 				}
 			}
@@ -53,15 +53,46 @@ func TestPropertyRandomWorkloads(t *testing.T) {
 	}
 }
 
+// TestPropertyDenseSharing is the random workload with many requests whose
+// prompts copy others' (so that sequences admitted in one step share blocks
+// an earlier one computes in that step), in tiny pools with small budgets.
+func TestPropertyDenseSharing(t *testing.T) {
+	seed := uint64(rand.Int64())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 43))
+	var c trialCounts
+	for trial := 0; c.steps < 20000 || trial < 100; trial++ {
+		if err := randomTrial(rng, true, trialGen{dense: true}, &c); err != nil {
+			t.Fatalf("seed %d trial %d: %v", seed, trial, err)
+		}
+	}
+	t.Logf("%d steps checked, %d preemptions, %d prompt tokens reused", c.steps, c.preemptions, c.reused)
+}
+
 // trialCounts adds up what random trials exercised.
 type trialCounts struct {
 	steps, preemptions, reused int
 }
 
-func randomTrial(rng *rand.Rand, caching bool, c *trialCounts) error {
+// trialGen shapes a random trial's workload; the zero value is the
+// original mix.
+type trialGen struct {
+	// dense: small blocks, tiny pools and budgets, arrivals in bursts of
+	// copies (exact, extended, or of another request's prompt and generated
+	// tokens), prompt-only requests (maxTokens 0), many aborts between
+	// Schedule and Update.
+	dense bool
+}
+
+func randomTrial(rng *rand.Rand, caching bool, g trialGen, c *trialCounts) error {
 	blockSize := 1 + rng.IntN(16)
 	numBlocks := 2 + rng.IntN(40)
 	cfg := Config{MaxNumSeqs: 1 + rng.IntN(8), MaxNumBatchedTokens: 1 + rng.IntN(64)}
+	if g.dense {
+		blockSize = 1 + rng.IntN(8)
+		numBlocks = 2 + rng.IntN(16)
+		cfg = Config{MaxNumSeqs: 1 + rng.IntN(8), MaxNumBatchedTokens: 1 + rng.IntN(24)}
+	}
 	var opts []kv.Option
 	if caching {
 		opts = append(opts, kv.WithPrefixCaching())
@@ -87,7 +118,7 @@ func randomTrial(rng *rand.Rand, caching bool, c *trialCounts) error {
 			return fmt.Errorf("no progress after %d steps (%d waiting, %d running)", step, s.NumWaiting(), s.NumRunning())
 		}
 		// Random arrivals.
-		for toAdd > 0 && rng.IntN(3) == 0 {
+		for toAdd > 0 && (rng.IntN(3) == 0 || g.dense && rng.IntN(2) == 0) {
 			toAdd--
 			r := &request{id: nextID, maxTokens: 1 + rng.IntN(3*blockSize+4)}
 			r.prompt = make([]int, 1+rng.IntN(4*blockSize+10))
@@ -99,7 +130,22 @@ func randomTrial(rng *rand.Rand, caching bool, c *trialCounts) error {
 					r.prompt[i] = int(nextID)*100000 + i
 				}
 			}
-			if rng.IntN(8) == 0 {
+			if g.dense {
+				r.maxTokens = rng.IntN(blockSize + 4)
+				if len(addOrder) > 0 && rng.IntN(2) == 0 {
+					// A copy of an earlier request's known tokens, cut or
+					// extended.
+					o := reqs[addOrder[rng.IntN(len(addOrder))]]
+					all := append(slices.Clone(o.prompt), o.generated...)
+					r.prompt = all[:1+rng.IntN(len(all))]
+					if rng.IntN(3) == 0 {
+						for range 1 + rng.IntN(2*blockSize) {
+							r.prompt = append(r.prompt, int(nextID)*100000+len(r.prompt))
+						}
+					}
+				}
+			}
+			if rng.IntN(8) == 0 && r.maxTokens > 0 {
 				r.stopAfter = 1 + rng.IntN(r.maxTokens)
 			}
 			nextID++
@@ -152,7 +198,7 @@ func randomTrial(rng *rand.Rand, caching bool, c *trialCounts) error {
 		// or any other: the forward pass still ran (checkOutput recorded its
 		// writes), and the aborted sequences' results are left out.
 		abortedInStep := map[kv.SeqID]bool{}
-		for rng.IntN(8) == 0 {
+		for rng.IntN(8) == 0 || g.dense && rng.IntN(4) == 0 {
 			id := out.Scheduled[rng.IntN(len(out.Scheduled))].ID
 			if rng.IntN(2) == 0 {
 				id = addOrder[rng.IntN(len(addOrder))]
@@ -178,7 +224,7 @@ func randomTrial(rng *rand.Rand, caching bool, c *trialCounts) error {
 			}
 			if sc.Sample {
 				tok := int(r.id)*100000 + 50000 + len(r.generated)
-				finish := r.stopAfter > 0 && len(r.generated)+1 == r.stopAfter
+				finish := r.stopAfter > 0 && len(r.generated)+1 == r.stopAfter || r.maxTokens == 0
 				sampled = append(sampled, Sampled{ID: sc.ID, Token: tok, Finished: finish})
 				r.generated = append(r.generated, tok)
 			}
@@ -189,7 +235,7 @@ func randomTrial(rng *rand.Rand, caching bool, c *trialCounts) error {
 		}
 		for _, id := range finished {
 			r := reqs[id]
-			want := r.maxTokens
+			want := max(r.maxTokens, 1) // maxTokens 0 ends at the token it never computes
 			if r.stopAfter > 0 {
 				want = r.stopAfter
 			}
