@@ -15,9 +15,9 @@ import (
 type BlockHash [sha256.Size]byte
 
 // prefixCache indexes the blocks whose contents can be reused. A block is
-// in it from when its last token's KV is computed (CacheBlocks) until the
-// pool takes it back for other contents (evict), whether or not sequences
-// hold it meanwhile.
+// in it from when its last token's KV is computed, or planned to be by the
+// step that shares it (CacheBlocks), until the pool takes it back for other
+// contents (evict), whether or not sequences hold it meanwhile.
 type prefixCache struct {
 	enabled bool
 	index   map[BlockHash]int32 // contents -> the block holding them

@@ -193,7 +193,10 @@ func (s *Scheduler) add(id kv.SeqID, prompt []int, maxTokens int, uncached bool)
 
 // Abort removes a waiting or running sequence and frees its blocks. It may
 // be called between Schedule and Update; the aborted sequence's results in
-// that Update are then ignored.
+// that Update are then ignored. With prefix caching the step's forward pass
+// must still run the aborted sequence as planned: Schedule published the
+// blocks it completes, sequences later in the batch may share them, and
+// they stay cached for later steps.
 func (s *Scheduler) Abort(id kv.SeqID) error {
 	q, ok := s.seqs[id]
 	if !ok {
