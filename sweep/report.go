@@ -129,7 +129,7 @@ func RenderReport(c *Combined) string {
 		b.WriteString("\n**Note: prefix cache.** The server's metrics say that its prefix cache supplied this share of the prompt tokens it looked up; " +
 			"their prefill was not computed, so TTFT and throughput are better than a cold cache gives. " +
 			"A sweep that sends one prompt file at every level and repeat reuses it from the first run on; " +
-			"turn the cache off (vLLM: --no-enable-prefix-caching) to measure prefill every time:\n\n")
+			"turn the cache off (vLLM: --no-enable-prefix-caching; tinyserve: leave out --enable-prefix-caching) to measure prefill every time:\n\n")
 		b.WriteString(strings.Join(cached, ""))
 	}
 	s := c.Saturation
