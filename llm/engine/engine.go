@@ -430,20 +430,21 @@ func (e *Engine) finished(n int) {
 // publish copies the loop's figures into the snapshot Stats returns.
 func (e *Engine) publish() {
 	st := e.st
+	ss := st.sched.Stats()
 	s := llm.Stats{
 		Running:          st.sched.NumRunning(),
 		Waiting:          st.sched.NumWaiting(),
 		KVBlocksTotal:    st.kv.NumBlocks(),
 		KVBlocksUsed:     st.kv.NumUsed(),
 		KVUsage:          st.kv.Usage(),
-		Preemptions:      uint64(st.sched.Stats().Preemptions),
+		Preemptions:      uint64(ss.Preemptions),
 		PromptTokens:     st.counters.promptTokens,
 		GenerationTokens: st.counters.generationTokens,
-		Steps:            uint64(st.sched.Stats().Steps),
+		Steps:            uint64(ss.Steps),
 		Finished:         st.counters.finished,
 
-		PrefixCacheQueries: uint64(st.sched.Stats().PrefixQueries),
-		PrefixCacheHits:    uint64(st.sched.Stats().PrefixHits),
+		PrefixCacheQueries: uint64(ss.PrefixQueries),
+		PrefixCacheHits:    uint64(ss.PrefixHits),
 	}
 	e.mu.Lock()
 	e.stats = s

@@ -9,7 +9,8 @@
 // is a typed error that changes nothing.
 //
 // With prefix caching (WithPrefixCaching, vLLM's --enable-prefix-caching),
-// each full block whose KV has been computed is indexed by a hash of its
+// each full block whose KV is computed (or will be, by the step being
+// planned) is indexed by a hash of its
 // tokens and of every token before it. A new sequence whose prompt starts
 // with cached blocks shares them instead of computing them again, and a
 // freed block keeps its contents until the pool needs it for something
