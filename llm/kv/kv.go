@@ -10,11 +10,10 @@
 //
 // With prefix caching (WithPrefixCaching, vLLM's --enable-prefix-caching),
 // each full block whose KV is computed (or will be, by the step being
-// planned) is indexed by a hash of its
-// tokens and of every token before it. A new sequence whose prompt starts
-// with cached blocks shares them instead of computing them again, and a
-// freed block keeps its contents until the pool needs it for something
-// else (see prefix.go).
+// planned) is indexed by a hash of its tokens and of every token before it.
+// A new sequence whose prompt starts with cached blocks shares them instead
+// of computing them again, and a freed block keeps its contents until the
+// pool needs it for something else (see prefix.go).
 //
 // The package is pure: no goroutines, clocks or I/O, and not safe for
 // concurrent use (the engine's one goroutine owns it).
