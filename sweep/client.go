@@ -203,6 +203,13 @@ type job struct {
 	eligible time.Time
 }
 
+// sent is a worker's finished request: its record, and whether the run
+// had been interrupted by the time it ended.
+type sent struct {
+	record      Record
+	interrupted bool
+}
+
 // RunCondition runs one condition over rows: every row is sent once, records
 // are written to out as JSONL in completion order (one Write per record, so
 // a reader of a file never sees half a line), and the summary is returned.
@@ -242,7 +249,7 @@ func RunCondition(ctx context.Context, opts LoadOptions, rows []Row, out io.Writ
 	// Room for every record: a worker hands its record over and sends its
 	// next request at once, so writing the evidence (a slow disk, a lagging
 	// pipe) never holds a concurrency slot.
-	results := make(chan Record, len(rows))
+	results := make(chan sent, len(rows))
 	jobs := make(chan job)
 	var wg sync.WaitGroup
 
@@ -254,7 +261,12 @@ func RunCondition(ctx context.Context, opts LoadOptions, rows []Row, out io.Writ
 	for range workers {
 		wg.Go(func() {
 			for j := range jobs {
-				results <- s.send(ctx, j)
+				r := s.send(ctx, j)
+				// Whether the run was interrupted is decided here, when the
+				// request ended, not when the collector gets to the record:
+				// a record handed over just before an interruption is
+				// evidence like any other.
+				results <- sent{record: r, interrupted: ctx.Err() != nil}
 			}
 		})
 	}
@@ -292,10 +304,11 @@ func RunCondition(ctx context.Context, opts LoadOptions, rows []Row, out io.Writ
 	records := make([]Record, 0, len(rows))
 	var writeErr error
 	var line bytes.Buffer
-	for r := range results {
-		if ctx.Err() != nil {
-			continue // interrupted: these records are not evidence of the server
+	for res := range results {
+		if res.interrupted || writeErr != nil {
+			continue // these records are not evidence of the server
 		}
+		r := res.record
 		records = append(records, r)
 		line.Reset()
 		enc := json.NewEncoder(&line)

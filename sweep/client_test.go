@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -342,6 +343,38 @@ func TestRunConditionCancel(t *testing.T) {
 	assert.Nil(t, sum)
 	assert.Len(t, recs, 2, "only requests that finished before the interruption are kept")
 	assert.Len(t, decodeLines(t, out.Bytes()), 2)
+}
+
+// blockingWriter holds its first Write until release is closed.
+type blockingWriter struct {
+	release chan struct{}
+	once    sync.Once
+	buf     bytes.Buffer
+}
+
+func (w *blockingWriter) Write(p []byte) (int, error) {
+	w.once.Do(func() { <-w.release })
+	return w.buf.Write(p)
+}
+
+// TestRunConditionCancelKeepsHandedOver: a request that ended before the
+// interruption is kept even when the collector, held up by a slow writer,
+// only reads its record afterwards.
+func TestRunConditionCancelKeepsHandedOver(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	f := newFakeServer(t, &fakeServer{Slots: 1, TokenTime: time.Millisecond})
+	out := &blockingWriter{release: make(chan struct{})}
+	f.Hook = func(n int64) {
+		if n == 3 {
+			cancel()
+			close(out.release)
+		}
+	}
+	_, recs, err := RunCondition(ctx, LoadOptions{URL: f.URL(), Model: "m", Concurrency: 1, Stream: true}, testRows(6, 2), out)
+	require.ErrorIs(t, err, context.Canceled)
+	require.Len(t, recs, 2)
+	assert.Equal(t, []int{0, 1}, []int{recs[0].RequestIndex, recs[1].RequestIndex})
+	assert.Len(t, decodeLines(t, out.buf.Bytes()), 2)
 }
 
 func TestLoadOptionsValidate(t *testing.T) {
