@@ -127,14 +127,23 @@ func TestPrefixCachingScoresWholePrompt(t *testing.T) {
 // step compute the prompt once; the others start after the first's whole
 // blocks, which the same forward pass writes before reading them.
 func TestPrefixCachingSharesWithinAStep(t *testing.T) {
-	e := newEngine(t, mock.Config{Latency: mock.Latency{PerStep: 50 * time.Millisecond}}, engine.Config{PrefixCaching: true})
-	// A first request occupies the loop for a 50 ms step, so the four
-	// below are all waiting when the next step is planned.
+	// A first request holds the loop inside its first step until the four
+	// below are queued, so they are all waiting when the next step is
+	// planned, however slow the machine.
+	inStep, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	gate := func(time.Duration) {
+		once.Do(func() {
+			close(inStep)
+			<-release
+		})
+	}
+	e := newEngine(t, mock.Config{Latency: mock.Latency{PerStep: time.Millisecond}, Sleep: gate}, engine.Config{PrefixCaching: true})
 	busy, err := e.Generate(context.Background(), llm.Request{ID: "busy", PromptTokens: prompt(9, 3), Params: greedy(2)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(10 * time.Millisecond)
+	<-inStep
 	pr := sharedPrompt(2) // 37 + 3 tokens: two whole blocks of 16 to share
 	chans := make([]<-chan llm.Event, 4)
 	for i := range chans {
@@ -142,6 +151,7 @@ func TestPrefixCachingSharesWithinAStep(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	close(release)
 	collect(t, busy)
 	want := mock.Expected(mock.Config{}, pr, 3)
 	var cached []int
