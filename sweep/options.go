@@ -1,0 +1,188 @@
+package sweep
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// reservedBodyKeys are the request fields the client sets itself; extra_body
+// may not override them, or a record's target_output_tokens would lie.
+var reservedBodyKeys = []string{"model", "prompt", "max_tokens", "stream", "stream_options"}
+
+// LoadOptions configure one condition. The zero value is not usable: URL,
+// Model and Concurrency (or RequestRate) must be set; other fields document
+// what zero means.
+type LoadOptions struct {
+	// URL is the completions endpoint, e.g. http://127.0.0.1:8000/v1/completions.
+	URL string
+	// Model is sent as the request's model.
+	Model string
+	// Concurrency is the number of requests in flight. In the closed loop it
+	// must be at least 1; with RequestRate it caps requests in flight, and 0
+	// means no cap.
+	Concurrency int
+	// RequestRate, when positive, switches to an open loop: requests are
+	// sent at Poisson arrival times with this mean rate (requests per
+	// second), drawn from an RNG seeded with Seed.
+	RequestRate float64
+	// Seed seeds the open-loop arrival times.
+	Seed int64
+	// Temperature is sent with every request (0 = greedy).
+	Temperature float64
+	// Timeout bounds each request from send to the end of its response;
+	// zero means 300 s, serving-inference's default.
+	Timeout time.Duration
+	// Stream requests SSE streaming with usage in the last chunk; without it
+	// there is no TTFT, TPOT or inter-chunk data.
+	Stream bool
+	// IgnoreEOS sends vLLM's ignore_eos, so outputs have the requested length.
+	IgnoreEOS bool
+	// StoreResponse keeps the generated text (or raw body) in each record.
+	StoreResponse bool
+	// ExtraBody is merged into every request body (a JSON object); it may not
+	// set model, prompt, max_tokens, stream or stream_options.
+	ExtraBody json.RawMessage
+	// APIKey, when set, is sent as a bearer token. It is never written to a
+	// record, a summary or a log.
+	APIKey string
+	// SLO, when not empty, adds goodput to the summary.
+	SLO SLO
+	// WorkloadSHA256 is the SHA-256 of the prompt file the rows come from,
+	// recorded in the summary so that a run names its workload by content;
+	// empty records nothing.
+	WorkloadSHA256 string
+	// RequestIDPrefix starts every X-Request-Id; empty means one made from
+	// the run's start time, so that two runs never share ids in a server's
+	// logs.
+	RequestIDPrefix string
+	// Client sends the requests; nil means a client sized for Concurrency
+	// with no overall timeout (Timeout applies per request).
+	Client *http.Client
+	// Progress, when set, is called after each record is written with the
+	// number of records done so far. It is called from one goroutine.
+	Progress func(done int)
+}
+
+// SummaryConfig returns the config object recorded in the run's summary.
+func (o *LoadOptions) SummaryConfig(numRequests int) SummaryConfig {
+	c := SummaryConfig{
+		URL:                 sanitizeURL(o.URL), // credentials in a URL never reach a file
+		Model:               o.Model,
+		NumRequests:         numRequests,
+		Concurrency:         o.Concurrency,
+		Stream:              o.Stream,
+		Temperature:         o.Temperature,
+		StoreResponse:       o.StoreResponse,
+		ResultSchemaVersion: ResultSchemaVersion,
+		IgnoreEOS:           o.IgnoreEOS,
+		ExtraBody:           o.ExtraBody,
+		RequestRate:         o.RequestRate,
+		TimeoutS:            o.timeout().Seconds(),
+		WorkloadSHA256:      o.WorkloadSHA256,
+	}
+	if o.RequestRate > 0 {
+		seed := o.Seed
+		c.Seed = &seed
+	}
+	if !o.SLO.Empty() {
+		s := o.SLO
+		c.SLO = &s
+	}
+	return c
+}
+
+func (o *LoadOptions) timeout() time.Duration {
+	if o.Timeout <= 0 {
+		return 300 * time.Second
+	}
+	return o.Timeout
+}
+
+// Validate checks the options; errors name the field.
+func (o *LoadOptions) Validate() error {
+	switch {
+	case o.URL == "":
+		return errors.New("url: required")
+	case !strings.HasPrefix(o.URL, "http://") && !strings.HasPrefix(o.URL, "https://"):
+		return fmt.Errorf("url: want an http(s) URL, got %q", o.URL)
+	case o.Model == "":
+		return errors.New("model: required")
+	case o.RequestRate < 0 || math.IsNaN(o.RequestRate) || math.IsInf(o.RequestRate, 0):
+		return fmt.Errorf("request_rate: must be a positive number of requests per second, got %v", o.RequestRate)
+	case o.RequestRate == 0 && o.Concurrency < 1:
+		return fmt.Errorf("concurrency: must be at least 1, got %d", o.Concurrency)
+	case o.Concurrency < 0:
+		return fmt.Errorf("concurrency: must not be negative, got %d", o.Concurrency)
+	case math.IsNaN(o.Temperature) || o.Temperature < 0:
+		return fmt.Errorf("temperature: must be non-negative, got %v", o.Temperature)
+	case o.Timeout < 0:
+		return fmt.Errorf("timeout: must not be negative, got %v", o.Timeout)
+	}
+	_, err := extraBodyFragment(o.ExtraBody)
+	return err
+}
+
+// extraBodyFragment checks extra and returns its members without the
+// braces, ready to splice into a request body.
+func extraBodyFragment(extra json.RawMessage) ([]byte, error) {
+	if len(bytes.TrimSpace(extra)) == 0 || string(bytes.TrimSpace(extra)) == "null" {
+		return nil, nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(extra, &m); err != nil {
+		return nil, fmt.Errorf("extra_body: want a JSON object: %w", err)
+	}
+	for _, k := range reservedBodyKeys {
+		if _, ok := m[k]; ok {
+			return nil, fmt.Errorf("extra_body.%s: set by the client, may not be overridden", k)
+		}
+	}
+	if len(m) == 0 {
+		return nil, nil
+	}
+	b, err := json.Marshal(m) // sorted keys: the body is the same every run
+	if err != nil {
+		return nil, fmt.Errorf("extra_body: %w", err)
+	}
+	return b[1 : len(b)-1], nil
+}
+
+type streamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+type completionBody struct {
+	Model         string         `json:"model"`
+	Prompt        string         `json:"prompt"`
+	MaxTokens     int            `json:"max_tokens"`
+	Temperature   float64        `json:"temperature"`
+	Stream        bool           `json:"stream"`
+	StreamOptions *streamOptions `json:"stream_options,omitempty"`
+	IgnoreEOS     bool           `json:"ignore_eos,omitempty"`
+}
+
+// NewHTTPClient returns a client for a load run: enough idle connections
+// for the concurrency, no compression (it would add client CPU time to every
+// measurement) and no overall timeout (the per-request deadline applies).
+func NewHTTPClient(concurrency int) *http.Client {
+	if concurrency < 1 {
+		concurrency = 1
+	}
+	tr := &http.Transport{
+		Proxy:               nil, // a benchmark must hit the endpoint it names
+		DialContext:         (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        concurrency + 16,
+		MaxIdleConnsPerHost: concurrency + 16,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+		ForceAttemptHTTP2:   false,
+	}
+	return &http.Client{Transport: tr}
+}
