@@ -1,116 +1,15 @@
 package sweep
 
 import (
-	"bufio"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"io"
-	"net/url"
+	"encoding/json"
 	"os"
-	"os/exec"
-	"regexp"
-	"runtime"
-	"strconv"
-	"strings"
+	"path/filepath"
 	"time"
 )
 
 // ManifestSchemaVersion is the manifest's schema version, serving-inference's.
 const ManifestSchemaVersion = "1.0"
-
-// Redacted replaces every secret in a manifest.
-const Redacted = "[REDACTED]"
-
-// sensitiveKey matches key names that hold secrets, as serving-inference's
-// SENSITIVE_KEY does: api_key, authorization, cookie, credential, password,
-// secret, token as whole words of the key.
-var sensitiveKey = regexp.MustCompile(`(?i)(^|[_-])(api[_-]?key|authorization|cookie|credential|passwd|password|secret|token)([_-]|$)`)
-
-// Sanitize returns a copy of v (a JSON value: maps, slices, strings,
-// numbers) with secrets replaced by [Redacted]: values under sensitive keys,
-// bearer strings, URL credentials and sensitive query parameters, and the
-// value after a sensitive command-line flag (--api-key X, --token=X).
-func Sanitize(v any) any { return sanitize(v, "") }
-
-func sanitize(v any, key string) any {
-	if key != "" && sensitiveKey.MatchString(key) {
-		return Redacted
-	}
-	switch t := v.(type) {
-	case map[string]any:
-		out := make(map[string]any, len(t))
-		for k, item := range t {
-			out[k] = sanitize(item, k)
-		}
-		return out
-	case []any:
-		out := make([]any, 0, len(t))
-		redactNext := false
-		for _, item := range t {
-			if redactNext {
-				out = append(out, Redacted)
-				redactNext = false
-				continue
-			}
-			if s, ok := item.(string); ok && strings.HasPrefix(s, "-") {
-				flag, _, hasValue := strings.Cut(s, "=")
-				if sensitiveKey.MatchString(strings.TrimLeft(flag, "-")) {
-					if hasValue {
-						out = append(out, flag+"="+Redacted)
-					} else {
-						out = append(out, flag)
-						redactNext = true
-					}
-					continue
-				}
-			}
-			out = append(out, sanitize(item, ""))
-		}
-		return out
-	case []string:
-		a := make([]any, len(t))
-		for i, s := range t {
-			a[i] = s
-		}
-		return sanitize(a, "")
-	case string:
-		if strings.HasPrefix(strings.ToLower(strings.TrimSpace(t)), "bearer ") {
-			return Redacted
-		}
-		return sanitizeURL(t)
-	default:
-		return v
-	}
-}
-
-func sanitizeURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil || u.Scheme == "" || u.Host == "" {
-		return s
-	}
-	changed := false
-	if u.User != nil {
-		u.User = nil
-		changed = true
-	}
-	if u.RawQuery != "" {
-		q := u.Query()
-		for k := range q {
-			if sensitiveKey.MatchString(k) {
-				q[k] = []string{Redacted}
-				changed = true
-			}
-		}
-		if changed {
-			u.RawQuery = q.Encode()
-		}
-	}
-	if !changed {
-		return s
-	}
-	return u.String()
-}
 
 // Manifest is manifest.json: what was measured, with what, where and when,
 // so that a result can be audited and reproduced. Its layout follows
@@ -207,92 +106,66 @@ type Accelerator struct {
 	Reason             string `json:"reason,omitempty"`
 }
 
-// runCmd runs a short command with a bounded time and the environment's
-// PATH only, so that no other environment data can leak into the manifest.
-func runCmd(ctx context.Context, dir string, name string, args ...string) (string, bool) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Dir = dir
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
-	out, err := cmd.Output()
+// startManifest writes the manifest for this invocation: a resumed sweep's
+// is marked running again with one more session; a new one records the
+// config, workload, source, environment and serving details.
+func startManifest(ctx context.Context, root, wd string, orig, rc *Config, sha string, opts SweepOptions, now func() time.Time) (*Manifest, error) {
+	path := filepath.Join(root, ManifestFile)
+	var m Manifest
+	if b, err := os.ReadFile(path); err == nil && json.Unmarshal(b, &m) == nil && m.SchemaVersion == ManifestSchemaVersion {
+		// checkWorkload has made sure the prompt file is the one recorded.
+		m.Experiment.Status, m.Experiment.CompletedAtUTC = "running", nil
+		m.Experiment.Sessions++
+		return &m, writeManifest(root, &m)
+	}
+	env := opts.Environment
+	if env == nil {
+		e := CollectEnvironment(ctx)
+		env = &e
+	}
+	git := opts.Git
+	if git == nil {
+		g := CollectGit(ctx, wd)
+		git = &g
+	}
+	model := map[string]any{"name": rc.Model}
+	for k, v := range rc.ModelMetadata {
+		model[k] = v
+	}
+	var server any
+	if b, err := json.Marshal(rc.Server); err == nil {
+		_ = json.Unmarshal(b, &server)
+	}
+	var target any
+	if rc.Target != nil {
+		if b, err := json.Marshal(rc.Target); err == nil {
+			_ = json.Unmarshal(b, &target)
+		}
+	}
+	m = Manifest{
+		SchemaVersion: ManifestSchemaVersion,
+		Experiment: ManifestExperiment{
+			Name:         rc.Name,
+			StartedAtUTC: now().UTC().Format(time.RFC3339Nano),
+			Status:       "running",
+			Warmups:      rc.Warmups,
+			Repeats:      rc.Repeats,
+			Sessions:     1,
+		},
+		Config:      ManifestConfig{Original: Sanitize(orig.Original()), Resolved: Sanitize(rc.resolvedView())},
+		Workload:    ManifestWorkload{Path: rc.Prompts, SHA256: sha},
+		Source:      ManifestSource{Git: *git},
+		Environment: *env,
+		Serving:     ManifestServing{Model: Sanitize(model), Server: Sanitize(server), Target: Sanitize(target)},
+	}
+	return &m, writeManifest(root, &m)
+}
+
+// writeManifest replaces root's manifest.json atomically.
+func writeManifest(root string, m *Manifest) error {
+	b, err := marshalIndent(m)
 	if err != nil {
-		return "", false
+		return err
 	}
-	return strings.TrimSpace(string(out)), true
-}
-
-// CollectGit describes the git checkout at dir.
-func CollectGit(ctx context.Context, dir string) GitInfo {
-	rev, ok1 := runCmd(ctx, dir, "git", "rev-parse", "HEAD")
-	status, ok2 := runCmd(ctx, dir, "git", "status", "--porcelain", "--untracked-files=normal")
-	g := GitInfo{Available: ok1 && ok2, Revision: rev}
-	if ok2 {
-		d := status != ""
-		g.Dirty = &d
-	}
-	return g
-}
-
-// CollectEnvironment describes this machine: Go version, OS, CPU, GPUs.
-func CollectEnvironment(ctx context.Context) Environment {
-	e := Environment{
-		Go:     GoInfo{Version: runtime.Version()},
-		System: SystemInfo{OS: runtime.GOOS, Arch: runtime.GOARCH, NumCPU: runtime.NumCPU()},
-	}
-	if k, ok := runCmd(ctx, "", "uname", "-r"); ok {
-		e.System.Kernel = k
-	}
-	if f, err := os.Open("/proc/cpuinfo"); err == nil {
-		e.System.CPUModel = cpuModel(f)
-		f.Close()
-	}
-	e.Accelerator = Accelerator{GPUs: []GPU{}}
-	out, ok := runCmd(ctx, "", "nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader,nounits")
-	if !ok {
-		e.Accelerator.Reason = "nvidia-smi not available"
-		return e
-	}
-	e.Accelerator.NvidiaSMIAvailable = true
-	for _, line := range strings.Split(out, "\n") {
-		f := strings.Split(line, ",")
-		if len(f) < 3 {
-			continue
-		}
-		g := GPU{Name: strings.TrimSpace(f[0])}
-		if v, err := strconv.ParseFloat(strings.TrimSpace(f[1]), 64); err == nil {
-			n := int(v)
-			g.VRAMMiB = &n
-		}
-		if e.Accelerator.DriverVersion == "" {
-			e.Accelerator.DriverVersion = strings.TrimSpace(f[2])
-		}
-		e.Accelerator.GPUs = append(e.Accelerator.GPUs, g)
-	}
-	return e
-}
-
-func cpuModel(r io.Reader) string {
-	sc := bufio.NewScanner(r)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), ":")
-		if ok && strings.TrimSpace(k) == "model name" {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
-}
-
-// FileSHA256 returns the hex SHA-256 of the file at path.
-func FileSHA256(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return writeFileAtomic(filepath.Join(root, ManifestFile), b)
 }

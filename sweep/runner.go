@@ -5,11 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"strconv"
 	"time"
@@ -76,104 +74,6 @@ type SweepResult struct {
 	Measured, Kept int
 	Reports        ReportPaths
 	Combined       *Combined
-}
-
-type runState int
-
-const (
-	runAbsent runState = iota
-	runComplete
-)
-
-// CheckRun classifies a run's files under root: absent (nothing there) or
-// complete (its row count, all-200 statuses and summary counts match n and
-// its concurrency). Everything else is an error wrapping [ErrRefused]: one
-// file without the other, unparsable files, or a run that is incomplete or
-// finished with failed requests, because such evidence must neither be
-// overwritten nor silently built on.
-func CheckRun(root string, spec RunSpec, n int) (complete bool, err error) {
-	st, err := checkRun(root, spec, n, "")
-	return st == runComplete, err
-}
-
-// checkRun is [CheckRun]; when workloadSHA is not empty, a run whose
-// summary records another prompt file's SHA-256 is refused too.
-func checkRun(root string, spec RunSpec, n int, workloadSHA string) (runState, error) {
-	raw, sum := spec.RawPath(root), spec.SummaryPath(root)
-	rawOK, err := exists(raw)
-	if err != nil {
-		return 0, err
-	}
-	sumOK, err := exists(sum)
-	if err != nil {
-		return 0, err
-	}
-	switch {
-	case !rawOK && !sumOK:
-		return runAbsent, nil
-	case !rawOK || !sumOK:
-		return 0, fmt.Errorf("%w: refusing to overwrite partial run: %s (one of its two files is missing; use a new name or --output-root)", ErrRefused, raw)
-	}
-	rows, err := ReadRecords(raw)
-	if err != nil {
-		return 0, fmt.Errorf("%w: invalid completed run %s: %v", ErrRefused, raw, err)
-	}
-	s, err := ReadSummary(sum)
-	if err != nil {
-		return 0, fmt.Errorf("%w: invalid completed run %s: %v", ErrRefused, sum, err)
-	}
-	failed := 0
-	for _, r := range rows {
-		if !r.OK() {
-			failed++
-		}
-	}
-	if failed > 0 || s.Counts.Failed > 0 {
-		return 0, fmt.Errorf("%w: run %s finished with %d failed requests; it is kept as evidence and never overwritten: use a new name or --output-root", ErrRefused, raw, max(failed, s.Counts.Failed))
-	}
-	if got := s.Config.WorkloadSHA256; workloadSHA != "" && got != "" && got != workloadSHA {
-		return 0, fmt.Errorf("%w: run %s was measured with a prompt file of SHA-256 %s, but the prompt file now has SHA-256 %s: restore the prompt file, or measure afresh with a new name or --output-root",
-			ErrRefused, raw, got, workloadSHA)
-	}
-	if len(rows) != n || s.Counts.Attempted != n || s.Counts.Successful != n || s.Config.Concurrency != spec.Concurrency {
-		return 0, fmt.Errorf("%w: run %s is incomplete or does not match the config (%d records, summary attempted %d successful %d at concurrency %d; want %d at concurrency %d): use a new name or --output-root",
-			ErrRefused, raw, len(rows), s.Counts.Attempted, s.Counts.Successful, s.Config.Concurrency, n, spec.Concurrency)
-	}
-	return runComplete, nil
-}
-
-// prepareRoot makes root this sweep's folder: an existing config.json must
-// equal the config (as JSON values), and a non-empty folder without one is
-// someone else's.
-func prepareRoot(root string, original any) error {
-	cfgPath := filepath.Join(root, ConfigFile)
-	if b, err := os.ReadFile(cfgPath); err == nil {
-		var existing any
-		if err := json.Unmarshal(b, &existing); err != nil {
-			return fmt.Errorf("%w: %s is not valid JSON: %v", ErrRefused, cfgPath, err)
-		}
-		if !reflect.DeepEqual(existing, original) {
-			return fmt.Errorf("%w: the experiment config differs from the one in %s; choose a new name or --output-root", ErrRefused, cfgPath)
-		}
-		return nil
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	entries, err := os.ReadDir(root)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	if len(entries) > 0 {
-		return fmt.Errorf("%w: %s is not empty and has no %s; choose a new name or --output-root", ErrRefused, root, ConfigFile)
-	}
-	if err := os.MkdirAll(root, 0o755); err != nil {
-		return err
-	}
-	b, err := marshalIndent(original)
-	if err != nil {
-		return err
-	}
-	return writeNewFileAtomic(cfgPath, b)
 }
 
 // RunSweep runs (or resumes) the sweep described by cfg. Runs already
@@ -253,15 +153,9 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 		return nil, err
 	}
 	order := Order(rc.Seed, rc.Concurrency, rc.Warmups, rc.Repeats)
-	complete := make([]bool, len(order))
-	allDone := true
-	for i, spec := range order {
-		st, err := checkRun(root, spec, rc.NumRequests, workloadSHA)
-		if err != nil {
-			return nil, err
-		}
-		complete[i] = st == runComplete
-		allDone = allDone && complete[i]
+	complete, allDone, err := scanRuns(root, order, rc.NumRequests, workloadSHA)
+	if err != nil {
+		return nil, err
 	}
 	reports := ReportPaths{
 		Summary: filepath.Join(root, SummaryFile), Report: filepath.Join(root, ReportFile),
@@ -341,22 +235,9 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 		}
 		return res, err
 	}
-	var runs []RunData
-	for _, spec := range order {
-		if spec.Kind != KindRepeat {
-			continue
-		}
-		rd := RunData{Spec: spec, RawPath: spec.RawPath(root), SummaryPath: spec.SummaryPath(root)}
-		if rd.Records, err = ReadRecords(rd.RawPath); err != nil {
-			return failed(err)
-		}
-		sum, err := ReadSummary(rd.SummaryPath)
-		if err != nil {
-			return failed(err)
-		}
-		rd.Summary = *sum
-		rd.Server = readRunMetrics(spec.MetricsPath(root))
-		runs = append(runs, rd)
+	runs, err := readRepeats(root, order)
+	if err != nil {
+		return failed(err)
 	}
 	combined := Aggregate(Sanitize(rc.resolvedView()), order, rc.Concurrency, runs)
 	combined.Workload = &ManifestWorkload{Path: rc.Prompts, SHA256: workloadSHA}
@@ -365,6 +246,30 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 		return failed(err)
 	}
 	return res, finish("completed")
+}
+
+// readRepeats reads the evidence of the measured (not warmup) runs in
+// order, for the analysis.
+func readRepeats(root string, order []RunSpec) ([]RunData, error) {
+	var runs []RunData
+	for _, spec := range order {
+		if spec.Kind != KindRepeat {
+			continue
+		}
+		rd := RunData{Spec: spec, RawPath: spec.RawPath(root), SummaryPath: spec.SummaryPath(root)}
+		var err error
+		if rd.Records, err = ReadRecords(rd.RawPath); err != nil {
+			return nil, err
+		}
+		sum, err := ReadSummary(rd.SummaryPath)
+		if err != nil {
+			return nil, err
+		}
+		rd.Summary = *sum
+		rd.Server = readRunMetrics(spec.MetricsPath(root))
+		runs = append(runs, rd)
+	}
+	return runs, nil
 }
 
 // sweeper holds what every run of one invocation shares.
@@ -547,90 +452,4 @@ func (s *sweeper) measure(ctx context.Context, spec RunSpec) error {
 			ErrFailedRequests, spec, sum.Counts.Failed, sum.Counts.Attempted, dir)
 	}
 	return nil
-}
-
-// checkWorkload refuses a sweep folder whose manifest records a prompt file
-// with another SHA-256 than sha: resuming would mix runs of two workloads
-// under one config. A manifest that cannot be read is refused too, since
-// starting a fresh one would overwrite it.
-func checkWorkload(root, prompts, sha string) error {
-	path := filepath.Join(root, ManifestFile)
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	} else if err != nil {
-		return err
-	}
-	var m Manifest
-	if err := json.Unmarshal(b, &m); err != nil {
-		return fmt.Errorf("%w: %s is not a valid manifest (%v); it is kept as evidence: choose a new name or --output-root", ErrRefused, path, err)
-	}
-	if m.SchemaVersion != ManifestSchemaVersion {
-		return fmt.Errorf("%w: %s has schema_version %q, not %q; it is kept as evidence: choose a new name or --output-root", ErrRefused, path, m.SchemaVersion, ManifestSchemaVersion)
-	}
-	if got := m.Workload.SHA256; got != "" && got != sha {
-		return fmt.Errorf("%w: the prompt file %s has SHA-256 %s, but %s records SHA-256 %s for the runs already there; resuming would mix two workloads: restore the prompt file, or measure afresh with a new name or --output-root",
-			ErrRefused, prompts, sha, path, got)
-	}
-	return nil
-}
-
-func startManifest(ctx context.Context, root, wd string, orig, rc *Config, sha string, opts SweepOptions, now func() time.Time) (*Manifest, error) {
-	path := filepath.Join(root, ManifestFile)
-	var m Manifest
-	if b, err := os.ReadFile(path); err == nil && json.Unmarshal(b, &m) == nil && m.SchemaVersion == ManifestSchemaVersion {
-		// checkWorkload has made sure the prompt file is the one recorded.
-		m.Experiment.Status, m.Experiment.CompletedAtUTC = "running", nil
-		m.Experiment.Sessions++
-		return &m, writeManifest(root, &m)
-	}
-	env := opts.Environment
-	if env == nil {
-		e := CollectEnvironment(ctx)
-		env = &e
-	}
-	git := opts.Git
-	if git == nil {
-		g := CollectGit(ctx, wd)
-		git = &g
-	}
-	model := map[string]any{"name": rc.Model}
-	for k, v := range rc.ModelMetadata {
-		model[k] = v
-	}
-	var server any
-	if b, err := json.Marshal(rc.Server); err == nil {
-		_ = json.Unmarshal(b, &server)
-	}
-	var target any
-	if rc.Target != nil {
-		if b, err := json.Marshal(rc.Target); err == nil {
-			_ = json.Unmarshal(b, &target)
-		}
-	}
-	m = Manifest{
-		SchemaVersion: ManifestSchemaVersion,
-		Experiment: ManifestExperiment{
-			Name:         rc.Name,
-			StartedAtUTC: now().UTC().Format(time.RFC3339Nano),
-			Status:       "running",
-			Warmups:      rc.Warmups,
-			Repeats:      rc.Repeats,
-			Sessions:     1,
-		},
-		Config:      ManifestConfig{Original: Sanitize(orig.Original()), Resolved: Sanitize(rc.resolvedView())},
-		Workload:    ManifestWorkload{Path: rc.Prompts, SHA256: sha},
-		Source:      ManifestSource{Git: *git},
-		Environment: *env,
-		Serving:     ManifestServing{Model: Sanitize(model), Server: Sanitize(server), Target: Sanitize(target)},
-	}
-	return &m, writeManifest(root, &m)
-}
-
-func writeManifest(root string, m *Manifest) error {
-	b, err := marshalIndent(m)
-	if err != nil {
-		return err
-	}
-	return writeFileAtomic(filepath.Join(root, ManifestFile), b)
 }

@@ -1,0 +1,89 @@
+package sweep
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// runCmd runs a short command with a bounded time and the environment's
+// PATH only, so that no other environment data can leak into the manifest.
+func runCmd(ctx context.Context, dir string, name string, args ...string) (string, bool) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	out, err := cmd.Output()
+	if err != nil {
+		return "", false
+	}
+	return strings.TrimSpace(string(out)), true
+}
+
+// CollectGit describes the git checkout at dir.
+func CollectGit(ctx context.Context, dir string) GitInfo {
+	rev, ok1 := runCmd(ctx, dir, "git", "rev-parse", "HEAD")
+	status, ok2 := runCmd(ctx, dir, "git", "status", "--porcelain", "--untracked-files=normal")
+	g := GitInfo{Available: ok1 && ok2, Revision: rev}
+	if ok2 {
+		d := status != ""
+		g.Dirty = &d
+	}
+	return g
+}
+
+// CollectEnvironment describes this machine: Go version, OS, CPU, GPUs.
+func CollectEnvironment(ctx context.Context) Environment {
+	e := Environment{
+		Go:     GoInfo{Version: runtime.Version()},
+		System: SystemInfo{OS: runtime.GOOS, Arch: runtime.GOARCH, NumCPU: runtime.NumCPU()},
+	}
+	if k, ok := runCmd(ctx, "", "uname", "-r"); ok {
+		e.System.Kernel = k
+	}
+	if f, err := os.Open("/proc/cpuinfo"); err == nil {
+		e.System.CPUModel = cpuModel(f)
+		f.Close()
+	}
+	e.Accelerator = Accelerator{GPUs: []GPU{}}
+	out, ok := runCmd(ctx, "", "nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader,nounits")
+	if !ok {
+		e.Accelerator.Reason = "nvidia-smi not available"
+		return e
+	}
+	e.Accelerator.NvidiaSMIAvailable = true
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Split(line, ",")
+		if len(f) < 3 {
+			continue
+		}
+		g := GPU{Name: strings.TrimSpace(f[0])}
+		if v, err := strconv.ParseFloat(strings.TrimSpace(f[1]), 64); err == nil {
+			n := int(v)
+			g.VRAMMiB = &n
+		}
+		if e.Accelerator.DriverVersion == "" {
+			e.Accelerator.DriverVersion = strings.TrimSpace(f[2])
+		}
+		e.Accelerator.GPUs = append(e.Accelerator.GPUs, g)
+	}
+	return e
+}
+
+func cpuModel(r io.Reader) string {
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}

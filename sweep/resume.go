@@ -1,0 +1,152 @@
+package sweep
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+)
+
+// runState is what checkRun found on disk for one run.
+type runState int
+
+const (
+	runAbsent runState = iota
+	runComplete
+)
+
+// CheckRun classifies a run's files under root: absent (nothing there) or
+// complete (its row count, all-200 statuses and summary counts match n and
+// its concurrency). Everything else is an error wrapping [ErrRefused]: one
+// file without the other, unparsable files, or a run that is incomplete or
+// finished with failed requests, because such evidence must neither be
+// overwritten nor silently built on.
+func CheckRun(root string, spec RunSpec, n int) (complete bool, err error) {
+	st, err := checkRun(root, spec, n, "")
+	return st == runComplete, err
+}
+
+// checkRun is [CheckRun]; when workloadSHA is not empty, a run whose
+// summary records another prompt file's SHA-256 is refused too.
+func checkRun(root string, spec RunSpec, n int, workloadSHA string) (runState, error) {
+	raw, sum := spec.RawPath(root), spec.SummaryPath(root)
+	rawOK, err := exists(raw)
+	if err != nil {
+		return 0, err
+	}
+	sumOK, err := exists(sum)
+	if err != nil {
+		return 0, err
+	}
+	switch {
+	case !rawOK && !sumOK:
+		return runAbsent, nil
+	case !rawOK || !sumOK:
+		return 0, fmt.Errorf("%w: refusing to overwrite partial run: %s (one of its two files is missing; use a new name or --output-root)", ErrRefused, raw)
+	}
+	rows, err := ReadRecords(raw)
+	if err != nil {
+		return 0, fmt.Errorf("%w: invalid completed run %s: %v", ErrRefused, raw, err)
+	}
+	s, err := ReadSummary(sum)
+	if err != nil {
+		return 0, fmt.Errorf("%w: invalid completed run %s: %v", ErrRefused, sum, err)
+	}
+	failed := 0
+	for _, r := range rows {
+		if !r.OK() {
+			failed++
+		}
+	}
+	if failed > 0 || s.Counts.Failed > 0 {
+		return 0, fmt.Errorf("%w: run %s finished with %d failed requests; it is kept as evidence and never overwritten: use a new name or --output-root", ErrRefused, raw, max(failed, s.Counts.Failed))
+	}
+	if got := s.Config.WorkloadSHA256; workloadSHA != "" && got != "" && got != workloadSHA {
+		return 0, fmt.Errorf("%w: run %s was measured with a prompt file of SHA-256 %s, but the prompt file now has SHA-256 %s: restore the prompt file, or measure afresh with a new name or --output-root",
+			ErrRefused, raw, got, workloadSHA)
+	}
+	if len(rows) != n || s.Counts.Attempted != n || s.Counts.Successful != n || s.Config.Concurrency != spec.Concurrency {
+		return 0, fmt.Errorf("%w: run %s is incomplete or does not match the config (%d records, summary attempted %d successful %d at concurrency %d; want %d at concurrency %d): use a new name or --output-root",
+			ErrRefused, raw, len(rows), s.Counts.Attempted, s.Counts.Successful, s.Config.Concurrency, n, spec.Concurrency)
+	}
+	return runComplete, nil
+}
+
+// scanRuns checks every run of order under root (see checkRun): which are
+// complete already, and whether all are.
+func scanRuns(root string, order []RunSpec, n int, workloadSHA string) (complete []bool, allDone bool, err error) {
+	complete = make([]bool, len(order))
+	allDone = true
+	for i, spec := range order {
+		st, err := checkRun(root, spec, n, workloadSHA)
+		if err != nil {
+			return nil, false, err
+		}
+		complete[i] = st == runComplete
+		allDone = allDone && complete[i]
+	}
+	return complete, allDone, nil
+}
+
+// prepareRoot makes root this sweep's folder: an existing config.json must
+// equal the config (as JSON values), and a non-empty folder without one is
+// someone else's.
+func prepareRoot(root string, original any) error {
+	cfgPath := filepath.Join(root, ConfigFile)
+	if b, err := os.ReadFile(cfgPath); err == nil {
+		var existing any
+		if err := json.Unmarshal(b, &existing); err != nil {
+			return fmt.Errorf("%w: %s is not valid JSON: %v", ErrRefused, cfgPath, err)
+		}
+		if !reflect.DeepEqual(existing, original) {
+			return fmt.Errorf("%w: the experiment config differs from the one in %s; choose a new name or --output-root", ErrRefused, cfgPath)
+		}
+		return nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	entries, err := os.ReadDir(root)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if len(entries) > 0 {
+		return fmt.Errorf("%w: %s is not empty and has no %s; choose a new name or --output-root", ErrRefused, root, ConfigFile)
+	}
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return err
+	}
+	b, err := marshalIndent(original)
+	if err != nil {
+		return err
+	}
+	return writeNewFileAtomic(cfgPath, b)
+}
+
+// checkWorkload refuses a sweep folder whose manifest records a prompt file
+// with another SHA-256 than sha: resuming would mix runs of two workloads
+// under one config. A manifest that cannot be read is refused too, since
+// starting a fresh one would overwrite it.
+func checkWorkload(root, prompts, sha string) error {
+	path := filepath.Join(root, ManifestFile)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	var m Manifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		return fmt.Errorf("%w: %s is not a valid manifest (%v); it is kept as evidence: choose a new name or --output-root", ErrRefused, path, err)
+	}
+	if m.SchemaVersion != ManifestSchemaVersion {
+		return fmt.Errorf("%w: %s has schema_version %q, not %q; it is kept as evidence: choose a new name or --output-root", ErrRefused, path, m.SchemaVersion, ManifestSchemaVersion)
+	}
+	if got := m.Workload.SHA256; got != "" && got != sha {
+		return fmt.Errorf("%w: the prompt file %s has SHA-256 %s, but %s records SHA-256 %s for the runs already there; resuming would mix two workloads: restore the prompt file, or measure afresh with a new name or --output-root",
+			ErrRefused, prompts, sha, path, got)
+	}
+	return nil
+}
