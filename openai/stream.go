@@ -1,0 +1,180 @@
+package openai
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/tinyserve/tinyserve/llm"
+)
+
+// sseWriter writes server-sent events, each flushed at once under a write
+// deadline pushed forward before it, so a stalled reader is dropped.
+type sseWriter struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+	buf     bytes.Buffer
+}
+
+func (s *sseWriter) event(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encoding an event: %w", err)
+	}
+	return s.write(b)
+}
+
+func (s *sseWriter) done() error { return s.write([]byte("[DONE]")) }
+
+func (s *sseWriter) write(data []byte) error {
+	s.buf.Reset()
+	s.buf.WriteString("data: ")
+	s.buf.Write(data)
+	s.buf.WriteString("\n\n")
+	setWriteDeadline(s.rc, s.timeout)
+	if _, err := s.w.Write(s.buf.Bytes()); err != nil {
+		return err
+	}
+	return s.flush()
+}
+
+func (s *sseWriter) flush() error {
+	if err := s.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return err
+	}
+	return nil
+}
+
+// streamCompletion writes the choices' events as server-sent events, one
+// flushed chunk per piece of new text, vLLM's way.
+func (h *handler) streamCompletion(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter,
+	r *http.Request, req *completionRequest, prompts []promptIn, choices []*choice) {
+	lg := requestLogger(r)
+	sse := &sseWriter{w: w, rc: http.NewResponseController(w), timeout: h.cfg.writeTimeout}
+	hd := w.Header()
+	hd.Set("Content-Type", "text/event-stream")
+	hd.Set("Cache-Control", "no-cache")
+	hd.Set("X-Accel-Buffering", "no") // tell proxies not to buffer the stream
+	w.WriteHeader(http.StatusOK)
+	if err := sse.rc.Flush(); errors.Is(err, http.ErrNotSupported) {
+		lg.Warn("the response writer cannot flush, so the stream is buffered; does a middleware's ResponseWriter lack Unwrap?")
+	} else if err != nil {
+		cancel()
+		lg.Info("stream aborted", "err", err)
+		return
+	} else if err := sse.rc.SetWriteDeadline(time.Now().Add(sse.timeout)); errors.Is(err, http.ErrNotSupported) {
+		// A wrapper with Flush but without Unwrap streams, yet hides the
+		// connection's deadline: say so, since nothing else would.
+		lg.Warn("the response writer cannot set a write deadline, so a client that stops reading is not dropped; does a middleware's ResponseWriter lack Unwrap?")
+	}
+
+	base := completionResponse{
+		ID: "cmpl-" + requestInfo(r).id, Object: "text_completion", Created: time.Now().Unix(),
+		Model: h.modelName(req.model),
+	}
+	wantLP := req.params.Logprobs != nil
+	done := 0
+	var failed *choice
+	var writeErr error
+	eachEvent(ctx, cancel, choices, func(c *choice, ev llm.Event, ok bool) bool {
+		if !ok {
+			if c.finish == "" {
+				c.err = errors.New("the engine ended the request without a final event")
+				failed = c
+				return false
+			}
+			return true
+		}
+		h.m.observe(&c.obs, ev)
+		finished := c.apply(ev, req)
+		if c.err != nil {
+			failed = c
+			return false
+		}
+		if c.text.Len() == 0 && !finished && (c.started || !req.echo) {
+			return true // no empty deltas: keep the tokens for the next chunk
+		}
+		// With echo the prompt goes out at once; generated tokens whose text
+		// is not complete yet still wait for it, as they do without echo.
+		var heldIDs []int
+		var heldLPs []llm.TokenLogprob
+		if c.text.Len() == 0 && !finished {
+			heldIDs, heldLPs = c.tokenIDs, c.lps
+			c.tokenIDs, c.lps = nil, nil
+		}
+		cc := completionChoice{Index: c.index, Text: c.text.String()}
+		first := !c.started
+		if first {
+			c.started = true
+			if req.echo {
+				cc.Text = prompts[c.prompt].text + cc.Text
+			}
+			if req.returnTokenIDs {
+				cc.PromptTokenIDs = nonNil(prompts[c.prompt].tokens)
+			}
+		}
+		if wantLP {
+			cc.Logprobs = h.choiceLogprobs(c, req, prompts[c.prompt].tokens, first)
+		}
+		if req.returnTokenIDs {
+			cc.TokenIDs = nonNil(c.tokenIDs)
+		}
+		if finished {
+			fr := string(c.finish)
+			cc.FinishReason = &fr
+			cc.StopReason = c.stopReason
+			done++
+		}
+		c.text.Reset()
+		c.tokenIDs, c.lps = heldIDs, heldLPs
+		chunk := base
+		chunk.Choices = []completionChoice{cc}
+		var out any = chunk
+		if req.includeUsage {
+			out = chunkWithUsage{completionResponse: chunk}
+		}
+		if writeErr = sse.event(out); writeErr != nil {
+			return false
+		}
+		return done < len(choices)
+	})
+	switch {
+	case writeErr != nil:
+		cancel()
+		lg.Info("stream aborted: writing to the client failed", "err", writeErr)
+		return
+	case r.Context().Err() != nil:
+		lg.Info("client went away; request aborted", "err", context.Cause(r.Context()))
+		return
+	case failed != nil:
+		cancel()
+		e := engineError(h.eventError(failed.err))
+		lg.Error("stream failed after the headers were sent", "status", e.status, "err", e.Message)
+		if err := sse.event(errorBody{e}); err == nil {
+			_ = sse.done()
+		}
+		return
+	}
+	if req.includeUsage {
+		u := usage{}
+		cached := make([]int, len(prompts))
+		for _, c := range choices {
+			u.add(c, req.n, cached)
+		}
+		u.finish(cached)
+		final := base
+		final.Choices = []completionChoice{}
+		if err := sse.event(chunkWithUsage{completionResponse: final, Usage: &u}); err != nil {
+			lg.Info("stream aborted: writing to the client failed", "err", err)
+			return
+		}
+	}
+	if err := sse.done(); err != nil {
+		lg.Info("stream aborted: writing to the client failed", "err", err)
+	}
+}

@@ -1,0 +1,122 @@
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+)
+
+// decodeStrict decodes a JSON object into dst, rejecting unknown fields (all
+// of them named, sorted) and wrong types (with param set to the field).
+func decodeStrict(body []byte, known func(string) bool, dst any) *apiError {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil {
+		if !json.Valid(body) {
+			return badRequest("", "invalid_json", "request body is not valid JSON: %v", err)
+		}
+		return badRequest("", "invalid_json", "request body must be a JSON object, got %s", jsonKind(body))
+	}
+	if fields == nil { // the body was JSON null
+		return badRequest("", "invalid_json", "request body must be a JSON object")
+	}
+	var unknown []string
+	for k := range fields {
+		if !known(k) {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) > 0 {
+		slices.Sort(unknown)
+		quoted := make([]string, len(unknown))
+		for i, u := range unknown {
+			quoted[i] = fmt.Sprintf("%q", u)
+		}
+		return badRequest(unknown[0], "unknown_field", "unknown field(s) %s: tinyserve does not support them", strings.Join(quoted, ", "))
+	}
+	if err := json.Unmarshal(body, dst); err != nil {
+		return typeError(err)
+	}
+	return nil
+}
+
+// typeError turns an encoding/json error into a 400 naming the field.
+func typeError(err error) *apiError {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		param := te.Field
+		if i := strings.IndexByte(param, '['); i >= 0 {
+			param = param[:i]
+		}
+		return badRequest(param, "invalid_type", "%s: expected %s, got %s", param, typeName(te.Type), te.Value)
+	}
+	return badRequest("", "invalid_json", "request body is not valid JSON: %v", err)
+}
+
+func typeName(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int64, reflect.Int32:
+		return "an integer"
+	case reflect.Float64, reflect.Float32:
+		return "a number"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.String:
+		return "a string"
+	case reflect.Slice:
+		return "an array of " + strings.TrimPrefix(strings.TrimPrefix(typeName(t.Elem()), "an "), "a ") + "s"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	}
+	return t.String()
+}
+
+// notNull returns the values list points to, or a 400 naming param when an
+// element is null. encoding/json leaves a null array element at its zero
+// value, so decoding into []int would silently read [15496,null] as
+// [15496,0]; every JSON list of the API is therefore decoded into []*T and
+// passed through here. path is what the message names: param itself, or
+// an inner list of it ("prompt[2]").
+func notNull[T any](param, path string, list []*T) ([]T, *apiError) {
+	if list == nil {
+		return nil, nil
+	}
+	out := make([]T, len(list))
+	for i, v := range list {
+		if v == nil {
+			// pydantic's sense, as vLLM reports it: the element, by index,
+			// and what it should have been.
+			return nil, badRequest(param, "invalid_type", "%s: the element at index %d must be %s, not null",
+				path, i, typeName(reflect.TypeFor[T]()))
+		}
+		out[i] = *v
+	}
+	return out, nil
+}
+
+// jsonKind names the JSON type of a raw value for error messages.
+func jsonKind(raw []byte) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return "nothing"
+	}
+	switch raw[0] {
+	case '"':
+		return "a string"
+	case '[':
+		return "an array"
+	case '{':
+		return "an object"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	}
+	return "a number"
+}
