@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
+	"unsafe"
 )
 
 // kernelSource is the CUDA C of every kernel the backend launches; see the
@@ -141,4 +143,32 @@ func writeCache(dir, name string, data []byte) error {
 		return err
 	}
 	return os.Rename(f.Name(), filepath.Join(dir, name))
+}
+
+// kernelArgs is cuLaunchKernel's parameter array: ptrs[i] points at
+// vals[i], whose low bytes hold the i-th argument (little-endian, so a
+// 4-byte int or float reads correctly from an 8-byte slot). It lives inside
+// the heap-allocated Backend, whose memory Go never moves.
+type kernelArgs struct {
+	vals [16]uint64
+	ptrs [16]unsafe.Pointer
+	n    int
+}
+
+// reset empties the array for the next launch.
+func (a *kernelArgs) reset() *kernelArgs {
+	a.n = 0
+	return a
+}
+
+// ptr, i32 and f32 append one argument of their type.
+func (a *kernelArgs) ptr(p DevicePtr) *kernelArgs { return a.put(uint64(p)) }
+func (a *kernelArgs) i32(v int) *kernelArgs       { return a.put(uint64(uint32(int32(v)))) }
+func (a *kernelArgs) f32(v float32) *kernelArgs   { return a.put(uint64(math.Float32bits(v))) }
+
+func (a *kernelArgs) put(v uint64) *kernelArgs {
+	a.vals[a.n] = v
+	a.ptrs[a.n] = unsafe.Pointer(&a.vals[a.n])
+	a.n++
+	return a
 }
