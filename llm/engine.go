@@ -32,8 +32,9 @@ type Stats struct {
 	GenerationTokens uint64  // tokens generated since start
 	Steps            uint64  // engine steps run since start
 	Finished         uint64  // requests finished since start, any reason
-	// With prefix caching: tokens of admitted requests looked up in the
-	// prefix cache, and those found there (vLLM's prefix_cache_queries and
+	// With prefix caching: prompt tokens of requests looked up in the
+	// prefix cache when first admitted (not when re-admitted after
+	// preemption), and those found there (vLLM's prefix_cache_queries and
 	// prefix_cache_hits).
 	PrefixCacheQueries uint64
 	PrefixCacheHits    uint64

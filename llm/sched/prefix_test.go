@@ -45,3 +45,52 @@ func TestPrefixCacheSkipsComputedBlocks(t *testing.T) {
 		t.Errorf("after all finished: %d used, %d cached; want 0, 3", m.NumUsed(), m.NumCachedBlocks())
 	}
 }
+
+// TestPrefixCacheCountsFirstAdmissionsOnly: a sequence preempted and
+// re-admitted finds its own blocks in the cache, but only first admissions
+// count as queries and hits, as in vLLM.
+func TestPrefixCacheCountsFirstAdmissionsOnly(t *testing.T) {
+	m, err := kv.New(4, 4, kv.WithPrefixCaching())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Config{MaxNumBatchedTokens: 64}, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 8 + 4 and 7 + 4 tokens need three blocks each; the pool has four.
+	if err := s.Add(1, []int{1, 2, 3, 4, 5, 6, 7, 8}, 4); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Add(2, []int{9, 10, 11, 12, 13, 14, 15}, 4); err != nil {
+		t.Fatal(err)
+	}
+	generated := map[kv.SeqID]int{}
+	preempted, readmittedAfter := false, 0
+	for step := 0; s.NumWaiting()+s.NumRunning() > 0; step++ {
+		if step > 100 {
+			t.Fatal("no progress")
+		}
+		out := s.Schedule()
+		preempted = preempted || len(out.Preempted) > 0
+		var sampled []Sampled
+		for _, sc := range out.Scheduled {
+			if preempted && !sc.First && sc.StartPos > 0 && sc.NumGenerated > 0 && len(sc.Tokens) > 1 {
+				readmittedAfter = sc.StartPos // a re-admission starts after its cached blocks
+			}
+			if sc.Sample {
+				generated[sc.ID]++
+				sampled = append(sampled, Sampled{ID: sc.ID, Token: 100 + generated[sc.ID]})
+			}
+		}
+		if _, err := s.Update(sampled); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !preempted || readmittedAfter == 0 {
+		t.Fatalf("preempted %v, re-admitted after %d cached tokens: the test no longer re-admits from the cache", preempted, readmittedAfter)
+	}
+	if st := s.Stats(); st.PrefixQueries != 8+7 || st.PrefixHits != 0 {
+		t.Errorf("queries %d hits %d; want 15, 0 (re-admissions do not count)", st.PrefixQueries, st.PrefixHits)
+	}
+}

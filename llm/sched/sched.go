@@ -100,11 +100,12 @@ type Scheduler struct {
 type Stats struct {
 	Preemptions int // sequences preempted since start
 	Steps       int // Schedule calls that scheduled at least one token
-	// PrefixQueries are the tokens of sequences admitted after a prefix
-	// cache lookup (each admission, re-admissions after preemption too;
-	// AddUncached ones never look) and PrefixHits those of them found in
-	// the cache, as vLLM's vllm:prefix_cache_queries and
-	// vllm:prefix_cache_hits count them. Zero without prefix caching.
+	// PrefixQueries are the prompt tokens of sequences admitted for the
+	// first time after a prefix cache lookup (re-admissions after
+	// preemption do not count, nor do AddUncached sequences, which never
+	// look) and PrefixHits those of them found in the cache, as vLLM's
+	// vllm:prefix_cache_queries and vllm:prefix_cache_hits count them.
+	// Zero without prefix caching.
 	PrefixQueries int
 	PrefixHits    int
 }

@@ -156,7 +156,10 @@ func (s *Scheduler) allocateAdmission(q *seq, budget int) (int, bool) {
 		return 0, false
 	}
 	q.numComputed = cached
-	if lookup {
+	if lookup && !q.everRan {
+		// Only first admissions count, as in vLLM: a preempted sequence
+		// mostly finds its own blocks again, which says nothing about
+		// prompts sharing prefixes.
 		s.stats.PrefixQueries += len(q.tokens)
 		s.stats.PrefixHits += cached
 	}
