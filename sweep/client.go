@@ -20,6 +20,41 @@ type job struct {
 	eligible time.Time
 }
 
+// feedJobs hands the rows to the workers in order, then closes jobs: all
+// at once for a fixed concurrency, or at Poisson arrival times from
+// opts.Seed (so they repeat run to run) when opts.RequestRate is set. A job's eligible
+// time is when it arrived, so a wait for a free worker shows as client
+// queueing. It stops early when ctx ends.
+func feedJobs(ctx context.Context, opts LoadOptions, rows []Row, started time.Time, jobs chan<- job) {
+	defer close(jobs)
+	var arrivals *pyrandom.Rand
+	if opts.RequestRate > 0 {
+		arrivals = pyrandom.New(opts.Seed)
+	}
+	var offset float64
+	for i := range rows {
+		eligible := started
+		if arrivals != nil {
+			offset += arrivals.Expovariate(opts.RequestRate)
+			eligible = started.Add(time.Duration(offset * float64(time.Second)))
+			if d := time.Until(eligible); d > 0 {
+				t := time.NewTimer(d)
+				select {
+				case <-t.C:
+				case <-ctx.Done():
+					t.Stop()
+					return
+				}
+			}
+		}
+		select {
+		case jobs <- job{index: i, row: &rows[i], eligible: eligible}:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
 // sent is a worker's finished request: its record, and whether the run
 // had been interrupted by the time it ended.
 type sent struct {
@@ -87,35 +122,7 @@ func RunCondition(ctx context.Context, opts LoadOptions, rows []Row, out io.Writ
 			}
 		})
 	}
-	go func() {
-		defer close(jobs)
-		var arrivals *pyrandom.Rand
-		if opts.RequestRate > 0 {
-			arrivals = pyrandom.New(opts.Seed)
-		}
-		var offset float64
-		for i := range rows {
-			eligible := started
-			if arrivals != nil {
-				offset += arrivals.Expovariate(opts.RequestRate)
-				eligible = started.Add(time.Duration(offset * float64(time.Second)))
-				if d := time.Until(eligible); d > 0 {
-					t := time.NewTimer(d)
-					select {
-					case <-t.C:
-					case <-ctx.Done():
-						t.Stop()
-						return
-					}
-				}
-			}
-			select {
-			case jobs <- job{index: i, row: &rows[i], eligible: eligible}:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
+	go feedJobs(ctx, opts, rows, started, jobs)
 	go func() { wg.Wait(); close(results) }()
 
 	records := make([]Record, 0, len(rows))
