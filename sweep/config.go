@@ -132,6 +132,11 @@ func (c *Config) Embedded() bool { return c.Target != nil && c.Target.Kind == Ta
 // resolution), the value stored in config.json.
 func (c *Config) Original() any { return c.original }
 
+// MaxRuns bounds how many runs one sweep may plan: levels × (warmups +
+// repeats). Far beyond any real sweep, it turns a typo (repeats: 1e9)
+// into an error instead of an hours-long loop that plans runs in memory.
+const MaxRuns = 100_000
+
 // ErrConfig marks an invalid sweep config; the message names the field.
 var ErrConfig = errors.New("invalid sweep config")
 
@@ -274,6 +279,9 @@ func (c *Config) validate(fields map[string]json.RawMessage) error {
 	}
 	if raw, ok := fields["seed"]; ok && bytes.ContainsAny(raw, ".eE") {
 		return cfgErr("seed", "must be an integer, got %s", raw)
+	}
+	if c.Warmups > MaxRuns || c.Repeats > MaxRuns || (c.Warmups+c.Repeats)*len(c.Concurrency) > MaxRuns {
+		return cfgErr("repeats", "%d levels × (%d warmups + %d repeats) is more than %d runs", len(c.Concurrency), c.Warmups, c.Repeats, MaxRuns)
 	}
 	seen := map[int]bool{}
 	for i, v := range c.Concurrency {

@@ -74,8 +74,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("layer_norm_epsilon must be in (0, 1), got %v", c.LayerNormEpsilon)
 	case c.Activation != GeluTanh && c.Activation != GeluErf:
 		return fmt.Errorf("activation_function %q is not supported (gelu_new, gelu_pytorch_tanh, gelu_fast, gelu)", c.Activation)
-	case c.EOSTokenID >= c.VocabSize || c.BOSTokenID >= c.VocabSize:
-		return fmt.Errorf("bos/eos token id (%d/%d) out of vocabulary range [0, %d)", c.BOSTokenID, c.EOSTokenID, c.VocabSize)
+	case c.EOSTokenID >= c.VocabSize || c.BOSTokenID >= c.VocabSize || c.EOSTokenID < -1 || c.BOSTokenID < -1:
+		return fmt.Errorf("bos/eos token id (%d/%d) out of vocabulary range [0, %d) (null for none)", c.BOSTokenID, c.EOSTokenID, c.VocabSize)
 	}
 	// Guard against sizes whose products overflow int or that no machine
 	// could hold, so that a hostile config.json cannot make later arithmetic

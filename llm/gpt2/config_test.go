@@ -28,6 +28,7 @@ func TestParseConfig(t *testing.T) {
 		{"heads", `{"vocab_size":5,"n_positions":4,"n_embd":10,"n_layer":1,"n_head":3}`, nil, "not a multiple"},
 		{"missing shape", `{"vocab_size":5}`, nil, "n_positions must be positive"},
 		{"eos out of range", `{` + base + `,"eos_token_id":50257}`, nil, "out of vocabulary"},
+		{"negative bos", `{` + base + `,"bos_token_id":-5}`, nil, "out of vocabulary"},
 		{"huge", `{"vocab_size":5,"n_positions":4,"n_embd":1073741824,"n_layer":1,"n_head":1}`, nil, "implausibly large"},
 		{"bad epsilon", `{` + base + `,"layer_norm_epsilon":0}`, nil, "layer_norm_epsilon"},
 		{"not json", `{`, nil, "parse"},

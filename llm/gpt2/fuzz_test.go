@@ -2,6 +2,8 @@ package gpt2
 
 import (
 	"encoding/binary"
+	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -46,6 +48,44 @@ func FuzzParseSafetensors(f *testing.F) {
 					t.Fatalf("tensors %q and %q overlap", name, other)
 				}
 			}
+		}
+	})
+}
+
+// FuzzParseConfig: any config.json gives a Config or an error, never a
+// panic; an accepted Config passes Validate (so the loader's size
+// arithmetic cannot overflow) and survives marshalConfig and ParseConfig
+// unchanged (the built-in model's config.json is written that way). Seeds:
+// the fixtures' config.json files and testdata/fuzz/FuzzParseConfig.
+func FuzzParseConfig(f *testing.F) {
+	paths, _ := filepath.Glob("../../testdata/*/config.json")
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte(`{"vocab_size":5,"n_ctx":4,"n_embd":4,"n_layer":1,"n_head":2,"n_inner":null,"bos_token_id":null}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := ParseConfig(data)
+		if err != nil {
+			return
+		}
+		again := c
+		if err := again.Validate(); err != nil || again != c {
+			t.Fatalf("accepted config fails Validate or changes under it: %v\n%+v\n%+v", err, c, again)
+		}
+		b, err := marshalConfig(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := ParseConfig(b)
+		if err != nil {
+			t.Fatalf("marshalConfig wrote a config ParseConfig refuses: %v\n%s", err, b)
+		}
+		if back != c {
+			t.Fatalf("round trip changed the config:\n%+v\n%+v", c, back)
 		}
 	})
 }

@@ -1,0 +1,122 @@
+package sweep
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// FuzzParseConfig: any input gives a Config or an error naming ErrConfig,
+// never a panic; an accepted config holds every invariant the sweep relies
+// on before it sends a request (a path-safe name, a bounded run plan, a
+// usable timeout) and its run order can be planned. Seeds: the committed
+// experiments and testdata/fuzz/FuzzParseConfig.
+func FuzzParseConfig(f *testing.F) {
+	f.Add([]byte(validConfig))
+	paths, _ := filepath.Glob("../experiments/*.json")
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := ParseConfig(data)
+		if err != nil {
+			if !strings.Contains(err.Error(), ErrConfig.Error()) {
+				t.Fatalf("error does not say the config is invalid: %v", err)
+			}
+			return
+		}
+		if c.Name == "" || strings.ContainsAny(c.Name, `/\`) || filepath.Base(c.Name) != c.Name {
+			t.Fatalf("accepted name %q is not one path element", c.Name)
+		}
+		if c.NumRequests <= 0 || c.Repeats <= 0 || c.Warmups < 0 || len(c.Concurrency) == 0 {
+			t.Fatalf("accepted counts: %+v", c)
+		}
+		if _, err := TimeoutDuration(c.Timeout); err != nil {
+			t.Fatalf("accepted timeout %v: %v", c.Timeout, err)
+		}
+		order := Order(c.Seed, c.Concurrency, c.Warmups, c.Repeats)
+		if len(order) > MaxRuns || len(order) != len(c.Concurrency)*(c.Warmups+c.Repeats) {
+			t.Fatalf("%d runs planned for %+v", len(order), c)
+		}
+		if !c.Embedded() {
+			lo := LoadOptions{URL: c.URL, Model: c.Model, Concurrency: 1, ExtraBody: c.ExtraBody}
+			if err := lo.Validate(); err != nil {
+				t.Fatalf("accepted config has unusable load options: %v", err)
+			}
+		}
+	})
+}
+
+// FuzzParsePrometheusText: whatever a server sends as /metrics, the parser
+// returns only the names asked for and never panics; and a sample line
+// appended after it adds exactly its value (a line the parser cannot read
+// costs that line, not the rest of the page). Seeds: tinyserve's own page
+// (testdata/metrics.txt) and testdata/fuzz/FuzzParsePrometheusText.
+func FuzzParsePrometheusText(f *testing.F) {
+	page, err := os.ReadFile("testdata/metrics.txt")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(page)
+	f.Add([]byte("vllm:num_requests_running{model_name=\"m\"} 3\n# HELP x\nvllm:num_requests_running 1e3\n"))
+	f.Add([]byte("vllm:num_requests_running{a=\"}\"} 2 1700000000\r\n"))
+	names := ScrapedMetrics()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		out := ParsePrometheusText(bytes.NewReader(data), names)
+		for k := range out {
+			if !slices.Contains(names, k) {
+				t.Fatalf("returned %q, which was not asked for", k)
+			}
+		}
+		if bytes.Count(data, []byte("\n")) > 10_000 || len(data) > 1<<20 {
+			return
+		}
+		const name = "vllm:num_requests_running"
+		more := append(bytes.Clone(data), fmt.Sprintf("\n%s{extra=\"1\"} 7\n", name)...)
+		got := ParsePrometheusText(bytes.NewReader(more), names)[name]
+		want := out[name] + 7
+		if math.IsNaN(out[name]) || math.IsInf(out[name], 0) {
+			return
+		}
+		if got != want {
+			t.Fatalf("appending a sample of 7 took %s from %v to %v", name, out[name], got)
+		}
+	})
+}
+
+// FuzzDecodeRows: any prompt file gives rows or an error, never a panic;
+// accepted rows all have a prompt, and asking for n gives exactly n.
+func FuzzDecodeRows(f *testing.F) {
+	b, err := os.ReadFile("../prompts/short.jsonl")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(b, 0)
+	f.Add(b, 3)
+	f.Add([]byte("{\"prompt\":\"a\"}\n\n{\"prompt\":\"b\",\"target_output_tokens\":-1}"), 2)
+	f.Fuzz(func(t *testing.T, data []byte, n int) {
+		n = n % 1000
+		rows, err := DecodeRows(bytes.NewReader(data), n)
+		if err != nil {
+			return
+		}
+		if len(rows) == 0 || (n > 0 && len(rows) != n) {
+			t.Fatalf("asked for %d rows, got %d", n, len(rows))
+		}
+		for i := range rows {
+			if rows[i].Prompt == "" {
+				t.Fatalf("row %d has no prompt", i)
+			}
+			_ = rows[i].MaxTokens()
+		}
+	})
+}
