@@ -267,27 +267,39 @@ func eachEvent(ctx context.Context, cancel context.CancelFunc, choices []*choice
 	}
 }
 
+// applyEach is eachEvent for the response writers: it applies every event
+// to its choice (metrics, text, token ids, logprobs) and then calls fn with
+// whether the choice just finished, and stops at the first choice that
+// fails (an engine error, or a channel closed without a final event),
+// which it returns.
+func (h *handler) applyEach(ctx context.Context, cancel context.CancelFunc, choices []*choice, req *completionRequest, fn func(c *choice, finished bool) bool) (failed *choice) {
+	eachEvent(ctx, cancel, choices, func(c *choice, ev llm.Event, ok bool) bool {
+		if !ok {
+			if c.finish != "" {
+				return true
+			}
+			c.err = errors.New("the engine ended the request without a final event")
+			failed = c
+			return false
+		}
+		h.m.observe(&c.obs, ev)
+		finished := c.apply(ev, req)
+		if c.err != nil { // apply sets it only on a final event
+			failed = c
+			return false
+		}
+		return fn(c, finished)
+	})
+	return failed
+}
+
 // finishCompletion waits for every choice and writes one JSON response.
 func (h *handler) finishCompletion(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, r *http.Request,
 	req *completionRequest, prompts []promptIn, choices []*choice) {
 	wantLP := req.params.Logprobs != nil
-	var failed *choice
 	done := 0
-	eachEvent(ctx, cancel, choices, func(c *choice, ev llm.Event, ok bool) bool {
-		if !ok {
-			if c.finish == "" {
-				c.err = errors.New("the engine ended the request without a final event")
-				failed = c
-				return false
-			}
-			return true
-		}
-		h.m.observe(&c.obs, ev)
-		if c.apply(ev, req) {
-			if c.err != nil {
-				failed = c
-				return false
-			}
+	failed := h.applyEach(ctx, cancel, choices, req, func(c *choice, finished bool) bool {
+		if finished {
 			done++
 		}
 		return done < len(choices)

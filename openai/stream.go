@@ -79,23 +79,8 @@ func (h *handler) streamCompletion(ctx context.Context, cancel context.CancelFun
 	}
 	wantLP := req.params.Logprobs != nil
 	done := 0
-	var failed *choice
 	var writeErr error
-	eachEvent(ctx, cancel, choices, func(c *choice, ev llm.Event, ok bool) bool {
-		if !ok {
-			if c.finish == "" {
-				c.err = errors.New("the engine ended the request without a final event")
-				failed = c
-				return false
-			}
-			return true
-		}
-		h.m.observe(&c.obs, ev)
-		finished := c.apply(ev, req)
-		if c.err != nil {
-			failed = c
-			return false
-		}
+	failed := h.applyEach(ctx, cancel, choices, req, func(c *choice, finished bool) bool {
 		if c.text.Len() == 0 && !finished && (c.started || !req.echo) {
 			return true // no empty deltas: keep the tokens for the next chunk
 		}
