@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/tinyserve/tinyserve/internal/fuzzseed"
 )
 
 // FuzzParseConfig: any input gives a Config or an error naming ErrConfig,
@@ -18,13 +20,8 @@ import (
 // experiments and testdata/fuzz/FuzzParseConfig.
 func FuzzParseConfig(f *testing.F) {
 	f.Add([]byte(validConfig))
-	paths, _ := filepath.Glob("../experiments/*.json")
-	for _, p := range paths {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b)
+	if fuzzseed.AddFiles(f, "../experiments/*.json") == 0 {
+		f.Fatal("no seed files: the fixtures are missing")
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := ParseConfig(data)

@@ -1,9 +1,10 @@
 package workload
 
 import (
-	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/tinyserve/tinyserve/internal/fuzzseed"
 )
 
 // FuzzParseConfig: any input gives a Config or an error, never a panic; a
@@ -12,13 +13,8 @@ import (
 // serving-inference experiments and testdata/fuzz/FuzzParseConfig.
 func FuzzParseConfig(f *testing.F) {
 	f.Add([]byte(validConfig))
-	paths, _ := filepath.Glob(filepath.Join(siExperiments, "*.json"))
-	for _, p := range paths {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b)
+	if fuzzseed.AddFiles(f, filepath.Join(siExperiments, "*.json")) == 0 {
+		f.Fatal("no seed files: the fixtures are missing")
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := ParseConfig(data)

@@ -2,9 +2,9 @@ package gpt2
 
 import (
 	"encoding/binary"
-	"os"
-	"path/filepath"
 	"testing"
+
+	"github.com/tinyserve/tinyserve/internal/fuzzseed"
 )
 
 // FuzzParseSafetensors feeds arbitrary bytes to the header parser: it must
@@ -58,13 +58,8 @@ func FuzzParseSafetensors(f *testing.F) {
 // unchanged (the built-in model's config.json is written that way). Seeds:
 // the fixtures' config.json files and testdata/fuzz/FuzzParseConfig.
 func FuzzParseConfig(f *testing.F) {
-	paths, _ := filepath.Glob("../../testdata/*/config.json")
-	for _, p := range paths {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b)
+	if fuzzseed.AddFiles(f, "../../testdata/*/config.json") == 0 {
+		f.Fatal("no seed files: the fixtures are missing")
 	}
 	f.Add([]byte(`{"vocab_size":5,"n_ctx":4,"n_embd":4,"n_layer":1,"n_head":2,"n_inner":null,"bos_token_id":null}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
