@@ -98,9 +98,17 @@ func ConfigFromFlags(c *cli.Context) (Config, error) {
 	if cfg.Backend == BackendMock && cfg.Model == DefaultModel {
 		cfg.Model = "" // the default model flag does not apply to the mock
 	}
-	for name, v := range map[string]int{FlagMaxNumSeqs: cfg.MaxNumSeqs, FlagMaxNumBatchedTokens: cfg.MaxNumBatchedTokens, FlagBlockSize: cfg.BlockSize, FlagNumBlocks: cfg.NumBlocks, FlagMaxModelLen: cfg.MaxModelLen, FlagMaxPending: cfg.MaxPending, FlagThreads: cfg.Threads} {
-		if v < 0 {
-			return Config{}, fmt.Errorf("--%s must not be negative, got %d", name, v)
+	// In flag order, so that the first bad flag is always the one named.
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{
+		{FlagMaxNumSeqs, int64(cfg.MaxNumSeqs)}, {FlagMaxNumBatchedTokens, int64(cfg.MaxNumBatchedTokens)},
+		{FlagBlockSize, int64(cfg.BlockSize)}, {FlagNumBlocks, int64(cfg.NumBlocks)}, {FlagMaxModelLen, int64(cfg.MaxModelLen)},
+		{FlagMaxPending, int64(cfg.MaxPending)}, {FlagKVCacheBytes, cfg.KVCacheBytes}, {FlagThreads, int64(cfg.Threads)},
+	} {
+		if f.v < 0 {
+			return Config{}, fmt.Errorf("--%s must not be negative, got %d", f.name, f.v)
 		}
 	}
 	if cfg.GPUMemoryUtilization <= 0 || cfg.GPUMemoryUtilization > 1 {

@@ -174,3 +174,30 @@ func TestPrefixCachingSettings(t *testing.T) {
 		t.Errorf("enable_prefix_caching: %+v %v", c, err)
 	}
 }
+
+// TestConfigFromFlagsRefusesBadValues: every numeric engine flag refuses a
+// negative value with an error naming the flag (the first bad one, in flag
+// order), before anything is loaded.
+func TestConfigFromFlagsRefusesBadValues(t *testing.T) {
+	run := func(args ...string) error {
+		app := &cli.App{Flags: EngineFlags("TINYSERVE_"), Action: func(c *cli.Context) error {
+			_, err := ConfigFromFlags(c)
+			return err
+		}}
+		return app.Run(append([]string{"x"}, args...))
+	}
+	for _, flag := range []string{FlagMaxNumSeqs, FlagMaxNumBatchedTokens, FlagBlockSize, FlagNumBlocks, FlagMaxModelLen, FlagMaxPending, FlagKVCacheBytes, FlagThreads} {
+		err := run("--"+flag, "-1")
+		if err == nil || !strings.Contains(err.Error(), "--"+flag+" must not be negative") {
+			t.Errorf("--%s -1: %v", flag, err)
+		}
+	}
+	for range 5 {
+		if err := run("--"+FlagThreads, "-1", "--"+FlagMaxNumSeqs, "-2"); err == nil || !strings.Contains(err.Error(), "--"+FlagMaxNumSeqs) {
+			t.Fatalf("two bad flags: %v; want the first in flag order, --%s", err, FlagMaxNumSeqs)
+		}
+	}
+	if err := run("--"+FlagGPUMemoryUtilization, "1.5"); err == nil || !strings.Contains(err.Error(), "--"+FlagGPUMemoryUtilization) {
+		t.Errorf("--%s 1.5: %v", FlagGPUMemoryUtilization, err)
+	}
+}
