@@ -135,13 +135,19 @@ func run(c *cli.Context, stdout, stderr io.Writer, getenv func(string) string) e
 	client := sweep.NewHTTPClient(max(opts.Concurrency, 1))
 	defer client.CloseIdleConnections()
 	opts.Client = client
+	// The flags are checked before the server is asked for its model, so a
+	// bad flag is named as such rather than hidden behind a failed lookup.
+	probe := opts
+	if probe.Model == "" {
+		probe.Model = "the server's"
+	}
+	if err := probe.Validate(); err != nil {
+		return flagError(err)
+	}
 	if opts.Model == "" {
 		if opts.Model, err = servedModel(c.Context, client, opts.URL, apiKey); err != nil {
 			return fmt.Errorf("--model not given and the server's model list is unavailable: %w", err)
 		}
-	}
-	if err := opts.Validate(); err != nil {
-		return fmt.Errorf("--%w", err)
 	}
 	output := c.String("output")
 	summaryPath := c.String("summary")
@@ -206,6 +212,19 @@ func run(c *cli.Context, stdout, stderr io.Writer, getenv func(string) string) e
 		return exitCoder{fmt.Errorf("%d of %d requests failed", sum.Counts.Failed, sum.Counts.Attempted), 2}
 	}
 	return nil
+}
+
+// flagError turns a LoadOptions error, which names its JSON field
+// ("request_rate: ..."), into one that names the flag ("--request-rate:
+// ..."); a key inside extra_body keeps its own spelling.
+func flagError(err error) error {
+	field, rest, _ := strings.Cut(err.Error(), ":")
+	flag, key, nested := strings.Cut(field, ".")
+	flag = "--" + strings.ReplaceAll(flag, "_", "-")
+	if nested {
+		flag += "." + key
+	}
+	return errors.New(flag + ":" + rest)
 }
 
 // servedModel asks the server which model it serves, so that pointing the

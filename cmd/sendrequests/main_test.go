@@ -170,3 +170,22 @@ func TestSendRequestsSummaryNeverReplacesAFile(t *testing.T) {
 	b, _ := os.ReadFile(summary)
 	assert.Equal(t, "someone else's\n", string(b))
 }
+
+// TestSendRequestsBadFlagsNamedWithoutModel: with no --model, a bad flag
+// is still named as the flag, not hidden behind the model lookup on a
+// server that is not there.
+func TestSendRequestsBadFlagsNamedWithoutModel(t *testing.T) {
+	dir := t.TempDir()
+	p := writePrompts(t, dir, 2)
+	for _, tc := range []struct{ flag, value string }{
+		{"--concurrency", "-1"},
+		{"--request-rate", "-2"},
+		{"--temperature", "-1"},
+		{"--url", "ftp://x"},
+	} {
+		_, err := runApp(t, nil, "--prompts", p, "--num-requests", "2", "--url", "http://127.0.0.1:1/v1/completions", "--output", filepath.Join(dir, "x.jsonl"), tc.flag, tc.value)
+		require.Error(t, err, tc.flag)
+		assert.True(t, strings.HasPrefix(err.Error(), tc.flag+":"), "%s %s: %v", tc.flag, tc.value, err)
+	}
+	assert.NoFileExists(t, filepath.Join(dir, "x.jsonl"))
+}
