@@ -93,36 +93,36 @@ func scanRuns(root string, order []RunSpec, n int, workloadSHA string) (complete
 
 // prepareRoot makes root this sweep's folder: an existing config.json must
 // equal the config (as JSON values), and a non-empty folder without one is
-// someone else's.
-func prepareRoot(root string, original any) error {
+// someone else's. created reports that this call wrote config.json.
+func prepareRoot(root string, original any) (created bool, err error) {
 	cfgPath := filepath.Join(root, ConfigFile)
 	if b, err := os.ReadFile(cfgPath); err == nil {
 		var existing any
 		if err := json.Unmarshal(b, &existing); err != nil {
-			return fmt.Errorf("%w: %s is not valid JSON: %v", ErrRefused, cfgPath, err)
+			return false, fmt.Errorf("%w: %s is not valid JSON: %v", ErrRefused, cfgPath, err)
 		}
 		if !reflect.DeepEqual(existing, original) {
-			return fmt.Errorf("%w: the experiment config differs from the one in %s; choose a new name or --output-root", ErrRefused, cfgPath)
+			return false, fmt.Errorf("%w: the experiment config differs from the one in %s; choose a new name or --output-root", ErrRefused, cfgPath)
 		}
-		return nil
+		return false, nil
 	} else if !errors.Is(err, fs.ErrNotExist) {
-		return err
+		return false, err
 	}
 	entries, err := os.ReadDir(root)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
+		return false, err
 	}
 	if len(entries) > 0 {
-		return fmt.Errorf("%w: %s is not empty and has no %s; choose a new name or --output-root", ErrRefused, root, ConfigFile)
+		return false, fmt.Errorf("%w: %s is not empty and has no %s; choose a new name or --output-root", ErrRefused, root, ConfigFile)
 	}
 	if err := os.MkdirAll(root, 0o755); err != nil {
-		return err
+		return false, err
 	}
 	b, err := marshalIndent(original)
 	if err != nil {
-		return err
+		return false, err
 	}
-	return writeNewFileAtomic(cfgPath, b)
+	return true, writeNewFileAtomic(cfgPath, b)
 }
 
 // checkWorkload refuses a sweep folder whose manifest records a prompt file

@@ -132,9 +132,20 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 	if err != nil {
 		return nil, err
 	}
-	if err := prepareRoot(root, cfg.Original()); err != nil {
+	created, err := prepareRoot(root, cfg.Original())
+	if err != nil {
 		return nil, err
 	}
+	// A sweep that created the folder and fails before its first run (the
+	// embedded target does not start) takes the folder away again: left
+	// with only its config.json, it would refuse the corrected config. The
+	// config goes while the lock is held, the empty folder after.
+	abandon := false
+	defer func() {
+		if abandon {
+			_ = os.Remove(root) // fails, harmlessly, unless root is empty
+		}
+	}()
 	// Everything from here on reads or writes the folder as one sweep's.
 	release, err := lockRoot(root, now())
 	if err != nil {
@@ -143,6 +154,11 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 	defer func() {
 		if err := release(); err != nil {
 			opts.Progress.Logf("warning: could not remove %s: %v", filepath.Join(root, LockFile), err)
+		}
+	}()
+	defer func() {
+		if abandon {
+			_ = os.Remove(filepath.Join(root, ConfigFile))
 		}
 	}()
 	workloadSHA, err := FileSHA256(rc.Prompts)
@@ -168,6 +184,7 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 	if opts.Target != nil {
 		url, model, err := opts.Target(ctx)
 		if err != nil {
+			abandon = created
 			return nil, err
 		}
 		rc.URL = url
@@ -175,6 +192,7 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 			rc.Model = model
 		}
 		if err := validate(); err != nil {
+			abandon = created
 			return nil, err
 		}
 	}

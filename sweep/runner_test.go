@@ -345,6 +345,36 @@ func TestSweepTooFewRows(t *testing.T) {
 	assert.NoDirExists(t, filepath.Join(dir, "results", "test-sweep"))
 }
 
+// TestSweepTargetFailsLeavesNoFolder: a sweep whose target does not start
+// takes away the folder it created, so that the corrected config is not
+// refused as "differs from the one in config.json"; a folder that already
+// held the sweep keeps its config.
+func TestSweepTargetFailsLeavesNoFolder(t *testing.T) {
+	dir := t.TempDir()
+	f := newFakeServer(t, &fakeServer{})
+	prompts := writePrompts(t, dir, 2, 1)
+	root := filepath.Join(dir, "results", "test-sweep")
+	broken := errors.New("target: unknown backend")
+	fail := func(o *SweepOptions) {
+		o.Target = func(context.Context) (string, string, error) { return "", "", broken }
+	}
+	_, err := runTestSweep(t, context.Background(), sweepConfigJSON(f.URL(), prompts, []int{1}, 2, 0, 1), dir, fail)
+	require.ErrorIs(t, err, broken)
+	assert.NoDirExists(t, root)
+
+	// The corrected config (another one) runs.
+	cfgJSON := sweepConfigJSON(f.URL(), prompts, []int{1, 2}, 2, 0, 1)
+	_, err = runTestSweep(t, context.Background(), cfgJSON, dir, nil)
+	require.NoError(t, err)
+
+	// A resumed sweep whose target fails leaves everything as it was.
+	require.NoError(t, os.Remove(filepath.Join(root, SummaryFile)))
+	before := snapshot(t, root)
+	_, err = runTestSweep(t, context.Background(), cfgJSON, dir, fail)
+	require.ErrorIs(t, err, broken)
+	assert.Equal(t, before, snapshot(t, root))
+}
+
 func readFile(t *testing.T, p string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(p)
