@@ -14,6 +14,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -106,6 +107,9 @@ func experimentFiles(dir, name string) ([]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("workload %q: %w", name, err)
 		}
+		if err := checkJSON(path, data); err != nil {
+			return nil, err
+		}
 		if !workload.IsWorkload(data) {
 			return nil, fmt.Errorf("%s is not a workload (it has no buckets field)", path)
 		}
@@ -125,6 +129,11 @@ func experimentFiles(dir, name string) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
+		// A file that is not JSON cannot be told apart from a workload with
+		// a typo, which must not be skipped in silence.
+		if err := checkJSON(path, data); err != nil {
+			return nil, err
+		}
 		if workload.IsWorkload(data) {
 			out = append(out, path)
 		}
@@ -134,6 +143,15 @@ func experimentFiles(dir, name string) ([]string, error) {
 		return nil, fmt.Errorf("no workload files (JSON with a buckets field) in %s", dir)
 	}
 	return out, nil
+}
+
+// checkJSON returns an error naming path when data is not JSON.
+func checkJSON(path string, data []byte) error {
+	var v any
+	if err := json.Unmarshal(data, &v); err != nil {
+		return fmt.Errorf("%s is not valid JSON: %w", path, err)
+	}
+	return nil
 }
 
 // runner holds what one invocation shares between workloads: loaded

@@ -191,6 +191,25 @@ func TestErrors(t *testing.T) {
 	}
 }
 
+// TestBrokenJSONIsNotSkipped: a file in the experiments folder that is not
+// JSON could be a workload with a typo, so "all" refuses it by name rather
+// than skipping it as it skips sweep configs; naming it does the same.
+func TestBrokenJSONIsNotSkipped(t *testing.T) {
+	dir := setup(t)
+	if err := os.WriteFile(filepath.Join(dir, "experiments", "typo.json"), []byte(`{"name": "typo", "buckets": [`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{nil, {"--workload", "typo"}} {
+		_, _, err := run(t, dir, nil, args...)
+		if err == nil || !strings.Contains(err.Error(), "typo.json is not valid JSON") {
+			t.Errorf("%v: err = %v, want typo.json named as not valid JSON", args, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "prompts", "tiny_c1.jsonl")); err == nil {
+		t.Error("the other workloads were generated although the folder has a broken file")
+	}
+}
+
 // TestVerifyWithoutTokenizer: when the tokenizer cannot be found, verify
 // still checks everything else and says the prompts were not regenerated.
 func TestVerifyWithoutTokenizer(t *testing.T) {
