@@ -21,6 +21,26 @@ type metrics struct {
 	itl     prometheus.Histogram
 	e2e     prometheus.Histogram
 	queue   prometheus.Histogram
+	// The phases of a finished request, as vLLM splits them: prefill from
+	// first scheduled to first token, decode from first to last token,
+	// inference from first scheduled to last token (preemptions included).
+	prefill, decode, inference prometheus.Histogram
+	// Per finished request: its prompt and generated token counts.
+	promptTokens, generationTokens prometheus.Histogram
+}
+
+// tokenBuckets are vLLM's build_1_2_5_buckets(max_model_len): 1, 2, 5, 10,
+// 20, 50, ... up to the context length.
+func tokenBuckets(maxModelLen int) []float64 {
+	var out []float64
+	for scale := 1; ; scale *= 10 {
+		for _, m := range []int{1, 2, 5} {
+			if m*scale > maxModelLen {
+				return out
+			}
+			out = append(out, float64(m*scale))
+		}
+	}
 }
 
 // newMetrics registers everything through reg wrapped with the model_name
@@ -49,6 +69,13 @@ func newMetrics(reg prometheus.Registerer, model string, eng llm.Engine, log *sl
 		itl:   hist("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", itlBuckets),
 		e2e:   hist("vllm:e2e_request_latency_seconds", "Histogram of end to end request latency in seconds.", latencyBuckets),
 		queue: hist("vllm:request_queue_time_seconds", "Histogram of time spent waiting in the queue in seconds.", latencyBuckets),
+
+		prefill:   hist("vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.", latencyBuckets),
+		decode:    hist("vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", latencyBuckets),
+		inference: hist("vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.", latencyBuckets),
+
+		promptTokens:     hist("vllm:request_prompt_tokens", "Number of prefill tokens processed.", tokenBuckets(eng.Info().MaxModelLen)),
+		generationTokens: hist("vllm:request_generation_tokens", "Number of generation tokens processed.", tokenBuckets(eng.Info().MaxModelLen)),
 	}
 	register(reg, newEngineCollector(eng), log)
 	return m
@@ -114,6 +141,17 @@ func (m *metrics) observe(o *observer, ev llm.Event) {
 	if !t.Arrival.IsZero() && !t.FirstScheduled.IsZero() {
 		m.queue.Observe(t.FirstScheduled.Sub(t.Arrival).Seconds())
 	}
+	if !t.FirstScheduled.IsZero() && !t.FirstToken.IsZero() {
+		m.prefill.Observe(t.FirstToken.Sub(t.FirstScheduled).Seconds())
+	}
+	if !t.FirstToken.IsZero() && !o.lastToken.IsZero() {
+		m.decode.Observe(o.lastToken.Sub(t.FirstToken).Seconds())
+	}
+	if !t.FirstScheduled.IsZero() && !o.lastToken.IsZero() {
+		m.inference.Observe(o.lastToken.Sub(t.FirstScheduled).Seconds())
+	}
+	m.promptTokens.Observe(float64(ev.PromptTokens))
+	m.generationTokens.Observe(float64(ev.CompletionTokens))
 }
 
 // abandoned records a choice the handler stopped reading before the engine

@@ -24,6 +24,8 @@ var metricNames = []string{
 	"vllm:request_success_total", "vllm:time_to_first_token_seconds", "vllm:inter_token_latency_seconds",
 	"vllm:e2e_request_latency_seconds", "vllm:request_queue_time_seconds",
 	"vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total",
+	"vllm:request_prefill_time_seconds", "vllm:request_decode_time_seconds", "vllm:request_inference_time_seconds",
+	"vllm:request_prompt_tokens", "vllm:request_generation_tokens",
 }
 
 // TestMetricsExposition compares the whole exposition, after one request on
