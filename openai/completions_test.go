@@ -268,6 +268,34 @@ func TestStreamErrorAfterHeaders(t *testing.T) {
 	}
 }
 
+// TestChannelClosedWithoutFinalEvent: an engine that closes a choice's
+// channel without a final event (a broken engine; the real one never does)
+// fails the request as a server error instead of answering with a short
+// completion that looks finished, whether streamed or not and with one
+// choice or several.
+func TestChannelClosedWithoutFinalEvent(t *testing.T) {
+	for _, n := range []int{1, 2} {
+		f := newFake()
+		f.script = func(llm.Request) []llm.Event {
+			return []llm.Event{{TokenIDs: []int{'a'}, Text: "a", CompletionTokens: 1, StopTokenID: -1}}
+		}
+		body := fmt.Sprintf(`{"prompt":"hey","n":%d,"max_tokens":4`, n)
+		rec := serve(t, NewHandler(f), "POST", "/v1/completions", body+`,"stream":true}`)
+		require.Equal(t, 200, rec.Code)
+		evs := sseEvents(t, rec.Body.String())
+		require.GreaterOrEqual(t, len(evs), 2, rec.Body.String())
+		var e errJSON
+		require.NoError(t, json.Unmarshal([]byte(evs[len(evs)-2]), &e), "n=%d: the event before [DONE] is an error: %s", n, rec.Body.String())
+		assert.Equal(t, typeServer, e.Error.Type)
+		assert.Equal(t, "[DONE]", evs[len(evs)-1])
+		assert.NotContains(t, rec.Body.String(), `"finish_reason":"`, "n=%d: no choice may look finished", n)
+
+		rec = serve(t, NewHandler(f), "POST", "/v1/completions", body+`}`)
+		assert.Equal(t, 500, rec.Code, "n=%d: %s", n, rec.Body.String())
+		assert.Equal(t, typeServer, decodeErr(t, rec).Error.Type)
+	}
+}
+
 func TestEngineRejections(t *testing.T) {
 	tests := []struct {
 		err    error
