@@ -133,8 +133,8 @@ func Open(ctx context.Context, cfg Config) (*engine.Engine, error) {
 		}
 		info.MaxModelLen = cfg.MaxModelLen
 	}
-	if cfg.ServedModelName != "" {
-		info.ID = cfg.ServedModelName
+	if cfg.ServedModelName != "" && cfg.ServedModelName != info.ID {
+		info.Root, info.ID = info.ID, cfg.ServedModelName
 	}
 	e, err := engine.New(backend, tok, info, engine.Config{
 		MaxNumSeqs:          cfg.MaxNumSeqs,

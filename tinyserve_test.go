@@ -2,6 +2,8 @@ package tinyserve
 
 import (
 	"context"
+	"encoding/json"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/tinyserve/tinyserve/llm"
+	"github.com/tinyserve/tinyserve/openai"
 )
 
 func TestOpenDefaultIsBuiltinCPU(t *testing.T) {
@@ -74,8 +77,17 @@ func TestOpenOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	if info := e.Info(); info.ID != "my-model" || info.MaxModelLen != 100 || info.Backend != "mock" {
-		t.Errorf("info %+v", info)
+	if info := e.Info(); info.ID != "my-model" || info.Root != "mock" || info.MaxModelLen != 100 || info.Backend != "mock" {
+		t.Errorf("info %+v; want ID my-model, Root mock (the model's own id)", info)
+	}
+	// /v1/models lists the served name, with the model's own id as root.
+	rec := httptest.NewRecorder()
+	openai.NewHandler(e).ServeHTTP(rec, httptest.NewRequest("GET", "/v1/models", nil))
+	var list struct {
+		Data []struct{ ID, Root string }
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &list); err != nil || len(list.Data) != 1 || list.Data[0].ID != "my-model" || list.Data[0].Root != "mock" {
+		t.Errorf("/v1/models: %s (%v)", rec.Body, err)
 	}
 }
 

@@ -254,10 +254,14 @@ type modelList struct {
 
 func (h *handler) models(w http.ResponseWriter, r *http.Request) {
 	list := modelList{Object: "list", Data: make([]modelCard, 0, len(h.names))}
+	root := h.info.Root
+	if root == "" {
+		root = h.info.ID
+	}
 	for _, n := range h.names {
 		list.Data = append(list.Data, modelCard{
 			ID: n, Object: "model", Created: h.created, OwnedBy: "tinyserve",
-			Root: h.info.ID, MaxModelLen: h.info.MaxModelLen, RandomWeights: h.info.RandomWeights,
+			Root: root, MaxModelLen: h.info.MaxModelLen, RandomWeights: h.info.RandomWeights,
 		})
 	}
 	h.writeJSON(w, r, http.StatusOK, list)

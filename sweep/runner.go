@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -17,6 +18,11 @@ import (
 // cannot trust; nothing was sent. The message names the file and says what
 // to do.
 var ErrRefused = errors.New("refusing to run")
+
+// ErrUnreachable marks a sweep whose server did not answer HTTP at all
+// (connection refused, no route, a timeout) before the first run; nothing
+// was sent or kept.
+var ErrUnreachable = errors.New("server not reachable")
 
 // ErrFailedRequests marks a run that finished with failed requests. Its
 // files are kept as evidence and the sweep stopped; cmd/sweep and
@@ -197,15 +203,6 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 		}
 	}
 
-	m, err := startManifest(ctx, root, wd, cfg, rc, workloadSHA, opts, now)
-	if err != nil {
-		return nil, err
-	}
-	finish := func(status string) error {
-		t := now().UTC().Format(time.RFC3339Nano)
-		m.Experiment.Status, m.Experiment.CompletedAtUTC = status, &t
-		return writeManifest(root, m)
-	}
 	client := opts.Client
 	if client == nil {
 		top := 1
@@ -218,6 +215,23 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 	base, err := ServerBase(rc.URL)
 	if err != nil {
 		return nil, err
+	}
+	// A server that is not there would fail every request of the first run,
+	// and that run would be kept as evidence, blocking the folder: check
+	// first, as vLLM's benchmark sends one test prompt before measuring.
+	if err := checkReachable(ctx, client, base, opts.APIKey); err != nil {
+		abandon = created
+		return nil, err
+	}
+
+	m, err := startManifest(ctx, root, wd, cfg, rc, workloadSHA, opts, now)
+	if err != nil {
+		return nil, err
+	}
+	finish := func(status string) error {
+		t := now().UTC().Format(time.RFC3339Nano)
+		m.Experiment.Status, m.Experiment.CompletedAtUTC = status, &t
+		return writeManifest(root, m)
 	}
 	s := &sweeper{cfg: rc, root: root, rows: rows, workloadSHA: workloadSHA, timeout: timeout, opts: opts, client: client, base: base, now: now}
 	if ids := servedModels(s.saveModels(ctx)); len(ids) > 0 && !slices.Contains(ids, rc.Model) {
@@ -301,6 +315,31 @@ type sweeper struct {
 	client      *http.Client
 	base        string
 	now         func() time.Time
+}
+
+// reachTimeout bounds checkReachable's request.
+const reachTimeout = 30 * time.Second
+
+// checkReachable sends one GET to base/v1/models. Any HTTP answer, an error
+// status included (a server without the route, a wrong key), shows the
+// server is up; only a failure to get an answer is an error, wrapping
+// [ErrUnreachable].
+func checkReachable(ctx context.Context, client *http.Client, base, apiKey string) error {
+	ctx, cancel := context.WithTimeout(ctx, reachTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/models", nil)
+	if err != nil {
+		return err
+	}
+	if apiKey != "" {
+		req.Header.Set("Authorization", "Bearer "+apiKey)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("%w: %s did not answer (%v); nothing was measured: start the server (the config records its flags) and run the sweep again", ErrUnreachable, base, err)
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	return resp.Body.Close()
 }
 
 // modelsEvidence is models.json: the server's /v1/models answer, kept once.

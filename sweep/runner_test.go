@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -373,6 +375,33 @@ func TestSweepTargetFailsLeavesNoFolder(t *testing.T) {
 	_, err = runTestSweep(t, context.Background(), cfgJSON, dir, fail)
 	require.ErrorIs(t, err, broken)
 	assert.Equal(t, before, snapshot(t, root))
+}
+
+// TestSweepUnreachableServer: a sweep aimed at a server that is not there
+// stops before its first run with ErrUnreachable and leaves no folder, so
+// that starting the server and running the same command again works;
+// any HTTP answer, even a 404 for /v1/models, counts as there.
+func TestSweepUnreachableServer(t *testing.T) {
+	dir := t.TempDir()
+	gone := httptest.NewServer(http.NotFoundHandler())
+	url := gone.URL + "/v1/completions"
+	gone.Close()
+	prompts := writePrompts(t, dir, 2, 1)
+	cfgJSON := sweepConfigJSON(url, prompts, []int{1}, 2, 0, 1)
+	_, err := runTestSweep(t, context.Background(), cfgJSON, dir, nil)
+	require.ErrorIs(t, err, ErrUnreachable)
+	assert.Contains(t, err.Error(), "nothing was measured")
+	assert.NoDirExists(t, filepath.Join(dir, "results", "test-sweep"))
+
+	f := newFakeServer(t, &fakeServer{})
+	_, err = runTestSweep(t, context.Background(), sweepConfigJSON(f.URL(), prompts, []int{1}, 2, 0, 1), dir, nil)
+	require.NoError(t, err)
+
+	// An error status is an answer: the server is there.
+	notFound := httptest.NewServer(http.NotFoundHandler())
+	defer notFound.Close()
+	assert.NoError(t, checkReachable(context.Background(), notFound.Client(), notFound.URL, ""))
+	assert.ErrorIs(t, checkReachable(context.Background(), notFound.Client(), gone.URL, ""), ErrUnreachable)
 }
 
 func readFile(t *testing.T, p string) []byte {
