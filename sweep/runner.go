@@ -219,7 +219,7 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 	// A server that is not there would fail every request of the first run,
 	// and that run would be kept as evidence, blocking the folder: check
 	// first, as vLLM's benchmark sends one test prompt before measuring.
-	if err := checkReachable(ctx, client, base, opts.APIKey); err != nil {
+	if err := CheckReachable(ctx, client, base, opts.APIKey); err != nil {
 		abandon = created
 		return nil, err
 	}
@@ -317,14 +317,14 @@ type sweeper struct {
 	now         func() time.Time
 }
 
-// reachTimeout bounds checkReachable's request.
+// reachTimeout bounds CheckReachable's request.
 const reachTimeout = 30 * time.Second
 
-// checkReachable sends one GET to base/v1/models. Any HTTP answer, an error
+// CheckReachable sends one GET to base/v1/models. Any HTTP answer, an error
 // status included (a server without the route, a wrong key), shows the
 // server is up; only a failure to get an answer is an error, wrapping
 // [ErrUnreachable].
-func checkReachable(ctx context.Context, client *http.Client, base, apiKey string) error {
+func CheckReachable(ctx context.Context, client *http.Client, base, apiKey string) error {
 	ctx, cancel := context.WithTimeout(ctx, reachTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/models", nil)

@@ -400,8 +400,8 @@ func TestSweepUnreachableServer(t *testing.T) {
 	// An error status is an answer: the server is there.
 	notFound := httptest.NewServer(http.NotFoundHandler())
 	defer notFound.Close()
-	assert.NoError(t, checkReachable(context.Background(), notFound.Client(), notFound.URL, ""))
-	assert.ErrorIs(t, checkReachable(context.Background(), notFound.Client(), gone.URL, ""), ErrUnreachable)
+	assert.NoError(t, CheckReachable(context.Background(), notFound.Client(), notFound.URL, ""))
+	assert.ErrorIs(t, CheckReachable(context.Background(), notFound.Client(), gone.URL, ""), ErrUnreachable)
 }
 
 func readFile(t *testing.T, p string) []byte {

@@ -148,6 +148,17 @@ func run(c *cli.Context, stdout, stderr io.Writer, getenv func(string) string) e
 		if opts.Model, err = servedModel(c.Context, client, opts.URL, apiKey); err != nil {
 			return fmt.Errorf("--model not given and the server's model list is unavailable: %w", err)
 		}
+	} else {
+		// As the sweep does: a server that is not up gets an error, not an
+		// output file of failed requests that --output then refuses to
+		// replace.
+		base, err := sweep.ServerBase(opts.URL)
+		if err != nil {
+			return fmt.Errorf("--url: %w", err)
+		}
+		if err := sweep.CheckReachable(c.Context, client, base, apiKey); err != nil {
+			return err
+		}
 	}
 	output := c.String("output")
 	summaryPath := c.String("summary")

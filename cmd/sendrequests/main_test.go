@@ -17,6 +17,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/tinyserve/tinyserve/sweep"
 )
 
 func fakeServer(t *testing.T, fail bool) (*httptest.Server, *atomic.Int64, *atomic.Value) {
@@ -157,6 +158,10 @@ func TestSendRequestsSummaryNeverReplacesAFile(t *testing.T) {
 	dir := t.TempDir()
 	summary := filepath.Join(dir, "r.summary.json")
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			http.NotFound(w, r) // the reachability check's GET /v1/models
+			return
+		}
 		os.WriteFile(summary, []byte("someone else's\n"), 0o644)
 		fmt.Fprint(w, "data: {\"choices\":[{\"text\":\"a\"}]}\n\ndata: {\"choices\":[],\"usage\":{\"completion_tokens\":1}}\n\ndata: [DONE]\n\n")
 	}))
@@ -188,4 +193,17 @@ func TestSendRequestsBadFlagsNamedWithoutModel(t *testing.T) {
 		assert.True(t, strings.HasPrefix(err.Error(), tc.flag+":"), "%s %s: %v", tc.flag, tc.value, err)
 	}
 	assert.NoFileExists(t, filepath.Join(dir, "x.jsonl"))
+}
+
+// TestSendRequestsUnreachableServer: a server that is not there is an
+// error before any output file exists, so the same command works once the
+// server is up.
+func TestSendRequestsUnreachableServer(t *testing.T) {
+	dir := t.TempDir()
+	gone := httptest.NewServer(http.NotFoundHandler())
+	gone.Close()
+	_, err := runApp(t, nil, "--prompts", writePrompts(t, dir, 2), "--num-requests", "2", "--url", gone.URL+"/v1/completions",
+		"--model", "m", "--output", filepath.Join(dir, "r.jsonl"))
+	require.ErrorIs(t, err, sweep.ErrUnreachable)
+	assert.NoFileExists(t, filepath.Join(dir, "r.jsonl"))
 }
