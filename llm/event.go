@@ -52,7 +52,8 @@ type Event struct {
 	// were generated and count in CompletionTokens.
 	TokenIDs []int
 	// Text is the new text since the previous event. It never ends with half
-	// a UTF-8 character and never contains (part of) a stop string that fired.
+	// a UTF-8 character and never contains (part of) a stop string that fired,
+	// unless the request set IncludeStopStrInOutput.
 	Text string
 	// Logprobs has one entry per token in TokenIDs when the request asked
 	// for log-probabilities.

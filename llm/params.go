@@ -35,15 +35,27 @@ type SamplingParams struct {
 	TopP float64
 	// TopK keeps the K most likely tokens. Zero or -1 disables it.
 	TopK int
+	// MinP drops every token whose probability is below MinP times that of
+	// the most likely token (vLLM's min_p); top-k and top-p then choose
+	// among the rest. Zero disables it; it must be in [0, 1].
+	MinP float64
 	// Seed, when set, makes sampling reproducible for this request whatever
 	// else is in the batch. Nil means the engine picks a seed.
 	Seed *int64
 	// Stop ends generation when the generated text contains one of these
-	// strings; the stop string is not included in the output text.
+	// strings; the stop string is not included in the output text unless
+	// IncludeStopStrInOutput is set.
 	Stop []string
 	// StopTokenIDs end generation when one of these tokens is generated. The
 	// token counts as generated but its text is not emitted.
 	StopTokenIDs []int
+	// IncludeStopStrInOutput keeps the stop string that ended the request
+	// at the end of the text (vLLM's include_stop_str_in_output).
+	IncludeStopStrInOutput bool
+	// KeepSpecialTokens writes the text of special tokens (<|endoftext|>)
+	// into the output; by default they produce none (vLLM's
+	// skip_special_tokens, which defaults to true).
+	KeepSpecialTokens bool
 	// IgnoreEOS keeps generating after the end-of-sequence token.
 	IgnoreEOS bool
 	// PresencePenalty is subtracted from the logit of every token that was
@@ -108,6 +120,8 @@ func (p *SamplingParams) Validate() error {
 		return paramErr("top_p", "must be in (0, 1], got %v", p.TopP)
 	case p.TopK < -1:
 		return paramErr("top_k", "must be -1 (disabled) or a positive number, got %d", p.TopK)
+	case math.IsNaN(p.MinP) || p.MinP < 0 || p.MinP > 1:
+		return paramErr("min_p", "must be in [0, 1], got %v", p.MinP)
 	case math.IsNaN(p.PresencePenalty) || p.PresencePenalty < -2 || p.PresencePenalty > 2:
 		return paramErr("presence_penalty", "must be in [-2, 2], got %v", p.PresencePenalty)
 	case math.IsNaN(p.FrequencyPenalty) || p.FrequencyPenalty < -2 || p.FrequencyPenalty > 2:

@@ -67,6 +67,10 @@ type rawCompletionRequest struct {
 	BestOf            *int            `json:"best_of"`
 	Suffix            *string         `json:"suffix"`
 	LogitBias         json.RawMessage `json:"logit_bias"`
+	// vLLM's extra sampling parameters.
+	MinP                   *float64 `json:"min_p"`
+	IncludeStopStrInOutput *bool    `json:"include_stop_str_in_output"`
+	SkipSpecialTokens      *bool    `json:"skip_special_tokens"`
 }
 
 // knownCompletionField lists the JSON names of rawCompletionRequest. It is
@@ -77,7 +81,8 @@ func knownCompletionField(name string) bool {
 	case "model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "seed", "n",
 		"stop", "stop_token_ids", "ignore_eos", "min_tokens", "logprobs", "echo", "stream",
 		"stream_options", "return_token_ids", "user", "presence_penalty", "frequency_penalty",
-		"repetition_penalty", "best_of", "suffix", "logit_bias", "prompt_logprobs":
+		"repetition_penalty", "best_of", "suffix", "logit_bias", "prompt_logprobs",
+		"min_p", "include_stop_str_in_output", "skip_special_tokens":
 		return true
 	}
 	return false
@@ -144,6 +149,11 @@ func decodeCompletion(body []byte) (*completionRequest, *apiError) {
 	if raw.MinTokens != nil {
 		p.MinTokens = *raw.MinTokens
 	}
+	if raw.MinP != nil {
+		p.MinP = *raw.MinP
+	}
+	p.IncludeStopStrInOutput = raw.IncludeStopStrInOutput != nil && *raw.IncludeStopStrInOutput
+	p.KeepSpecialTokens = raw.SkipSpecialTokens != nil && !*raw.SkipSpecialTokens
 	if raw.PresencePenalty != nil {
 		p.PresencePenalty = *raw.PresencePenalty
 	}

@@ -61,7 +61,12 @@ func TestValidation(t *testing.T) {
 		{"empty body", ``, 400, "", "invalid_json", ""},
 		{"unknown fields named", `{"prompt":"a","foo":1,"bar":2}`, 400, "bar", "unknown_field", `"bar", "foo"`},
 		{"field name case matters", `{"Prompt":"a"}`, 400, "Prompt", "unknown_field", `"Prompt"`},
-		{"vllm extra not supported", `{"prompt":"a","min_p":0.1}`, 400, "min_p", "unknown_field", ""},
+		{"vllm extra not supported", `{"prompt":"a","guided_json":{}}`, 400, "guided_json", "unknown_field", ""},
+		{"min_p above 1", `{"prompt":"a","min_p":1.5}`, 400, "min_p", "invalid_value", "[0, 1]"},
+		{"min_p negative", `{"prompt":"a","min_p":-0.1}`, 400, "min_p", "invalid_value", "[0, 1]"},
+		{"min_p wrong type", `{"prompt":"a","min_p":"x"}`, 400, "min_p", "invalid_type", ""},
+		{"include_stop_str_in_output wrong type", `{"prompt":"a","include_stop_str_in_output":1}`, 400, "include_stop_str_in_output", "invalid_type", ""},
+		{"skip_special_tokens wrong type", `{"prompt":"a","skip_special_tokens":"no"}`, 400, "skip_special_tokens", "invalid_type", ""},
 		{"missing prompt", `{}`, 400, "prompt", "missing_required_parameter", ""},
 		{"null prompt", `{"prompt":null}`, 400, "prompt", "missing_required_parameter", ""},
 		{"empty prompt", `{"prompt":""}`, 400, "prompt", "invalid_value", "empty"},
@@ -233,4 +238,29 @@ func TestPenaltiesAndBiasReachTheEngine(t *testing.T) {
 	rec = serve(t, NewHandler(f), "POST", "/v1/completions", `{"prompt":"a","max_tokens":2,"logit_bias":{"98":-100,"0":2.5}}`)
 	require.Equal(t, 200, rec.Code, rec.Body.String())
 	assert.Equal(t, map[int]float64{98: -100, 0: 2.5}, f.requests()[1].Params.LogitBias)
+}
+
+// TestVLLMExtrasReachTheEngine: min_p, include_stop_str_in_output and
+// skip_special_tokens pass to the engine; absent, they are off, and
+// skip_special_tokens defaults to true as in vLLM.
+func TestVLLMExtrasReachTheEngine(t *testing.T) {
+	f := newFake()
+	rec := serve(t, NewHandler(f), "POST", "/v1/completions", `{"prompt":"a","max_tokens":2}`)
+	require.Equal(t, 200, rec.Code, rec.Body.String())
+	p := f.requests()[0].Params
+	assert.Zero(t, p.MinP)
+	assert.False(t, p.IncludeStopStrInOutput)
+	assert.False(t, p.KeepSpecialTokens)
+
+	rec = serve(t, NewHandler(f), "POST", "/v1/completions",
+		`{"prompt":"a","max_tokens":2,"min_p":0.05,"include_stop_str_in_output":true,"skip_special_tokens":false}`)
+	require.Equal(t, 200, rec.Code, rec.Body.String())
+	p = f.requests()[1].Params
+	assert.Equal(t, 0.05, p.MinP)
+	assert.True(t, p.IncludeStopStrInOutput)
+	assert.True(t, p.KeepSpecialTokens)
+
+	rec = serve(t, NewHandler(f), "POST", "/v1/completions", `{"prompt":"a","max_tokens":2,"skip_special_tokens":true,"min_p":null}`)
+	require.Equal(t, 200, rec.Code, rec.Body.String())
+	assert.False(t, f.requests()[2].Params.KeepSpecialTokens)
 }

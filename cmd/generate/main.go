@@ -37,6 +37,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		&cli.Float64Flag{Name: "temperature", Usage: "sampling temperature (0: greedy)"},
 		&cli.IntFlag{Name: "top-k", Usage: "top-k filter (0: off)"},
 		&cli.Float64Flag{Name: "top-p", Usage: "top-p filter (0 or 1: off)"},
+		&cli.Float64Flag{Name: "min-p", Usage: "min-p filter: drop tokens less likely than this times the most likely one (0: off)"},
 		&cli.Int64Flag{Name: "seed", Usage: "per-request sampling seed (0: none)"},
 		&cli.Float64Flag{Name: "presence-penalty", Usage: "subtracted from tokens already generated, in [-2, 2]"},
 		&cli.Float64Flag{Name: "frequency-penalty", Usage: "subtracted per time a token was generated, in [-2, 2]"},
@@ -75,6 +76,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 				Temperature: c.Float64("temperature"),
 				TopK:        c.Int("top-k"),
 				TopP:        c.Float64("top-p"),
+				MinP:        c.Float64("min-p"),
 				IgnoreEOS:   c.Bool("ignore-eos"),
 
 				PresencePenalty:   c.Float64("presence-penalty"),

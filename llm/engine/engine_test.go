@@ -203,24 +203,31 @@ func TestStopStringAndMinTokens(t *testing.T) {
 	if len(full) != n {
 		t.Fatalf("the reference assumes one byte per mock token; got %d bytes for %d tokens", len(full), n)
 	}
-	for _, minTokens := range []int{0, 1, 2, 3, 5, 12} {
-		for _, stops := range [][]string{{full[0:2]}, {full[1:4], full[9:10]}, {full[0:1], full[20:23]}, {full[4:12]}} {
-			// Reference: after token k (k bytes of text), past min_tokens,
-			// the earliest-starting stop string that ends exactly at k.
-			want, wantStop, wantTokens := full, "", n
-			for k := minTokens + 1; k <= n && wantStop == ""; k++ {
-				for _, s := range stops {
-					if k >= len(s) && full[k-len(s):k] == s && (wantStop == "" || k-len(s) < len(want)) {
-						want, wantStop, wantTokens = full[:k-len(s)], s, k
+	for _, include := range []bool{false, true} {
+		for _, minTokens := range []int{0, 1, 2, 3, 5, 12} {
+			for _, stops := range [][]string{{full[0:2]}, {full[1:4], full[9:10]}, {full[0:1], full[20:23]}, {full[4:12]}} {
+				// Reference: after token k (k bytes of text), past
+				// min_tokens, the earliest-starting stop string that ends
+				// exactly at k; the text ends before it, or with it when
+				// include_stop_str_in_output is set.
+				want, wantStop, wantTokens, wantStart := full, "", n, n
+				for k := minTokens + 1; k <= n && wantStop == ""; k++ {
+					for _, s := range stops {
+						if k >= len(s) && full[k-len(s):k] == s && (wantStop == "" || k-len(s) < wantStart) {
+							want, wantStop, wantTokens, wantStart = full[:k-len(s)], s, k, k-len(s)
+							if include {
+								want = full[:k]
+							}
+						}
 					}
 				}
-			}
-			p := greedy(n)
-			p.MinTokens, p.Stop = minTokens, stops
-			r := run(t, e, llm.Request{PromptTokens: pr, Params: p})
-			if r.text != want || r.last.StopString != wantStop || len(r.tokens) != wantTokens {
-				t.Errorf("min_tokens %d stop %q: text %q stop %q after %d tokens; want %q stop %q after %d",
-					minTokens, stops, r.text, r.last.StopString, len(r.tokens), want, wantStop, wantTokens)
+				p := greedy(n)
+				p.MinTokens, p.Stop, p.IncludeStopStrInOutput = minTokens, stops, include
+				r := run(t, e, llm.Request{PromptTokens: pr, Params: p})
+				if r.text != want || r.last.StopString != wantStop || len(r.tokens) != wantTokens {
+					t.Errorf("include %v min_tokens %d stop %q: text %q stop %q after %d tokens; want %q stop %q after %d",
+						include, minTokens, stops, r.text, r.last.StopString, len(r.tokens), want, wantStop, wantTokens)
+				}
 			}
 		}
 	}
@@ -269,6 +276,14 @@ func TestEOSAndIgnoreEOS(t *testing.T) {
 	r = run(t, e, llm.Request{PromptTokens: pr, Params: llm.SamplingParams{MaxTokens: 60, IgnoreEOS: true}})
 	if r.last.Finish != llm.FinishLength || len(r.tokens) != 60 {
 		t.Errorf("ignore_eos: finish %q after %d tokens", r.last.Finish, len(r.tokens))
+	}
+	if want := mock.NewTokenizer().Decode(exp, true); r.text != want || strings.Contains(r.text, mock.EndOfText) {
+		t.Errorf("ignore_eos: text %q, want %q (special tokens skipped)", r.text, want)
+	}
+	// skip_special_tokens false: the EOS the request generated past is text.
+	r = run(t, e, llm.Request{PromptTokens: pr, Params: llm.SamplingParams{MaxTokens: 60, IgnoreEOS: true, KeepSpecialTokens: true}})
+	if want := mock.NewTokenizer().Decode(exp, false); r.text != want || !strings.Contains(r.text, mock.EndOfText) {
+		t.Errorf("keep special tokens: text %q, want %q", r.text, want)
 	}
 }
 

@@ -43,9 +43,13 @@ func newRequest(id kv.SeqID, r llm.Request, tok llm.Tokenizer, eos int, seed uin
 		seed = uint64(*r.Params.Seed)
 	}
 	q.rng = rand.New(rand.NewPCG(seed, 0x7469_6e79_7365_7276)) // "tinyserv"
-	q.dec = tok.NewDecoder(true)
-	for _, s := range r.Params.Stop {
-		q.holdBack = max(q.holdBack, len(s)-1)
+	q.dec = tok.NewDecoder(!r.Params.KeepSpecialTokens)
+	if !r.Params.IncludeStopStrInOutput {
+		// Text that may turn out to start a stop string waits; with the stop
+		// string kept in the output nothing needs to (vLLM does the same).
+		for _, s := range r.Params.Stop {
+			q.holdBack = max(q.holdBack, len(s)-1)
+		}
 	}
 	q.pen = newPenalty(q)
 	q.times.Arrival = now
@@ -123,6 +127,9 @@ func (q *request) accept(tok int, lp *llm.TokenLogprob, now time.Time) llm.Event
 		q.text = append(q.text, q.dec.Add(tok)...)
 		if pastMin {
 			if s, at := q.findStop(prev); s != "" {
+				if q.params.IncludeStopStrInOutput {
+					at += len(s)
+				}
 				q.text = q.text[:at]
 				ev.Finish = llm.FinishStop
 				ev.StopString = s
@@ -142,7 +149,8 @@ func (q *request) accept(tok int, lp *llm.TokenLogprob, now time.Time) llm.Event
 // older text does not count: that text was either checked already or
 // produced before min_tokens was reached. Because takeText keeps the last
 // holdBack bytes unsent, a match that ends in new text always starts at or
-// after q.sent.
+// after q.sent; with IncludeStopStrInOutput nothing is held back, and the
+// text is cut after the match, which ends in new text, so after q.sent.
 func (q *request) findStop(prev int) (string, int) {
 	best, bestAt := "", len(q.text)
 	for _, s := range q.params.Stop {

@@ -30,7 +30,7 @@ func argmax(logits []float32) int {
 }
 
 // sample chooses a token from logits under p, drawing from rng.
-// Temperature, then top-k, then top-p, as in vLLM.
+// Temperature, then top-k and min-p, then top-p, as in vLLM.
 func (s *sampler) sample(logits []float32, p *llm.SamplingParams, rng *rand.Rand) int {
 	if p.Greedy() {
 		return argmax(logits)
@@ -74,6 +74,21 @@ func (s *sampler) sample(logits []float32, p *llm.SamplingParams, rng *rand.Rand
 	invT := float32(1 / p.Temperature)
 	for j := range z {
 		z[j] = (z[j] - maxL) * invT
+	}
+	if p.MinP > 0 {
+		// z is each token's log-probability relative to the most likely
+		// one, so min_p keeps z >= ln(min_p): a prefix in logit order,
+		// like top-k's, so the two commute; top-p then renormalizes over
+		// what is left, as after vLLM's min_p mask.
+		cut := float32(math.Log(p.MinP))
+		k := 0
+		for j := range z {
+			if z[j] >= cut {
+				idx[k], z[k] = idx[j], z[j]
+				k++
+			}
+		}
+		idx, z = idx[:k], z[:k]
 	}
 	f32.ExpSubSum(z, 0)
 	total := 0.0

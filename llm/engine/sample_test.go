@@ -115,18 +115,29 @@ func TestSamplingFollowsTheDistribution(t *testing.T) {
 		{MaxTokens: 1, Temperature: 1},
 		{MaxTokens: 1, Temperature: 0.5, TopK: 3},
 		{MaxTokens: 1, Temperature: 1, TopP: 0.8},
+		{MaxTokens: 1, Temperature: 1, MinP: 0.3},
+		{MaxTokens: 1, Temperature: 0.5, TopK: 4, MinP: 0.01},
+		{MaxTokens: 1, Temperature: 2, TopP: 0.7, MinP: 0.2},
+		{MaxTokens: 1, Temperature: 1, MinP: 1},
 	}
 	for _, p := range cases {
-		// Expected distribution, the slow way.
+		// Expected distribution, the slow way: temperature, top-k, min-p
+		// (against the most likely token), then top-p over what is left.
 		order := naiveOrder(logits)
 		keep := len(logits)
 		if p.TopK > 0 {
 			keep = p.TopK
 		}
 		w := make([]float64, len(logits))
-		total := 0.0
 		for _, i := range order[:keep] {
 			w[i] = math.Exp(float64(logits[i]) / p.Temperature)
+		}
+		top := w[order[0]]
+		total := 0.0
+		for _, i := range order[:keep] {
+			if w[i] < p.MinP*top {
+				w[i] = 0
+			}
 			total += w[i]
 		}
 		if p.TopP > 0 {
