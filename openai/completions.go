@@ -163,6 +163,7 @@ func (h *handler) completions(w http.ResponseWriter, r *http.Request) {
 			choices = append(choices, &choice{index: i, prompt: pi, ch: ch, obs: observer{start: start}})
 		}
 	}
+	h.m.admitted(len(prompts), req.n, req.params.MaxTokens)
 	ri.log.Debug("completion admitted", "prompts", len(prompts), "n", req.n, "stream", req.stream, "user", req.user)
 	if req.stream {
 		h.streamCompletion(ctx, cancel, w, r, req, prompts, choices)

@@ -27,6 +27,8 @@ type metrics struct {
 	prefill, decode, inference prometheus.Histogram
 	// Per finished request: its prompt and generated token counts.
 	promptTokens, generationTokens prometheus.Histogram
+	// Per admitted request: its max_tokens (per choice) and n (per prompt).
+	paramsMaxTokens, paramsN prometheus.Histogram
 }
 
 // tokenBuckets are vLLM's build_1_2_5_buckets(max_model_len): 1, 2, 5, 10,
@@ -76,6 +78,8 @@ func newMetrics(reg prometheus.Registerer, model string, eng llm.Engine, log *sl
 
 		promptTokens:     hist("vllm:request_prompt_tokens", "Number of prefill tokens processed.", tokenBuckets(eng.Info().MaxModelLen)),
 		generationTokens: hist("vllm:request_generation_tokens", "Number of generation tokens processed.", tokenBuckets(eng.Info().MaxModelLen)),
+		paramsMaxTokens:  hist("vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.", tokenBuckets(eng.Info().MaxModelLen)),
+		paramsN:          hist("vllm:request_params_n", "Histogram of the n request parameter.", []float64{1, 2, 5, 10, 20}),
 	}
 	register(reg, newEngineCollector(eng), log)
 	return m
@@ -152,6 +156,18 @@ func (m *metrics) observe(o *observer, ev llm.Event) {
 	}
 	m.promptTokens.Observe(float64(ev.PromptTokens))
 	m.generationTokens.Observe(float64(ev.CompletionTokens))
+}
+
+// admitted records the parameters of a request whose choices the engine
+// all accepted: n once per prompt, as vLLM splits a list of prompts into
+// requests of n choices each, and max_tokens once per choice.
+func (m *metrics) admitted(prompts, n, maxTokens int) {
+	for range prompts {
+		m.paramsN.Observe(float64(n))
+	}
+	for range prompts * n {
+		m.paramsMaxTokens.Observe(float64(maxTokens))
+	}
 }
 
 // abandoned records a choice the handler stopped reading before the engine

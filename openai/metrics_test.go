@@ -26,6 +26,7 @@ var metricNames = []string{
 	"vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total",
 	"vllm:request_prefill_time_seconds", "vllm:request_decode_time_seconds", "vllm:request_inference_time_seconds",
 	"vllm:request_prompt_tokens", "vllm:request_generation_tokens",
+	"vllm:request_params_max_tokens", "vllm:request_params_n",
 }
 
 // TestMetricsExposition compares the whole exposition, after one request on
@@ -143,4 +144,26 @@ func TestRegistryOptions(t *testing.T) {
 	n, err := testutil.GatherAndCount(reg, "host_vllm:num_requests_running")
 	require.NoError(t, err)
 	assert.Equal(t, 1, n, "registered through the host's registerer")
+}
+
+// TestRequestParamsHistograms: n is observed once per prompt and
+// max_tokens once per choice, as vLLM counts the requests a list of prompts
+// splits into; a rejected request is not observed.
+func TestRequestParamsHistograms(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	h := NewHandler(newFake(), WithRegistry(reg, reg))
+	rec := serve(t, h, "POST", "/v1/completions", `{"prompt":["a","b"],"n":3,"max_tokens":4}`)
+	require.Equal(t, 200, rec.Code, rec.Body.String())
+	rec = serve(t, h, "POST", "/v1/completions", `{"prompt":"a","max_tokens":1000}`)
+	require.Equal(t, 400, rec.Code, "context length")
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	got := map[string][2]float64{}
+	for _, mf := range mfs {
+		if hs := mf.GetMetric(); len(hs) == 1 && hs[0].GetHistogram() != nil {
+			got[mf.GetName()] = [2]float64{float64(hs[0].GetHistogram().GetSampleCount()), hs[0].GetHistogram().GetSampleSum()}
+		}
+	}
+	assert.Equal(t, [2]float64{2, 6}, got["vllm:request_params_n"], "two prompts of n=3")
+	assert.Equal(t, [2]float64{6, 24}, got["vllm:request_params_max_tokens"], "six choices of max_tokens 4")
 }
