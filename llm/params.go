@@ -47,10 +47,13 @@ type SamplingParams struct {
 	// IncludeStopStrInOutput is set.
 	Stop []string
 	// StopTokenIDs end generation when one of these tokens is generated. The
-	// token counts as generated but its text is not emitted.
+	// token counts as generated but its text is not emitted, unless
+	// IncludeStopStrInOutput is set.
 	StopTokenIDs []int
-	// IncludeStopStrInOutput keeps the stop string that ended the request
-	// at the end of the text (vLLM's include_stop_str_in_output).
+	// IncludeStopStrInOutput keeps what ended the request at the end of the
+	// text: the stop string, or the text of the stop token id or EOS (which
+	// has text only with KeepSpecialTokens), as vLLM's
+	// include_stop_str_in_output does.
 	IncludeStopStrInOutput bool
 	// KeepSpecialTokens writes the text of special tokens (<|endoftext|>)
 	// into the output; by default they produce none (vLLM's

@@ -280,7 +280,7 @@ func (c *Config) validate(fields map[string]json.RawMessage) error {
 	if raw, ok := fields["seed"]; ok && bytes.ContainsAny(raw, ".eE") {
 		return cfgErr("seed", "must be an integer, got %s", raw)
 	}
-	if c.Warmups > MaxRuns || c.Repeats > MaxRuns || (c.Warmups+c.Repeats)*len(c.Concurrency) > MaxRuns {
+	if c.Warmups > MaxRuns || c.Repeats > MaxRuns || int64(c.Warmups+c.Repeats)*int64(len(c.Concurrency)) > MaxRuns {
 		return cfgErr("repeats", "%d levels × (%d warmups + %d repeats) is more than %d runs", len(c.Concurrency), c.Warmups, c.Repeats, MaxRuns)
 	}
 	seen := map[int]bool{}

@@ -91,38 +91,74 @@ func scanRuns(root string, order []RunSpec, n int, workloadSHA string) (complete
 	return complete, allDone, nil
 }
 
+// made says what prepareRoot created, so that a sweep that fails before
+// its first run can take back exactly that and nothing else.
+type made struct {
+	dir    bool // root did not exist
+	config bool // config.json did not exist
+}
+
 // prepareRoot makes root this sweep's folder: an existing config.json must
 // equal the config (as JSON values), and a non-empty folder without one is
-// someone else's. created reports that this call wrote config.json.
-func prepareRoot(root string, original any) (created bool, err error) {
-	cfgPath := filepath.Join(root, ConfigFile)
-	if b, err := os.ReadFile(cfgPath); err == nil {
-		var existing any
-		if err := json.Unmarshal(b, &existing); err != nil {
-			return false, fmt.Errorf("%w: %s is not valid JSON: %v", ErrRefused, cfgPath, err)
-		}
-		if !reflect.DeepEqual(existing, original) {
-			return false, fmt.Errorf("%w: the experiment config differs from the one in %s; choose a new name or --output-root", ErrRefused, cfgPath)
-		}
-		return false, nil
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return false, err
+// someone else's.
+func prepareRoot(root string, original any) (made, error) {
+	var m made
+	if ok, err := sameConfig(root, original); err != nil || ok {
+		return m, err
 	}
 	entries, err := os.ReadDir(root)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return false, err
-	}
-	if len(entries) > 0 {
-		return false, fmt.Errorf("%w: %s is not empty and has no %s; choose a new name or --output-root", ErrRefused, root, ConfigFile)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		m.dir = true
+	case err != nil:
+		return m, err
+	case len(entries) > 0:
+		return m, fmt.Errorf("%w: %s is not empty and has no %s; choose a new name or --output-root", ErrRefused, root, ConfigFile)
 	}
 	if err := os.MkdirAll(root, 0o755); err != nil {
+		return m, err
+	}
+	m.config = true
+	return m, writeConfig(root, original)
+}
+
+// ensureConfig is prepareRoot's check again, under the lock, where the
+// folder may hold nothing but the lock: a missing config.json is written
+// (wrote reports it), a different one refused.
+func ensureConfig(root string, original any) (wrote bool, err error) {
+	if ok, err := sameConfig(root, original); err != nil || ok {
 		return false, err
 	}
+	return true, writeConfig(root, original)
+}
+
+// sameConfig reports whether root's config.json exists and equals the
+// config; one that differs, or is not JSON, is refused.
+func sameConfig(root string, original any) (bool, error) {
+	cfgPath := filepath.Join(root, ConfigFile)
+	b, err := os.ReadFile(cfgPath)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	} else if err != nil {
+		return false, err
+	}
+	var existing any
+	if err := json.Unmarshal(b, &existing); err != nil {
+		return false, fmt.Errorf("%w: %s is not valid JSON: %v", ErrRefused, cfgPath, err)
+	}
+	if !reflect.DeepEqual(existing, original) {
+		return false, fmt.Errorf("%w: the experiment config differs from the one in %s; choose a new name or --output-root", ErrRefused, cfgPath)
+	}
+	return true, nil
+}
+
+// writeConfig writes config.json, refusing to replace one.
+func writeConfig(root string, original any) error {
 	b, err := marshalIndent(original)
 	if err != nil {
-		return false, err
+		return err
 	}
-	return true, writeNewFileAtomic(cfgPath, b)
+	return writeNewFileAtomic(filepath.Join(root, ConfigFile), b)
 }
 
 // checkWorkload refuses a sweep folder whose manifest records a prompt file

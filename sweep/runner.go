@@ -138,17 +138,18 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 	if err != nil {
 		return nil, err
 	}
-	created, err := prepareRoot(root, cfg.Original())
+	made, err := prepareRoot(root, cfg.Original())
 	if err != nil {
 		return nil, err
 	}
-	// A sweep that created the folder and fails before its first run (the
-	// embedded target does not start) takes the folder away again: left
-	// with only its config.json, it would refuse the corrected config. The
-	// config goes while the lock is held, the empty folder after.
+	// A sweep that fails before its first run (the embedded target does not
+	// start, the server does not answer) takes back what it made: left with
+	// only its config.json, the folder would refuse the corrected config.
+	// The config goes while the lock is held; the folder, if this sweep
+	// created it and it is empty, after.
 	abandon := false
 	defer func() {
-		if abandon {
+		if abandon && made.dir {
 			_ = os.Remove(root) // fails, harmlessly, unless root is empty
 		}
 	}()
@@ -163,10 +164,17 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 		}
 	}()
 	defer func() {
-		if abandon {
+		if abandon && made.config {
 			_ = os.Remove(filepath.Join(root, ConfigFile))
 		}
 	}()
+	// Check again under the lock: a sweep that abandoned the folder between
+	// prepareRoot and lockRoot may have taken away the config seen there.
+	wrote, err := ensureConfig(root, cfg.Original())
+	if err != nil {
+		return nil, err
+	}
+	made.config = made.config || wrote
 	workloadSHA, err := FileSHA256(rc.Prompts)
 	if err != nil {
 		return nil, fmt.Errorf("prompts: %w", err)
@@ -190,7 +198,7 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 	if opts.Target != nil {
 		url, model, err := opts.Target(ctx)
 		if err != nil {
-			abandon = created
+			abandon = true
 			return nil, err
 		}
 		rc.URL = url
@@ -198,7 +206,7 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 			rc.Model = model
 		}
 		if err := validate(); err != nil {
-			abandon = created
+			abandon = true
 			return nil, err
 		}
 	}
@@ -220,7 +228,7 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 	// and that run would be kept as evidence, blocking the folder: check
 	// first, as vLLM's benchmark sends one test prompt before measuring.
 	if err := CheckReachable(ctx, client, base, opts.APIKey); err != nil {
-		abandon = created
+		abandon = true
 		return nil, err
 	}
 

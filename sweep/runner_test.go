@@ -369,6 +369,27 @@ func TestSweepTargetFailsLeavesNoFolder(t *testing.T) {
 	_, err = runTestSweep(t, context.Background(), cfgJSON, dir, nil)
 	require.NoError(t, err)
 
+	// A folder (or a link to one) that was there before, empty, stays; only
+	// the config.json the failed sweep wrote goes.
+	for _, name := range []string{"made-by-hand", "linked"} {
+		other := filepath.Join(dir, "results", name)
+		if name == "linked" {
+			target := t.TempDir()
+			require.NoError(t, os.Symlink(target, other))
+		} else {
+			require.NoError(t, os.MkdirAll(other, 0o700))
+		}
+		b := bytes.Replace(sweepConfigJSON(f.URL(), prompts, []int{1}, 2, 0, 1), []byte(`"test-sweep"`), []byte(`"`+name+`"`), 1)
+		_, err = runTestSweep(t, context.Background(), b, dir, fail)
+		require.ErrorIs(t, err, broken)
+		entries, err := os.ReadDir(other)
+		require.NoError(t, err, "%s must still be there", name)
+		assert.Empty(t, entries, name)
+		fi, err := os.Lstat(other)
+		require.NoError(t, err)
+		assert.Equal(t, name == "linked", fi.Mode()&os.ModeSymlink != 0, name)
+	}
+
 	// A resumed sweep whose target fails leaves everything as it was.
 	require.NoError(t, os.Remove(filepath.Join(root, SummaryFile)))
 	before := snapshot(t, root)
@@ -557,4 +578,20 @@ func TestSweepLock(t *testing.T) {
 	assert.Equal(t, "pid 1\n", string(readFile(t, lock)))
 	assert.Equal(t, int64(2), f.requests.Load())
 	assert.NoFileExists(t, filepath.Join(root, SummaryFile))
+}
+
+// TestEnsureConfig: under the lock, a config.json that another sweep took
+// away meanwhile is written again (and reported, so that a failure takes
+// it back), an equal one is kept, a different one refused.
+func TestEnsureConfig(t *testing.T) {
+	root := t.TempDir()
+	cfg := map[string]any{"name": "x"}
+	wrote, err := ensureConfig(root, cfg)
+	require.NoError(t, err)
+	assert.True(t, wrote)
+	wrote, err = ensureConfig(root, cfg)
+	require.NoError(t, err)
+	assert.False(t, wrote)
+	_, err = ensureConfig(root, map[string]any{"name": "y"})
+	assert.ErrorIs(t, err, ErrRefused)
 }

@@ -248,6 +248,13 @@ func TestStopTokenAndMinTokens(t *testing.T) {
 	if r.text != mock.NewTokenizer().Decode(exp[:first], true) {
 		t.Errorf("text %q includes the stop token", r.text)
 	}
+	// include_stop_str_in_output keeps the stop token's text too, as vLLM's.
+	p.IncludeStopStrInOutput = true
+	r = run(t, e, llm.Request{PromptTokens: pr, Params: p})
+	if want := mock.NewTokenizer().Decode(exp[:first+1], true); r.text != want || r.last.StopTokenID != stopID {
+		t.Errorf("include_stop_str_in_output: text %q, want %q", r.text, want)
+	}
+	p.IncludeStopStrInOutput = false
 	// min_tokens masks the stop token until it is reached: it can't be
 	// generated before, so the greedy choice becomes the next best.
 	p.MinTokens = first + 2
@@ -272,6 +279,14 @@ func TestEOSAndIgnoreEOS(t *testing.T) {
 	}
 	if strings.Contains(r.text, mock.EndOfText) {
 		t.Error("EOS text leaked into the output")
+	}
+	// With include_stop_str_in_output the EOS is text only when special
+	// tokens are kept.
+	for _, keep := range []bool{false, true} {
+		r := run(t, e, llm.Request{PromptTokens: pr, Params: llm.SamplingParams{MaxTokens: 60, IncludeStopStrInOutput: true, KeepSpecialTokens: keep}})
+		if want := mock.NewTokenizer().Decode(exp[:at+1], !keep); r.text != want || r.last.Finish != llm.FinishStop {
+			t.Errorf("include, keep special %v: text %q finish %q, want %q", keep, r.text, r.last.Finish, want)
+		}
 	}
 	r = run(t, e, llm.Request{PromptTokens: pr, Params: llm.SamplingParams{MaxTokens: 60, IgnoreEOS: true}})
 	if r.last.Finish != llm.FinishLength || len(r.tokens) != 60 {

@@ -111,9 +111,11 @@ func (q *request) accept(tok int, lp *llm.TokenLogprob, now time.Time) llm.Event
 	switch {
 	case tok == q.eos && pastMin:
 		ev.Finish = llm.FinishStop
+		q.keepStopToken(tok)
 	case pastMin && slices.Contains(q.params.StopTokenIDs, tok):
 		ev.Finish = llm.FinishStop
 		ev.StopTokenID = tok
+		q.keepStopToken(tok)
 	case len(q.params.Stop) == 0:
 		// Without stop strings no text needs keeping: pass the delta on.
 		ev.Text = q.dec.Add(tok)
@@ -142,6 +144,16 @@ func (q *request) accept(tok int, lp *llm.TokenLogprob, now time.Time) llm.Event
 	}
 	ev.Text = q.takeText(ev.Finish != "")
 	return ev
+}
+
+// keepStopToken adds the text of the token that ended the request when it
+// asked for IncludeStopStrInOutput, as vLLM does for EOS and stop token ids
+// (EOS writes nothing unless KeepSpecialTokens).
+func (q *request) keepStopToken(tok int) {
+	if q.params.IncludeStopStrInOutput {
+		q.text = append(q.text, q.dec.Add(tok)...)
+		q.text = append(q.text, q.dec.Flush()...)
+	}
 }
 
 // findStop returns the earliest stop string whose match ends in the text

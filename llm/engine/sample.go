@@ -68,8 +68,10 @@ func (s *sampler) sample(logits []float32, p *llm.SamplingParams, rng *rand.Rand
 		z[j] = logits[i]
 		maxL = max(maxL, z[j])
 	}
-	if math.IsInf(float64(maxL), -1) {
-		return argmax(logits) // everything masked: fall back rather than divide by zero
+	if math.IsInf(float64(maxL), 0) || math.IsNaN(float64(maxL)) {
+		// Everything masked, or a backend's NaN or +Inf (which would make
+		// every scaled logit NaN): fall back rather than draw from nothing.
+		return argmax(logits)
 	}
 	invT := float32(1 / p.Temperature)
 	for j := range z {

@@ -242,6 +242,30 @@ func TestDenormalTemperatureIsGreedy(t *testing.T) {
 	}
 }
 
+// TestNonFiniteLogitsNeverPanic: a backend's NaN or +Inf logit (a bug
+// there) must not take the engine down: with min_p it once left no token to
+// draw from. The sampler falls back to the argmax.
+func TestNonFiniteLogitsNeverPanic(t *testing.T) {
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	var s sampler
+	for _, logits := range [][]float32{{1, 2, nan, 0.5}, {1, inf, 2, 0}, {nan, nan}} {
+		for _, p := range []llm.SamplingParams{
+			{MaxTokens: 1, Temperature: 1},
+			{MaxTokens: 1, Temperature: 1, MinP: 0.1},
+			{MaxTokens: 1, Temperature: 0.7, TopK: 2, TopP: 0.9, MinP: 0.5},
+		} {
+			got := s.sample(slices.Clone(logits), &p, rand.New(rand.NewPCG(1, 2)))
+			if got < 0 || got >= len(logits) {
+				t.Errorf("%v %+v: sampled %d", logits, p, got)
+			}
+		}
+	}
+	p := llm.SamplingParams{MaxTokens: 1, Temperature: 1, MinP: 0.1}
+	if got := s.sample([]float32{1, inf, 2, 0}, &p, rand.New(rand.NewPCG(1, 2))); got != 1 {
+		t.Errorf("+Inf logit: sampled %d, want it (1)", got)
+	}
+}
+
 // BenchmarkSample times one draw over GPT-2's vocabulary per setting.
 func BenchmarkSample(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 2))
