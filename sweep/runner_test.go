@@ -404,9 +404,8 @@ func TestSweepTargetFailsLeavesNoFolder(t *testing.T) {
 // any HTTP answer, even a 404 for /v1/models, counts as there.
 func TestSweepUnreachableServer(t *testing.T) {
 	dir := t.TempDir()
-	gone := httptest.NewServer(http.NotFoundHandler())
-	url := gone.URL + "/v1/completions"
-	gone.Close()
+	const gone = "http://127.0.0.1:1" // a privileged port nothing listens on
+	url := gone + "/v1/completions"
 	prompts := writePrompts(t, dir, 2, 1)
 	cfgJSON := sweepConfigJSON(url, prompts, []int{1}, 2, 0, 1)
 	_, err := runTestSweep(t, context.Background(), cfgJSON, dir, nil)
@@ -422,7 +421,7 @@ func TestSweepUnreachableServer(t *testing.T) {
 	notFound := httptest.NewServer(http.NotFoundHandler())
 	defer notFound.Close()
 	assert.NoError(t, CheckReachable(context.Background(), notFound.Client(), notFound.URL, ""))
-	assert.ErrorIs(t, CheckReachable(context.Background(), notFound.Client(), gone.URL, ""), ErrUnreachable)
+	assert.ErrorIs(t, CheckReachable(context.Background(), notFound.Client(), gone, ""), ErrUnreachable)
 }
 
 func readFile(t *testing.T, p string) []byte {

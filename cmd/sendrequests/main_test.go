@@ -200,9 +200,7 @@ func TestSendRequestsBadFlagsNamedWithoutModel(t *testing.T) {
 // server is up.
 func TestSendRequestsUnreachableServer(t *testing.T) {
 	dir := t.TempDir()
-	gone := httptest.NewServer(http.NotFoundHandler())
-	gone.Close()
-	_, err := runApp(t, nil, "--prompts", writePrompts(t, dir, 2), "--num-requests", "2", "--url", gone.URL+"/v1/completions",
+	_, err := runApp(t, nil, "--prompts", writePrompts(t, dir, 2), "--num-requests", "2", "--url", "http://127.0.0.1:1/v1/completions",
 		"--model", "m", "--output", filepath.Join(dir, "r.jsonl"))
 	require.ErrorIs(t, err, sweep.ErrUnreachable)
 	assert.NoFileExists(t, filepath.Join(dir, "r.jsonl"))
