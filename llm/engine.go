@@ -43,6 +43,37 @@ type Stats struct {
 	// prefix_cache_hits).
 	PrefixCacheQueries uint64
 	PrefixCacheHits    uint64
+	// StepTokens counts the engine steps by how many tokens each ran
+	// (prompt and decode together): vLLM's vllm:iteration_tokens_total.
+	StepTokens StepTokenCounts
+}
+
+// stepTokenBounds are the upper bounds of StepTokenCounts' buckets,
+// vLLM's for vllm:iteration_tokens_total.
+var stepTokenBounds = [...]int{1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384}
+
+// StepTokenBounds returns the upper bounds of StepTokenCounts.Counts'
+// buckets, in order.
+func StepTokenBounds() []int { return append([]int(nil), stepTokenBounds[:]...) }
+
+// StepTokenCounts is a histogram of tokens per engine step.
+type StepTokenCounts struct {
+	// Counts[i] is the number of steps with more tokens than bound i-1 and
+	// at most bound i (StepTokenBounds); the last entry counts the steps
+	// above every bound.
+	Counts [len(stepTokenBounds) + 1]uint64
+	// Sum is the tokens of every step counted.
+	Sum uint64
+}
+
+// Observe counts one step of n tokens.
+func (c *StepTokenCounts) Observe(n int) {
+	i := 0
+	for i < len(stepTokenBounds) && n > stepTokenBounds[i] {
+		i++
+	}
+	c.Counts[i]++
+	c.Sum += uint64(n)
 }
 
 // Engine is what the OpenAI server serves: it accepts requests and streams

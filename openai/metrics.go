@@ -191,6 +191,7 @@ type engineCollector struct {
 	running, waiting, kvUsage                   *prometheus.Desc
 	preemptions, promptTokens, generationTokens *prometheus.Desc
 	prefixQueries, prefixHits                   *prometheus.Desc
+	stepTokens                                  *prometheus.Desc
 }
 
 func newEngineCollector(eng llm.Engine) *engineCollector {
@@ -205,12 +206,13 @@ func newEngineCollector(eng llm.Engine) *engineCollector {
 		generationTokens: d("vllm:generation_tokens_total", "Number of generation tokens processed."),
 		prefixQueries:    d("vllm:prefix_cache_queries_total", "Prefix cache queries, in terms of number of queried tokens."),
 		prefixHits:       d("vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens."),
+		stepTokens:       d("vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step."),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.running, c.waiting, c.kvUsage, c.preemptions, c.promptTokens, c.generationTokens, c.prefixQueries, c.prefixHits} {
+	for _, d := range []*prometheus.Desc{c.running, c.waiting, c.kvUsage, c.preemptions, c.promptTokens, c.generationTokens, c.prefixQueries, c.prefixHits, c.stepTokens} {
 		ch <- d
 	}
 }
@@ -233,6 +235,25 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 	emit(c.generationTokens, prometheus.CounterValue, float64(s.GenerationTokens))
 	emit(c.prefixQueries, prometheus.CounterValue, float64(s.PrefixCacheQueries))
 	emit(c.prefixHits, prometheus.CounterValue, float64(s.PrefixCacheHits))
+	ch <- stepTokensHistogram(c.stepTokens, s.StepTokens)
+}
+
+// stepTokensHistogram turns the engine's per-bucket step counts into a
+// Prometheus histogram, whose buckets are cumulative.
+func stepTokensHistogram(d *prometheus.Desc, st llm.StepTokenCounts) prometheus.Metric {
+	bounds := llm.StepTokenBounds()
+	buckets := make(map[float64]uint64, len(bounds))
+	var cum uint64
+	for i, b := range bounds {
+		cum += st.Counts[i]
+		buckets[float64(b)] = cum
+	}
+	total := cum + st.Counts[len(bounds)]
+	m, err := prometheus.NewConstHistogram(d, total, float64(st.Sum), buckets)
+	if err != nil {
+		return prometheus.NewInvalidMetric(d, err)
+	}
+	return m
 }
 
 // handler serves /metrics from g. Gathering errors are logged on the

@@ -442,6 +442,7 @@ func (e *Engine) publish() {
 		GenerationTokens: st.counters.generationTokens,
 		Steps:            uint64(ss.Steps),
 		Finished:         st.counters.finished,
+		StepTokens:       st.counters.stepTokens,
 
 		PrefixCacheQueries: uint64(ss.PrefixQueries),
 		PrefixCacheHits:    uint64(ss.PrefixHits),

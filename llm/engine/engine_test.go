@@ -670,3 +670,20 @@ func TestNewRejectsUnsetOrOutOfRangeEOS(t *testing.T) {
 		}
 	}
 }
+
+// TestStepTokensHistogram: every step is counted once, by the tokens it ran
+// (vllm:iteration_tokens_total): one prefill of 9 prompt tokens, then one
+// token per decode step.
+func TestStepTokensHistogram(t *testing.T) {
+	e := newEngine(t, mock.Config{}, engine.Config{})
+	run(t, e, llm.Request{PromptTokens: prompt(1, 9), Params: greedy(3)})
+	waitIdle(t, e)
+	s := e.Stats()
+	var want llm.StepTokenCounts
+	want.Counts[0] = 2 // two decode steps of 1 token
+	want.Counts[2] = 1 // the prefill: 9 tokens, in (8, 16]
+	want.Sum = 9 + 2
+	if s.StepTokens != want || s.Steps != 3 {
+		t.Errorf("step tokens %+v after %d steps; want %+v after 3", s.StepTokens, s.Steps, want)
+	}
+}

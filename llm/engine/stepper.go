@@ -52,6 +52,7 @@ type stepper struct {
 
 type counters struct {
 	promptTokens, generationTokens, finished uint64
+	stepTokens                               llm.StepTokenCounts
 }
 
 // ErrBackend wraps every error (or recovered panic) of Backend.Forward.
@@ -186,6 +187,7 @@ func (st *stepper) step() (firstScheduled int, err error) {
 		return 0, nil
 	}
 	now := st.now()
+	st.counters.stepTokens.Observe(out.NumTokens)
 	b := &st.batch
 	b.Seqs = b.Seqs[:0]
 	b.Dropped = append(b.Dropped[:0], out.Dropped...)
