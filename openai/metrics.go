@@ -19,8 +19,12 @@ type metrics struct {
 	success *prometheus.CounterVec
 	ttft    prometheus.Histogram
 	itl     prometheus.Histogram
-	e2e     prometheus.Histogram
-	queue   prometheus.Histogram
+	// tpot is vllm:time_per_output_token_seconds, which vLLM's v1 engine
+	// observes like itl (per token; its Grafana dashboard plots it), and
+	// requestTPOT each finished request's mean time per output token.
+	tpot, requestTPOT prometheus.Histogram
+	e2e               prometheus.Histogram
+	queue             prometheus.Histogram
 	// The phases of a finished request, as vLLM splits them: prefill from
 	// first scheduled to first token, decode from first to last token,
 	// inference from first scheduled to last token (preemptions included).
@@ -67,10 +71,13 @@ func newMetrics(reg prometheus.Registerer, model string, eng llm.Engine, log *sl
 			Name: "vllm:request_success_total",
 			Help: "Count of finished requests, by finish reason.",
 		}, []string{"finished_reason"}), log),
-		ttft:  hist("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", ttftBuckets),
-		itl:   hist("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", itlBuckets),
-		e2e:   hist("vllm:e2e_request_latency_seconds", "Histogram of end to end request latency in seconds.", latencyBuckets),
-		queue: hist("vllm:request_queue_time_seconds", "Histogram of time spent waiting in the queue in seconds.", latencyBuckets),
+		ttft: hist("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", ttftBuckets),
+		itl:  hist("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", itlBuckets),
+		tpot: hist("vllm:time_per_output_token_seconds", "Histogram of time per output token in seconds.", itlBuckets),
+
+		requestTPOT: hist("vllm:request_time_per_output_token_seconds", "Histogram of time_per_output_token_seconds per request.", itlBuckets),
+		e2e:         hist("vllm:e2e_request_latency_seconds", "Histogram of end to end request latency in seconds.", latencyBuckets),
+		queue:       hist("vllm:request_queue_time_seconds", "Histogram of time spent waiting in the queue in seconds.", latencyBuckets),
 
 		prefill:   hist("vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.", latencyBuckets),
 		decode:    hist("vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", latencyBuckets),
@@ -124,6 +131,7 @@ func (m *metrics) observe(o *observer, ev llm.Event) {
 			gap := ev.Time.Sub(o.lastToken).Seconds() / float64(k)
 			for range k {
 				m.itl.Observe(gap)
+				m.tpot.Observe(gap)
 			}
 		}
 		o.lastToken = ev.Time
@@ -149,7 +157,11 @@ func (m *metrics) observe(o *observer, ev llm.Event) {
 		m.prefill.Observe(t.FirstToken.Sub(t.FirstScheduled).Seconds())
 	}
 	if !t.FirstToken.IsZero() && !o.lastToken.IsZero() {
-		m.decode.Observe(o.lastToken.Sub(t.FirstToken).Seconds())
+		decode := o.lastToken.Sub(t.FirstToken).Seconds()
+		m.decode.Observe(decode)
+		if ev.CompletionTokens > 1 {
+			m.requestTPOT.Observe(decode / float64(ev.CompletionTokens-1))
+		}
 	}
 	if !t.FirstScheduled.IsZero() && !o.lastToken.IsZero() {
 		m.inference.Observe(o.lastToken.Sub(t.FirstScheduled).Seconds())

@@ -27,6 +27,7 @@ var metricNames = []string{
 	"vllm:request_prefill_time_seconds", "vllm:request_decode_time_seconds", "vllm:request_inference_time_seconds",
 	"vllm:request_prompt_tokens", "vllm:request_generation_tokens",
 	"vllm:request_params_max_tokens", "vllm:request_params_n", "vllm:iteration_tokens_total",
+	"vllm:time_per_output_token_seconds", "vllm:request_time_per_output_token_seconds",
 }
 
 // TestMetricsExposition compares the whole exposition, after one request on
