@@ -141,6 +141,7 @@ func (h *handler) completions(w http.ResponseWriter, r *http.Request) {
 				h.m.abandoned(&c.obs, now)
 			}
 		}
+		h.m.promptsFinished(choices)
 	}()
 	start := time.Now()
 	for pi, p := range prompts {

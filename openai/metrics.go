@@ -33,6 +33,8 @@ type metrics struct {
 	promptTokens, generationTokens prometheus.Histogram
 	// Per admitted request: its max_tokens (per choice) and n (per prompt).
 	paramsMaxTokens, paramsN prometheus.Histogram
+	// Per prompt whose choices all finished: the most tokens any generated.
+	maxGenerationTokens prometheus.Histogram
 }
 
 // tokenBuckets are vLLM's build_1_2_5_buckets(max_model_len): 1, 2, 5, 10,
@@ -87,6 +89,8 @@ func newMetrics(reg prometheus.Registerer, model string, eng llm.Engine, log *sl
 		generationTokens: hist("vllm:request_generation_tokens", "Number of generation tokens processed.", tokenBuckets(eng.Info().MaxModelLen)),
 		paramsMaxTokens:  hist("vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.", tokenBuckets(eng.Info().MaxModelLen)),
 		paramsN:          hist("vllm:request_params_n", "Histogram of the n request parameter.", []float64{1, 2, 5, 10, 20}),
+
+		maxGenerationTokens: hist("vllm:request_max_num_generation_tokens", "Histogram of maximum number of requested generation tokens.", tokenBuckets(eng.Info().MaxModelLen)),
 	}
 	register(reg, newEngineCollector(eng), log)
 	return m
@@ -179,6 +183,28 @@ func (m *metrics) admitted(prompts, n, maxTokens int) {
 	}
 	for range prompts * n {
 		m.paramsMaxTokens.Observe(float64(maxTokens))
+	}
+}
+
+// promptsFinished records, for every prompt of a request whose choices all
+// finished (none abandoned), the most tokens any of its n choices
+// generated, as vLLM records it per request of n sequences.
+func (m *metrics) promptsFinished(choices []*choice) {
+	most := map[int]int{}
+	for _, c := range choices {
+		if _, seen := most[c.prompt]; !seen {
+			most[c.prompt] = 0
+		}
+		if c.finish == "" {
+			most[c.prompt] = -1 // abandoned: the prompt did not finish
+		} else if most[c.prompt] >= 0 {
+			most[c.prompt] = max(most[c.prompt], c.completionTokens)
+		}
+	}
+	for _, n := range most {
+		if n >= 0 {
+			m.maxGenerationTokens.Observe(float64(n))
+		}
 	}
 }
 

@@ -28,6 +28,7 @@ var metricNames = []string{
 	"vllm:request_prompt_tokens", "vllm:request_generation_tokens",
 	"vllm:request_params_max_tokens", "vllm:request_params_n", "vllm:iteration_tokens_total",
 	"vllm:time_per_output_token_seconds", "vllm:request_time_per_output_token_seconds",
+	"vllm:request_max_num_generation_tokens",
 }
 
 // TestMetricsExposition compares the whole exposition, after one request on
@@ -174,4 +175,5 @@ func TestRequestParamsHistograms(t *testing.T) {
 	}
 	assert.Equal(t, [2]float64{2, 6}, got["vllm:request_params_n"], "two prompts of n=3")
 	assert.Equal(t, [2]float64{6, 24}, got["vllm:request_params_max_tokens"], "six choices of max_tokens 4")
+	assert.Equal(t, [2]float64{2, 8}, got["vllm:request_max_num_generation_tokens"], "two prompts, each with choices of 4 tokens")
 }
