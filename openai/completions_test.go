@@ -653,3 +653,32 @@ func TestModelsLabelsRandomWeights(t *testing.T) {
 		assert.Equal(t, random, strings.Contains(rec.Body.String(), `"random_weights":true`), rec.Body.String())
 	}
 }
+
+// TestContinuousUsageStats: vLLM's stream_options.continuous_usage_stats
+// puts each choice's usage so far on every chunk, only together with
+// include_usage; the final usage chunk is unchanged.
+func TestContinuousUsageStats(t *testing.T) {
+	h := NewHandler(newFake())
+	rec := serve(t, h, "POST", "/v1/completions",
+		`{"prompt":"hey","max_tokens":3,"stream":true,"stream_options":{"include_usage":true,"continuous_usage_stats":true}}`)
+	require.Equal(t, 200, rec.Code, rec.Body.String())
+	evs := sseEvents(t, rec.Body.String())
+	require.Len(t, evs, 5, rec.Body.String()) // 3 tokens, the usage chunk, [DONE]
+	for i, raw := range evs[:3] {
+		var chunk struct {
+			Choices []json.RawMessage `json:"choices"`
+			Usage   *usage            `json:"usage"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(raw), &chunk))
+		require.NotNil(t, chunk.Usage, "chunk %d: %s", i, raw)
+		assert.Equal(t, usage{PromptTokens: 3, CompletionTokens: i + 1, TotalTokens: 3 + i + 1}, *chunk.Usage, "chunk %d", i)
+	}
+	assert.Contains(t, evs[3], `"choices":[]`)
+	assert.Contains(t, evs[3], `"completion_tokens":3`)
+
+	// Without include_usage it asks for nothing.
+	rec = serve(t, h, "POST", "/v1/completions",
+		`{"prompt":"hey","max_tokens":2,"stream":true,"stream_options":{"continuous_usage_stats":true}}`)
+	require.Equal(t, 200, rec.Code, rec.Body.String())
+	assert.NotContains(t, rec.Body.String(), `"usage"`)
+}

@@ -23,14 +23,17 @@ type completionRequest struct {
 	model string
 	// Exactly one of texts and tokenLists is set: the prompts as strings, or
 	// as token ids. Each entry is one prompt.
-	texts          []string
-	tokenLists     [][]int
-	params         llm.SamplingParams
-	n              int
-	echo           bool
-	stream         bool
-	includeUsage   bool
-	returnTokenIDs bool
+	texts        []string
+	tokenLists   [][]int
+	params       llm.SamplingParams
+	n            int
+	echo         bool
+	stream       bool
+	includeUsage bool
+	// continuousUsage puts the choice's usage so far on every chunk
+	// (vLLM's stream_options.continuous_usage_stats).
+	continuousUsage bool
+	returnTokenIDs  bool
 	// promptLogprobs is vLLM's prompt_logprobs field: each choice then
 	// carries vLLM's prompt_logprobs list (not streamed).
 	promptLogprobs bool
@@ -290,10 +293,13 @@ func (c *completionRequest) decodeStreamOptions(raw json.RawMessage) *apiError {
 	// event against length side channels. tinyserve never pads, so false
 	// and null are accepted and true is refused rather than ignored.
 	var so struct {
-		IncludeUsage       *bool `json:"include_usage"`
-		IncludeObfuscation *bool `json:"include_obfuscation"`
+		IncludeUsage         *bool `json:"include_usage"`
+		ContinuousUsageStats *bool `json:"continuous_usage_stats"`
+		IncludeObfuscation   *bool `json:"include_obfuscation"`
 	}
-	known := func(k string) bool { return k == "include_usage" || k == "include_obfuscation" }
+	known := func(k string) bool {
+		return k == "include_usage" || k == "continuous_usage_stats" || k == "include_obfuscation"
+	}
 	if e := decodeStrict(raw, known, &so); e != nil {
 		if e.Param == "" {
 			e.Param = "stream_options"
@@ -308,6 +314,8 @@ func (c *completionRequest) decodeStreamOptions(raw json.RawMessage) *apiError {
 			"stream_options.include_obfuscation is not supported by tinyserve: only false or null is accepted, got true (tinyserve does not pad stream events)")
 	}
 	c.includeUsage = so.IncludeUsage != nil && *so.IncludeUsage
+	// vLLM's: usage on every chunk too, only together with include_usage.
+	c.continuousUsage = c.includeUsage && so.ContinuousUsageStats != nil && *so.ContinuousUsageStats
 	return nil
 }
 

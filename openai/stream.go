@@ -121,7 +121,13 @@ func (h *handler) streamCompletion(ctx context.Context, cancel context.CancelFun
 		chunk.Choices = []completionChoice{cc}
 		var out any = chunk
 		if req.includeUsage {
-			out = chunkWithUsage{completionResponse: chunk}
+			cu := chunkWithUsage{completionResponse: chunk}
+			if req.continuousUsage {
+				// As vLLM: this choice's prompt and its tokens so far.
+				cu.Usage = &usage{PromptTokens: c.promptTokens, CompletionTokens: c.completionTokens,
+					TotalTokens: c.promptTokens + c.completionTokens}
+			}
+			out = cu
 		}
 		if writeErr = sse.event(out); writeErr != nil {
 			return false
