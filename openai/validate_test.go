@@ -127,7 +127,7 @@ func TestValidation(t *testing.T) {
 		{"echo only with min_tokens", `{"prompt":"a","echo":true,"max_tokens":0,"min_tokens":1}`, 400, "min_tokens", "invalid_value", "at most max_tokens (0)"},
 		{"stream string", `{"prompt":"a","stream":"yes"}`, 400, "stream", "invalid_type", ""},
 		{"stream_options without stream", `{"prompt":"a","stream_options":{"include_usage":true}}`, 400, "stream_options", "invalid_value", "Stream options can only be defined when `stream=True`."},
-		{"stream_options unknown field", `{"prompt":"a","stream":true,"stream_options":{"continuous_usage_stats":true}}`, 400, "stream_options.continuous_usage_stats", "unknown_field", ""},
+		{"stream_options unknown field", `{"prompt":"a","stream":true,"stream_options":{"include_bananas":true}}`, 400, "stream_options.include_bananas", "unknown_field", ""},
 		{"stream_options wrong type", `{"prompt":"a","stream":true,"stream_options":{"include_usage":"yes"}}`, 400, "stream_options.include_usage", "invalid_type", ""},
 		{"stream_options obfuscation", `{"prompt":"a","stream":true,"stream_options":{"include_obfuscation":true}}`, 400, "stream_options.include_obfuscation", "unsupported_parameter", "only false or null"},
 		{"stream_options obfuscation wrong type", `{"prompt":"a","stream":true,"stream_options":{"include_obfuscation":0}}`, 400, "stream_options.include_obfuscation", "invalid_type", ""},
