@@ -368,6 +368,30 @@ check('completions: stop', async () => {
 	}
 });
 
+check("completions: vLLM's min_p, include_stop_str_in_output, continuous_usage_stats", async () => {
+	// Extra fields the SDK's types do not know pass through in the body, as
+	// vLLM's docs show for its sampling parameters.
+	const full = await client.completions.create({ model, prompt, max_tokens: 24, temperature: 0, logprobs: 0 });
+	const toks = full.choices[0].logprobs.tokens;
+	const text = full.choices[0].text;
+	const k = toks.findIndex((t, i) => i >= 2 && /^ ?[A-Za-z]{2,}$/.test(t));
+	ok(k >= 0, `no token of plain letters in ${JSON.stringify(toks)} to stop on`);
+	const stop = toks[k].trim();
+	const c = await client.completions.create({
+		model, prompt, max_tokens: 24, temperature: 0, stop, include_stop_str_in_output: true, min_p: 0.05,
+	});
+	checkCompletion(c, 'include_stop_str_in_output');
+	eq(c.choices[0].text, text.slice(0, text.indexOf(stop) + stop.length), 'the text ends with the stop string');
+	eq(c.choices[0].stop_reason, stop, 'stop_reason');
+	const s = await client.completions.create({
+		model, prompt, max_tokens: 4, temperature: 0, stream: true,
+		stream_options: { include_usage: true, continuous_usage_stats: true },
+	});
+	const chunks = await collect(s, 'continuous usage');
+	eq(chunks.slice(0, -1).map((ch) => ch.usage.completion_tokens), [1, 2, 3, 4], 'usage so far on every chunk');
+	eq(chunks.at(-1).usage, { prompt_tokens: 5, completion_tokens: 4, total_tokens: 9 }, 'the final usage');
+});
+
 check('completions: stream', async () => {
 	const s = await client.completions.create({ model, prompt, max_tokens: 12, temperature: 0, stream: true });
 	const chunks = await collect(s, 'stream');
