@@ -185,8 +185,21 @@ func (h *handler) preparePrompts(req *completionRequest) ([]promptIn, *apiError)
 	for _, ids := range req.tokenLists {
 		prompts = append(prompts, promptIn{tokens: ids})
 	}
+	keep := req.truncate
+	if keep == -1 {
+		keep = h.info.MaxModelLen
+	}
+	if h.info.MaxModelLen > 0 && keep > h.info.MaxModelLen {
+		return nil, badRequest("truncate_prompt_tokens", "invalid_value",
+			"truncate_prompt_tokens (%d) is greater than max_model_len (%d); select a smaller truncation size", keep, h.info.MaxModelLen)
+	}
 	for i := range prompts {
 		p := &prompts[i]
+		if keep > 0 && len(p.tokens) > keep {
+			// The prompt's last tokens, as vLLM truncates; echo shows
+			// their text, what the model actually saw.
+			p.tokens, p.text = p.tokens[len(p.tokens)-keep:], ""
+		}
 		lr := llm.Request{PromptTokens: p.tokens, Params: req.params}
 		if err := lr.Validate(h.info.VocabSize); err != nil {
 			return nil, engineError(err)

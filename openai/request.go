@@ -33,7 +33,10 @@ type completionRequest struct {
 	// continuousUsage puts the choice's usage so far on every chunk
 	// (vLLM's stream_options.continuous_usage_stats).
 	continuousUsage bool
-	returnTokenIDs  bool
+	// truncate keeps each prompt's last truncate tokens (vLLM's
+	// truncate_prompt_tokens); 0 keeps them all, -1 means max_model_len.
+	truncate       int
+	returnTokenIDs bool
 	// promptLogprobs is vLLM's prompt_logprobs field: each choice then
 	// carries vLLM's prompt_logprobs list (not streamed).
 	promptLogprobs bool
@@ -72,6 +75,7 @@ type rawCompletionRequest struct {
 	LogitBias         json.RawMessage `json:"logit_bias"`
 	// vLLM's extra sampling parameters.
 	MinP                   *float64 `json:"min_p"`
+	TruncatePromptTokens   *int     `json:"truncate_prompt_tokens"`
 	IncludeStopStrInOutput *bool    `json:"include_stop_str_in_output"`
 	SkipSpecialTokens      *bool    `json:"skip_special_tokens"`
 }
@@ -85,7 +89,7 @@ func knownCompletionField(name string) bool {
 		"stop", "stop_token_ids", "ignore_eos", "min_tokens", "logprobs", "echo", "stream",
 		"stream_options", "return_token_ids", "user", "presence_penalty", "frequency_penalty",
 		"repetition_penalty", "best_of", "suffix", "logit_bias", "prompt_logprobs",
-		"min_p", "include_stop_str_in_output", "skip_special_tokens":
+		"min_p", "include_stop_str_in_output", "skip_special_tokens", "truncate_prompt_tokens":
 		return true
 	}
 	return false
@@ -154,6 +158,11 @@ func decodeCompletion(body []byte) (*completionRequest, *apiError) {
 	}
 	if raw.MinP != nil {
 		p.MinP = *raw.MinP
+	}
+	if raw.TruncatePromptTokens != nil {
+		if c.truncate = *raw.TruncatePromptTokens; c.truncate < -1 || c.truncate == 0 {
+			return nil, badRequest("truncate_prompt_tokens", "invalid_value", "truncate_prompt_tokens must be -1 (max_model_len) or at least 1, got %d", c.truncate)
+		}
 	}
 	p.IncludeStopStrInOutput = raw.IncludeStopStrInOutput != nil && *raw.IncludeStopStrInOutput
 	p.KeepSpecialTokens = raw.SkipSpecialTokens != nil && !*raw.SkipSpecialTokens

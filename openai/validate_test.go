@@ -63,6 +63,9 @@ func TestValidation(t *testing.T) {
 		{"field name case matters", `{"Prompt":"a"}`, 400, "Prompt", "unknown_field", `"Prompt"`},
 		{"vllm extra not supported", `{"prompt":"a","guided_json":{}}`, 400, "guided_json", "unknown_field", ""},
 		{"min_p above 1", `{"prompt":"a","min_p":1.5}`, 400, "min_p", "invalid_value", "[0, 1]"},
+		{"truncate_prompt_tokens 0", `{"prompt":"a","truncate_prompt_tokens":0}`, 400, "truncate_prompt_tokens", "invalid_value", "at least 1"},
+		{"truncate_prompt_tokens -2", `{"prompt":"a","truncate_prompt_tokens":-2}`, 400, "truncate_prompt_tokens", "invalid_value", "at least 1"},
+		{"truncate_prompt_tokens over the context", `{"prompt":"a","truncate_prompt_tokens":65}`, 400, "truncate_prompt_tokens", "invalid_value", "greater than max_model_len (64)"},
 		{"min_p negative", `{"prompt":"a","min_p":-0.1}`, 400, "min_p", "invalid_value", "[0, 1]"},
 		{"min_p wrong type", `{"prompt":"a","min_p":"x"}`, 400, "min_p", "invalid_type", ""},
 		{"include_stop_str_in_output wrong type", `{"prompt":"a","include_stop_str_in_output":1}`, 400, "include_stop_str_in_output", "invalid_type", ""},
@@ -263,4 +266,34 @@ func TestVLLMExtrasReachTheEngine(t *testing.T) {
 	rec = serve(t, NewHandler(f), "POST", "/v1/completions", `{"prompt":"a","max_tokens":2,"skip_special_tokens":true,"min_p":null}`)
 	require.Equal(t, 200, rec.Code, rec.Body.String())
 	assert.False(t, f.requests()[2].Params.KeepSpecialTokens)
+}
+
+// TestTruncatePromptTokens: vLLM's truncate_prompt_tokens keeps each
+// prompt's last k tokens, text or token ids; usage counts what was kept,
+// echo shows it, and -1 means max_model_len.
+func TestTruncatePromptTokens(t *testing.T) {
+	f := newFake()
+	h := NewHandler(f)
+	rec := serve(t, h, "POST", "/v1/completions", `{"prompt":["abcdef","xy"],"max_tokens":1,"truncate_prompt_tokens":3,"echo":true}`)
+	require.Equal(t, 200, rec.Code, rec.Body.String())
+	rec2 := serve(t, h, "POST", "/v1/completions", `{"prompt":[1,2,3,4,5],"max_tokens":1,"truncate_prompt_tokens":3}`)
+	require.Equal(t, 200, rec2.Code, rec2.Body.String())
+	reqs := f.requests()
+	require.Len(t, reqs, 3)
+	assert.Equal(t, []int{'d', 'e', 'f'}, reqs[0].PromptTokens)
+	assert.Equal(t, []int{'x', 'y'}, reqs[1].PromptTokens, "a shorter prompt is kept whole")
+	assert.Equal(t, []int{3, 4, 5}, reqs[2].PromptTokens)
+	var resp struct {
+		Choices []struct{ Text string }
+		Usage   usage
+	}
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &resp))
+	assert.Equal(t, "defa", resp.Choices[0].Text, "echo shows the kept prompt")
+	assert.Equal(t, "xya", resp.Choices[1].Text)
+	assert.Equal(t, 3+2, resp.Usage.PromptTokens)
+
+	long := strings.Repeat("z", 70) // over max_model_len 64
+	rec = serve(t, h, "POST", "/v1/completions", `{"prompt":"`+long+`","max_tokens":0,"echo":true,"truncate_prompt_tokens":-1}`)
+	require.Equal(t, 200, rec.Code, rec.Body.String())
+	assert.Len(t, f.requests()[3].PromptTokens, 64)
 }
