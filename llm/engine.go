@@ -43,8 +43,11 @@ type Stats struct {
 	// prefix_cache_hits).
 	PrefixCacheQueries uint64
 	PrefixCacheHits    uint64
-	// StepTokens counts the engine steps by how many tokens each ran
-	// (prompt and decode together): vLLM's vllm:iteration_tokens_total.
+	// StepTokens counts the engine steps by their tokens as vLLM's
+	// vllm:iteration_tokens_total counts them: the whole prompt of each
+	// request whose prefill completed in the step (cached or chunked, it
+	// counts once, there), plus the tokens sampled. Its sum is therefore
+	// about PromptTokens + GenerationTokens.
 	StepTokens StepTokenCounts
 }
 

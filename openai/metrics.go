@@ -163,9 +163,12 @@ func (m *metrics) observe(o *observer, ev llm.Event) {
 	if !t.FirstToken.IsZero() && !o.lastToken.IsZero() {
 		decode := o.lastToken.Sub(t.FirstToken).Seconds()
 		m.decode.Observe(decode)
+		// vLLM observes every finished request, 0 for one of a single token.
+		tpot := 0.0
 		if ev.CompletionTokens > 1 {
-			m.requestTPOT.Observe(decode / float64(ev.CompletionTokens-1))
+			tpot = decode / float64(ev.CompletionTokens-1)
 		}
+		m.requestTPOT.Observe(tpot)
 	}
 	if !t.FirstScheduled.IsZero() && !o.lastToken.IsZero() {
 		m.inference.Observe(o.lastToken.Sub(t.FirstScheduled).Seconds())

@@ -177,3 +177,26 @@ func TestRequestParamsHistograms(t *testing.T) {
 	assert.Equal(t, [2]float64{6, 24}, got["vllm:request_params_max_tokens"], "six choices of max_tokens 4")
 	assert.Equal(t, [2]float64{2, 8}, got["vllm:request_max_num_generation_tokens"], "two prompts, each with choices of 4 tokens")
 }
+
+// TestRequestTPOTSingleToken: a choice of one token is observed as 0 in
+// vllm:request_time_per_output_token_seconds, as vLLM does, so the
+// histogram counts every finished choice like the e2e one.
+func TestRequestTPOTSingleToken(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	h := NewHandler(newFake(), WithRegistry(reg, reg))
+	rec := serve(t, h, "POST", "/v1/completions", `{"prompt":"a","max_tokens":1}`)
+	require.Equal(t, 200, rec.Code, rec.Body.String())
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	counts := map[string]uint64{}
+	sums := map[string]float64{}
+	for _, mf := range mfs {
+		if hs := mf.GetMetric(); len(hs) == 1 && hs[0].GetHistogram() != nil {
+			counts[mf.GetName()] = hs[0].GetHistogram().GetSampleCount()
+			sums[mf.GetName()] = hs[0].GetHistogram().GetSampleSum()
+		}
+	}
+	assert.Equal(t, uint64(1), counts["vllm:request_time_per_output_token_seconds"])
+	assert.Equal(t, 0.0, sums["vllm:request_time_per_output_token_seconds"])
+	assert.Equal(t, counts["vllm:e2e_request_latency_seconds"], counts["vllm:request_time_per_output_token_seconds"])
+}

@@ -671,9 +671,10 @@ func TestNewRejectsUnsetOrOutOfRangeEOS(t *testing.T) {
 	}
 }
 
-// TestStepTokensHistogram: every step is counted once, by the tokens it ran
-// (vllm:iteration_tokens_total): one prefill of 9 prompt tokens, then one
-// token per decode step.
+// TestStepTokensHistogram: every step is counted once, as vLLM's
+// vllm:iteration_tokens_total counts it: the step that completes a prefill
+// counts the whole prompt and its sampled token, even when the prompt came
+// in chunks or from the prefix cache; the other steps their sampled tokens.
 func TestStepTokensHistogram(t *testing.T) {
 	e := newEngine(t, mock.Config{}, engine.Config{})
 	run(t, e, llm.Request{PromptTokens: prompt(1, 9), Params: greedy(3)})
@@ -681,9 +682,24 @@ func TestStepTokensHistogram(t *testing.T) {
 	s := e.Stats()
 	var want llm.StepTokenCounts
 	want.Counts[0] = 2 // two decode steps of 1 token
-	want.Counts[2] = 1 // the prefill: 9 tokens, in (8, 16]
-	want.Sum = 9 + 2
+	want.Counts[2] = 1 // the prefill's 9 and its token: 10, in (8, 16]
+	want.Sum = 9 + 3
 	if s.StepTokens != want || s.Steps != 3 {
 		t.Errorf("step tokens %+v after %d steps; want %+v after 3", s.StepTokens, s.Steps, want)
+	}
+
+	// Chunked (budget 32) and, the second time, mostly cached: 40 prompt
+	// tokens count once each time, on the step that completes the prefill.
+	e = newEngine(t, mock.Config{}, engine.Config{PrefixCaching: true, MaxNumBatchedTokens: 32})
+	for range 2 {
+		run(t, e, llm.Request{PromptTokens: prompt(2, 40), Params: greedy(2)})
+	}
+	waitIdle(t, e)
+	s = e.Stats()
+	if want := s.PromptTokens + s.GenerationTokens; s.StepTokens.Sum != want {
+		t.Errorf("step tokens sum %d, want prompt + generation tokens %d (%+v)", s.StepTokens.Sum, want, s)
+	}
+	if s.PrefixCacheHits == 0 {
+		t.Error("the second run found nothing cached: the test no longer covers the cache")
 	}
 }

@@ -187,7 +187,6 @@ func (st *stepper) step() (firstScheduled int, err error) {
 		return 0, nil
 	}
 	now := st.now()
-	st.counters.stepTokens.Observe(out.NumTokens)
 	b := &st.batch
 	b.Seqs = b.Seqs[:0]
 	b.Dropped = append(b.Dropped[:0], out.Dropped...)
@@ -237,8 +236,14 @@ func (st *stepper) step() (firstScheduled int, err error) {
 	}
 	now = st.now()
 	st.sampled = st.sampled[:0]
+	// The step's tokens as vLLM's vllm:iteration_tokens_total counts them:
+	// the whole prompt of each request whose prefill completed, plus the
+	// tokens sampled.
+	iterTokens := 0
+	defer func() { st.counters.stepTokens.Observe(iterTokens) }()
 	for r, q := range st.sampleReqs {
 		if q.params.MaxTokens == 0 {
+			iterTokens += len(q.req.PromptTokens)
 			st.finishPromptOnly(q, now)
 			continue
 		}
@@ -249,7 +254,9 @@ func (st *stepper) step() (firstScheduled int, err error) {
 		ev := q.accept(tok, lp, now)
 		if q.generated == 1 {
 			ev.PromptLogprobs = q.takePromptLP()
+			iterTokens += len(q.req.PromptTokens)
 		}
+		iterTokens++
 		st.counters.generationTokens++
 		st.sampled = append(st.sampled, sched.Sampled{ID: q.id, Token: tok, Finished: ev.Finish != ""})
 		// Events only go into the request's queue, so sending before the
