@@ -350,14 +350,18 @@ check('completions: logit_bias', async () => {
 	eq(c.choices[0].text, 'HelloHelloHelloHello', 'a +100 bias on "Hello" (15496)');
 });
 
-check('completions: stop', async () => {
+// greedyStop returns the greedy 24-token text of prompt and a stop string
+// from its middle: a token of plain letters.
+async function greedyStop() {
 	const full = await client.completions.create({ model, prompt, max_tokens: 24, temperature: 0, logprobs: 0 });
 	const toks = full.choices[0].logprobs.tokens;
-	const text = full.choices[0].text;
-	// A stop string from the middle of the text: a token of plain letters.
 	const k = toks.findIndex((t, i) => i >= 2 && /^ ?[A-Za-z]{2,}$/.test(t));
 	ok(k >= 0, `no token of plain letters in ${JSON.stringify(toks)} to stop on`);
-	const stop = toks[k].trim();
+	return { text: full.choices[0].text, stop: toks[k].trim() };
+}
+
+check('completions: stop', async () => {
+	const { text, stop } = await greedyStop();
 	const want = text.slice(0, text.indexOf(stop));
 	for (const s of [stop, [stop], ['\u0000never', stop]]) {
 		const c = await client.completions.create({ model, prompt, max_tokens: 24, temperature: 0, stop: s });
@@ -371,12 +375,7 @@ check('completions: stop', async () => {
 check("completions: vLLM's min_p, include_stop_str_in_output, continuous_usage_stats", async () => {
 	// Extra fields the SDK's types do not know pass through in the body, as
 	// vLLM's docs show for its sampling parameters.
-	const full = await client.completions.create({ model, prompt, max_tokens: 24, temperature: 0, logprobs: 0 });
-	const toks = full.choices[0].logprobs.tokens;
-	const text = full.choices[0].text;
-	const k = toks.findIndex((t, i) => i >= 2 && /^ ?[A-Za-z]{2,}$/.test(t));
-	ok(k >= 0, `no token of plain letters in ${JSON.stringify(toks)} to stop on`);
-	const stop = toks[k].trim();
+	const { text, stop } = await greedyStop();
 	const c = await client.completions.create({
 		model, prompt, max_tokens: 24, temperature: 0, stop, include_stop_str_in_output: true, min_p: 0.05,
 	});
