@@ -63,6 +63,22 @@ type LevelAggregate struct {
 	// across a run); nil when the server does not report them or looked
 	// nothing up.
 	PrefixCacheHitRate *float64 `json:"prefix_cache_hit_rate,omitempty"`
+	// ServerPhases are the server's mean queue, prefill and decode times
+	// per request over the level's repeats, from its phase histograms;
+	// nil when the server does not report them.
+	ServerPhases *ServerPhases `json:"server_phases,omitempty"`
+}
+
+// ServerPhases are mean times per request as the server measured them
+// (vLLM's vllm:request_{queue,prefill,decode}_time_seconds: queue is
+// arrival to first scheduled, prefill first scheduled to first token,
+// decode first to last token). Beside the client's TTFT and latency they
+// show where the time went: waiting for a batch slot, computing the
+// prompt, or generating. A phase the server does not report is nil.
+type ServerPhases struct {
+	QueueS   *float64 `json:"queue_s"`
+	PrefillS *float64 `json:"prefill_s"`
+	DecodeS  *float64 `json:"decode_s"`
 }
 
 // Combined is summary.json: the resolved config, the order the runs were
@@ -134,6 +150,7 @@ func Aggregate(config any, order []RunSpec, levels []int, runs []RunData) Combin
 			},
 			RepeatValues:       rv,
 			PrefixCacheHitRate: prefixCacheHitRate(rs),
+			ServerPhases:       serverPhases(rs),
 		}
 		c.ByConcurrency = append(c.ByConcurrency, a)
 		points = append(points, LevelPoint{
@@ -146,25 +163,56 @@ func Aggregate(config any, order []RunSpec, levels []int, runs []RunData) Combin
 	return c
 }
 
+// counterDelta is the change of metric name across a run, when both
+// scrapes have it and it did not go down (a server restarted mid-run
+// resets its counters).
+func counterDelta(r *RunData, name string) (float64, bool) {
+	if r.Server == nil || !r.Server.Before.Available || !r.Server.After.Available {
+		return 0, false
+	}
+	b, ok1 := r.Server.Before.Values[name]
+	a, ok2 := r.Server.After.Values[name]
+	if !ok1 || !ok2 || a < b {
+		return 0, false
+	}
+	return a - b, true
+}
+
+// serverPhases pools each phase histogram's sum and count over the runs,
+// so a phase's mean weighs every request equally.
+func serverPhases(runs []*RunData) *ServerPhases {
+	mean := func(phase string) *float64 {
+		var sum, count float64
+		for _, r := range runs {
+			s, ok1 := counterDelta(r, "vllm:request_"+phase+"_time_seconds_sum")
+			n, ok2 := counterDelta(r, "vllm:request_"+phase+"_time_seconds_count")
+			if ok1 && ok2 {
+				sum, count = sum+s, count+n
+			}
+		}
+		if count <= 0 {
+			return nil
+		}
+		m := sum / count
+		return &m
+	}
+	p := ServerPhases{QueueS: mean("queue"), PrefillS: mean("prefill"), DecodeS: mean("decode")}
+	if p.QueueS == nil && p.PrefillS == nil && p.DecodeS == nil {
+		return nil
+	}
+	return &p
+}
+
 // prefixCacheHitRate adds up, over runs whose metrics were scraped before
 // and after, the prefix cache's hits and queries during the run.
 func prefixCacheHitRate(runs []*RunData) *float64 {
-	const queries, hits = "vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total"
 	var q, h float64
 	for _, r := range runs {
-		if r.Server == nil || !r.Server.Before.Available || !r.Server.After.Available {
-			continue
+		dq, ok1 := counterDelta(r, "vllm:prefix_cache_queries_total")
+		dh, ok2 := counterDelta(r, "vllm:prefix_cache_hits_total")
+		if ok1 && ok2 {
+			q, h = q+dq, h+dh
 		}
-		b, a := r.Server.Before.Values, r.Server.After.Values
-		_, ok1 := b[queries]
-		_, ok2 := a[queries]
-		_, ok3 := b[hits]
-		_, ok4 := a[hits]
-		if !ok1 || !ok2 || !ok3 || !ok4 {
-			continue
-		}
-		q += a[queries] - b[queries]
-		h += a[hits] - b[hits]
 	}
 	if q <= 0 {
 		return nil

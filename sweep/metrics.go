@@ -17,8 +17,9 @@ import (
 
 // ScrapedMetrics returns the names of the server metrics kept beside each
 // run: the gauges and counters that explain a plateau (queueing, running
-// batch, KV usage, preemptions) or a result too good to be true (prompt
-// tokens served from the prefix cache). Names are vLLM's; tinyserve serves the same
+// batch, KV usage, preemptions, the server's queue, prefill and decode
+// times) or a result too good to be true (prompt tokens served from the
+// prefix cache). Names are vLLM's; tinyserve serves the same
 // ones. A function, so that no caller can change the list for everyone.
 func ScrapedMetrics() []string { return slices.Clone(scrapedMetrics) }
 
@@ -33,6 +34,15 @@ var scrapedMetrics = []string{
 	"vllm:request_success_total",
 	"vllm:prefix_cache_queries_total",
 	"vllm:prefix_cache_hits_total",
+	// The server's own account of where a request's time went: the sums
+	// and counts of vLLM's phase histograms, whose change across a run
+	// gives the run's mean queue, prefill and decode times.
+	"vllm:request_queue_time_seconds_sum",
+	"vllm:request_queue_time_seconds_count",
+	"vllm:request_prefill_time_seconds_sum",
+	"vllm:request_prefill_time_seconds_count",
+	"vllm:request_decode_time_seconds_sum",
+	"vllm:request_decode_time_seconds_count",
 }
 
 // MetricsSnapshot is one scrape of /metrics.

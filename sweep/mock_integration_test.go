@@ -113,3 +113,41 @@ func TestSweepReportsPrefixCacheHits(t *testing.T) {
 		})
 	}
 }
+
+// TestSweepReportsServerPhases: against tinyserve's handler, each level
+// gets the server's mean queue, prefill and decode times from its phase
+// histograms, and the report shows them beside the client's TTFT. With one
+// sequence at a time, requests at concurrency 4 wait in the server's
+// queue, and the server's queue + prefill never exceeds what the client
+// saw as TTFT (the server's interval lies inside the client's).
+func TestSweepReportsServerPhases(t *testing.T) {
+	eng, err := mock.NewEngine(mock.Config{Latency: mock.Latency{PerStep: time.Millisecond}}, engine.Config{MaxNumSeqs: 1, Seed: 1})
+	require.NoError(t, err)
+	t.Cleanup(func() { eng.Close() })
+	srv := httptest.NewServer(openai.NewHandler(eng))
+	t.Cleanup(srv.Close)
+	dir := t.TempDir()
+	prompts := writePrompts(t, dir, 8, 4)
+	cfg, err := ParseConfig(sweepConfigJSON(srv.URL+"/v1/completions", prompts, []int{1, 4}, 8, 0, 1))
+	require.NoError(t, err)
+	cfg.Model = ""
+	env, git := testEnv()
+	res, err := RunSweep(context.Background(), cfg, SweepOptions{WorkDir: dir, Environment: env, Git: git, Model: eng.Info().ID})
+	require.NoError(t, err)
+	levels := res.Combined.ByConcurrency
+	require.Len(t, levels, 2)
+	for _, a := range levels {
+		p := a.ServerPhases
+		require.NotNil(t, p, "concurrency %d", a.Concurrency)
+		require.NotNil(t, p.QueueS)
+		require.NotNil(t, p.PrefillS)
+		require.NotNil(t, p.DecodeS)
+		assert.Greater(t, *p.PrefillS, 0.0, "concurrency %d", a.Concurrency)
+		assert.Greater(t, *p.DecodeS, 0.0, "concurrency %d", a.Concurrency)
+		assert.LessOrEqual(t, *p.QueueS+*p.PrefillS, *a.TTFTS.Mean, "concurrency %d: the server's part of TTFT", a.Concurrency)
+	}
+	assert.Greater(t, *levels[1].ServerPhases.QueueS, *levels[0].ServerPhases.QueueS, "one sequence at a time: concurrency 4 queues")
+	report := RenderReport(res.Combined)
+	assert.Contains(t, report, "Where the time went")
+	assert.Contains(t, report, "| 4 | ")
+}

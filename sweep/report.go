@@ -132,6 +132,7 @@ func RenderReport(c *Combined) string {
 			"turn the cache off (vLLM: --no-enable-prefix-caching; tinyserve: leave out --enable-prefix-caching) to measure prefill every time:\n\n")
 		b.WriteString(strings.Join(cached, ""))
 	}
+	writeServerPhases(&b, c.ByConcurrency)
 	s := c.Saturation
 	b.WriteString("\n## Saturation\n\n")
 	if s.Candidate != nil {
@@ -336,4 +337,31 @@ func panel(c *Combined, ylabel string, get func(*LevelAggregate) ([]*float64, *f
 	p.Legend.Top = true
 	p.Legend.Left = true
 	return p, nil
+}
+
+// writeServerPhases adds the server's own account of where the time went,
+// beside the client's TTFT, when the server reports its phase histograms.
+func writeServerPhases(b *strings.Builder, levels []LevelAggregate) {
+	reported := false
+	for _, a := range levels {
+		reported = reported || a.ServerPhases != nil
+	}
+	if !reported {
+		return
+	}
+	b.WriteString("\n## Where the time went, by the server's metrics\n\n")
+	b.WriteString("Means per request from the server's own histograms (vllm:request_queue_time_seconds, _prefill_time_seconds, _decode_time_seconds: " +
+		"queue is arrival to first scheduled, prefill first scheduled to first token, decode first to last token), beside the client's mean TTFT and latency. " +
+		"Client TTFT beyond queue + prefill is HTTP, tokenization and streaming overhead; a growing queue time is requests waiting for a batch slot.\n\n")
+	b.WriteString("| Concurrency | Queue (s) | Prefill (s) | Decode (s) | Client mean TTFT (s) | Client mean latency (s) |\n")
+	b.WriteString("| ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, a := range levels {
+		p := a.ServerPhases
+		if p == nil {
+			p = &ServerPhases{}
+		}
+		fmt.Fprintf(b, "| %d | %s | %s | %s | %s | %s |\n", a.Concurrency,
+			fmtNum(p.QueueS, "%.4f"), fmtNum(p.PrefillS, "%.4f"), fmtNum(p.DecodeS, "%.4f"),
+			fmtNum(a.TTFTS.Mean, "%.4f"), fmtNum(a.LatencyS.Mean, "%.4f"))
+	}
 }
