@@ -178,23 +178,30 @@ func counterDelta(r *RunData, name string) (float64, bool) {
 	return a - b, true
 }
 
+// pooledRatio is the change of num over the change of den, each added up
+// over the runs that have both; nil when den did not grow.
+func pooledRatio(runs []*RunData, num, den string) *float64 {
+	var n, d float64
+	for _, r := range runs {
+		dn, ok1 := counterDelta(r, num)
+		dd, ok2 := counterDelta(r, den)
+		if ok1 && ok2 {
+			n, d = n+dn, d+dd
+		}
+	}
+	if d <= 0 {
+		return nil
+	}
+	v := n / d
+	return &v
+}
+
 // serverPhases pools each phase histogram's sum and count over the runs,
 // so a phase's mean weighs every request equally.
 func serverPhases(runs []*RunData) *ServerPhases {
 	mean := func(phase string) *float64 {
-		var sum, count float64
-		for _, r := range runs {
-			s, ok1 := counterDelta(r, "vllm:request_"+phase+"_time_seconds_sum")
-			n, ok2 := counterDelta(r, "vllm:request_"+phase+"_time_seconds_count")
-			if ok1 && ok2 {
-				sum, count = sum+s, count+n
-			}
-		}
-		if count <= 0 {
-			return nil
-		}
-		m := sum / count
-		return &m
+		name := "vllm:request_" + phase + "_time_seconds"
+		return pooledRatio(runs, name+"_sum", name+"_count")
 	}
 	p := ServerPhases{QueueS: mean("queue"), PrefillS: mean("prefill"), DecodeS: mean("decode")}
 	if p.QueueS == nil && p.PrefillS == nil && p.DecodeS == nil {
@@ -203,22 +210,10 @@ func serverPhases(runs []*RunData) *ServerPhases {
 	return &p
 }
 
-// prefixCacheHitRate adds up, over runs whose metrics were scraped before
-// and after, the prefix cache's hits and queries during the run.
+// prefixCacheHitRate is the prefix cache's hits over its queries during
+// the runs whose metrics were scraped before and after.
 func prefixCacheHitRate(runs []*RunData) *float64 {
-	var q, h float64
-	for _, r := range runs {
-		dq, ok1 := counterDelta(r, "vllm:prefix_cache_queries_total")
-		dh, ok2 := counterDelta(r, "vllm:prefix_cache_hits_total")
-		if ok1 && ok2 {
-			q, h = q+dq, h+dh
-		}
-	}
-	if q <= 0 {
-		return nil
-	}
-	rate := h / q
-	return &rate
+	return pooledRatio(runs, "vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total")
 }
 
 // medianOf is the median of the non-nil values.
