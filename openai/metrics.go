@@ -191,23 +191,20 @@ func (m *metrics) admitted(prompts, n, maxTokens int) {
 
 // promptsFinished records, for every prompt of a request whose choices all
 // finished (none abandoned), the most tokens any of its n choices
-// generated, as vLLM records it per request of n sequences.
+// generated, as vLLM records it per request of n sequences. The choices of
+// one prompt are contiguous (the handler submits them prompt by prompt).
 func (m *metrics) promptsFinished(choices []*choice) {
-	most := map[int]int{}
-	for _, c := range choices {
-		if _, seen := most[c.prompt]; !seen {
-			most[c.prompt] = 0
+	for i := 0; i < len(choices); {
+		most, finished := 0, true
+		j := i
+		for ; j < len(choices) && choices[j].prompt == choices[i].prompt; j++ {
+			finished = finished && choices[j].finish != ""
+			most = max(most, choices[j].completionTokens)
 		}
-		if c.finish == "" {
-			most[c.prompt] = -1 // abandoned: the prompt did not finish
-		} else if most[c.prompt] >= 0 {
-			most[c.prompt] = max(most[c.prompt], c.completionTokens)
+		if finished {
+			m.maxGenerationTokens.Observe(float64(most))
 		}
-	}
-	for _, n := range most {
-		if n >= 0 {
-			m.maxGenerationTokens.Observe(float64(n))
-		}
+		i = j
 	}
 }
 

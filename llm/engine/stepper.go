@@ -240,7 +240,6 @@ func (st *stepper) step() (firstScheduled int, err error) {
 	// the whole prompt of each request whose prefill completed, plus the
 	// tokens sampled.
 	iterTokens := 0
-	defer func() { st.counters.stepTokens.Observe(iterTokens) }()
 	for r, q := range st.sampleReqs {
 		if q.params.MaxTokens == 0 {
 			iterTokens += len(q.req.PromptTokens)
@@ -269,6 +268,7 @@ func (st *stepper) step() (firstScheduled int, err error) {
 		}
 		q.sink(ev)
 	}
+	st.counters.stepTokens.Observe(iterTokens)
 	if _, err := st.sched.Update(st.sampled); err != nil {
 		return firstScheduled, fmt.Errorf("engine: scheduler update: %w", err)
 	}
