@@ -84,7 +84,10 @@ type SweepResult struct {
 
 // RunSweep runs (or resumes) the sweep described by cfg. Runs already
 // complete on disk are kept byte for byte and skipped; any other evidence
-// already there stops it with [ErrRefused] before a request is sent. A run
+// already there stops it with [ErrRefused] before a request is sent. A
+// server that gives no HTTP answer stops it with [ErrUnreachable] before the
+// first run, and a failed start (that, or an embedded target that does not
+// start) takes back the config.json and empty folder it made. A run
 // that finishes with failed requests stops it with [ErrFailedRequests]. When
 // every run is complete it writes summary.json, report.md, summary.csv and
 // the plots. While it works on the folder it holds [LockFile] there, and a
