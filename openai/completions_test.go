@@ -419,6 +419,9 @@ func TestRoutes(t *testing.T) {
 		{"POST", "/detokenize", `{}`, 400, ""},
 		{"POST", "/detokenize", `{"tokens":[104,null]}`, 400, `{"error":{"message":"tokens: the element at index 1 must be an integer, not null","type":"invalid_request_error","param":"tokens","code":"invalid_type"}}`},
 		{"POST", "/detokenize", `{"tokens":[]}`, 200, `{"prompt":""}`},
+		{"GET", "/v1/models/other", "", 404, `{"error":{"message":"The model ` + "`other`" + ` does not exist.","type":"invalid_request_error","param":"model","code":"model_not_found"}}`},
+		{"GET", "/v1/models/", "", 404, `{"error":{"message":"no route for GET /v1/models/","type":"invalid_request_error","param":null,"code":"not_found"}}`},
+		{"DELETE", "/v1/models/tiny", "", 405, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.method+tc.path+tc.body, func(t *testing.T) {
@@ -458,6 +461,28 @@ func TestRoutes(t *testing.T) {
 		assert.Equal(t, 64, m.MaxModelLen)
 		assert.NotZero(t, m.Created)
 	}
+
+	// Retrieving one model answers exactly its entry in the list.
+	for i, name := range []string{"tiny", "alias"} {
+		rec := serve(t, h, "GET", "/v1/models/"+name, "")
+		require.Equal(t, 200, rec.Code, rec.Body.String())
+		want, err := json.Marshal(list.Data[i])
+		require.NoError(t, err)
+		assert.JSONEq(t, string(want), rec.Body.String())
+	}
+}
+
+// TestRetrieveModelWithSlash: Hugging Face names hold a slash, and
+// GET /v1/models/{model} retrieves them whole.
+func TestRetrieveModelWithSlash(t *testing.T) {
+	h := NewHandler(newFake(), WithServedModelNames("openai-community/gpt2"))
+	rec := serve(t, h, "GET", "/v1/models/openai-community/gpt2", "")
+	require.Equal(t, 200, rec.Code, rec.Body.String())
+	var card struct{ ID, Object string }
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &card))
+	assert.Equal(t, "openai-community/gpt2", card.ID)
+	assert.Equal(t, "model", card.Object)
+	assert.Equal(t, 404, serve(t, h, "GET", "/v1/models/openai-community", "").Code)
 }
 
 // TestMethodNotAllowed: a 405 carries an Allow header (RFC 9110 §15.5.6)
@@ -469,7 +494,9 @@ func TestMethodNotAllowed(t *testing.T) {
 		{"/tokenize", "PUT", "POST"},
 		{"/detokenize", "GET", "POST"},
 		{"/v1/models", "POST", "GET, HEAD"},
+		{"/v1/models/fake", "PUT", "GET, HEAD"},
 		{"/health", "DELETE", "GET, HEAD"},
+		{"/version", "POST", "GET, HEAD"},
 		{"/metrics", "POST", "GET, HEAD"},
 	}
 	for _, tc := range tests {

@@ -183,7 +183,10 @@ func NewHandler(eng llm.Engine, opts ...Option) http.Handler {
 	}{
 		{http.MethodPost, "/v1/completions", http.HandlerFunc(h.completions)},
 		{http.MethodGet, "/v1/models", http.HandlerFunc(h.models)},
+		// {model...}: served names may hold slashes (openai-community/gpt2).
+		{http.MethodGet, "/v1/models/{model...}", http.HandlerFunc(h.model)},
 		{http.MethodGet, "/health", http.HandlerFunc(h.health)},
+		{http.MethodGet, "/version", http.HandlerFunc(h.version)},
 		{http.MethodGet, "/metrics", h.m.handler(cfg.gatherer)},
 		{http.MethodPost, "/tokenize", http.HandlerFunc(h.tokenize)},
 		{http.MethodPost, "/detokenize", http.HandlerFunc(h.detokenize)},
@@ -254,17 +257,37 @@ type modelList struct {
 
 func (h *handler) models(w http.ResponseWriter, r *http.Request) {
 	list := modelList{Object: "list", Data: make([]modelCard, 0, len(h.names))}
+	for _, n := range h.names {
+		list.Data = append(list.Data, h.card(n))
+	}
+	h.writeJSON(w, r, http.StatusOK, list)
+}
+
+// model answers OpenAI's "retrieve model" (GET /v1/models/{model}) with the
+// card /v1/models lists for that name, or OpenAI's 404 for any other name,
+// so an SDK's models.retrieve works. vLLM does not serve this route.
+func (h *handler) model(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("model")
+	if name == "" { // "/v1/models/": no model named
+		notFound(w, r)
+		return
+	}
+	if !h.checkModel(w, r, name) {
+		return
+	}
+	h.writeJSON(w, r, http.StatusOK, h.card(name))
+}
+
+// card describes the engine's model under the served name n.
+func (h *handler) card(n string) modelCard {
 	root := h.info.Root
 	if root == "" {
 		root = h.info.ID
 	}
-	for _, n := range h.names {
-		list.Data = append(list.Data, modelCard{
-			ID: n, Object: "model", Created: h.created, OwnedBy: "tinyserve",
-			Root: root, MaxModelLen: h.info.MaxModelLen, RandomWeights: h.info.RandomWeights,
-		})
+	return modelCard{
+		ID: n, Object: "model", Created: h.created, OwnedBy: "tinyserve",
+		Root: root, MaxModelLen: h.info.MaxModelLen, RandomWeights: h.info.RandomWeights,
 	}
-	h.writeJSON(w, r, http.StatusOK, list)
 }
 
 type healthBody struct {

@@ -1,5 +1,7 @@
 package sweep
 
+import "slices"
+
 // RunData is one finished run as the analysis sees it: its spec, where its
 // files are, and their contents.
 type RunData struct {
@@ -89,11 +91,16 @@ type Combined struct {
 	// Workload is the prompt file the runs sent, by path and SHA-256, so
 	// that a comparison can tell whether two sweeps measured the same
 	// workload; nil in files written before it was recorded.
-	Workload      *ManifestWorkload `json:"workload,omitempty"`
-	SweepOrder    []RunSpec         `json:"sweep_order"`
-	MeasuredRuns  []MeasuredRun     `json:"measured_runs"`
-	ByConcurrency []LevelAggregate  `json:"by_concurrency"`
-	Saturation    SaturationResult  `json:"saturation"`
+	Workload *ManifestWorkload `json:"workload,omitempty"`
+	// ServerVersions are the distinct versions the server reported
+	// (GET /version) across the measured runs, in sweep order: one when
+	// every run measured the same software, none when the server does not
+	// say. More than one means a resumed sweep mixed server versions.
+	ServerVersions []string         `json:"server_versions,omitempty"`
+	SweepOrder     []RunSpec        `json:"sweep_order"`
+	MeasuredRuns   []MeasuredRun    `json:"measured_runs"`
+	ByConcurrency  []LevelAggregate `json:"by_concurrency"`
+	Saturation     SaturationResult `json:"saturation"`
 }
 
 // Aggregate combines the runs of a sweep. Warmup runs in runs are ignored:
@@ -109,6 +116,9 @@ func Aggregate(config any, order []RunSpec, levels []int, runs []RunData) Combin
 			continue
 		}
 		c.MeasuredRuns = append(c.MeasuredRuns, MeasuredRun{RunSpec: r.Spec, Raw: r.RawPath, Summary: r.SummaryPath, Metrics: r.Summary})
+		if v := r.Summary.Config.ServerVersion; v != "" && !slices.Contains(c.ServerVersions, v) {
+			c.ServerVersions = append(c.ServerVersions, v)
+		}
 		byLevel[r.Spec.Concurrency] = append(byLevel[r.Spec.Concurrency], r)
 	}
 	var points []LevelPoint

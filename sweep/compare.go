@@ -62,6 +62,9 @@ type Comparison struct {
 	Rows                   []CompareRow
 	CandidateA, CandidateB *int
 	NameA, NameB           string
+	// VersionsA and VersionsB are the server versions each sweep recorded
+	// ([Combined.ServerVersions]).
+	VersionsA, VersionsB []string
 	// Warnings name every setting in which the sweeps differ in a way that
 	// makes their ratios measure something other than the servers.
 	Warnings []string
@@ -192,6 +195,7 @@ func Compare(a, b *Combined) Comparison {
 		{"p50 TPOT s", func(l *LevelAggregate) *float64 { return l.TPOTS.P50 }},
 	}
 	cmp := Comparison{CandidateA: a.Saturation.Candidate, CandidateB: b.Saturation.Candidate, NameA: sweepName(a), NameB: sweepName(b),
+		VersionsA: a.ServerVersions, VersionsB: b.ServerVersions,
 		Warnings: comparability(a, b, ia, ib, levels)}
 	for _, l := range levels {
 		row := CompareRow{Concurrency: l}
@@ -214,6 +218,15 @@ func Compare(a, b *Combined) Comparison {
 	return cmp
 }
 
+// versionSuffix names the server versions a sweep measured, for the
+// comparison's header; "" when the server did not say.
+func versionSuffix(vs []string) string {
+	if len(vs) == 0 {
+		return ""
+	}
+	return " (server " + strings.Join(vs, ", ") + ")"
+}
+
 func sweepName(c *Combined) string {
 	if m, ok := c.Config.(map[string]any); ok {
 		if n, ok := m["name"].(string); ok {
@@ -227,7 +240,7 @@ func sweepName(c *Combined) string {
 // metric the value in A, in B and the ratio B/A, after a warning line for
 // each way the sweeps are not comparable.
 func (c Comparison) WriteTable(w io.Writer) error {
-	fmt.Fprintf(w, "A: %s\nB: %s\n\n", c.NameA, c.NameB)
+	fmt.Fprintf(w, "A: %s%s\nB: %s%s\n\n", c.NameA, versionSuffix(c.VersionsA), c.NameB, versionSuffix(c.VersionsB))
 	for _, warn := range c.Warnings {
 		fmt.Fprintf(w, "warning: %s\n", warn)
 	}

@@ -25,6 +25,7 @@ func combinedOf(name string, levels []int, tps, p99 []float64) *Combined {
 func TestCompare(t *testing.T) {
 	a := combinedOf("vllm", []int{1, 2, 4}, []float64{100, 103, 104}, []float64{1, 1.25, 1.55})
 	b := combinedOf("tinyserve", []int{1, 2, 8}, []float64{50, 100, 120}, []float64{2, 2, 3})
+	a.ServerVersions = []string{"0.9.1"}
 	cmp := Compare(a, b)
 	require.Len(t, cmp.Rows, 4)
 	assert.Equal(t, []int{1, 2, 4, 8}, []int{cmp.Rows[0].Concurrency, cmp.Rows[1].Concurrency, cmp.Rows[2].Concurrency, cmp.Rows[3].Concurrency})
@@ -39,7 +40,7 @@ func TestCompare(t *testing.T) {
 	var sb strings.Builder
 	require.NoError(t, cmp.WriteTable(&sb))
 	out := sb.String()
-	assert.Contains(t, out, "A: vllm")
+	assert.Contains(t, out, "A: vllm (server 0.9.1)\nB: tinyserve\n")
 	assert.Contains(t, out, "0.500x")
 	assert.Contains(t, out, "saturation candidate: A 2, B not demonstrated")
 }

@@ -24,6 +24,9 @@ type fakeServer struct {
 	Fail      func(n int64, body map[string]any) int
 	// Hook runs at the start of every completion request, with its number.
 	Hook func(n int64)
+	// Version, when set, is served at GET /version as vLLM does; set it
+	// under mu once the server runs.
+	Version string
 
 	sem      chan struct{}
 	requests atomic.Int64
@@ -42,6 +45,16 @@ func newFakeServer(t *testing.T, f *fakeServer) *fakeServer {
 	mux.HandleFunc("POST /v1/completions", f.completions)
 	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, `{"object":"list","data":[{"id":"fake-model","object":"model"}]}`)
+	})
+	mux.HandleFunc("GET /version", func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		v := f.Version
+		f.mu.Unlock()
+		if v == "" {
+			http.NotFound(w, r)
+			return
+		}
+		fmt.Fprintf(w, `{"version":%q}`, v)
 	})
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "# HELP vllm:num_requests_running x\nvllm:num_requests_running{model_name=\"fake\"} %d\nvllm:num_preemptions_total{model_name=\"fake\"} 0\n", len(f.sem))

@@ -214,3 +214,21 @@ func ScrapeMetrics(ctx context.Context, client *http.Client, base, apiKey string
 	s.Values = ParsePrometheusText(strings.NewReader(string(b)), scrapedMetrics)
 	return s
 }
+
+// ServerVersion asks base/version for the server's version, which vLLM and
+// tinyserve serve as {"version": "..."}; "" when the server does not say
+// (no such route, an error, another shape). A run records it as evidence of
+// what software it measured.
+func ServerVersion(ctx context.Context, client *http.Client, base, apiKey string) string {
+	b, err := getText(ctx, client, base+"/version", apiKey, 64<<10)
+	if err != nil {
+		return ""
+	}
+	var v struct {
+		Version string `json:"version"`
+	}
+	if json.Unmarshal(b, &v) != nil || len(v.Version) > 256 {
+		return ""
+	}
+	return v.Version
+}

@@ -58,6 +58,9 @@ type LoadOptions struct {
 	// recorded in the summary so that a run names its workload by content;
 	// empty records nothing.
 	WorkloadSHA256 string
+	// ServerVersion is the server's version (see [ServerVersion]), recorded
+	// in the summary; empty records nothing.
+	ServerVersion string
 	// RequestIDPrefix starts every X-Request-Id; empty means one made from
 	// the run's start time, so that two runs never share ids in a server's
 	// logs.
@@ -86,6 +89,7 @@ func (o *LoadOptions) SummaryConfig(numRequests int) SummaryConfig {
 		RequestRate:         o.RequestRate,
 		TimeoutS:            o.timeout().Seconds(),
 		WorkloadSHA256:      o.WorkloadSHA256,
+		ServerVersion:       o.ServerVersion,
 	}
 	if o.RequestRate > 0 {
 		seed := o.Seed

@@ -97,6 +97,14 @@ func RenderReport(c *Combined) string {
 		name, _ = m["name"].(string)
 	}
 	fmt.Fprintf(&b, "# Sweep report: %s\n\n", name)
+	switch len(c.ServerVersions) {
+	case 0:
+	case 1:
+		fmt.Fprintf(&b, "Server version (its GET /version): %s.\n\n", c.ServerVersions[0])
+	default:
+		fmt.Fprintf(&b, "**Warning: the server's version changed between runs** (its GET /version said %s): "+
+			"these rows mix measurements of different software; measure afresh with --output-root.\n\n", strings.Join(c.ServerVersions, ", "))
+	}
 	b.WriteString("Warmups are excluded. Each row aggregates every measured repeat at one concurrency level; ")
 	b.WriteString("\"median repeat\" columns are medians over repeats of each repeat's own figure.\n\n")
 	b.WriteString("| Concurrency | Repeats | Successful | Failed | Requests/s | Output tokens/s | Median repeat output tokens/s | Median repeat P99 latency (s) | P50 latency (s) | P50 TTFT (s) | P50 TPOT (s) |\n")

@@ -233,6 +233,51 @@ func TestSweepResumeAfterInterruption(t *testing.T) {
 	assert.Equal(t, 2, m.Experiment.Sessions)
 }
 
+// TestSweepRecordsServerVersions: each run records what the server's
+// GET /version said when it was measured, and a sweep resumed after the
+// server changed says that its rows mix two versions.
+func TestSweepRecordsServerVersions(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f := &fakeServer{TokenTime: time.Millisecond, Version: "0.1.0"}
+	const n = 4
+	f.Hook = func(k int64) {
+		if k == 2*n+2 { // during the third run
+			cancel()
+		}
+	}
+	newFakeServer(t, f)
+	prompts := writePrompts(t, dir, n, 2)
+	cfgJSON := sweepConfigJSON(f.URL(), prompts, []int{1, 2}, n, 0, 2)
+	_, err := runTestSweep(t, ctx, cfgJSON, dir, nil)
+	require.ErrorIs(t, err, context.Canceled)
+
+	f.mu.Lock()
+	f.Hook = nil
+	f.Version = "0.2.0" // the server was upgraded between the invocations
+	f.mu.Unlock()
+	res, err := runTestSweep(t, context.Background(), cfgJSON, dir, nil)
+	require.NoError(t, err)
+	require.Equal(t, 2, res.Kept)
+	require.Len(t, res.Combined.MeasuredRuns, 4)
+	for i, r := range res.Combined.MeasuredRuns {
+		want := map[bool]string{true: "0.1.0", false: "0.2.0"}[i < 2]
+		assert.Equal(t, want, r.Metrics.Config.ServerVersion, "run %s", r.RunSpec)
+	}
+	assert.Equal(t, []string{"0.1.0", "0.2.0"}, res.Combined.ServerVersions)
+	assert.Contains(t, RenderReport(res.Combined), "**Warning: the server's version changed between runs** (its GET /version said 0.1.0, 0.2.0)")
+
+	// A server without the route records nothing, and the report says nothing.
+	f.mu.Lock()
+	f.Version = ""
+	f.mu.Unlock()
+	res, err = runTestSweep(t, context.Background(), cfgJSON, t.TempDir(), nil)
+	require.NoError(t, err)
+	assert.Empty(t, res.Combined.ServerVersions)
+	assert.NotContains(t, RenderReport(res.Combined), "version")
+}
+
 func TestSweepFailedRunStopsAndIsNeverOverwritten(t *testing.T) {
 	dir := t.TempDir()
 	f := newFakeServer(t, &fakeServer{Fail: func(k int64, _ map[string]any) int {

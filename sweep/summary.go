@@ -81,6 +81,9 @@ type SummaryConfig struct {
 	// WorkloadSHA256 is the SHA-256 of the prompt file, when the caller
 	// knew it.
 	WorkloadSHA256 string `json:"workload_sha256,omitempty"`
+	// ServerVersion is what the server's GET /version said before the run
+	// (vLLM and tinyserve answer it); empty when it did not say.
+	ServerVersion string `json:"server_version,omitempty"`
 }
 
 // Counts are a run's request and token counts.

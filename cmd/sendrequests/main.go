@@ -144,22 +144,23 @@ func run(c *cli.Context, stdout, stderr io.Writer, getenv func(string) string) e
 	if err := probe.Validate(); err != nil {
 		return flagError(err)
 	}
+	base, err := sweep.ServerBase(opts.URL)
+	if err != nil {
+		return fmt.Errorf("--url: %w", err)
+	}
 	if opts.Model == "" {
-		if opts.Model, err = servedModel(c.Context, client, opts.URL, apiKey); err != nil {
+		if opts.Model, err = servedModel(c.Context, client, base, apiKey); err != nil {
 			return fmt.Errorf("--model not given and the server's model list is unavailable: %w", err)
 		}
 	} else {
 		// As the sweep does: a server that is not up gets an error, not an
 		// output file of failed requests that --output then refuses to
 		// replace.
-		base, err := sweep.ServerBase(opts.URL)
-		if err != nil {
-			return fmt.Errorf("--url: %w", err)
-		}
 		if err := sweep.CheckReachable(c.Context, client, base, apiKey); err != nil {
 			return err
 		}
 	}
+	opts.ServerVersion = sweep.ServerVersion(c.Context, client, base, apiKey)
 	output := c.String("output")
 	summaryPath := c.String("summary")
 	if summaryPath == "" {
@@ -240,11 +241,7 @@ func flagError(err error) error {
 
 // servedModel asks the server which model it serves, so that pointing the
 // client at a server is enough.
-func servedModel(ctx context.Context, client *http.Client, completionsURL, apiKey string) (string, error) {
-	base, err := sweep.ServerBase(completionsURL)
-	if err != nil {
-		return "", err
-	}
+func servedModel(ctx context.Context, client *http.Client, base, apiKey string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/models", nil)

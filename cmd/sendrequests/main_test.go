@@ -27,6 +27,9 @@ func fakeServer(t *testing.T, fail bool) (*httptest.Server, *atomic.Int64, *atom
 	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, `{"data":[{"id":"served"}]}`)
 	})
+	mux.HandleFunc("GET /version", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"version":"0.9.1"}`)
+	})
 	mux.HandleFunc("POST /v1/completions", func(w http.ResponseWriter, r *http.Request) {
 		k := n.Add(1)
 		auth.Store(r.Header.Get("Authorization"))
@@ -80,6 +83,7 @@ func TestSendRequests(t *testing.T) {
 	sum, _ := os.ReadFile(filepath.Join(dir, "out", "c2.summary.json"))
 	assert.Contains(t, string(sum), `"successful": 4`)
 	assert.Contains(t, string(sum), `"goodput"`)
+	assert.Contains(t, string(sum), `"server_version": "0.9.1"`, "the server's GET /version is kept")
 	assert.NotContains(t, string(raw)+string(sum)+stdout, "s3cret")
 
 	// The evidence is never overwritten.

@@ -206,6 +206,13 @@ check('models.list', async () => {
 	model = page.data[0].id;
 });
 
+check('models.retrieve', async () => {
+	const m = await client.models.retrieve(model);
+	eq(m.id, model, 'models.retrieve: id');
+	eq(m.object, 'model', 'models.retrieve: object');
+	await expectAPIError(() => client.models.retrieve('no-such-model'), NotFoundError, { status: 404, type: 'invalid_request_error', code: 'model_not_found', param: 'model', message: /^The model `no-such-model` does not exist\.$/ }, 'models.retrieve unknown');
+});
+
 check('completions: string prompt, greedy, max_tokens', async () => {
 	const { data: c, response } = await client.completions
 		.create({ model, prompt, max_tokens: 12, temperature: 0 })
