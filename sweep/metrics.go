@@ -232,3 +232,18 @@ func ServerVersion(ctx context.Context, client *http.Client, base, apiKey string
 	}
 	return v.Version
 }
+
+// ServedModels asks base/v1/models which models the server serves and
+// returns their ids in the server's order; an error when it gives no answer,
+// answers with an error status, or lists none.
+func ServedModels(ctx context.Context, client *http.Client, base, apiKey string) ([]string, error) {
+	b, err := getText(ctx, client, base+"/v1/models", apiKey, 1<<20)
+	if err != nil {
+		return nil, err
+	}
+	ids := servedModels(b)
+	if len(ids) == 0 {
+		return nil, fmt.Errorf("GET %s/v1/models: no model listed", base)
+	}
+	return ids, nil
+}

@@ -2,9 +2,13 @@ package sweep
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"io/fs"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -324,4 +328,42 @@ func TestServerPhasesPoolsRuns(t *testing.T) {
 	assert.Nil(t, p.PrefillS)
 	assert.Nil(t, p.DecodeS)
 	assert.Nil(t, serverPhases(runs[2:]))
+}
+
+func TestServedModelsAndVersion(t *testing.T) {
+	answers := map[string]struct {
+		status int
+		body   string
+	}{
+		"/list/v1/models":    {200, `{"object":"list","data":[{"id":""},{"id":"a"},{"id":"b/c"}]}`},
+		"/empty/v1/models":   {200, `{"object":"list","data":[]}`},
+		"/broken/v1/models":  {500, `{"error":{}}`},
+		"/list/version":      {200, `{"version":"0.9.1"}`},
+		"/empty/version":     {200, `{"version":7}`},
+		"/broken/version":    {500, `{"version":"0.9.1"}`},
+		"/long/version":      {200, `{"version":"` + strings.Repeat("x", 300) + `"}`},
+		"/notjson/v1/models": {200, `<html>`},
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a, ok := answers[r.URL.Path]
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		w.WriteHeader(a.status)
+		io.WriteString(w, a.body)
+	}))
+	defer srv.Close()
+	ctx := context.Background()
+	ids, err := ServedModels(ctx, srv.Client(), srv.URL+"/list", "")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a", "b/c"}, ids, "empty ids are skipped")
+	for _, base := range []string{"/empty", "/broken", "/notjson", "/missing"} {
+		_, err := ServedModels(ctx, srv.Client(), srv.URL+base, "")
+		assert.Error(t, err, base)
+	}
+	assert.Equal(t, "0.9.1", ServerVersion(ctx, srv.Client(), srv.URL+"/list", ""))
+	for _, base := range []string{"/empty", "/broken", "/long", "/missing"} {
+		assert.Empty(t, ServerVersion(ctx, srv.Client(), srv.URL+base, ""), base)
+	}
 }

@@ -16,7 +16,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -149,9 +148,12 @@ func run(c *cli.Context, stdout, stderr io.Writer, getenv func(string) string) e
 		return fmt.Errorf("--url: %w", err)
 	}
 	if opts.Model == "" {
-		if opts.Model, err = servedModel(c.Context, client, base, apiKey); err != nil {
+		// Pointing the client at a server is enough: it serves this model.
+		ids, err := sweep.ServedModels(c.Context, client, base, apiKey)
+		if err != nil {
 			return fmt.Errorf("--model not given and the server's model list is unavailable: %w", err)
 		}
+		opts.Model = ids[0]
 	} else {
 		// As the sweep does: a server that is not up gets an error, not an
 		// output file of failed requests that --output then refuses to
@@ -237,37 +239,6 @@ func flagError(err error) error {
 		flag += "." + key
 	}
 	return errors.New(flag + ":" + rest)
-}
-
-// servedModel asks the server which model it serves, so that pointing the
-// client at a server is enough.
-func servedModel(ctx context.Context, client *http.Client, base, apiKey string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/models", nil)
-	if err != nil {
-		return "", err
-	}
-	if apiKey != "" {
-		req.Header.Set("Authorization", "Bearer "+apiKey)
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	var list struct {
-		Data []struct {
-			ID string `json:"id"`
-		} `json:"data"`
-	}
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("GET /v1/models: HTTP %d", resp.StatusCode)
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil || len(list.Data) == 0 || list.Data[0].ID == "" {
-		return "", fmt.Errorf("GET /v1/models: no model listed")
-	}
-	return list.Data[0].ID, nil
 }
 
 // samePath reports whether a and b name the same file: the same name in
