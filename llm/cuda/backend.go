@@ -162,9 +162,15 @@ func NewBackend(m *gpt2.Model, opts Options) (*Backend, error) {
 	if hd := cfg.HeadDim(); hd > 1024 {
 		return nil, fmt.Errorf("cuda: head dimension %d is over 1024", hd)
 	}
+	// Attention runs one block per (row, head): the grid's y dimension is
+	// the head count, at most 65535.
+	if cfg.NHead > 65535 {
+		return nil, fmt.Errorf("cuda: %d attention heads, over the 65535 a grid dimension holds", cfg.NHead)
+	}
 	// The attention kernel keeps a row's scores in shared memory, within
-	// the 48 KiB a launch gets without opting in to more.
-	if need := attentionShared(cfg.NPositions, cfg.HeadDim()); need > 48<<10 {
+	// the 48 KiB (static and dynamic together) a launch gets without
+	// opting in to more.
+	if need := attentionShared(cfg.NPositions, cfg.HeadDim()) + attentionStaticShared; need > 48<<10 {
 		return nil, fmt.Errorf("cuda: context length %d needs %d bytes of shared memory per attention block, over 48 KiB", cfg.NPositions, need)
 	}
 	b := &Backend{m: m, cfg: cfg, opts: opts, dt: dt, log: log}
@@ -184,12 +190,13 @@ func (b *Backend) start() error {
 	if b.drv, err = LoadDriver(dirs); err != nil {
 		return err
 	}
+	// setup calls this once it knows the driver and the GPU (b.arch).
 	return b.setup(func(drvVersion int) (*NVRTC, *CuBLAS, error) {
-		rtc, err := LoadNVRTC(LibNVRTC().ForDriver(drvVersion), dirs)
+		rtc, err := LoadNVRTC(LibNVRTC().ForDriver(drvVersion).ForArch(b.arch), dirs)
 		if err != nil {
 			return nil, nil, err
 		}
-		blas, err := LoadCuBLAS(LibCuBLAS().ForDriver(drvVersion), dirs)
+		blas, err := LoadCuBLAS(LibCuBLAS().ForDriver(drvVersion).ForArch(b.arch), dirs)
 		return rtc, blas, err
 	})
 }
@@ -226,7 +233,9 @@ func (b *Backend) setup(load func(drvVersion int) (*NVRTC, *CuBLAS, error)) erro
 	}
 	b.arch = major*10 + minor
 	if b.dt == dtBFloat16 && b.arch < 80 {
-		b.log.Warn("cuda: bfloat16 GEMMs need sm_80 or newer; cuBLAS may refuse them", "arch", b.arch)
+		// cuBLAS refuses bfloat16 GEMMs before Ampere: say so at start
+		// rather than fail the first step.
+		return fmt.Errorf("cuda backend: --dtype bfloat16 needs compute capability 8.0 or newer; this GPU is %d.%d: use float16", major, minor)
 	}
 	b.deviceName, _ = b.drv.DeviceName(b.dev)
 	if b.ctx, err = b.drv.PrimaryCtxRetain(b.dev); err != nil {

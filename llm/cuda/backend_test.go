@@ -69,3 +69,46 @@ func TestNewBackendRejectsBadOptions(t *testing.T) {
 		t.Error("nil model accepted")
 	}
 }
+
+// TestNewBackendRejectsShapesTheKernelsCannotRun: shapes a launch would
+// refuse on every step are refused at start, naming the limit. Only the
+// config is read before the libraries load, so the models have no weights.
+func TestNewBackendRejectsShapesTheKernelsCannotRun(t *testing.T) {
+	base := tinyModel(t).Config
+	shape := func(mutate func(*gpt2.Config)) *gpt2.Model {
+		c := base
+		mutate(&c)
+		if err := c.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		return &gpt2.Model{Name: "shape", Config: c}
+	}
+	opts := Options{DType: "float32", LibDir: t.TempDir(), Getenv: func(string) string { return "" }}
+	D := base.HeadDim()
+	// Dynamic shared memory of exactly 48 KiB: the static scratch makes it
+	// one launch too many.
+	full := 48<<10/4 - D - attentionThreads(D)
+	for _, tc := range []struct {
+		name   string
+		mutate func(*gpt2.Config)
+		want   string // "" for a shape that passes the check
+	}{
+		{"context over the shared memory", func(c *gpt2.Config) { c.NPositions = full }, "shared memory"},
+		{"context within it", func(c *gpt2.Config) { c.NPositions = full - attentionStaticShared/4 }, ""},
+		{"heads over a grid dimension", func(c *gpt2.Config) { c.NHead, c.NEmbd = 65536, 65536 }, "65535"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := NewBackend(shape(tc.mutate), opts)
+			if err == nil {
+				b.Close()
+				t.Skip("a GPU is present: the model without weights went further")
+			}
+			switch {
+			case tc.want != "" && !strings.Contains(err.Error(), tc.want):
+				t.Errorf("error %q, want it to name %q", err, tc.want)
+			case tc.want == "" && (strings.Contains(err.Error(), "shared memory") || strings.Contains(err.Error(), "65535")):
+				t.Errorf("a shape within the limits refused: %v", err)
+			}
+		})
+	}
+}

@@ -67,6 +67,25 @@ func (l Library) ForDriver(driverVersion int) Library {
 	return out
 }
 
+// ForArch drops the candidate files of CUDA major versions that no longer
+// support the GPU's architecture (arch is 10*major+minor of its compute
+// capability): CUDA 13 dropped everything before Turing (sm_75), so a
+// Volta GPU needs NVRTC and cuBLAS 12 even under a CUDA 13 driver. Zero
+// keeps every candidate.
+func (l Library) ForArch(arch int) Library {
+	if arch <= 0 || arch >= 75 {
+		return l
+	}
+	out := l
+	out.Files = nil
+	for _, f := range l.Files {
+		if sonameMajor(f) < 13 {
+			out.Files = append(out.Files, f)
+		}
+	}
+	return out
+}
+
 // sonameMajor is N in lib*.so.N[.M], or 0 for an unversioned name.
 func sonameMajor(file string) int {
 	_, ver, ok := strings.Cut(file, ".so.")

@@ -128,3 +128,25 @@ func TestLibraryForDriver(t *testing.T) {
 		t.Errorf("NVRTC for 11.8: %v", got)
 	}
 }
+
+// TestLibraryForArch: CUDA 13 libraries are no candidates for a GPU before
+// Turing, whatever the driver; Turing and newer keep them.
+func TestLibraryForArch(t *testing.T) {
+	for _, c := range []struct {
+		arch int
+		want []string
+	}{
+		{0, LibNVRTC().Files},
+		{70, []string{"libnvrtc.so.12", "libnvrtc.so.11.2", "libnvrtc.so"}},
+		{72, []string{"libnvrtc.so.12", "libnvrtc.so.11.2", "libnvrtc.so"}},
+		{75, LibNVRTC().Files},
+		{90, LibNVRTC().Files},
+	} {
+		if got := LibNVRTC().ForDriver(13000).ForArch(c.arch).Files; !slices.Equal(got, c.want) {
+			t.Errorf("ForArch(%d) = %v, want %v", c.arch, got, c.want)
+		}
+	}
+	if got := LibCuBLAS().ForArch(70).Files; slices.Contains(got, "libcublas.so.13") || !slices.Contains(got, "libcublas.so.12") {
+		t.Errorf("cuBLAS for sm_70: %v", got)
+	}
+}

@@ -434,3 +434,40 @@ func TestEmuResultBuffersBounded(t *testing.T) {
 		t.Errorf("after steps of 9 and 10 prompt-logit rows: room for %d result rows, want 10", b.capSample)
 	}
 }
+
+// TestEmuArgmaxEdgeRows: the device argmax agrees with the CPU backend's
+// rule on rows a softmax never makes but a model can: the largest logit
+// at -MaxFloat32, infinities, NaNs (never chosen) and ties (the lowest id).
+func TestEmuArgmaxEdgeRows(t *testing.T) {
+	e := loadEmu(t)
+	inf, nan := float32(math.Inf(1)), float32(math.NaN())
+	rows := []struct {
+		logits []float32
+		want   int32
+	}{
+		{[]float32{-inf, -math.MaxFloat32, -inf, -inf}, 1},
+		{[]float32{nan, -inf, 5, 5}, 2},
+		{[]float32{1, inf, nan, inf}, 1},
+		{[]float32{-inf, -inf, -inf, -inf}, 0},
+		{[]float32{nan, nan, nan, nan}, 0},
+	}
+	const V = 4
+	g := newFakeGPU(t)
+	g.emu = e
+	logits, out := g.alloc(len(rows)*V*4), g.alloc(len(rows)*4)
+	defer g.freePtr(logits)
+	defer g.freePtr(out)
+	in := unsafe.Slice((*float32)(unsafe.Pointer(&g.bytes(logits, len(rows)*V*4)[0])), len(rows)*V)
+	for r, row := range rows {
+		copy(in[r*V:], row.logits)
+	}
+	if err := e.launch("argmax_rows", [3]uint32{uint32(len(rows)), 1, 1}, [3]uint32{32, 1, 1}, 0, []uint64{uint64(out), uint64(logits), V}, false); err != nil {
+		t.Fatal(err)
+	}
+	got := unsafe.Slice((*int32)(unsafe.Pointer(&g.bytes(out, len(rows)*4)[0])), len(rows))
+	for r, row := range rows {
+		if got[r] != row.want {
+			t.Errorf("row %v: argmax %d, want %d", row.logits, got[r], row.want)
+		}
+	}
+}

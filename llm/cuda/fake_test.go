@@ -235,11 +235,55 @@ func TestFakeGPUErrors(t *testing.T) {
 	if g.launches != before {
 		t.Error("a rejected batch launched kernels")
 	}
+
+	// A launch that fails in the middle of a step: Forward returns the
+	// error only once the stream has drained, so the next step cannot
+	// rewrite metadata that work queued before the failure still reads.
+	syncs, launches := 0, 0 // syncs counts those after the failure
+	sync, launch := b.drv.streamSync, b.drv.launchKernel
+	b.drv.streamSync = func(st Stream) int32 {
+		if launches >= 3 {
+			syncs++
+		}
+		return sync(st)
+	}
+	b.drv.launchKernel = func(f Function, gx, gy, gz, bx, by, bz, shared uint32, st Stream, params, extra unsafe.Pointer) int32 {
+		if launches++; launches == 3 {
+			return 1 // CUDA_ERROR_INVALID_VALUE
+		}
+		return launch(f, gx, gy, gz, bx, by, bz, shared, st, params, extra)
+	}
+	if _, err := b.Forward(batchOf(s, part{id: 3, tokens: []int{1, 2}, sample: true})); err == nil {
+		t.Error("a failed launch went unreported")
+	}
+	if syncs != 1 {
+		t.Errorf("the stream was synchronised %d times after a failed launch, want 1", syncs)
+	}
+	b.drv.streamSync, b.drv.launchKernel = sync, launch
+
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.Forward(batchOf(s, part{id: 2, tokens: []int{1}, sample: true})); err == nil {
 		t.Error("Forward after Close succeeded")
+	}
+}
+
+// TestFakeGPUBFloat16NeedsAmpere: before compute capability 8.0 cuBLAS
+// refuses bfloat16 GEMMs, so the backend refuses the dtype at start.
+func TestFakeGPUBFloat16NeedsAmpere(t *testing.T) {
+	m := smallModel(t, nil)
+	g := newFakeGPU(t)
+	g.cc = [2]int32{7, 5}
+	dt, err := parseDType("bfloat16")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &Backend{m: m, cfg: m.Config, opts: Options{CacheDir: fakeCache(t)}, dt: dt, log: slog.New(slog.DiscardHandler), drv: g.driver()}
+	err = b.setup(func(int) (*NVRTC, *CuBLAS, error) { return &NVRTC{}, g.blas(), nil })
+	b.release()
+	if err == nil || !strings.Contains(err.Error(), "bfloat16 needs compute capability 8.0") || !strings.Contains(err.Error(), "7.5") {
+		t.Errorf("bfloat16 on sm_75: error %v", err)
 	}
 }
 

@@ -58,10 +58,12 @@ type fakeGPU struct {
 	reverse bool
 	// workspace is the buffer given to cublasSetWorkspace.
 	workspace DevicePtr
+	// cc is the compute capability the device reports (major, minor).
+	cc [2]int32
 }
 
 func newFakeGPU(t testing.TB) *fakeGPU {
-	return &fakeGPU{t: t, next: 1 << 32, host: map[unsafe.Pointer][]byte{}, graphs: map[GraphExec][]func(){}, free: 8 << 30}
+	return &fakeGPU{t: t, next: 1 << 32, host: map[unsafe.Pointer][]byte{}, graphs: map[GraphExec][]func(){}, free: 8 << 30, cc: [2]int32{9, 0}}
 }
 
 func (g *fakeGPU) alloc(n int) DevicePtr {
@@ -181,9 +183,9 @@ func (g *fakeGPU) driver() *Driver {
 		deviceGetAttr: func(v *int32, attr, dev int32) int32 {
 			switch attr {
 			case AttrComputeCapabilityMajor:
-				*v = 9
+				*v = g.cc[0]
 			case AttrComputeCapabilityMinor:
-				*v = 0
+				*v = g.cc[1]
 			default:
 				*v = 1
 			}

@@ -152,31 +152,43 @@ func (b *Backend) Forward(batch *engine.Batch) ([]engine.SampleRow, error) {
 	if err := b.grow(m.N, m.R, m.Len); err != nil {
 		return nil, err
 	}
-	copy(unsafe.Slice((*int32)(b.metaHost), m.Len), b.packed)
-	if err := b.drv.CopyHtoD(b.meta, b.metaHost, m.Len*4, b.stream); err != nil {
+	if err := b.enqueueStep(m, graph, npos); err != nil {
+		// Work queued before the failure may still be reading the
+		// page-locked metadata and writing the KV cache: let it finish
+		// before the next step rewrites them.
+		_ = b.drv.StreamSync(b.stream)
 		return nil, err
 	}
+	if err := b.drv.StreamSync(b.stream); err != nil {
+		return nil, err
+	}
+	return b.results(m), nil
+}
+
+// enqueueStep queues a packed step on the stream: the metadata copy, the
+// forward pass (graph or eager launches) and the copy of the results back.
+func (b *Backend) enqueueStep(m *batchMeta, graph bool, npos int) error {
+	copy(unsafe.Slice((*int32)(b.metaHost), m.Len), b.packed)
+	if err := b.drv.CopyHtoD(b.meta, b.metaHost, m.Len*4, b.stream); err != nil {
+		return err
+	}
+	var err error
 	if graph {
 		err = b.forwardGraph(m, npos)
 	} else {
 		err = b.forwardDevice(m, npos)
 	}
 	if err != nil {
-		return nil, err
+		return err
+	}
+	if m.R == 0 {
+		return nil
 	}
 	n := m.R * 4
 	if m.L > 0 {
 		n = b.resLogitsOff + m.L*b.cfg.VocabSize*4
 	}
-	if m.R > 0 {
-		if err := b.drv.CopyDtoH(b.resHost, b.res, n, b.stream); err != nil {
-			return nil, err
-		}
-	}
-	if err := b.drv.StreamSync(b.stream); err != nil {
-		return nil, err
-	}
-	return b.results(m), nil
+	return b.drv.CopyDtoH(b.resHost, b.res, n, b.stream)
 }
 
 // results turns the copied-back buffer into the engine's rows, in batch
@@ -335,8 +347,12 @@ func attentionThreads(D int) int { return (D*max(1, 128/D) + 31) / 32 * 32 }
 
 // attentionShared is the attention kernel's dynamic shared memory in bytes
 // for npos positions: scores, the scaled query and the partial outputs.
-// The kernel also has 128 bytes of static scratch.
 func attentionShared(npos, D int) int { return (npos + D + attentionThreads(D)) * 4 }
+
+// attentionStaticShared is the attention kernel's static shared memory in
+// bytes (its scratch[32] of floats), which counts against the same 48 KiB
+// per block as the dynamic part.
+const attentionStaticShared = 32 * 4
 
 // elementwise launches a grid-stride kernel over n elements.
 func (b *Backend) elementwise(f Function, n int, a *kernelArgs) error {

@@ -289,7 +289,7 @@ extern "C" __global__ void argmax_rows(int* out, const float* logits, int V) {
   __shared__ float bv[1024];
   __shared__ int bi[1024];
   const float* row = logits + (long long)blockIdx.x * V;
-  float best = -3.4e38f;
+  float best = __uint_as_float(0xff800000u);  // -inf, as the CPU backend: any finite logit can win
   int besti = 0x7fffffff;
   for (int k = threadIdx.x; k < V; k += blockDim.x) {
     float v = row[k];
