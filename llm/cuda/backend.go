@@ -274,11 +274,9 @@ func (b *Backend) setup(load func(drvVersion int) (*NVRTC, *CuBLAS, error)) erro
 		_ = b.drv.MemFree(b.blasWS) // unused: nothing was queued on it
 		b.blasWS = 0
 	}
-	mode := MathDefault
-	if b.dt == dtFloat32 {
-		mode = MathPedantic
-	}
-	if err := b.blas.SetMathMode(mode); err != nil {
+	// The float32 mode exists for exact comparisons with the CPU backend:
+	// no reduced precision anywhere in its GEMMs.
+	if err := b.blas.SetPedantic(b.dt == dtFloat32); err != nil {
 		return err
 	}
 	img, err := kernelImage(b.rtc, kernelSource, b.arch, b.opts.CacheDir, b.log)

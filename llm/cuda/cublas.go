@@ -21,6 +21,11 @@ const (
 	// ComputeFloat32 is CUBLAS_COMPUTE_32F: float32 accumulation, no TF32,
 	// whatever the input type.
 	ComputeFloat32 = 68
+	// ComputeFloat32Pedantic is CUBLAS_COMPUTE_32F_PEDANTIC: float32 in
+	// every phase of the computation, for the float32 comparison mode. The
+	// handle's math mode does not reach a GEMM given a compute type, so
+	// this is how that mode is asked of cublasGemmEx.
+	ComputeFloat32Pedantic = 69
 	// GemmDefault lets cuBLAS choose the algorithm (tensor cores allowed
 	// for half types).
 	GemmDefault = -1
@@ -37,6 +42,9 @@ type CuBLAS struct {
 	Path string
 
 	handle uintptr
+	// compute is the cublasComputeType_t every GEMM passes: ComputeFloat32
+	// unless SetPedantic chose ComputeFloat32Pedantic.
+	compute int32
 
 	getStatusName   func(s int32) *byte
 	getStatusString func(s int32) *byte
@@ -145,8 +153,33 @@ func (c *CuBLAS) SetWorkspace(ws DevicePtr, bytes int) (bool, error) {
 }
 
 // SetMathMode sets the handle's math mode (MathDefault, MathPedantic).
+// It governs cuBLAS's own routines; GemmEx and GemmStridedBatchedEx take
+// their precision from the compute type (see SetPedantic).
 func (c *CuBLAS) SetMathMode(mode int) error {
 	return c.check("cublasSetMathMode", c.setMathMode(c.handle, int32(mode)))
+}
+
+// SetPedantic makes every GEMM use prescribed float32 arithmetic in all
+// its phases (CUBLAS_PEDANTIC_MATH and CUBLAS_COMPUTE_32F_PEDANTIC), or,
+// with on false, cuBLAS's default float32 accumulation.
+func (c *CuBLAS) SetPedantic(on bool) error {
+	mode, compute := MathDefault, ComputeFloat32
+	if on {
+		mode, compute = MathPedantic, ComputeFloat32Pedantic
+	}
+	if err := c.SetMathMode(mode); err != nil {
+		return err
+	}
+	c.compute = int32(compute)
+	return nil
+}
+
+// computeType is the compute type the GEMMs pass.
+func (c *CuBLAS) computeType() int32 {
+	if c.compute == 0 {
+		return ComputeFloat32
+	}
+	return c.compute
 }
 
 // Gemm describes one column-major C = alpha·op(A)·op(B) + beta·C, with
@@ -163,13 +196,14 @@ type Gemm struct {
 	Alpha, Beta    float32
 }
 
-// GemmEx runs g with float32 accumulation (CUBLAS_COMPUTE_32F).
+// GemmEx runs g with float32 accumulation (CUBLAS_COMPUTE_32F, or its
+// pedantic form after SetPedantic).
 func (c *CuBLAS) GemmEx(g Gemm) error {
 	c.alphaBeta = [2]float32{g.Alpha, g.Beta}
 	return c.check("cublasGemmEx", c.gemmEx(c.handle, int32(g.TransA), int32(g.TransB),
 		int32(g.M), int32(g.N), int32(g.K), unsafe.Pointer(&c.alphaBeta[0]),
 		g.A, int32(g.AType), int32(g.LDA), g.B, int32(g.BType), int32(g.LDB),
-		unsafe.Pointer(&c.alphaBeta[1]), g.C, int32(g.CType), int32(g.LDC), ComputeFloat32, GemmDefault))
+		unsafe.Pointer(&c.alphaBeta[1]), g.C, int32(g.CType), int32(g.LDC), c.computeType(), GemmDefault))
 }
 
 // GemmStridedBatchedEx runs count GEMMs shaped like g, the i-th on
@@ -179,5 +213,5 @@ func (c *CuBLAS) GemmStridedBatchedEx(g Gemm, strideA, strideB, strideC int64, c
 	return c.check("cublasGemmStridedBatchedEx", c.gemmStridedBatchedEx(c.handle, int32(g.TransA), int32(g.TransB),
 		int32(g.M), int32(g.N), int32(g.K), unsafe.Pointer(&c.alphaBeta[0]),
 		g.A, int32(g.AType), int32(g.LDA), strideA, g.B, int32(g.BType), int32(g.LDB), strideB,
-		unsafe.Pointer(&c.alphaBeta[1]), g.C, int32(g.CType), int32(g.LDC), strideC, int32(count), ComputeFloat32, GemmDefault))
+		unsafe.Pointer(&c.alphaBeta[1]), g.C, int32(g.CType), int32(g.LDC), strideC, int32(count), c.computeType(), GemmDefault))
 }

@@ -81,6 +81,8 @@ type Driver struct {
 	eventRecord  func(e Event, s Stream) int32
 	eventSync    func(e Event) int32
 	eventElapsed func(ms *float32, start, end Event) int32
+	// eventElapsedName is the symbol eventElapsed is bound to, "" if none.
+	eventElapsedName string
 	eventDestroy func(e Event) int32
 
 	moduleLoadData    func(m *Module, image unsafe.Pointer) int32
@@ -149,7 +151,16 @@ func LoadDriver(dirs []string) (*Driver, error) {
 	b.bind(&d.eventCreate, "cuEventCreate")
 	b.bind(&d.eventRecord, "cuEventRecord")
 	b.bind(&d.eventSync, "cuEventSynchronize")
-	b.bind(&d.eventElapsed, "cuEventElapsedTime")
+	// CUDA 13's header maps cuEventElapsedTime to a _v2; drivers keep the
+	// old symbol for older binaries. Neither is needed to serve, so a
+	// driver without them still loads.
+	d.eventElapsedName = "cuEventElapsedTime_v2"
+	if !b.optional(&d.eventElapsed, d.eventElapsedName) {
+		d.eventElapsedName = "cuEventElapsedTime"
+		if !b.optional(&d.eventElapsed, d.eventElapsedName) {
+			d.eventElapsedName = ""
+		}
+	}
 	b.bind(&d.eventDestroy, "cuEventDestroy_v2")
 	b.bind(&d.moduleLoadData, "cuModuleLoadData")
 	b.bind(&d.moduleGetFunction, "cuModuleGetFunction")
@@ -355,8 +366,11 @@ func (d *Driver) EventSync(e Event) error { return d.check("cuEventSynchronize",
 
 // EventElapsed is the time between two recorded events in milliseconds.
 func (d *Driver) EventElapsed(start, end Event) (float32, error) {
+	if d.eventElapsed == nil {
+		return 0, fmt.Errorf("cuda: the driver at %s has no cuEventElapsedTime", d.Path)
+	}
 	var ms float32
-	err := d.check("cuEventElapsedTime", d.eventElapsed(&ms, start, end))
+	err := d.check(d.eventElapsedName, d.eventElapsed(&ms, start, end))
 	return ms, err
 }
 

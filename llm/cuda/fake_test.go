@@ -370,7 +370,7 @@ func TestFakeGPULaunchesPerStep(t *testing.T) {
 		gemms++
 		return inner.gemmEx(h, ta, tb, mm, n, k, alpha, A, atype, lda, B, btype, ldb, beta, Cp, ctype, ldc, compute, algo)
 	}
-	blas.handle = b.blas.handle
+	blas.handle, blas.compute = b.blas.handle, b.blas.compute
 	b.blas = &blas
 	prompt := smallPrompts(300, 20)[0]
 	before := g.launches

@@ -470,8 +470,15 @@ func (g *fakeGPU) blas() *CuBLAS {
 			A DevicePtr, atype int32, lda int32, B DevicePtr, btype int32, ldb int32,
 			beta unsafe.Pointer, Cp DevicePtr, ctype int32, ldc int32, compute int32, algo int32) int32 {
 			al, be := *(*float32)(alpha), *(*float32)(beta)
-			if compute != ComputeFloat32 {
-				panic("compute type")
+			// The float32 mode's GEMMs (float32 inputs) are pedantic; the
+			// half modes' accumulate in float32 the default way.
+			want := int32(ComputeFloat32)
+			if atype == 0 {
+				want = ComputeFloat32Pedantic
+			}
+			if compute != want {
+				g.t.Errorf("GEMM on type %d inputs with compute type %d, want %d", atype, compute, want)
+				return 15 // CUBLAS_STATUS_NOT_SUPPORTED
 			}
 			// Leading dimensions as cuBLAS checks them.
 			rowsA, rowsB := m, k

@@ -19,12 +19,14 @@ const char* const cublasNames[] = {"CUBLAS_STATUS_SUCCESS", "CUBLAS_STATUS_NOT_I
 
 bool validType(int t) { return t == 0 || t == 2 || t == 14; }
 
-// gemmArgs checks what cuBLAS checks for GemmEx with CUBLAS_COMPUTE_32F.
+// gemmArgs checks what cuBLAS checks for GemmEx with CUBLAS_COMPUTE_32F
+// or CUBLAS_COMPUTE_32F_PEDANTIC.
 int gemmArgs(int ta, int tb, int m, int n, int k, int atype, int lda, int btype, int ldb, int ctype, int ldc,
              int compute, int algo) {
   if ((ta != 0 && ta != 1) || (tb != 0 && tb != 1) || m < 0 || n < 0 || k < 0) return 7;
   if (!validType(atype) || !validType(btype) || !validType(ctype) || atype != btype) return 15;
-  if (compute != 68) return 15;  // CUBLAS_COMPUTE_32F: the only one the backend uses
+  // CUBLAS_COMPUTE_32F (68) and _PEDANTIC (69): the only ones the backend uses
+  if (compute != 68 && compute != 69) return 15;
   // cublasGemmAlgo_t: DEFAULT (-1), ALGO0..23, DEFAULT_TENSOR_OP (99) and
   // its ALGOs up to 115. Checking it also checks the last argument, passed
   // on the stack, arrives.
