@@ -83,7 +83,7 @@ type Driver struct {
 	eventElapsed func(ms *float32, start, end Event) int32
 	// eventElapsedName is the symbol eventElapsed is bound to, "" if none.
 	eventElapsedName string
-	eventDestroy func(e Event) int32
+	eventDestroy     func(e Event) int32
 
 	moduleLoadData    func(m *Module, image unsafe.Pointer) int32
 	moduleGetFunction func(f *Function, m Module, name string) int32
