@@ -43,7 +43,7 @@ func (e exitCoder) Unwrap() error { return e.error }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := newApp(os.Stdout, os.Stderr, os.Getenv).RunContext(ctx, os.Args)
+	err := run(ctx, newApp(os.Stdout, os.Stderr, os.Getenv), os.Args)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "sweep:", err)
@@ -53,6 +53,11 @@ func main() {
 		}
 		os.Exit(1)
 	}
+}
+
+// run runs app on args, flags after CONFIG included (flagsFirst).
+func run(ctx context.Context, app *cli.App, args []string) error {
+	return app.RunContext(ctx, flagsFirst(args, app.Flags, app.Commands))
 }
 
 func isTerminal(w io.Writer) bool {
@@ -98,7 +103,7 @@ func newApp(stdout, stderr io.Writer, getenv func(string) string) *cli.App {
 
 func runSweep(c *cli.Context, stdout, stderr io.Writer, getenv func(string) string) error {
 	if c.NArg() != 1 {
-		return fmt.Errorf("want one CONFIG argument (flags go before it), got %d: %v", c.NArg(), c.Args().Slice())
+		return fmt.Errorf("want one CONFIG argument, got %d: %v", c.NArg(), c.Args().Slice())
 	}
 	cfg, err := loadConfig(c.Args().First(), c.StringSlice("engine"))
 	if err != nil {

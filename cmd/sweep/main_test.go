@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -46,7 +47,7 @@ func embeddedConfig(t *testing.T, dir string) string {
 
 func runApp(args ...string) (string, string, error) {
 	var out, errb bytes.Buffer
-	err := newApp(&out, &errb, func(string) string { return "" }).RunContext(context.Background(), append([]string{"sweep"}, args...))
+	err := run(context.Background(), newApp(&out, &errb, func(string) string { return "" }), append([]string{"sweep"}, args...))
 	return out.String(), errb.String(), err
 }
 
@@ -75,7 +76,7 @@ func TestEmbeddedSweepAndCompare(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "config differs")
 
-	_, errOut, err = runApp("--engine", "max_num_seqs=1", "--output-root", filepath.Join(dir, "other"), cfg)
+	_, errOut, err = runApp(cfg, "--engine", "max_num_seqs=1", "--output-root", filepath.Join(dir, "other")) // flags after CONFIG work too
 	require.NoError(t, err, errOut)
 
 	out, _, err = runApp("compare", root, filepath.Join(dir, "other", "embedded-mock"))
@@ -102,4 +103,19 @@ func TestSweepArgs(t *testing.T) {
 	require.NoError(t, os.WriteFile(bad, []byte(`{"name":"x"}`), 0o644))
 	_, _, err = runApp(bad)
 	assert.ErrorContains(t, err, "prompts: required")
+}
+
+func TestFlagsFirst(t *testing.T) {
+	app := newApp(io.Discard, io.Discard, func(string) string { return "" })
+	for _, tc := range []struct{ in, want []string }{
+		{[]string{"sweep", "c.json"}, []string{"sweep", "c.json"}},
+		{[]string{"sweep", "c.json", "--output-root", "/tmp/x"}, []string{"sweep", "--output-root", "/tmp/x", "c.json"}},
+		{[]string{"sweep", "c.json", "--verbose", "--engine=backend=mock"}, []string{"sweep", "--verbose", "--engine=backend=mock", "c.json"}},
+		{[]string{"sweep", "--verbose", "c.json", "--engine", "backend=mock", "extra"}, []string{"sweep", "--verbose", "--engine", "backend=mock", "c.json", "extra"}},
+		{[]string{"sweep", "c.json", "--", "--output-root"}, []string{"sweep", "c.json", "--", "--output-root"}},
+		{[]string{"sweep", "compare", "a", "b"}, []string{"sweep", "compare", "a", "b"}},
+		{[]string{"sweep", "c.json", "--nope"}, []string{"sweep", "--nope", "c.json"}},
+	} {
+		assert.Equal(t, tc.want, flagsFirst(tc.in, app.Flags, app.Commands), "%q", tc.in)
+	}
 }
