@@ -88,8 +88,10 @@ func newApp(stderr io.Writer) *cli.App {
 		&cli.StringSliceFlag{Name: "api-key", EnvVars: env("api-key"), Usage: "require \"Authorization: Bearer <key>\" on /v1/ routes (repeat for several keys; the variable takes them comma-separated)"},
 	)
 	return &cli.App{
-		Name:      "tinyserve-serve",
-		Usage:     "serve a model over the OpenAI completions API",
+		Name:    "tinyserve-serve",
+		Usage:   "serve a model over the OpenAI completions API",
+		Version: openai.Version(), // --version, and GET /version
+
 		Flags:     flags,
 		ErrWriter: stderr,
 		Commands: []*cli.Command{{
@@ -211,7 +213,7 @@ func run(ctx context.Context, cfg tinyserve.Config, o serveOptions) error {
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	lg.Info("listening", "addr", ln.Addr().String(), "api_key_required", len(o.apiKeys) > 0)
+	lg.Info("listening", "addr", ln.Addr().String(), "api_key_required", len(o.apiKeys) > 0, "version", openai.Version())
 	if o.ready != nil {
 		o.ready(ln.Addr())
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -23,6 +24,7 @@ import (
 	"github.com/tinyserve/tinyserve/internal/drainwait"
 	"github.com/tinyserve/tinyserve/internal/syncbuf"
 	"github.com/tinyserve/tinyserve/llm/mock"
+	"github.com/tinyserve/tinyserve/openai"
 )
 
 // TestDrainOnShutdown: when the context ends (what SIGTERM does), health and
@@ -361,5 +363,17 @@ func TestHealthCommandFlagOrder(t *testing.T) {
 				assert.Contains(t, err.Error(), "health")
 			}
 		})
+	}
+}
+
+func TestVersionFlag(t *testing.T) {
+	var out bytes.Buffer
+	app := newApp(io.Discard)
+	app.Writer = &out
+	if err := app.Run([]string{"tinyserve-serve", "--version"}); err != nil {
+		t.Fatal(err)
+	}
+	if want := "tinyserve-serve version " + openai.Version() + "\n"; out.String() != want {
+		t.Errorf("--version printed %q, want %q", out.String(), want)
 	}
 }
