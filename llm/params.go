@@ -76,6 +76,11 @@ type SamplingParams struct {
 	// penalties and sampling (OpenAI's logit_bias): -100 all but bans a
 	// token, 100 all but forces it. Values are in [-100, 100].
 	LogitBias map[int]float64
+	// AllowedTokenIDs, when not empty, are the only tokens that may be
+	// generated (vLLM's allowed_token_ids): every other logit is set to
+	// -Inf before the penalties and sampling. Like the other adjustments
+	// it changes what is sampled, not the log-probabilities reported.
+	AllowedTokenIDs []int
 	// Logprobs, when set to N, returns the log-probability of each chosen token
 	// and of the N most likely alternatives (0 means the chosen token only).
 	// Nil means no log-probabilities.
@@ -144,6 +149,11 @@ func (p *SamplingParams) Validate() error {
 			return paramErr("stop_token_ids", "token ids must be non-negative, got %d", id)
 		}
 	}
+	for _, id := range p.AllowedTokenIDs {
+		if id < 0 {
+			return paramErr("allowed_token_ids", "token ids must be non-negative, got %d", id)
+		}
+	}
 	for id, b := range p.LogitBias {
 		if id < 0 {
 			return paramErr("logit_bias", "token ids must be non-negative, got %d", id)
@@ -203,6 +213,11 @@ func (r *Request) Validate(vocabSize int) error {
 		for id := range r.Params.LogitBias {
 			if id >= vocabSize {
 				return paramErr("logit_bias", "token id %d is out of vocabulary range [0, %d)", id, vocabSize)
+			}
+		}
+		for _, id := range r.Params.AllowedTokenIDs {
+			if id >= vocabSize {
+				return paramErr("allowed_token_ids", "token id %d is out of vocabulary range [0, %d)", id, vocabSize)
 			}
 		}
 	}

@@ -122,6 +122,48 @@ func TestLogprobsFormat(t *testing.T) {
 	assert.True(t, strings.HasPrefix(string(r.Choices[0].Logprobs), `{"tokens":["a","b"],"token_logprobs":[-0.5,-0.5],"top_logprobs":[{"a":-0.5,"A":-1,"B":-2}`), string(r.Choices[0].Logprobs))
 }
 
+// TestReturnTokensAsTokenIDs: vLLM's return_tokens_as_token_ids names
+// every token of the logprobs object "token_id:<id>", top_logprobs keys
+// included, and text_offset counts those strings, as vLLM's does; the text
+// is unchanged. Streaming sends the same.
+func TestReturnTokensAsTokenIDs(t *testing.T) {
+	body := `{"prompt":"a","max_tokens":2,"logprobs":2,"echo":true,"return_tokens_as_token_ids":true}`
+	rec := serve(t, NewHandler(newFake()), "POST", "/v1/completions", body)
+	require.Equal(t, 200, rec.Code, rec.Body.String())
+	var r respJSON
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &r))
+	assert.Equal(t, "aab", r.Choices[0].Text)
+	want := `{"tokens":["token_id:97","token_id:97","token_id:98"],"token_logprobs":[null,-0.5,-0.5],` +
+		`"top_logprobs":[null,{"token_id:97":-0.5,"token_id:65":-1,"token_id:66":-2},{"token_id:98":-0.5,"token_id:65":-1,"token_id:66":-2}],` +
+		`"text_offset":[0,11,22]}`
+	assert.JSONEq(t, want, string(r.Choices[0].Logprobs))
+
+	rec = serve(t, NewHandler(newFake()), "POST", "/v1/completions", strings.Replace(body, `"echo":true`, `"stream":true`, 1))
+	require.Equal(t, 200, rec.Code, rec.Body.String())
+	var tokens []string
+	var offsets []int
+	for _, ev := range sseEvents(t, rec.Body.String()) {
+		if ev == "[DONE]" {
+			continue
+		}
+		var chunk struct {
+			Choices []struct {
+				Logprobs struct {
+					Tokens     []string `json:"tokens"`
+					TextOffset []int    `json:"text_offset"`
+				} `json:"logprobs"`
+			} `json:"choices"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(ev), &chunk))
+		for _, c := range chunk.Choices {
+			tokens = append(tokens, c.Logprobs.Tokens...)
+			offsets = append(offsets, c.Logprobs.TextOffset...)
+		}
+	}
+	assert.Equal(t, []string{"token_id:97", "token_id:98"}, tokens)
+	assert.Equal(t, []int{0, 11}, offsets)
+}
+
 func TestTopLogprobsJSON(t *testing.T) {
 	tests := []struct {
 		in   topLogprobs

@@ -19,6 +19,7 @@ func FuzzDecodeCompletion(f *testing.F) {
 	f.Add([]byte(`{"prompt":"ab","echo":true,"logprobs":2,"max_tokens":0,"stream":true}`))
 	f.Add([]byte(`{"prompt":"abc","echo":true,"logprobs":1,"prompt_logprobs":3,"max_tokens":1}`))
 	f.Add([]byte(`{"prompt":"ab","logit_bias":{"97":-100,"3":2},"presence_penalty":1,"frequency_penalty":-1,"repetition_penalty":1.2}`))
+	f.Add([]byte(`{"prompt":"ab","allowed_token_ids":[97,98],"return_tokens_as_token_ids":true,"logprobs":1,"priority":0}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		req, e := decodeCompletion(body)
 		if e != nil {

@@ -109,10 +109,14 @@ func (h *handler) choiceLogprobs(c *choice, req *completionRequest, prompt []int
 		TopLogprobs:   make([]topLogprobs, 0, n),
 		TextOffset:    make([]int, 0, n),
 	}
+	name := h.tokenText
+	if req.tokensAsIDs {
+		name = tokenIDText
+	}
 	if echoed {
 		for i, id := range prompt {
 			if i == 0 || i-1 >= len(c.promptLP) {
-				tok := h.tokenText(id)
+				tok := name(id)
 				out.Tokens = append(out.Tokens, tok)
 				out.TokenLogprobs = append(out.TokenLogprobs, optLogprob{})
 				out.TopLogprobs = append(out.TopLogprobs, nil)
@@ -122,23 +126,24 @@ func (h *handler) choiceLogprobs(c *choice, req *completionRequest, prompt []int
 			}
 			// prompt_logprobs may have asked for more alternatives than
 			// logprobs shows here.
-			h.appendLogprob(out, c.promptLP[i-1], &c.offset, *req.params.Logprobs)
+			appendLogprob(out, c.promptLP[i-1], &c.offset, *req.params.Logprobs, name)
 		}
 	}
 	for _, lp := range c.lps {
-		h.appendLogprob(out, lp, &c.offset, len(lp.Top))
+		appendLogprob(out, lp, &c.offset, len(lp.Top), name)
 	}
 	return out
 }
 
 // appendLogprob adds one token's entries to out, with at most maxTop of its
-// alternatives; offset is the token's text_offset and is advanced past it.
-func (h *handler) appendLogprob(out *completionLogprobs, lp llm.TokenLogprob, offset *int, maxTop int) {
-	tok := h.tokenText(lp.ID)
+// alternatives, each token shown as name gives it; offset is the token's
+// text_offset and is advanced past it.
+func appendLogprob(out *completionLogprobs, lp llm.TokenLogprob, offset *int, maxTop int, name func(int) string) {
+	tok := name(lp.ID)
 	top := make(topLogprobs, 0, len(lp.Top)+1)
 	top = append(top, tokenLogprob{tok, finiteLogprob(lp.Logprob)})
 	for _, alt := range lp.Top[:min(maxTop, len(lp.Top))] {
-		top = append(top, tokenLogprob{h.tokenText(alt.ID), finiteLogprob(alt.Logprob)})
+		top = append(top, tokenLogprob{name(alt.ID), finiteLogprob(alt.Logprob)})
 	}
 	out.Tokens = append(out.Tokens, tok)
 	out.TokenLogprobs = append(out.TokenLogprobs, optLogprob{finiteLogprob(lp.Logprob), true})
@@ -152,6 +157,12 @@ func (h *handler) appendLogprob(out *completionLogprobs, lp llm.TokenLogprob, of
 func (h *handler) tokenText(id int) string {
 	return h.tok.Decode([]int{id}, false)
 }
+
+// tokenIDText is how vLLM's return_tokens_as_token_ids shows a token in
+// the logprobs object: "token_id:<id>", which names tokens whose text is
+// not valid UTF-8 on its own, and keeps two tokens with the same text apart
+// as top_logprobs keys. text_offset then counts these strings, as vLLM's.
+func tokenIDText(id int) string { return "token_id:" + strconv.Itoa(id) }
 
 // vllmPromptLogprobs is vLLM's prompt_logprobs list in a completion choice:
 // null for the first prompt token, which nothing predicts, then one object

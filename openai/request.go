@@ -37,6 +37,9 @@ type completionRequest struct {
 	// truncate_prompt_tokens); 0 keeps them all, -1 means max_model_len.
 	truncate       int
 	returnTokenIDs bool
+	// tokensAsIDs shows tokens in the logprobs object as "token_id:<id>"
+	// (vLLM's return_tokens_as_token_ids).
+	tokensAsIDs bool
 	// promptLogprobs is vLLM's prompt_logprobs field: each choice then
 	// carries vLLM's prompt_logprobs list (not streamed).
 	promptLogprobs bool
@@ -78,6 +81,9 @@ type rawCompletionRequest struct {
 	TruncatePromptTokens   *int     `json:"truncate_prompt_tokens"`
 	IncludeStopStrInOutput *bool    `json:"include_stop_str_in_output"`
 	SkipSpecialTokens      *bool    `json:"skip_special_tokens"`
+	AllowedTokenIDs        []*int   `json:"allowed_token_ids"`
+	ReturnTokensAsTokenIDs *bool    `json:"return_tokens_as_token_ids"`
+	Priority               *int     `json:"priority"`
 }
 
 // knownCompletionField lists the JSON names of rawCompletionRequest. It is
@@ -89,7 +95,8 @@ func knownCompletionField(name string) bool {
 		"stop", "stop_token_ids", "ignore_eos", "min_tokens", "logprobs", "echo", "stream",
 		"stream_options", "return_token_ids", "user", "presence_penalty", "frequency_penalty",
 		"repetition_penalty", "best_of", "suffix", "logit_bias", "prompt_logprobs",
-		"min_p", "include_stop_str_in_output", "skip_special_tokens", "truncate_prompt_tokens":
+		"min_p", "include_stop_str_in_output", "skip_special_tokens", "truncate_prompt_tokens",
+		"allowed_token_ids", "return_tokens_as_token_ids", "priority":
 		return true
 	}
 	return false
@@ -128,6 +135,7 @@ func decodeCompletion(body []byte) (*completionRequest, *apiError) {
 	c.echo = raw.Echo != nil && *raw.Echo
 	c.stream = raw.Stream != nil && *raw.Stream
 	c.returnTokenIDs = raw.ReturnTokenIDs != nil && *raw.ReturnTokenIDs
+	c.tokensAsIDs = raw.ReturnTokensAsTokenIDs != nil && *raw.ReturnTokensAsTokenIDs
 	if e := c.decodeStreamOptions(raw.StreamOptions); e != nil {
 		return nil, e
 	}
@@ -187,6 +195,15 @@ func decodeCompletion(body []byte) (*completionRequest, *apiError) {
 	if p.StopTokenIDs, e = notNull("stop_token_ids", "stop_token_ids", raw.StopTokenIDs); e != nil {
 		return nil, e
 	}
+	if raw.AllowedTokenIDs != nil {
+		if p.AllowedTokenIDs, e = notNull("allowed_token_ids", "allowed_token_ids", raw.AllowedTokenIDs); e != nil {
+			return nil, e
+		}
+		if len(p.AllowedTokenIDs) == 0 {
+			// An empty list would allow nothing: vLLM refuses it too.
+			return nil, badRequest("allowed_token_ids", "invalid_value", "allowed_token_ids must not be empty (leave it out or null to allow every token)")
+		}
+	}
 	p.Logprobs = raw.Logprobs
 	if p.Stop, e = parseStop(raw.Stop); e != nil {
 		return nil, e
@@ -241,6 +258,10 @@ func checkUnsupported(raw *rawCompletionRequest) *apiError {
 	switch {
 	case raw.Suffix != nil && *raw.Suffix != "":
 		return unsupported("suffix", fmt.Sprintf("%q", *raw.Suffix), `null or ""`)
+	case raw.Priority != nil && *raw.Priority != 0:
+		// vLLM takes priority only under --scheduling-policy priority;
+		// tinyserve schedules first come, first served.
+		return unsupported("priority", *raw.Priority, "0 or null (tinyserve schedules first come, first served)")
 	}
 	if raw.BestOf != nil {
 		n := 1

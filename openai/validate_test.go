@@ -153,6 +153,13 @@ func TestValidation(t *testing.T) {
 		{"logit_bias value null", `{"prompt":"a","logit_bias":{"5":null}}`, 400, "logit_bias", "invalid_type", "must be a number"},
 		{"logit_bias value string", `{"prompt":"a","logit_bias":{"5":"1"}}`, 400, "logit_bias", "invalid_type", "must be a number"},
 		{"logit_bias array", `{"prompt":"a","logit_bias":[]}`, 400, "logit_bias", "invalid_type", ""},
+		{"allowed_token_ids empty", `{"prompt":"a","allowed_token_ids":[]}`, 400, "allowed_token_ids", "invalid_value", "must not be empty"},
+		{"allowed_token_ids null element", `{"prompt":"a","allowed_token_ids":[5,null]}`, 400, "allowed_token_ids", "invalid_type", "index 1"},
+		{"allowed_token_ids negative", `{"prompt":"a","allowed_token_ids":[-1]}`, 400, "allowed_token_ids", "invalid_value", "non-negative"},
+		{"allowed_token_ids outside the vocabulary", `{"prompt":"a","allowed_token_ids":[5,257]}`, 400, "allowed_token_ids", "invalid_value", "out of vocabulary range"},
+		{"allowed_token_ids string", `{"prompt":"a","allowed_token_ids":"5"}`, 400, "allowed_token_ids", "invalid_type", ""},
+		{"priority", `{"prompt":"a","priority":1}`, 400, "priority", "unsupported_parameter", "first come, first served"},
+		{"return_tokens_as_token_ids string", `{"prompt":"a","return_tokens_as_token_ids":"yes"}`, 400, "return_tokens_as_token_ids", "invalid_type", ""},
 		{"context length", `{"prompt":"` + long + `"}`, 400, "prompt", "context_length_exceeded",
 			"This model's maximum context length is 64 tokens. However, you requested 76 tokens (60 in the prompt, 16 in the completion). Please reduce the length of the prompt or completion."},
 		{"context length with max_tokens", `{"prompt":[1,2,3,4],"max_tokens":61}`, 400, "prompt", "context_length_exceeded", "(4 in the prompt, 61 in the completion)"},
@@ -206,6 +213,7 @@ func TestAcceptedDefaults(t *testing.T) {
 		{"stream_options obfuscation null", `{"prompt":"a","max_tokens":2,"stream":true,"stream_options":{"include_obfuscation":null}}`, 2},
 		{"served model name", `{"prompt":"a","max_tokens":2,"model":"fake"}`, 2},
 		{"user and stop string", `{"prompt":"a","max_tokens":2,"user":"u1","stop":"zz","stop_token_ids":[256]}`, 2},
+		{"priority 0, null allowed_token_ids", `{"prompt":"a","max_tokens":2,"priority":0,"allowed_token_ids":null,"return_tokens_as_token_ids":false}`, 2},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -266,6 +274,18 @@ func TestVLLMExtrasReachTheEngine(t *testing.T) {
 	rec = serve(t, NewHandler(f), "POST", "/v1/completions", `{"prompt":"a","max_tokens":2,"skip_special_tokens":true,"min_p":null}`)
 	require.Equal(t, 200, rec.Code, rec.Body.String())
 	assert.False(t, f.requests()[2].Params.KeepSpecialTokens)
+}
+
+// TestAllowedTokenIDsReachTheEngine: vLLM's allowed_token_ids pass to the
+// engine as given; absent, every token is allowed.
+func TestAllowedTokenIDsReachTheEngine(t *testing.T) {
+	f := newFake()
+	rec := serve(t, NewHandler(f), "POST", "/v1/completions", `{"prompt":"a","max_tokens":2,"allowed_token_ids":[98,0,98]}`)
+	require.Equal(t, 200, rec.Code, rec.Body.String())
+	assert.Equal(t, []int{98, 0, 98}, f.requests()[0].Params.AllowedTokenIDs)
+	rec = serve(t, NewHandler(f), "POST", "/v1/completions", `{"prompt":"a","max_tokens":2}`)
+	require.Equal(t, 200, rec.Code, rec.Body.String())
+	assert.Nil(t, f.requests()[1].Params.AllowedTokenIDs)
 }
 
 // TestTruncatePromptTokens: vLLM's truncate_prompt_tokens keeps each

@@ -398,6 +398,21 @@ check("completions: vLLM's min_p, include_stop_str_in_output, continuous_usage_s
 	eq(chunks.at(-1).usage, { prompt_tokens: 5, completion_tokens: 4, total_tokens: 9 }, 'the final usage');
 });
 
+check("completions: vLLM's allowed_token_ids, return_tokens_as_token_ids", async () => {
+	// Sampled at temperature 1 from GPT-2's tokens for "," (11) and "." (13)
+	// alone: every generated token is one of them, and the logprobs name
+	// each token by id.
+	const c = await client.completions.create({
+		model, prompt, max_tokens: 8, seed: 7, allowed_token_ids: [11, 13], logprobs: 1, return_tokens_as_token_ids: true,
+		return_token_ids: true,
+	});
+	checkCompletion(c, 'allowed_token_ids');
+	const ids = c.choices[0].token_ids;
+	ok(Array.isArray(ids) && ids.length === 8 && ids.every((id) => id === 11 || id === 13), `token_ids ${JSON.stringify(ids)}`);
+	eq(c.choices[0].logprobs.tokens, ids.map((id) => `token_id:${id}`), 'logprobs tokens as ids');
+	ok(/^[,.]{8}$/.test(c.choices[0].text), `text ${JSON.stringify(c.choices[0].text)}`);
+});
+
 check('completions: stream', async () => {
 	const s = await client.completions.create({ model, prompt, max_tokens: 12, temperature: 0, stream: true });
 	const chunks = await collect(s, 'stream');

@@ -207,3 +207,60 @@ func TestLogitBias(t *testing.T) {
 		t.Fatal("the backend's logits row was written")
 	}
 }
+
+// TestAllowedTokenIDs: only the allowed tokens are generated, greedy or
+// sampled, whatever their logits; the bias and penalties then act among
+// them; and the log-probabilities stay the model's.
+func TestAllowedTokenIDs(t *testing.T) {
+	vocab := mock.NewTokenizer().VocabSize()
+	row := make([]float32, vocab)
+	row['a'], row['b'], row['c'] = 3, 2.5, -1
+	be := &tableBackend{row: row}
+	e, err := engine.New(be, mock.NewTokenizer(), llm.ModelInfo{ID: "table", MaxModelLen: 64, VocabSize: vocab, EOSTokenID: -1}, engine.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	seed := int64(3)
+	for _, tc := range []struct {
+		p    llm.SamplingParams
+		want []byte // each generated token is one of these
+	}{
+		{llm.SamplingParams{MaxTokens: 4, AllowedTokenIDs: []int{'c'}}, []byte{'c'}},
+		{llm.SamplingParams{MaxTokens: 4, AllowedTokenIDs: []int{'c', 'b'}}, []byte{'b'}},
+		{llm.SamplingParams{MaxTokens: 4, AllowedTokenIDs: []int{'c', 'b'}, LogitBias: map[int]float64{'c': 10}}, []byte{'c'}},
+		{llm.SamplingParams{MaxTokens: 4, AllowedTokenIDs: []int{'b', 'c'}, FrequencyPenalty: 2}, []byte{'b', 'c'}},
+		{llm.SamplingParams{MaxTokens: 32, Temperature: 5, Seed: &seed, AllowedTokenIDs: []int{'x', 'y'}}, []byte{'x', 'y'}},
+	} {
+		r := run(t, e, llm.Request{PromptTokens: []int{'a'}, Params: tc.p})
+		if len(r.tokens) != tc.p.MaxTokens {
+			t.Errorf("%+v: %d tokens", tc.p, len(r.tokens))
+		}
+		for _, tok := range r.tokens {
+			if !slices.Contains(tc.want, byte(tok)) {
+				t.Errorf("%+v: generated %c, allowed %q", tc.p, r.tokens, tc.want)
+				break
+			}
+		}
+	}
+	zero := 0
+	ch, err := e.Generate(context.Background(), llm.Request{PromptTokens: []int{'a'}, Params: llm.SamplingParams{MaxTokens: 1, AllowedTokenIDs: []int{'b'}, Logprobs: &zero}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lps []llm.TokenLogprob
+	for ev := range ch {
+		lps = append(lps, ev.Logprobs...)
+	}
+	if len(lps) != 1 || lps[0].ID != 'b' || lps[0].Rank != 2 {
+		t.Errorf("logprobs %+v, want 'b' at the model's rank 2", lps)
+	}
+	if row['a'] != 3 || row['b'] != 2.5 || row['c'] != -1 || row['x'] != 0 {
+		t.Fatal("the backend's logits row was written")
+	}
+	for _, bad := range [][]int{{-1}, {vocab}} {
+		if _, err := e.Generate(context.Background(), llm.Request{PromptTokens: []int{'a'}, Params: llm.SamplingParams{MaxTokens: 1, AllowedTokenIDs: bad}}); !errors.Is(err, llm.ErrInvalidRequest) {
+			t.Errorf("allowed_token_ids %v: %v, want ErrInvalidRequest", bad, err)
+		}
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"maps"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"time"
 
@@ -213,6 +214,7 @@ func (e *Engine) Generate(ctx context.Context, r llm.Request) (<-chan llm.Event,
 	r.Params.Stop = append([]string(nil), r.Params.Stop...)
 	r.Params.StopTokenIDs = append([]int(nil), r.Params.StopTokenIDs...)
 	r.Params.LogitBias = maps.Clone(r.Params.LogitBias)
+	r.Params.AllowedTokenIDs = slices.Clone(r.Params.AllowedTokenIDs)
 	// The engine's goroutine reads these during the request's steps: a
 	// caller reusing its variable for the next request would race with it.
 	r.Params.Logprobs = clonePtr(r.Params.Logprobs)

@@ -38,15 +38,17 @@ func (pen *penalty) note(tok int) {
 	}
 }
 
-// adjusted reports whether q's logits are changed before sampling: a logit
-// bias, penalties, or the min_tokens mask.
+// adjusted reports whether q's logits are changed before sampling: allowed
+// token ids, a logit bias, penalties, or the min_tokens mask.
 func (q *request) adjusted() bool {
-	return len(q.params.LogitBias) > 0 || q.pen != nil || q.maskActive()
+	return len(q.params.AllowedTokenIDs) > 0 || len(q.params.LogitBias) > 0 || q.pen != nil || q.maskActive()
 }
 
-// adjust applies q's logit bias, penalties and min_tokens mask to logits, a
-// copy the engine owns, for the next token.
+// adjust applies q's allowed token ids, logit bias, penalties and
+// min_tokens mask to logits, a copy the engine owns, for the next token,
+// in vLLM's order (the allowed-token mask first).
 func (q *request) adjust(logits []float32) {
+	q.allow(logits)
 	for id, b := range q.params.LogitBias {
 		logits[id] += float32(b)
 	}
@@ -54,6 +56,28 @@ func (q *request) adjust(logits []float32) {
 		q.pen.apply(logits, q.params.RepetitionPenalty, q.params.FrequencyPenalty, q.params.PresencePenalty)
 	}
 	q.mask(logits)
+}
+
+// allow sets every logit outside q's allowed token ids to -Inf (none when
+// the list is empty). The allowed logits are kept aside in q.allowed while
+// the row is cleared: no vocabulary-sized mask per request.
+func (q *request) allow(logits []float32) {
+	ids := q.params.AllowedTokenIDs
+	if len(ids) == 0 {
+		return
+	}
+	keep := q.allowed[:0]
+	for _, id := range ids {
+		keep = append(keep, logits[id])
+	}
+	ninf := float32(negInf)
+	for i := range logits {
+		logits[i] = ninf
+	}
+	for i, id := range ids {
+		logits[id] = keep[i]
+	}
+	q.allowed = keep
 }
 
 // apply penalizes logits, a copy the engine owns, for the next token.

@@ -30,6 +30,7 @@ type request struct {
 	eos          int                // the EOS id, or -1 when ignored or absent
 	promptLP     []llm.TokenLogprob // prompt log-probabilities by position - 1, when asked
 	pen          *penalty           // nil without penalties
+	allowed      []float32          // scratch of allow: the allowed ids' logits
 	times        llm.Timestamps
 	done         bool
 }
