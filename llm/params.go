@@ -9,6 +9,14 @@ import (
 // that the per-token stop check stays cheap.
 const MaxStopStrings = 16
 
+// MaxBadWords and MaxBadWordTokens bound a request's BadWords: the
+// sequences, and their token ids in all (vLLM's limits), so that the
+// per-token check stays cheap.
+const (
+	MaxBadWords      = 128
+	MaxBadWordTokens = 1024
+)
+
 // MaxLogprobs is the largest number of top alternatives a request may ask for
 // (vLLM's default max_logprobs is 20).
 const MaxLogprobs = 20
@@ -81,6 +89,12 @@ type SamplingParams struct {
 	// -Inf before the penalties and sampling. Like the other adjustments
 	// it changes what is sampled, not the log-probabilities reported.
 	AllowedTokenIDs []int
+	// BadWords are token sequences that may not be generated (vLLM's
+	// bad_words, tokenized): whenever the output so far ends with all but
+	// the last token of a sequence, that last token's logit is set to -Inf
+	// (a one-token sequence is always banned). Only generated tokens count,
+	// as in vLLM; the prompt does not.
+	BadWords [][]int
 	// Logprobs, when set to N, returns the log-probability of each chosen token
 	// and of the N most likely alternatives (0 means the chosen token only).
 	// Nil means no log-probabilities.
@@ -154,6 +168,9 @@ func (p *SamplingParams) Validate() error {
 			return paramErr("allowed_token_ids", "token ids must be non-negative, got %d", id)
 		}
 	}
+	if err := p.validateBadWords(); err != nil {
+		return err
+	}
 	for id, b := range p.LogitBias {
 		if id < 0 {
 			return paramErr("logit_bias", "token ids must be non-negative, got %d", id)
@@ -167,6 +184,28 @@ func (p *SamplingParams) Validate() error {
 	}
 	if p.PromptLogprobs != nil && (*p.PromptLogprobs < 0 || *p.PromptLogprobs > MaxLogprobs) {
 		return paramErr("prompt_logprobs", "must be in [0, %d], got %d", MaxLogprobs, *p.PromptLogprobs)
+	}
+	return nil
+}
+
+func (p *SamplingParams) validateBadWords() error {
+	if len(p.BadWords) > MaxBadWords {
+		return paramErr("bad_words", "at most %d token sequences, got %d", MaxBadWords, len(p.BadWords))
+	}
+	total := 0
+	for i, seq := range p.BadWords {
+		if len(seq) == 0 {
+			return paramErr("bad_words", "sequence %d is empty", i)
+		}
+		for _, id := range seq {
+			if id < 0 {
+				return paramErr("bad_words", "token ids must be non-negative, got %d", id)
+			}
+		}
+		total += len(seq)
+	}
+	if total > MaxBadWordTokens {
+		return paramErr("bad_words", "at most %d tokens in all, got %d", MaxBadWordTokens, total)
 	}
 	return nil
 }
@@ -218,6 +257,13 @@ func (r *Request) Validate(vocabSize int) error {
 		for _, id := range r.Params.AllowedTokenIDs {
 			if id >= vocabSize {
 				return paramErr("allowed_token_ids", "token id %d is out of vocabulary range [0, %d)", id, vocabSize)
+			}
+		}
+		for _, seq := range r.Params.BadWords {
+			for _, id := range seq {
+				if id >= vocabSize {
+					return paramErr("bad_words", "token id %d is out of vocabulary range [0, %d)", id, vocabSize)
+				}
 			}
 		}
 	}

@@ -173,9 +173,10 @@ func (h *handler) completions(w http.ResponseWriter, r *http.Request) {
 	h.finishCompletion(ctx, cancel, w, r, req, prompts, choices)
 }
 
-// preparePrompts tokenizes each prompt once and checks it against the
-// vocabulary and the context length.
+// preparePrompts tokenizes each prompt once (and the bad words, into
+// req.params) and checks it against the vocabulary and the context length.
 func (h *handler) preparePrompts(req *completionRequest) ([]promptIn, *apiError) {
+	req.params.BadWords = badWordIDs(h.tok, req.badWords)
 	prompts := make([]promptIn, 0, req.numPrompts())
 	for _, t := range req.texts {
 		// Special tokens written in the text are parsed as such, as a

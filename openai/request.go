@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
+	"unicode"
 
 	"github.com/tinyserve/tinyserve/llm"
 )
@@ -40,6 +42,9 @@ type completionRequest struct {
 	// tokensAsIDs shows tokens in the logprobs object as "token_id:<id>"
 	// (vLLM's return_tokens_as_token_ids).
 	tokensAsIDs bool
+	// badWords are vLLM's bad_words, tokenized into params.BadWords once
+	// the tokenizer is at hand (badWordIDs).
+	badWords []string
 	// promptLogprobs is vLLM's prompt_logprobs field: each choice then
 	// carries vLLM's prompt_logprobs list (not streamed).
 	promptLogprobs bool
@@ -77,13 +82,14 @@ type rawCompletionRequest struct {
 	Suffix            *string         `json:"suffix"`
 	LogitBias         json.RawMessage `json:"logit_bias"`
 	// vLLM's extra sampling parameters.
-	MinP                   *float64 `json:"min_p"`
-	TruncatePromptTokens   *int     `json:"truncate_prompt_tokens"`
-	IncludeStopStrInOutput *bool    `json:"include_stop_str_in_output"`
-	SkipSpecialTokens      *bool    `json:"skip_special_tokens"`
-	AllowedTokenIDs        []*int   `json:"allowed_token_ids"`
-	ReturnTokensAsTokenIDs *bool    `json:"return_tokens_as_token_ids"`
-	Priority               *int     `json:"priority"`
+	MinP                   *float64  `json:"min_p"`
+	TruncatePromptTokens   *int      `json:"truncate_prompt_tokens"`
+	IncludeStopStrInOutput *bool     `json:"include_stop_str_in_output"`
+	SkipSpecialTokens      *bool     `json:"skip_special_tokens"`
+	AllowedTokenIDs        []*int    `json:"allowed_token_ids"`
+	BadWords               []*string `json:"bad_words"`
+	ReturnTokensAsTokenIDs *bool     `json:"return_tokens_as_token_ids"`
+	Priority               *int      `json:"priority"`
 }
 
 // knownCompletionField lists the JSON names of rawCompletionRequest. It is
@@ -96,7 +102,7 @@ func knownCompletionField(name string) bool {
 		"stream_options", "return_token_ids", "user", "presence_penalty", "frequency_penalty",
 		"repetition_penalty", "best_of", "suffix", "logit_bias", "prompt_logprobs",
 		"min_p", "include_stop_str_in_output", "skip_special_tokens", "truncate_prompt_tokens",
-		"allowed_token_ids", "return_tokens_as_token_ids", "priority":
+		"allowed_token_ids", "return_tokens_as_token_ids", "priority", "bad_words":
 		return true
 	}
 	return false
@@ -194,6 +200,17 @@ func decodeCompletion(body []byte) (*completionRequest, *apiError) {
 	p.IgnoreEOS = raw.IgnoreEOS != nil && *raw.IgnoreEOS
 	if p.StopTokenIDs, e = notNull("stop_token_ids", "stop_token_ids", raw.StopTokenIDs); e != nil {
 		return nil, e
+	}
+	if c.badWords, e = notNull("bad_words", "bad_words", raw.BadWords); e != nil {
+		return nil, e
+	}
+	for i, w := range c.badWords {
+		if strings.TrimLeftFunc(w, unicode.IsSpace) == "" {
+			return nil, badRequest("bad_words", "invalid_value", "bad_words: the element at index %d is empty or only whitespace", i)
+		}
+	}
+	if len(c.badWords) > llm.MaxBadWords/2 {
+		return nil, badRequest("bad_words", "invalid_value", "bad_words: at most %d words, got %d", llm.MaxBadWords/2, len(c.badWords))
 	}
 	if raw.AllowedTokenIDs != nil {
 		if p.AllowedTokenIDs, e = notNull("allowed_token_ids", "allowed_token_ids", raw.AllowedTokenIDs); e != nil {

@@ -158,6 +158,11 @@ func TestValidation(t *testing.T) {
 		{"allowed_token_ids negative", `{"prompt":"a","allowed_token_ids":[-1]}`, 400, "allowed_token_ids", "invalid_value", "non-negative"},
 		{"allowed_token_ids outside the vocabulary", `{"prompt":"a","allowed_token_ids":[5,257]}`, 400, "allowed_token_ids", "invalid_value", "out of vocabulary range"},
 		{"allowed_token_ids string", `{"prompt":"a","allowed_token_ids":"5"}`, 400, "allowed_token_ids", "invalid_type", ""},
+		{"bad_words empty word", `{"prompt":"a","bad_words":["x",""]}`, 400, "bad_words", "invalid_value", "index 1 is empty"},
+		{"bad_words whitespace", `{"prompt":"a","bad_words":[" \t"]}`, 400, "bad_words", "invalid_value", "only whitespace"},
+		{"bad_words null element", `{"prompt":"a","bad_words":[null]}`, 400, "bad_words", "invalid_type", "index 0"},
+		{"bad_words string", `{"prompt":"a","bad_words":"x"}`, 400, "bad_words", "invalid_type", ""},
+		{"bad_words too many", `{"prompt":"a","bad_words":[` + strings.Repeat(`"x",`, 64) + `"y"]}`, 400, "bad_words", "invalid_value", "at most 64 words"},
 		{"priority", `{"prompt":"a","priority":1}`, 400, "priority", "unsupported_parameter", "first come, first served"},
 		{"return_tokens_as_token_ids string", `{"prompt":"a","return_tokens_as_token_ids":"yes"}`, 400, "return_tokens_as_token_ids", "invalid_type", ""},
 		{"context length", `{"prompt":"` + long + `"}`, 400, "prompt", "context_length_exceeded",
@@ -214,6 +219,8 @@ func TestAcceptedDefaults(t *testing.T) {
 		{"served model name", `{"prompt":"a","max_tokens":2,"model":"fake"}`, 2},
 		{"user and stop string", `{"prompt":"a","max_tokens":2,"user":"u1","stop":"zz","stop_token_ids":[256]}`, 2},
 		{"priority 0, null allowed_token_ids", `{"prompt":"a","max_tokens":2,"priority":0,"allowed_token_ids":null,"return_tokens_as_token_ids":false}`, 2},
+		{"null and empty bad_words", `{"prompt":"a","max_tokens":2,"bad_words":null}`, 2},
+		{"empty bad_words", `{"prompt":"a","max_tokens":2,"bad_words":[]}`, 2},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

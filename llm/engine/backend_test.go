@@ -264,3 +264,49 @@ func TestAllowedTokenIDs(t *testing.T) {
 		}
 	}
 }
+
+// TestBadWords: a one-token bad word is never generated; a longer one
+// loses its last token only right after the rest of it, in the output
+// (the prompt does not count), as vLLM's bad_words.
+func TestBadWords(t *testing.T) {
+	vocab := mock.NewTokenizer().VocabSize()
+	row := make([]float32, vocab)
+	row['a'], row['b'], row['c'] = 3, 2.5, 2
+	be := &tableBackend{row: row}
+	e, err := engine.New(be, mock.NewTokenizer(), llm.ModelInfo{ID: "table", MaxModelLen: 64, VocabSize: vocab, EOSTokenID: -1}, engine.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	for _, tc := range []struct {
+		prompt string
+		bad    [][]int
+		want   string
+	}{
+		{"a", nil, "aaaa"},
+		{"a", [][]int{{'a'}}, "bbbb"},
+		{"a", [][]int{{'a'}, {'b'}}, "cccc"},
+		// "aa" is banned: after an 'a' comes 'b', after the 'b' 'a' again.
+		{"x", [][]int{{'a', 'a'}}, "abab"},
+		// The prompt's 'a' does not count: the first 'a' is allowed.
+		{"a", [][]int{{'a', 'a'}}, "abab"},
+		{"x", [][]int{{'a', 'a'}, {'b', 'a'}}, "abbb"},
+		// Three tokens: after "ab" the 'a' is banned and 'b' comes; after
+		// "abb" it is allowed again.
+		{"x", [][]int{{'a', 'a'}, {'a', 'b', 'a'}}, "abba"},
+	} {
+		r := run(t, e, llm.Request{PromptTokens: []int{int(tc.prompt[0])}, Params: llm.SamplingParams{MaxTokens: 4, BadWords: tc.bad}})
+		got := make([]byte, len(r.tokens))
+		for i, tok := range r.tokens {
+			got[i] = byte(tok)
+		}
+		if string(got) != tc.want {
+			t.Errorf("prompt %q, bad words %v: generated %q, want %q", tc.prompt, tc.bad, got, tc.want)
+		}
+	}
+	for _, bad := range [][][]int{{{}}, {{-1}}, {{'a', vocab}}} {
+		if _, err := e.Generate(context.Background(), llm.Request{PromptTokens: []int{'a'}, Params: llm.SamplingParams{MaxTokens: 1, BadWords: bad}}); !errors.Is(err, llm.ErrInvalidRequest) {
+			t.Errorf("bad words %v: %v, want ErrInvalidRequest", bad, err)
+		}
+	}
+}

@@ -215,6 +215,7 @@ func (e *Engine) Generate(ctx context.Context, r llm.Request) (<-chan llm.Event,
 	r.Params.StopTokenIDs = append([]int(nil), r.Params.StopTokenIDs...)
 	r.Params.LogitBias = maps.Clone(r.Params.LogitBias)
 	r.Params.AllowedTokenIDs = slices.Clone(r.Params.AllowedTokenIDs)
+	r.Params.BadWords = cloneSeqs(r.Params.BadWords)
 	// The engine's goroutine reads these during the request's steps: a
 	// caller reusing its variable for the next request would race with it.
 	r.Params.Logprobs = clonePtr(r.Params.Logprobs)
@@ -252,6 +253,18 @@ func (e *Engine) Generate(ctx context.Context, r llm.Request) (<-chan llm.Event,
 }
 
 // clonePtr returns a pointer to a copy of *p, or nil.
+// cloneSeqs copies a list of token sequences, each sequence too.
+func cloneSeqs(seqs [][]int) [][]int {
+	if seqs == nil {
+		return nil
+	}
+	out := make([][]int, len(seqs))
+	for i, s := range seqs {
+		out[i] = slices.Clone(s)
+	}
+	return out
+}
+
 func clonePtr[T any](p *T) *T {
 	if p == nil {
 		return nil

@@ -1,5 +1,7 @@
 package engine
 
+import "slices"
+
 // Logit bias and penalties (presence, frequency, repetition) in vLLM's
 // order and float32 arithmetic: the bias first, then repetition over every
 // token of the prompt and the output, then frequency and presence over the
@@ -39,16 +41,18 @@ func (pen *penalty) note(tok int) {
 }
 
 // adjusted reports whether q's logits are changed before sampling: allowed
-// token ids, a logit bias, penalties, or the min_tokens mask.
+// token ids, bad words, a logit bias, penalties, or the min_tokens mask.
 func (q *request) adjusted() bool {
-	return len(q.params.AllowedTokenIDs) > 0 || len(q.params.LogitBias) > 0 || q.pen != nil || q.maskActive()
+	p := q.params
+	return len(p.AllowedTokenIDs) > 0 || len(p.BadWords) > 0 || len(p.LogitBias) > 0 || q.pen != nil || q.maskActive()
 }
 
-// adjust applies q's allowed token ids, logit bias, penalties and
-// min_tokens mask to logits, a copy the engine owns, for the next token,
-// in vLLM's order (the allowed-token mask first).
+// adjust applies q's allowed token ids, bad words, logit bias, penalties
+// and min_tokens mask to logits, a copy the engine owns, for the next
+// token, in vLLM's order (the two masks first).
 func (q *request) adjust(logits []float32) {
 	q.allow(logits)
+	q.ban(logits)
 	for id, b := range q.params.LogitBias {
 		logits[id] += float32(b)
 	}
@@ -78,6 +82,18 @@ func (q *request) allow(logits []float32) {
 		logits[id] = keep[i]
 	}
 	q.allowed = keep
+}
+
+// ban sets to -Inf the last token of every bad-word sequence whose other
+// tokens end q's output so far.
+func (q *request) ban(logits []float32) {
+	out := q.tokens
+	for _, seq := range q.params.BadWords {
+		n := len(seq) - 1
+		if n <= len(out) && slices.Equal(out[len(out)-n:], seq[:n]) {
+			logits[seq[n]] = float32(negInf)
+		}
+	}
 }
 
 // apply penalizes logits, a copy the engine owns, for the next token.
