@@ -117,6 +117,10 @@ type Backend struct {
 	graphSeen map[int]bool // sizes run once eagerly; the next is captured
 	graphsOff bool         // a capture failed: eager from then on
 
+	// prof, set only by tests and benchmarks, times each launch of an
+	// eager step (profile.go); nil otherwise.
+	prof *profiler
+
 	packed []int32
 	bm     batchMeta
 	rows   []engine.SampleRow
@@ -127,6 +131,7 @@ type Backend struct {
 // kernels are the module's functions for the backend's dtype.
 type kernels struct {
 	embed, layernorm, addLayernorm, qkvStore, attention, biasAct, residual, argmax Function
+	hold                                                                           Function // the profiler's (profile.go)
 }
 
 // NewBackend loads the CUDA libraries, compiles (or reads from the cache)
@@ -303,7 +308,7 @@ func (b *Backend) setup(load func(drvVersion int) (*NVRTC, *CuBLAS, error)) erro
 		{&b.fn.embed, "embed" + sfx}, {&b.fn.layernorm, "layernorm" + sfx}, {&b.fn.addLayernorm, "add_layernorm" + sfx},
 		{&b.fn.qkvStore, "qkv_store" + sfx}, {&b.fn.attention, "attention" + sfx},
 		{&b.fn.biasAct, "bias_act" + sfx}, {&b.fn.residual, "residual" + sfx},
-		{&b.fn.argmax, "argmax_rows"},
+		{&b.fn.argmax, "argmax_rows"}, {&b.fn.hold, "hold_ns"},
 	} {
 		if *k.f, err = b.drv.Function(b.mod, k.name); err != nil {
 			return err

@@ -27,6 +27,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -470,4 +471,20 @@ func TestEmuArgmaxEdgeRows(t *testing.T) {
 			t.Errorf("row %v: argmax %d, want %d", row.logits, got[r], row.want)
 		}
 	}
+}
+
+// TestEmuStepProfile runs the device check's step profile on the emulated
+// kernels: the accounting of every launch and GEMM, and profiled steps
+// equal to plain ones. (Its times are the emulator's.)
+func TestEmuStepProfile(t *testing.T) {
+	checkStepProfile(t, newEmuBackend, smallModel(t, nil), "float16", time.Millisecond, 3)
+}
+
+// TestFakeGPUStepProfile: the same accounting on the fake GPU, whose
+// events stamp the host's clock.
+func TestFakeGPUStepProfile(t *testing.T) {
+	checkStepProfile(t, func(t testing.TB, m *gpt2.Model, opts Options, numBlocks int) *Backend {
+		b, _ := newFakeBackend(t, m, opts, numBlocks)
+		return b
+	}, smallModel(t, nil), "float32", 0, 3)
 }

@@ -22,6 +22,7 @@ import (
 	"slices"
 	"sort"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/tinyserve/tinyserve/llm/engine"
@@ -60,6 +61,8 @@ type fakeGPU struct {
 	workspace DevicePtr
 	// cc is the compute capability the device reports (major, minor).
 	cc [2]int32
+	// events are the recorded times of the events, by Event-1.
+	events []time.Time
 }
 
 func newFakeGPU(t testing.TB) *fakeGPU {
@@ -261,6 +264,21 @@ func (g *fakeGPU) driver() *Driver {
 			return 0
 		},
 		graphExecDestroy: func(e GraphExec) int32 { delete(g.graphs, e); return 0 },
+		// Events stamp the host's clock when recorded: the fake GPU runs
+		// each launch when it is queued.
+		eventCreate: func(e *Event, flags uint32) int32 {
+			g.events = append(g.events, time.Time{})
+			*e = Event(len(g.events))
+			return 0
+		},
+		eventRecord:  func(e Event, s Stream) int32 { g.events[e-1] = time.Now(); return 0 },
+		eventSync:    func(Event) int32 { return 0 },
+		eventDestroy: func(Event) int32 { return 0 },
+		eventElapsed: func(ms *float32, a, b Event) int32 {
+			*ms = float32(g.events[b-1].Sub(g.events[a-1]).Seconds() * 1e3)
+			return 0
+		},
+		eventElapsedName: "cuEventElapsedTime",
 		graphDestroy:     func(Graph) int32 { return 0 },
 	}
 }
@@ -288,7 +306,7 @@ func storage(name string) (int, string) {
 // cuLaunchKernel copies them), the work runs now or at graph replay.
 func (g *fakeGPU) launch(name string, grid, block [3]uint32, shared uint32, params unsafe.Pointer) {
 	g.launches++
-	nargs := map[string]int{"embed": 6, "layernorm": 7, "add_layernorm": 8, "qkv_store": 11, "attention": 13, "bias_act": 6, "residual": 5, "argmax_rows": 3}
+	nargs := map[string]int{"embed": 6, "layernorm": 7, "add_layernorm": 8, "qkv_store": 11, "attention": 13, "bias_act": 6, "residual": 5, "argmax_rows": 3, "hold_ns": 1}
 	dt, base := storage(name)
 	n, ok := nargs[base]
 	if g.emu != nil {
@@ -308,7 +326,7 @@ func (g *fakeGPU) launch(name string, grid, block [3]uint32, shared uint32, para
 		cp[i] = unsafe.Pointer(&vals[i])
 	}
 	a := args{cp}
-	if block[0]%32 != 0 || block[0] > 1024 || block[1] != 1 || block[2] != 1 {
+	if (block[0]%32 != 0 && name != "hold_ns") || block[0] > 1024 || block[1] != 1 || block[2] != 1 {
 		panic(fmt.Sprintf("%s: block %v", name, block))
 	}
 	if g.emu != nil {
@@ -416,6 +434,7 @@ func (g *fakeGPU) run(k string, dt int, grid, block [3]uint32, shared uint32, a 
 		for k := range rows * cols {
 			g.setF32(x, k, g.f32(x, k)+g.f32(in, k)+g.elem(bias, k%cols, dt))
 		}
+	case "hold_ns": // (long long ns): the profiler's wait; nothing to emulate
 	case "argmax_rows": // (int* out, const float* logits, int V)
 		out, logits, V := a.ptr(0), a.ptr(1), a.int(2)
 		for r := range int(grid[0]) {

@@ -235,6 +235,9 @@ func (b *Backend) forwardDevice(m *batchMeta, npos int) error {
 	attShared := uint32(attentionShared(npos, D))
 
 	a := &b.args
+	if b.prof != nil {
+		b.prof.begin()
+	}
 	if err := b.launch(b.fn.embed, rowGrid, rowBlock, 0, a.reset().ptr(b.x).ptr(b.w.wte).ptr(b.w.wpe).ptr(tokens).ptr(pos).i32(C)); err != nil {
 		return err
 	}
@@ -320,6 +323,9 @@ func (b *Backend) forwardDevice(m *batchMeta, npos int) error {
 	}); err != nil {
 		return fmt.Errorf("cuda: LM head: %w", err)
 	}
+	if b.prof != nil {
+		b.prof.mark("gemm LM head")
+	}
 	return b.launch(b.fn.argmax, [3]uint32{uint32(R), 1, 1}, [3]uint32{argmaxThreads, 1, 1}, 0, a.reset().ptr(b.res).ptr(logits).i32(V))
 }
 
@@ -329,13 +335,17 @@ func (b *Backend) forwardDevice(m *batchMeta, npos int) error {
 // outᵀ = Wᵀ · inᵀ needs no transposition: A = W with lda n, B = in with
 // ldb k.
 func (b *Backend) linear(out, in, w DevicePtr, M, k, n int) error {
-	return b.blas.GemmEx(Gemm{
+	err := b.blas.GemmEx(Gemm{
 		TransA: OpN, TransB: OpN, M: n, N: M, K: k,
 		A: w, AType: b.dt.blas, LDA: n,
 		B: in, BType: b.dt.blas, LDB: k,
 		C: out, CType: DataFloat32, LDC: n,
 		Alpha: 1,
 	})
+	if b.prof != nil && err == nil {
+		b.prof.mark(fmt.Sprintf("gemm %d→%d", k, n))
+	}
+	return err
 }
 
 // attentionThreads is the attention kernel's blockDim for head size D:
@@ -361,5 +371,9 @@ func (b *Backend) elementwise(f Function, n int, a *kernelArgs) error {
 }
 
 func (b *Backend) launch(f Function, grid, block [3]uint32, shared uint32, a *kernelArgs) error {
-	return b.drv.Launch(f, grid, block, shared, b.stream, unsafe.Pointer(&a.ptrs[0]))
+	err := b.drv.Launch(f, grid, block, shared, b.stream, unsafe.Pointer(&a.ptrs[0]))
+	if b.prof != nil && err == nil {
+		b.prof.launched(f)
+	}
+	return err
 }

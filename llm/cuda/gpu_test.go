@@ -12,7 +12,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/tinyserve/tinyserve/llm/engine"
 	"github.com/tinyserve/tinyserve/llm/gpt2"
@@ -351,24 +353,7 @@ func BenchmarkGPUDecodeStep(b *testing.B) {
 			m := benchModel(b)
 			const seqs, prompt = 4, 128
 			gb := newGPUOpts(b, m, Options{DType: v.dt, CUDAGraphs: v.graphs}, seqs*64)
-			mgr, _ := kv.New(seqs*64, 16)
-			batch := &engine.Batch{}
-			for i := range seqs {
-				id := kv.SeqID(i + 1)
-				if ok, err := mgr.Allocate(id, prompt+1); err != nil || !ok {
-					b.Fatal(ok, err)
-				}
-				toks := make([]int, prompt)
-				for j := range toks {
-					toks[j] = (i*7919 + j*104729) % m.Config.VocabSize
-				}
-				pre := &engine.Batch{NumTokens: prompt, Seqs: []engine.SeqBatch{{ID: id, Tokens: toks, BlockTable: mgr.BlockTable(id), Sample: true}}}
-				if _, err := gb.Forward(pre); err != nil {
-					b.Fatal(err)
-				}
-				batch.Seqs = append(batch.Seqs, engine.SeqBatch{ID: id, Tokens: []int{i + 1}, StartPos: prompt, BlockTable: mgr.BlockTable(id), Sample: true})
-				batch.NumTokens++
-			}
+			batch := decodeBatch(b, gb, m.Config.VocabSize, seqs, prompt, 64)
 			for range 10 { // warm up (buffers grown, clocks up)
 				if _, err := gb.Forward(batch); err != nil {
 					b.Fatal(err)
@@ -383,6 +368,107 @@ func BenchmarkGPUDecodeStep(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/step")
 		})
 	}
+}
+
+// decodeBatch prefills seqs sequences of prompt made-up tokens on gb and
+// returns the batch that decodes one token of each: the step the per-step
+// goal is about. Each sequence gets blocksPer blocks of 16.
+func decodeBatch(tb testing.TB, gb *Backend, vocab, seqs, prompt, blocksPer int) *engine.Batch {
+	tb.Helper()
+	mgr, _ := kv.New(seqs*blocksPer, 16)
+	batch := &engine.Batch{}
+	for i := range seqs {
+		id := kv.SeqID(i + 1)
+		if ok, err := mgr.Allocate(id, prompt+1); err != nil || !ok {
+			tb.Fatal(ok, err)
+		}
+		toks := make([]int, prompt)
+		for j := range toks {
+			toks[j] = (i*7919 + j*104729) % vocab
+		}
+		pre := &engine.Batch{NumTokens: prompt, Seqs: []engine.SeqBatch{{ID: id, Tokens: toks, BlockTable: mgr.BlockTable(id), Sample: true}}}
+		if _, err := gb.Forward(pre); err != nil {
+			tb.Fatal(err)
+		}
+		batch.Seqs = append(batch.Seqs, engine.SeqBatch{ID: id, Tokens: []int{i + 1}, StartPos: prompt, BlockTable: mgr.BlockTable(id), Sample: true})
+		batch.NumTokens++
+	}
+	return batch
+}
+
+// TestProfileGPUStep breaks the benchmark's decode step (GPT-2 124M shape
+// unless TINYSERVE_GPU_BENCH_MODEL says otherwise, 4 sequences at position
+// 128, float16, eager) down by kernel and GEMM, and logs the table the
+// device check keeps. It is not named TestGPU…: the device check runs it
+// beside the benchmark, not with the correctness tests.
+func TestProfileGPUStep(t *testing.T) {
+	name := os.Getenv("TINYSERVE_GPU_BENCH_MODEL")
+	if name == "" {
+		name = gpt2.Builtin124M
+	}
+	m, err := gpt2.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	checkStepProfile(t, newGPUOpts, m, "float16", 20*time.Millisecond, 50)
+}
+
+// checkStepProfile profiles steps decode steps of 4 sequences: every
+// launch and GEMM of the step is accounted for, once per step, the
+// profiled steps compute what unprofiled ones do, and the table is logged.
+func checkStepProfile(t *testing.T, newDev newDevice, m *gpt2.Model, dt string, hold time.Duration, steps int) {
+	const seqs = 4
+	prompt := min(128, m.Config.NPositions/2) // 128 for GPT-2; the test models are shorter
+	gb := newDev(t, m, Options{DType: dt}, seqs*64)
+	batch := decodeBatch(t, gb, m.Config.VocabSize, seqs, prompt, 64)
+	plain, err := gb.Forward(batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([]int, len(plain))
+	for i, r := range plain {
+		want[i] = r.Argmax
+	}
+	p := newProfiler(gb, hold)
+	gb.prof = p
+	t.Cleanup(func() { gb.prof = nil; p.release() })
+	for range steps {
+		rows, err := gb.Forward(batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range rows {
+			if r.Argmax != want[i] {
+				t.Fatalf("a profiled step's row %d is %d, unprofiled %d", i, r.Argmax, want[i])
+			}
+		}
+		if err := p.collect(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	L, C, H := m.Config.NLayer, m.Config.NEmbd, m.Config.NInner
+	perStep := map[string]int{
+		"embed": 1, "layernorm": 2, "residual+layernorm": 2*L - 1, "residual": 1,
+		"qkv bias+KV write": L, "attention": L, "bias+gelu": L, "argmax": 1, "gemm LM head": 1,
+		fmt.Sprintf("gemm %d→%d", C, 3*C): L, fmt.Sprintf("gemm %d→%d", C, C): L,
+		fmt.Sprintf("gemm %d→%d", C, H): L, fmt.Sprintf("gemm %d→%d", H, C): L,
+	}
+	got := map[string]int{}
+	for l, n := range p.calls {
+		got[l] = n / steps
+	}
+	if fmt.Sprint(got) != fmt.Sprint(perStep) {
+		t.Errorf("launches and GEMMs per step %v, want %v", got, perStep)
+	}
+	if p.stepTime() <= 0 {
+		t.Errorf("step time %v", p.stepTime())
+	}
+	var sb strings.Builder
+	if err := p.write(&sb); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("decode step, %d sequences at position %d, %s, eager, mean of %d steps (%s):\n%s", seqs, prompt, dt, steps, m.Name, sb.String())
 }
 
 // TestGPUGraphsMatchEager decodes 4 sequences for 24 steps on two float32

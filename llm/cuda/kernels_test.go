@@ -88,7 +88,7 @@ func kernelNames() []string {
 			names = append(names, k+sfx)
 		}
 	}
-	return append(names, "argmax_rows")
+	return append(names, "argmax_rows", "hold_ns")
 }
 
 // templateKernels are the kernels instantiated per storage type.

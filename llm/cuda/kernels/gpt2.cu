@@ -15,7 +15,7 @@
 //
 // The tests also run this file on the host (llm/cuda/testdata/emu compiles
 // it as C++ with a small CUDA shim); the emulator defines TS_EMULATOR and
-// brings its own versions of the two hooks below, which have no portable
+// brings its own versions of the three hooks below, which have no portable
 // C++ spelling.
 
 #ifndef TS_EMULATOR
@@ -32,6 +32,13 @@ __device__ __forceinline__ unsigned short floatToHalf(float f) {
   unsigned short h;
   asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
   return h;
+}
+
+// globalTimerNs reads the GPU's global nanosecond timer.
+__device__ __forceinline__ unsigned long long globalTimerNs() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
 }
 #endif
 
@@ -313,4 +320,14 @@ extern "C" __global__ void argmax_rows(int* out, const float* logits, int V) {
     __syncthreads();
   }
   if (threadIdx.x == 0) out[blockIdx.x] = bi[0] == 0x7fffffff ? 0 : bi[0];
+}
+
+// hold_ns keeps its stream busy for ns nanoseconds (launch it with one
+// thread). The step profiler (profile.go) queues a step behind it, so that
+// every launch of the step is queued before the first kernel runs and the
+// events between kernels time the GPU's work, not the host's launches.
+extern "C" __global__ void hold_ns(long long ns) {
+  unsigned long long t0 = globalTimerNs();
+  while ((long long)(globalTimerNs() - t0) < ns) {
+  }
 }

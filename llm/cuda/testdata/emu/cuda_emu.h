@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <chrono>
+
 #define TS_EMULATOR 1
 
 #define __global__
@@ -94,6 +96,13 @@ inline unsigned short floatToHalf(float f) {
   unsigned short x;
   memcpy(&x, &h, 2);
   return x;
+}
+
+// The GPU's %globaltimer: the host's steady clock in nanoseconds.
+inline unsigned long long globalTimerNs() {
+  return (unsigned long long)std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
 }
 
 #endif
