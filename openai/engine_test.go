@@ -544,3 +544,34 @@ func TestRealEngineQueueBound(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode, string(body))
 	assert.Contains(t, string(body), `"param":"n"`)
 }
+
+// TestNothingAllowedIsABadRequest: a request whose allowed tokens its own
+// min_tokens bans fails as a 400 naming allowed_token_ids (an error event
+// in a stream), and the engine stays healthy.
+func TestNothingAllowedIsABadRequest(t *testing.T) {
+	ms := newMockServer(t, mock.Config{}, engine.Config{})
+	const body = `{"prompt":"ab","allowed_token_ids":[97],"stop_token_ids":[97],"min_tokens":2,"max_tokens":4`
+	resp, err := ms.post(context.Background(), "/v1/completions", body+`}`)
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, 400, resp.StatusCode, string(b))
+	var e errJSON
+	require.NoError(t, json.Unmarshal(b, &e))
+	require.NotNil(t, e.Error.Param)
+	assert.Equal(t, "allowed_token_ids", *e.Error.Param)
+	assert.Contains(t, e.Error.Message, "ban every one")
+
+	resp, err = ms.post(context.Background(), "/v1/completions", body+`,"stream":true}`)
+	require.NoError(t, err)
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, 200, resp.StatusCode)
+	evs := sseEvents(t, string(b))
+	require.GreaterOrEqual(t, len(evs), 2)
+	assert.Equal(t, "[DONE]", evs[len(evs)-1])
+	e = errJSON{}
+	require.NoError(t, json.Unmarshal([]byte(evs[len(evs)-2]), &e))
+	assert.Equal(t, typeInvalidRequest, e.Error.Type, e.Error.Message)
+	assert.NoError(t, ms.eng.Health())
+}

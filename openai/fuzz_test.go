@@ -3,7 +3,13 @@ package openai
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/tinyserve/tinyserve/llm"
+	"github.com/tinyserve/tinyserve/llm/engine"
+	"github.com/tinyserve/tinyserve/llm/mock"
 )
 
 // FuzzDecodeCompletion feeds arbitrary bodies to the request decoder and to
@@ -94,4 +100,105 @@ func hasNullElement(v any) bool {
 		}
 	}
 	return false
+}
+
+// shortEngine serves the mock engine with a 64-token context, so that a
+// fuzzed request stays small: the handler checks prompts and max_tokens
+// against Info's limit.
+type shortEngine struct{ *engine.Engine }
+
+func (s shortEngine) Info() llm.ModelInfo {
+	i := s.Engine.Info()
+	i.MaxModelLen = 64
+	return i
+}
+
+// FuzzServeCompletion sends each input as a /v1/completions body to the
+// handler over the real engine on the mock backend, so that every sampling
+// parameter the decoder lets through runs through the engine's sampler,
+// masks, penalties, logprobs and stop checks: the answer is a 200 with a
+// well-formed completion or stream, or a 4xx with an OpenAI error body,
+// never a 5xx (an engine panic would mark it dead and answer 503); and
+// once answered, the engine holds no request and no KV block.
+//
+//	go test -run XXX -fuzz FuzzServeCompletion -fuzzminimizetime 1s ./openai
+func FuzzServeCompletion(f *testing.F) {
+	for _, s := range []string{
+		`{"prompt":"ab","max_tokens":4}`,
+		`{"prompt":["ab","c"],"n":3,"max_tokens":5,"stream":true,"stream_options":{"include_usage":true,"continuous_usage_stats":true}}`,
+		`{"prompt":"abc","echo":true,"logprobs":3,"max_tokens":0}`,
+		`{"prompt":[97,98],"prompt_logprobs":2,"max_tokens":3,"temperature":0}`,
+		`{"prompt":"ab","allowed_token_ids":[97],"min_tokens":3,"max_tokens":4,"logprobs":1,"stop_token_ids":[97]}`,
+		`{"prompt":"ab","bad_words":["a","b c"],"logit_bias":{"98":100},"repetition_penalty":1.5,"frequency_penalty":2,"presence_penalty":-2,"max_tokens":6,"seed":3}`,
+		`{"prompt":"ab","stop":["a","bc"],"include_stop_str_in_output":true,"skip_special_tokens":false,"ignore_eos":true,"max_tokens":8,"top_k":3,"top_p":0.5,"min_p":0.1}`,
+		`{"prompt":"abcdefgh","truncate_prompt_tokens":2,"echo":true,"return_token_ids":true,"return_tokens_as_token_ids":true,"logprobs":2,"max_tokens":2}`,
+	} {
+		f.Add([]byte(s))
+	}
+	eng, err := mock.NewEngine(mock.Config{EOSEvery: 7}, engine.Config{MaxNumSeqs: 8, MaxNumBatchedTokens: 64, NumBlocks: 64, Seed: 1})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { _ = eng.Close() })
+	h := NewHandler(shortEngine{eng})
+	f.Fuzz(func(t *testing.T, body []byte) {
+		rec := serve(t, h, "POST", "/v1/completions", string(body))
+		switch {
+		case rec.Code == http.StatusOK:
+			checkCompletionBody(t, rec.Header().Get("Content-Type"), rec.Body.String())
+		case rec.Code >= 400 && rec.Code < 500:
+			var e errJSON
+			if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || e.Error.Message == "" || e.Error.Type != typeInvalidRequest {
+				t.Fatalf("status %d with body %s", rec.Code, rec.Body)
+			}
+		default:
+			t.Fatalf("status %d for %q: %s", rec.Code, body, rec.Body)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			s := eng.Stats()
+			if s.Running == 0 && s.Waiting == 0 && s.KVBlocksUsed == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("after %q the engine still holds %+v", body, s)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	})
+}
+
+// checkCompletionBody checks a 200 answer: one completion object, or a
+// stream of completion chunks ending with [DONE].
+func checkCompletionBody(t *testing.T, contentType, body string) {
+	t.Helper()
+	type completion struct {
+		Object  string `json:"object"`
+		Choices []struct {
+			Index        *int    `json:"index"`
+			FinishReason *string `json:"finish_reason"`
+		} `json:"choices"`
+	}
+	if !strings.HasPrefix(contentType, "text/event-stream") {
+		var c completion
+		if err := json.Unmarshal([]byte(body), &c); err != nil || c.Object != "text_completion" || len(c.Choices) == 0 {
+			t.Fatalf("not a completion: %s", body)
+		}
+		for _, ch := range c.Choices {
+			if ch.Index == nil || ch.FinishReason == nil {
+				t.Fatalf("a choice without index or finish_reason: %s", body)
+			}
+		}
+		return
+	}
+	events := sseEvents(t, body)
+	if len(events) == 0 || events[len(events)-1] != "[DONE]" {
+		t.Fatalf("a stream that does not end with [DONE]: %s", body)
+	}
+	for _, ev := range events[:len(events)-1] {
+		var c completion
+		if err := json.Unmarshal([]byte(ev), &c); err != nil || c.Object != "text_completion" {
+			t.Fatalf("not a completion chunk: %s", ev)
+		}
+	}
 }

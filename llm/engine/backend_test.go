@@ -310,3 +310,48 @@ func TestBadWords(t *testing.T) {
 		}
 	}
 }
+
+// TestNothingAllowed: when a request's allowed tokens are all banned
+// (min_tokens masks its stop token, or a bad word), it fails with an
+// invalid-request error naming allowed_token_ids, having generated no
+// token outside the list; the engine goes on serving.
+func TestNothingAllowed(t *testing.T) {
+	vocab := mock.NewTokenizer().VocabSize()
+	row := make([]float32, vocab)
+	row['a'], row['b'] = 3, 2.5
+	be := &tableBackend{row: row}
+	e, err := engine.New(be, mock.NewTokenizer(), llm.ModelInfo{ID: "table", MaxModelLen: 64, VocabSize: vocab, EOSTokenID: -1}, engine.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	for _, tc := range []struct {
+		p    llm.SamplingParams
+		want int // tokens generated before the failure
+	}{
+		{llm.SamplingParams{MaxTokens: 4, MinTokens: 2, AllowedTokenIDs: []int{'b'}, StopTokenIDs: []int{'b'}}, 0},
+		{llm.SamplingParams{MaxTokens: 4, AllowedTokenIDs: []int{'b'}, BadWords: [][]int{{'b', 'b'}}}, 1},
+		{llm.SamplingParams{MaxTokens: 4, Temperature: 1, AllowedTokenIDs: []int{'b', 'c'}, BadWords: [][]int{{'b'}, {'c'}}}, 0},
+	} {
+		ch, err := e.Generate(context.Background(), llm.Request{PromptTokens: []int{'a'}, Params: tc.p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var toks []int
+		var last llm.Event
+		for ev := range ch {
+			toks = append(toks, ev.TokenIDs...)
+			last = ev
+		}
+		var pe *llm.ParamError
+		if last.Finish != llm.FinishError || !errors.As(last.Err, &pe) || pe.Param != "allowed_token_ids" || !errors.Is(last.Err, llm.ErrInvalidRequest) {
+			t.Errorf("%+v: finished %q with %v, want an allowed_token_ids error", tc.p, last.Finish, last.Err)
+		}
+		if len(toks) != tc.want || slices.ContainsFunc(toks, func(t int) bool { return t != 'b' }) {
+			t.Errorf("%+v: generated %c before failing, want %d × b", tc.p, toks, tc.want)
+		}
+	}
+	if r := run(t, e, llm.Request{PromptTokens: []int{'a'}, Params: llm.SamplingParams{MaxTokens: 2}}); len(r.tokens) != 2 || e.Health() != nil {
+		t.Errorf("after the failures: tokens %v, health %v", r.tokens, e.Health())
+	}
+}

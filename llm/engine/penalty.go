@@ -84,6 +84,30 @@ func (q *request) allow(logits []float32) {
 	q.allowed = keep
 }
 
+// anyAllowed reports whether adjusted logits leave a token to sample. Only
+// an allowed-token list, or more bans than half the vocabulary, can leave
+// none, so the rows of other requests are not scanned.
+func (q *request) anyAllowed(logits []float32) bool {
+	ninf := float32(negInf)
+	if ids := q.params.AllowedTokenIDs; len(ids) > 0 {
+		for _, id := range ids {
+			if logits[id] != ninf {
+				return true
+			}
+		}
+		return false
+	}
+	if 1+len(q.params.StopTokenIDs)+len(q.params.BadWords) < len(logits)/2 {
+		return true
+	}
+	for _, v := range logits {
+		if v != ninf {
+			return true
+		}
+	}
+	return false
+}
+
 // ban sets to -Inf the last token of every bad-word sequence whose other
 // tokens end q's output so far.
 func (q *request) ban(logits []float32) {

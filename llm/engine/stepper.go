@@ -247,6 +247,15 @@ func (st *stepper) step() (firstScheduled int, err error) {
 			continue
 		}
 		tok, lp, err := st.choose(q, st.needLogits[r], rows[st.sampleAt[r]])
+		if errors.Is(err, llm.ErrInvalidRequest) {
+			// The request's own constraints leave nothing to sample: it
+			// fails, the engine and the batch go on.
+			st.retire(q, now)
+			st.sampled = append(st.sampled, sched.Sampled{ID: q.id, Finished: true})
+			q.sink(llm.Event{Finish: llm.FinishError, Err: err, StopTokenID: -1, PromptTokens: len(q.req.PromptTokens),
+				CachedPromptTokens: q.cachedTokens, CompletionTokens: q.generated, Time: now, Times: q.times})
+			continue
+		}
 		if err != nil {
 			return firstScheduled, err
 		}
@@ -294,6 +303,10 @@ func (st *stepper) choose(q *request, needLogits bool, row SampleRow) (int, *llm
 		st.maskBuf = append(st.maskBuf[:0], row.Logits...)
 		logits = st.maskBuf
 		q.adjust(logits)
+		if !q.anyAllowed(logits) {
+			return 0, nil, &llm.ParamError{Param: "allowed_token_ids", Msg: fmt.Sprintf(
+				"no token may follow the %d generated: allowed_token_ids, bad_words, min_tokens and stop_token_ids together ban every one", q.generated)}
+		}
 	}
 	tok := st.sampler.sample(logits, q.params, q.rng)
 	if q.params.Logprobs == nil {
