@@ -103,6 +103,11 @@ func newApp(stdout, stderr io.Writer, getenv func(string) string) *cli.App {
 
 func runSweep(c *cli.Context, stdout, stderr io.Writer, getenv func(string) string) error {
 	if c.NArg() != 1 {
+		for _, a := range c.Args().Slice()[min(1, c.NArg()):] {
+			if len(a) > 1 && strings.HasPrefix(a, "-") { // left last by flagsFirst
+				return fmt.Errorf("flag needs an argument: %s", a)
+			}
+		}
 		return fmt.Errorf("want one CONFIG argument, got %d: %v", c.NArg(), c.Args().Slice())
 	}
 	cfg, err := loadConfig(c.Args().First(), c.StringSlice("engine"))

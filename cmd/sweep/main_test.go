@@ -105,6 +105,18 @@ func TestSweepArgs(t *testing.T) {
 	assert.ErrorContains(t, err, "prompts: required")
 }
 
+// TestHelpAfterConfig: help asked for after CONFIG is help, and a value
+// flag at the end is named as missing its value.
+func TestHelpAfterConfig(t *testing.T) {
+	for _, h := range []string{"--help", "-h"} {
+		out, _, err := runApp("c.json", h, "--output-root", "/x")
+		assert.NoError(t, err, h)
+		assert.Contains(t, out, "USAGE", h)
+	}
+	_, _, err := runApp("c.json", "--output-root")
+	assert.ErrorContains(t, err, "flag needs an argument")
+}
+
 func TestFlagsFirst(t *testing.T) {
 	app := newApp(io.Discard, io.Discard, func(string) string { return "" })
 	for _, tc := range []struct{ in, want []string }{
@@ -114,7 +126,10 @@ func TestFlagsFirst(t *testing.T) {
 		{[]string{"sweep", "--verbose", "c.json", "--engine", "backend=mock", "extra"}, []string{"sweep", "--verbose", "--engine", "backend=mock", "c.json", "extra"}},
 		{[]string{"sweep", "c.json", "--", "--output-root"}, []string{"sweep", "c.json", "--", "--output-root"}},
 		{[]string{"sweep", "compare", "a", "b"}, []string{"sweep", "compare", "a", "b"}},
-		{[]string{"sweep", "c.json", "--nope"}, []string{"sweep", "--nope", "c.json"}},
+		{[]string{"sweep", "--output-root=/x", "c.json", "--verbose"}, []string{"sweep", "--output-root=/x", "--verbose", "c.json"}},
+		{[]string{"sweep", "c.json", "--output-root"}, []string{"sweep", "c.json", "--output-root"}},
+		{[]string{"sweep", "c.json", "-h", "--output-root", "/x"}, []string{"sweep", "-h"}},
+		{[]string{"sweep", "compare", "a", "--verbose", "b"}, []string{"sweep", "compare", "a", "--verbose", "b"}},
 	} {
 		assert.Equal(t, tc.want, flagsFirst(tc.in, app.Flags, app.Commands), "%q", tc.in)
 	}
