@@ -32,6 +32,7 @@ type choice struct {
 	lps      []llm.TokenLogprob
 	promptLP []llm.TokenLogprob // the prompt's, with echo and logprobs
 	offset   int                // text_offset of the next token, in characters
+	sent     int                // characters of text streamed so far
 	started  bool
 
 	finish           llm.FinishReason

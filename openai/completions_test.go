@@ -125,7 +125,8 @@ func TestLogprobsFormat(t *testing.T) {
 // TestReturnTokensAsTokenIDs: vLLM's return_tokens_as_token_ids names
 // every token of the logprobs object "token_id:<id>", top_logprobs keys
 // included, and text_offset counts those strings, as vLLM's does; the text
-// is unchanged. Streaming sends the same.
+// is unchanged. A stream names the tokens the same way, and each chunk's
+// offsets start at the length of the text sent before it, as vLLM's.
 func TestReturnTokensAsTokenIDs(t *testing.T) {
 	body := `{"prompt":"a","max_tokens":2,"logprobs":2,"echo":true,"return_tokens_as_token_ids":true}`
 	rec := serve(t, NewHandler(newFake()), "POST", "/v1/completions", body)
@@ -161,7 +162,7 @@ func TestReturnTokensAsTokenIDs(t *testing.T) {
 		}
 	}
 	assert.Equal(t, []string{"token_id:97", "token_id:98"}, tokens)
-	assert.Equal(t, []int{0, 11}, offsets)
+	assert.Equal(t, []int{0, 1}, offsets, "a stream's chunks start at the text sent so far, as vLLM's")
 }
 
 func TestTopLogprobsJSON(t *testing.T) {
@@ -246,7 +247,10 @@ func TestStreaming(t *testing.T) {
 			assert.JSONEq(t, `{"tokens":["\ufffd","\ufffd"],"token_logprobs":[-1,-2],"top_logprobs":[{"\ufffd":-1},{"\ufffd":-2}],"text_offset":[0,1]}`, string(ch.Logprobs))
 		} else {
 			assert.Nil(t, ch.PromptIDs)
-			assert.JSONEq(t, `{"tokens":["!"],"token_logprobs":[-3],"top_logprobs":[{"!":-3}],"text_offset":[2]}`, string(ch.Logprobs))
+			// The chunk starts at the text sent so far ("é", one
+			// character), not at the two U+FFFD token strings, as vLLM's
+			// stream counts it.
+			assert.JSONEq(t, `{"tokens":["!"],"token_logprobs":[-3],"top_logprobs":[{"!":-3}],"text_offset":[1]}`, string(ch.Logprobs))
 		}
 		assert.Equal(t, "cmpl-", c.ID[:5])
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tinyserve/tinyserve/llm"
 )
@@ -104,8 +105,13 @@ func (h *handler) streamCompletion(ctx context.Context, cancel context.CancelFun
 			}
 		}
 		if wantLP {
+			// As vLLM's stream does, each chunk's offsets start at the text
+			// sent so far, whatever the token strings of the chunks before
+			// added up to (U+FFFD for half a character, "token_id:N").
+			c.offset = c.sent
 			cc.Logprobs = h.choiceLogprobs(c, req, prompts[c.prompt].tokens, first)
 		}
+		c.sent += utf8.RuneCountInString(cc.Text)
 		if req.returnTokenIDs {
 			cc.TokenIDs = nonNil(c.tokenIDs)
 		}
