@@ -384,3 +384,53 @@ func TestFakeGPULaunchesPerStep(t *testing.T) {
 		t.Errorf("sampling step: %d launches and %d GEMMs, want %d and %d", got, gemms, want, 4*L+1)
 	}
 }
+
+// TestFakeGPUProfileCountsOnlyWholeSteps: a step that fails part-way, or
+// before the profiler began it, is an error to collect and adds nothing;
+// with CUDA graphs on, profiled steps run eagerly, one begin each.
+func TestFakeGPUProfileCountsOnlyWholeSteps(t *testing.T) {
+	m := smallModel(t, nil)
+	b, _ := newFakeBackend(t, m, Options{DType: "float32", CUDAGraphs: true}, 4*64)
+	batch := decodeBatch(t, b, m.Config.VocabSize, 4, 32, 64)
+	p := newProfiler(b, 0)
+	b.prof = p
+	defer func() { b.prof = nil; p.release() }()
+	for range 3 { // graphs would be captured from the second step on
+		if _, err := b.Forward(batch); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.collect(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p.steps != 3 || p.calls["embed"] != 3 {
+		t.Fatalf("3 steps: steps %d, embed launches %d", p.steps, p.calls["embed"])
+	}
+	launch := b.drv.launchKernel
+	k := 0
+	b.drv.launchKernel = func(f Function, gx, gy, gz, bx, by, bz, shared uint32, s Stream, params, extra unsafe.Pointer) int32 {
+		if k++; k == 5 {
+			return 1 // CUDA_ERROR_INVALID_VALUE
+		}
+		return launch(f, gx, gy, gz, bx, by, bz, shared, s, params, extra)
+	}
+	if _, err := b.Forward(batch); err == nil {
+		t.Fatal("the step did not fail")
+	}
+	b.drv.launchKernel = launch
+	if err := p.collect(); err == nil || p.steps != 3 {
+		t.Errorf("after a failed step: collect %v, steps %d", err, p.steps)
+	}
+	copyIn := b.drv.memcpyHtoD
+	b.drv.memcpyHtoD = func(DevicePtr, unsafe.Pointer, uint64, Stream) int32 { return 1 }
+	if _, err := b.Forward(batch); err == nil {
+		t.Fatal("the step did not fail")
+	}
+	b.drv.memcpyHtoD = copyIn
+	if err := p.collect(); err == nil || p.steps != 3 {
+		t.Errorf("after a step that failed before it began: collect %v, steps %d", err, p.steps)
+	}
+	if err := p.collect(); err == nil {
+		t.Error("collect without a step succeeded")
+	}
+}

@@ -157,12 +157,21 @@ func (b *Backend) Forward(batch *engine.Batch) ([]engine.SampleRow, error) {
 		// page-locked metadata and writing the KV cache: let it finish
 		// before the next step rewrites them.
 		_ = b.drv.StreamSync(b.stream)
-		return nil, err
+		return nil, b.profiledFailure(err)
 	}
 	if err := b.drv.StreamSync(b.stream); err != nil {
-		return nil, err
+		return nil, b.profiledFailure(err)
 	}
 	return b.results(m), nil
+}
+
+// profiledFailure tells the profiler, when there is one, that the step
+// failed, so that it is not counted; it returns err.
+func (b *Backend) profiledFailure(err error) error {
+	if b.prof != nil {
+		b.prof.fail(err)
+	}
+	return err
 }
 
 // enqueueStep queues a packed step on the stream: the metadata copy, the

@@ -15,7 +15,8 @@ const maxGraphBatch = 64
 // on, and every sequence decodes exactly one token and is sampled. Then the
 // kernels' launch parameters depend only on the number of sequences.
 func (b *Backend) graphable(batch *engine.Batch) bool {
-	if !b.opts.CUDAGraphs || b.graphsOff || len(batch.Seqs) == 0 || len(batch.Seqs) > maxGraphBatch {
+	// A profiled step runs eagerly: its events time each launch.
+	if !b.opts.CUDAGraphs || b.graphsOff || b.prof != nil || len(batch.Seqs) == 0 || len(batch.Seqs) > maxGraphBatch {
 		return false
 	}
 	for i := range batch.Seqs {

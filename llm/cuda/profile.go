@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -81,6 +82,8 @@ func (p *profiler) mark(label string) {
 	p.n++
 }
 
+// fail records err as the step's first failure and reports whether there
+// was one.
 func (p *profiler) fail(err error) bool {
 	if err != nil && p.err == nil {
 		p.err = err
@@ -89,10 +92,15 @@ func (p *profiler) fail(err error) bool {
 }
 
 // collect adds the step just finished (its stream synchronised) to the
-// totals.
+// totals; a step that failed, or that did not run under the profiler, is
+// an error and adds nothing.
 func (p *profiler) collect() error {
+	defer func() { p.n, p.err = 0, nil }()
 	if p.err != nil {
 		return p.err
+	}
+	if p.n == 0 {
+		return errors.New("cuda: profiler: no profiled step to collect")
 	}
 	for i := 1; i < p.n; i++ {
 		ms, err := p.drv.EventElapsed(p.events[i-1], p.events[i])
