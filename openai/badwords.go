@@ -26,3 +26,19 @@ func badWordIDs(tok llm.Tokenizer, words []string) [][]int {
 	}
 	return out
 }
+
+// uniqueStrings returns ss without repeats, in first-seen order.
+func uniqueStrings(ss []string) []string {
+	if len(ss) < 2 {
+		return ss
+	}
+	seen := make(map[string]bool, len(ss))
+	out := ss[:0:0]
+	for _, s := range ss {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}

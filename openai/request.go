@@ -209,8 +209,12 @@ func decodeCompletion(body []byte) (*completionRequest, *apiError) {
 			return nil, badRequest("bad_words", "invalid_value", "bad_words: the element at index %d is empty or only whitespace", i)
 		}
 	}
-	if len(c.badWords) > llm.MaxBadWords/2 {
-		return nil, badRequest("bad_words", "invalid_value", "bad_words: at most %d words, got %d", llm.MaxBadWords/2, len(c.badWords))
+	// Repeats are dropped, as vLLM does; each word makes at least one
+	// token sequence, so more words than MaxBadWords can never pass the
+	// engine's limits (checked on the sequences once tokenized).
+	c.badWords = uniqueStrings(c.badWords)
+	if len(c.badWords) > llm.MaxBadWords {
+		return nil, badRequest("bad_words", "invalid_value", "bad_words: at most %d distinct words, got %d", llm.MaxBadWords, len(c.badWords))
 	}
 	if raw.AllowedTokenIDs != nil {
 		if p.AllowedTokenIDs, e = notNull("allowed_token_ids", "allowed_token_ids", raw.AllowedTokenIDs); e != nil {

@@ -2,6 +2,7 @@ package openai
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -162,7 +163,11 @@ func TestValidation(t *testing.T) {
 		{"bad_words whitespace", `{"prompt":"a","bad_words":[" \t"]}`, 400, "bad_words", "invalid_value", "only whitespace"},
 		{"bad_words null element", `{"prompt":"a","bad_words":[null]}`, 400, "bad_words", "invalid_type", "index 0"},
 		{"bad_words string", `{"prompt":"a","bad_words":"x"}`, 400, "bad_words", "invalid_type", ""},
-		{"bad_words too many", `{"prompt":"a","bad_words":[` + strings.Repeat(`"x",`, 64) + `"y"]}`, 400, "bad_words", "invalid_value", "at most 64 words"},
+		{"bad_words too many", `{"prompt":"a","bad_words":[` + manyWords(129) + `]}`, 400, "bad_words", "invalid_value", "at most 128 distinct words"},
+		// On the fake's byte tokenizer 100 words of 11 bytes are 100
+		// sequences of 11 tokens (the spaced forms are longer, so left
+		// out): over the tokens limit only once tokenized.
+		{"bad_words over the token limit", `{"prompt":"a","bad_words":[` + manyLongWords(100, 11) + `]}`, 400, "bad_words", "invalid_value", "at most 1024 tokens"},
 		{"priority", `{"prompt":"a","priority":1}`, 400, "priority", "unsupported_parameter", "first come, first served"},
 		{"return_tokens_as_token_ids string", `{"prompt":"a","return_tokens_as_token_ids":"yes"}`, 400, "return_tokens_as_token_ids", "invalid_type", ""},
 		{"context length", `{"prompt":"` + long + `"}`, 400, "prompt", "context_length_exceeded",
@@ -196,6 +201,24 @@ func TestValidation(t *testing.T) {
 	assert.Equal(t, 200, rec.Code, rec.Body.String())
 }
 
+// manyWords is n distinct JSON strings, comma-separated.
+func manyWords(n int) string {
+	w := make([]string, n)
+	for i := range w {
+		w[i] = fmt.Sprintf(`"w%d"`, i)
+	}
+	return strings.Join(w, ",")
+}
+
+// manyLongWords is n distinct JSON strings of at least size bytes.
+func manyLongWords(n, size int) string {
+	w := make([]string, n)
+	for i := range w {
+		w[i] = fmt.Sprintf(`"%0*d"`, size, i)
+	}
+	return strings.Join(w, ",")
+}
+
 // TestAcceptedDefaults checks that unsupported standard fields pass at their
 // default values, and that defaults apply when fields are null.
 func TestAcceptedDefaults(t *testing.T) {
@@ -221,6 +244,7 @@ func TestAcceptedDefaults(t *testing.T) {
 		{"priority 0, null allowed_token_ids", `{"prompt":"a","max_tokens":2,"priority":0,"allowed_token_ids":null,"return_tokens_as_token_ids":false}`, 2},
 		{"null and empty bad_words", `{"prompt":"a","max_tokens":2,"bad_words":null}`, 2},
 		{"empty bad_words", `{"prompt":"a","max_tokens":2,"bad_words":[]}`, 2},
+		{"repeated bad_words count once", `{"prompt":"a","max_tokens":2,"bad_words":[` + strings.Repeat(`"x",`, 200) + `"x"]}`, 2},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -55,7 +55,7 @@ func TestSweepAgainstTinyserveMock(t *testing.T) {
 	// short at concurrency 4 (candidate 16).
 	assert.Contains(t, []int{16, 32}, *c.Saturation.Candidate)
 	assert.Equal(t, []string{openai.Version()}, c.ServerVersions, "tinyserve's GET /version is recorded")
-	assert.Contains(t, RenderReport(c), "Server version (its GET /version): "+openai.Version()+".\n")
+	assert.Contains(t, RenderReport(c), "Server version (its GET /version): `"+openai.Version()+"`.\n")
 	for _, a := range c.ByConcurrency {
 		assert.Equal(t, 320, a.Counts.Successful)
 		assert.Equal(t, 320*2, a.Counts.OutputTokens, "usage comes from the server")

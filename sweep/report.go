@@ -89,6 +89,12 @@ func fmtPct(v *float64) string {
 	return fmt.Sprintf("%+.1f%%", *v*100)
 }
 
+// mdCode writes a string from the server as a Markdown code span, so that
+// nothing in it is read as Markdown.
+func mdCode(v string) string {
+	return "`" + strings.NewReplacer("`", "'", "\n", " ", "\r", " ").Replace(v) + "`"
+}
+
 // RenderReport renders report.md.
 func RenderReport(c *Combined) string {
 	var b strings.Builder
@@ -100,10 +106,14 @@ func RenderReport(c *Combined) string {
 	switch len(c.ServerVersions) {
 	case 0:
 	case 1:
-		fmt.Fprintf(&b, "Server version (its GET /version): %s.\n\n", c.ServerVersions[0])
+		fmt.Fprintf(&b, "Server version (its GET /version): %s.\n\n", mdCode(c.ServerVersions[0]))
 	default:
+		vs := make([]string, len(c.ServerVersions))
+		for i, v := range c.ServerVersions {
+			vs[i] = mdCode(v)
+		}
 		fmt.Fprintf(&b, "**Warning: the server's version changed between runs** (its GET /version said %s): "+
-			"these rows mix measurements of different software; measure afresh with --output-root.\n\n", strings.Join(c.ServerVersions, ", "))
+			"these rows mix measurements of different software; measure afresh with --output-root.\n\n", strings.Join(vs, ", "))
 	}
 	b.WriteString("Warmups are excluded. Each row aggregates every measured repeat at one concurrency level; ")
 	b.WriteString("\"median repeat\" columns are medians over repeats of each repeat's own figure.\n\n")

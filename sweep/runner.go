@@ -251,7 +251,6 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 		// and the run stops with its evidence kept.
 		opts.Progress.Logf("warning: %s lists the models %q; the configured model %q is not among them", s.base+"/v1/models", ids, rc.Model)
 	}
-	s.serverVersion = ServerVersion(ctx, client, base, opts.APIKey)
 
 	opts.Progress.Begin(len(order))
 	for i, spec := range order {
@@ -322,14 +321,11 @@ type sweeper struct {
 	root        string
 	rows        []Row
 	workloadSHA string // of the prompt file rows came from
-	// serverVersion is the server's GET /version answer, asked once per
-	// invocation and recorded in each run's summary.
-	serverVersion string
-	timeout       time.Duration
-	opts          SweepOptions
-	client        *http.Client
-	base          string
-	now           func() time.Time
+	timeout     time.Duration
+	opts        SweepOptions
+	client      *http.Client
+	base        string
+	now         func() time.Time
 }
 
 // reachTimeout bounds CheckReachable's request.
@@ -456,7 +452,7 @@ func (s *sweeper) measure(ctx context.Context, spec RunSpec) error {
 		APIKey:          s.opts.APIKey,
 		RequestIDPrefix: prefix,
 		WorkloadSHA256:  s.workloadSHA,
-		ServerVersion:   s.serverVersion,
+		ServerVersion:   ServerVersion(ctx, s.client, s.base, s.opts.APIKey), // asked before each run: a server may be restarted between runs
 		Client:          s.client,
 		Progress:        s.opts.Progress.Request,
 	}

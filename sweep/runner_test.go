@@ -266,7 +266,7 @@ func TestSweepRecordsServerVersions(t *testing.T) {
 		assert.Equal(t, want, r.Metrics.Config.ServerVersion, "run %s", r.RunSpec)
 	}
 	assert.Equal(t, []string{"0.1.0", "0.2.0"}, res.Combined.ServerVersions)
-	assert.Contains(t, RenderReport(res.Combined), "**Warning: the server's version changed between runs** (its GET /version said 0.1.0, 0.2.0)")
+	assert.Contains(t, RenderReport(res.Combined), "**Warning: the server's version changed between runs** (its GET /version said `0.1.0`, `0.2.0`)")
 
 	// A server without the route records nothing, and the report says nothing.
 	f.mu.Lock()
@@ -276,6 +276,31 @@ func TestSweepRecordsServerVersions(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, res.Combined.ServerVersions)
 	assert.NotContains(t, RenderReport(res.Combined), "version")
+}
+
+// TestSweepAsksTheVersionBeforeEachRun: a server upgraded in the middle of
+// one invocation is seen from the next run on.
+func TestSweepAsksTheVersionBeforeEachRun(t *testing.T) {
+	dir := t.TempDir()
+	f := &fakeServer{TokenTime: time.Millisecond, Version: "0.1.0"}
+	const n = 4
+	f.Hook = func(k int64) {
+		if k == n+1 { // the second run's first request
+			f.mu.Lock()
+			f.Version = "0.3.0"
+			f.mu.Unlock()
+		}
+	}
+	newFakeServer(t, f)
+	cfgJSON := sweepConfigJSON(f.URL(), writePrompts(t, dir, n, 2), []int{1, 2}, n, 0, 2)
+	res, err := runTestSweep(t, context.Background(), cfgJSON, dir, nil)
+	require.NoError(t, err)
+	var got []string
+	for _, r := range res.Combined.MeasuredRuns {
+		got = append(got, r.Metrics.Config.ServerVersion)
+	}
+	assert.Equal(t, []string{"0.1.0", "0.1.0", "0.3.0", "0.3.0"}, got)
+	assert.Equal(t, []string{"0.1.0", "0.3.0"}, res.Combined.ServerVersions)
 }
 
 func TestSweepFailedRunStopsAndIsNeverOverwritten(t *testing.T) {

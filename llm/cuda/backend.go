@@ -197,13 +197,20 @@ func (b *Backend) start() error {
 	}
 	// setup calls this once it knows the driver and the GPU (b.arch).
 	return b.setup(func(drvVersion int) (*NVRTC, *CuBLAS, error) {
-		rtc, err := LoadNVRTC(LibNVRTC().ForDriver(drvVersion).ForArch(b.arch), dirs)
+		rtcLib, blasLib := b.libraries(drvVersion)
+		rtc, err := LoadNVRTC(rtcLib, dirs)
 		if err != nil {
 			return nil, nil, err
 		}
-		blas, err := LoadCuBLAS(LibCuBLAS().ForDriver(drvVersion).ForArch(b.arch), dirs)
+		blas, err := LoadCuBLAS(blasLib, dirs)
 		return rtc, blas, err
 	})
+}
+
+// libraries are the NVRTC and cuBLAS files to look for under a driver of
+// drvVersion and on b's GPU (b.arch).
+func (b *Backend) libraries(drvVersion int) (nvrtc, cublas Library) {
+	return LibNVRTC().ForDriver(drvVersion).ForArch(b.arch), LibCuBLAS().ForDriver(drvVersion).ForArch(b.arch)
 }
 
 // setup initialises the device with the loaded driver (b.drv) and the

@@ -150,3 +150,17 @@ func TestLibraryForArch(t *testing.T) {
 		t.Errorf("cuBLAS for sm_70: %v", got)
 	}
 }
+
+// TestBackendLibraries: the backend looks for the libraries its driver and
+// its GPU can use: no CUDA 13 files under a CUDA 12 driver or on Volta.
+func TestBackendLibraries(t *testing.T) {
+	for _, c := range []struct {
+		driver, arch int
+		want13       bool
+	}{{13000, 90, true}, {12040, 90, false}, {13000, 70, false}} {
+		rtc, blas := (&Backend{arch: c.arch}).libraries(c.driver)
+		if slices.Contains(rtc.Files, "libnvrtc.so.13") != c.want13 || slices.Contains(blas.Files, "libcublas.so.13") != c.want13 {
+			t.Errorf("driver %d, sm_%d: NVRTC %v, cuBLAS %v", c.driver, c.arch, rtc.Files, blas.Files)
+		}
+	}
+}

@@ -355,3 +355,62 @@ func TestNothingAllowed(t *testing.T) {
 		t.Errorf("after the failures: tokens %v, health %v", r.tokens, e.Health())
 	}
 }
+
+// TestGenerateCopiesAllowedAndBadWords: a caller reusing its AllowedTokenIDs / BadWords slices after Generate
+// must not race with the engine or change the running request.
+func TestGenerateCopiesAllowedAndBadWords(t *testing.T) {
+	vocab := mock.NewTokenizer().VocabSize()
+	row := make([]float32, vocab)
+	row['a'], row['b'], row['c'] = 3, 2.5, 2
+	e, err := engine.New(&tableBackend{row: row}, mock.NewTokenizer(), llm.ModelInfo{ID: "table", MaxModelLen: 64, VocabSize: vocab, EOSTokenID: -1}, engine.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	allowed := []int{'b'}
+	bad := [][]int{{'a'}}
+	ch, err := e.Generate(context.Background(), llm.Request{PromptTokens: []int{'x'}, Params: llm.SamplingParams{MaxTokens: 8, AllowedTokenIDs: allowed}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch2, err := e.Generate(context.Background(), llm.Request{PromptTokens: []int{'x'}, Params: llm.SamplingParams{MaxTokens: 8, BadWords: bad}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	allowed[0] = 'c' // the caller reuses its variables
+	bad[0][0] = 'c'
+	for ev := range ch {
+		for _, tok := range ev.TokenIDs {
+			if tok != 'b' {
+				t.Errorf("allowed: generated %c, want b", tok)
+			}
+		}
+	}
+	for ev := range ch2 {
+		for _, tok := range ev.TokenIDs {
+			if tok != 'b' {
+				t.Errorf("bad words: generated %c, want b", tok)
+			}
+		}
+	}
+}
+
+// TestBadWordsLimits: more sequences or tokens than the limits are refused.
+func TestBadWordsLimits(t *testing.T) {
+	vocab := mock.NewTokenizer().VocabSize()
+	e, err := engine.New(&tableBackend{row: make([]float32, vocab)}, mock.NewTokenizer(), llm.ModelInfo{ID: "table", MaxModelLen: 64, VocabSize: vocab, EOSTokenID: -1}, engine.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	many := make([][]int, llm.MaxBadWords+1)
+	for i := range many {
+		many[i] = []int{'a'}
+	}
+	long := [][]int{make([]int, llm.MaxBadWordTokens+1)}
+	for _, bw := range [][][]int{many, long} {
+		if _, err := e.Generate(context.Background(), llm.Request{PromptTokens: []int{'a'}, Params: llm.SamplingParams{MaxTokens: 1, BadWords: bw}}); !errors.Is(err, llm.ErrInvalidRequest) {
+			t.Errorf("%d sequences: %v, want ErrInvalidRequest", len(bw), err)
+		}
+	}
+}

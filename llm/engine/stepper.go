@@ -250,6 +250,9 @@ func (st *stepper) step() (firstScheduled int, err error) {
 		if errors.Is(err, llm.ErrInvalidRequest) {
 			// The request's own constraints leave nothing to sample: it
 			// fails, the engine and the batch go on.
+			if q.generated == 0 {
+				iterTokens += len(q.req.PromptTokens) // its prefill completed
+			}
 			st.retire(q, now)
 			st.sampled = append(st.sampled, sched.Sampled{ID: q.id, Finished: true})
 			q.sink(llm.Event{Finish: llm.FinishError, Err: err, StopTokenID: -1, PromptTokens: len(q.req.PromptTokens),
@@ -304,7 +307,11 @@ func (st *stepper) choose(q *request, needLogits bool, row SampleRow) (int, *llm
 		logits = st.maskBuf
 		q.adjust(logits)
 		if !q.anyAllowed(logits) {
-			return 0, nil, &llm.ParamError{Param: "allowed_token_ids", Msg: fmt.Sprintf(
+			param := "allowed_token_ids"
+			if len(q.params.AllowedTokenIDs) == 0 {
+				param = "stop_token_ids" // with min_tokens and bad_words, on a tiny vocabulary
+			}
+			return 0, nil, &llm.ParamError{Param: param, Msg: fmt.Sprintf(
 				"no token may follow the %d generated: allowed_token_ids, bad_words, min_tokens and stop_token_ids together ban every one", q.generated)}
 		}
 	}
