@@ -177,15 +177,7 @@ func TestPenaltiesSteerGreedyDecoding(t *testing.T) {
 // TestLogitBias: the bias is added before the penalties, as in vLLM, and
 // changes the choice, not the backend's row.
 func TestLogitBias(t *testing.T) {
-	vocab := mock.NewTokenizer().VocabSize()
-	row := make([]float32, vocab)
-	row['a'], row['b'] = 3, 2.5
-	be := &tableBackend{row: row}
-	e, err := engine.New(be, mock.NewTokenizer(), llm.ModelInfo{ID: "table", MaxModelLen: 64, VocabSize: vocab, EOSTokenID: -1}, engine.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e, row := newTableEngine(t, map[int]float32{'a': 3, 'b': 2.5})
 	for _, tc := range []struct {
 		p    llm.SamplingParams
 		want byte
@@ -213,14 +205,7 @@ func TestLogitBias(t *testing.T) {
 // them; and the log-probabilities stay the model's.
 func TestAllowedTokenIDs(t *testing.T) {
 	vocab := mock.NewTokenizer().VocabSize()
-	row := make([]float32, vocab)
-	row['a'], row['b'], row['c'] = 3, 2.5, -1
-	be := &tableBackend{row: row}
-	e, err := engine.New(be, mock.NewTokenizer(), llm.ModelInfo{ID: "table", MaxModelLen: 64, VocabSize: vocab, EOSTokenID: -1}, engine.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e, row := newTableEngine(t, map[int]float32{'a': 3, 'b': 2.5, 'c': -1})
 	seed := int64(3)
 	for _, tc := range []struct {
 		p    llm.SamplingParams
@@ -270,14 +255,7 @@ func TestAllowedTokenIDs(t *testing.T) {
 // (the prompt does not count), as vLLM's bad_words.
 func TestBadWords(t *testing.T) {
 	vocab := mock.NewTokenizer().VocabSize()
-	row := make([]float32, vocab)
-	row['a'], row['b'], row['c'] = 3, 2.5, 2
-	be := &tableBackend{row: row}
-	e, err := engine.New(be, mock.NewTokenizer(), llm.ModelInfo{ID: "table", MaxModelLen: 64, VocabSize: vocab, EOSTokenID: -1}, engine.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e, _ := newTableEngine(t, map[int]float32{'a': 3, 'b': 2.5, 'c': 2})
 	for _, tc := range []struct {
 		prompt string
 		bad    [][]int
@@ -316,15 +294,7 @@ func TestBadWords(t *testing.T) {
 // invalid-request error naming allowed_token_ids, having generated no
 // token outside the list; the engine goes on serving.
 func TestNothingAllowed(t *testing.T) {
-	vocab := mock.NewTokenizer().VocabSize()
-	row := make([]float32, vocab)
-	row['a'], row['b'] = 3, 2.5
-	be := &tableBackend{row: row}
-	e, err := engine.New(be, mock.NewTokenizer(), llm.ModelInfo{ID: "table", MaxModelLen: 64, VocabSize: vocab, EOSTokenID: -1}, engine.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e, _ := newTableEngine(t, map[int]float32{'a': 3, 'b': 2.5})
 	for _, tc := range []struct {
 		p    llm.SamplingParams
 		want int // tokens generated before the failure
@@ -359,14 +329,7 @@ func TestNothingAllowed(t *testing.T) {
 // TestGenerateCopiesAllowedAndBadWords: a caller reusing its AllowedTokenIDs / BadWords slices after Generate
 // must not race with the engine or change the running request.
 func TestGenerateCopiesAllowedAndBadWords(t *testing.T) {
-	vocab := mock.NewTokenizer().VocabSize()
-	row := make([]float32, vocab)
-	row['a'], row['b'], row['c'] = 3, 2.5, 2
-	e, err := engine.New(&tableBackend{row: row}, mock.NewTokenizer(), llm.ModelInfo{ID: "table", MaxModelLen: 64, VocabSize: vocab, EOSTokenID: -1}, engine.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e, _ := newTableEngine(t, map[int]float32{'a': 3, 'b': 2.5, 'c': 2})
 	allowed := []int{'b'}
 	bad := [][]int{{'a'}}
 	ch, err := e.Generate(context.Background(), llm.Request{PromptTokens: []int{'x'}, Params: llm.SamplingParams{MaxTokens: 8, AllowedTokenIDs: allowed}})
@@ -397,12 +360,7 @@ func TestGenerateCopiesAllowedAndBadWords(t *testing.T) {
 
 // TestBadWordsLimits: more sequences or tokens than the limits are refused.
 func TestBadWordsLimits(t *testing.T) {
-	vocab := mock.NewTokenizer().VocabSize()
-	e, err := engine.New(&tableBackend{row: make([]float32, vocab)}, mock.NewTokenizer(), llm.ModelInfo{ID: "table", MaxModelLen: 64, VocabSize: vocab, EOSTokenID: -1}, engine.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e, _ := newTableEngine(t, nil)
 	many := make([][]int, llm.MaxBadWords+1)
 	for i := range many {
 		many[i] = []int{'a'}
@@ -413,4 +371,22 @@ func TestBadWordsLimits(t *testing.T) {
 			t.Errorf("%d sequences: %v, want ErrInvalidRequest", len(bw), err)
 		}
 	}
+}
+
+// newTableEngine is an engine over a tableBackend whose every logits row is
+// zero but for logits; it returns the row, which the backend owns, and is
+// closed when the test ends.
+func newTableEngine(t *testing.T, logits map[int]float32) (*engine.Engine, []float32) {
+	t.Helper()
+	vocab := mock.NewTokenizer().VocabSize()
+	row := make([]float32, vocab)
+	for id, v := range logits {
+		row[id] = v
+	}
+	e, err := engine.New(&tableBackend{row: row}, mock.NewTokenizer(), llm.ModelInfo{ID: "table", MaxModelLen: 64, VocabSize: vocab, EOSTokenID: -1}, engine.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	return e, row
 }
