@@ -2,10 +2,10 @@ package engine
 
 import "slices"
 
-// Logit bias and penalties (presence, frequency, repetition) in vLLM's
-// order and float32 arithmetic: the bias first, then repetition over every
-// token of the prompt and the output, then frequency and presence over the
-// output's counts. They change the logits sampled from, not the
+// What a request does to its logits before sampling, in vLLM's order and
+// float32 arithmetic: the allowed-token and bad-word masks, then the bias,
+// then repetition over every token of the prompt and the output, then
+// frequency and presence over the output's counts. They change the logits sampled from, not the
 // log-probabilities reported, which stay those of the model (as vLLM's
 // logprobs are by default).
 

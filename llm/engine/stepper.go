@@ -149,6 +149,15 @@ func (st *stepper) retire(q *request, now time.Time) {
 	st.counters.finished++
 }
 
+// failRequest ends q, whose token was to be sampled this step, with an
+// error of its own making; the rest of the step goes on.
+func (st *stepper) failRequest(q *request, err error, now time.Time) {
+	st.retire(q, now)
+	st.sampled = append(st.sampled, sched.Sampled{ID: q.id, Finished: true})
+	q.sink(llm.Event{Finish: llm.FinishError, Err: err, StopTokenID: -1, PromptTokens: len(q.req.PromptTokens),
+		CachedPromptTokens: q.cachedTokens, CompletionTokens: q.generated, Time: now, Times: q.times})
+}
+
 // finish ends q with a final event.
 func (st *stepper) finish(q *request, reason llm.FinishReason, err error) {
 	now := st.now()
@@ -253,10 +262,7 @@ func (st *stepper) step() (firstScheduled int, err error) {
 			if q.generated == 0 {
 				iterTokens += len(q.req.PromptTokens) // its prefill completed
 			}
-			st.retire(q, now)
-			st.sampled = append(st.sampled, sched.Sampled{ID: q.id, Finished: true})
-			q.sink(llm.Event{Finish: llm.FinishError, Err: err, StopTokenID: -1, PromptTokens: len(q.req.PromptTokens),
-				CachedPromptTokens: q.cachedTokens, CompletionTokens: q.generated, Time: now, Times: q.times})
+			st.failRequest(q, err, now)
 			continue
 		}
 		if err != nil {
