@@ -44,9 +44,19 @@ type cudaEmu struct {
 	// when the module has none of that name.
 	kernelArgs func(name string) int32
 	launchC    func(name string, gx, gy, gz, bx, by, bz, shared uint32, args unsafe.Pointer, nargs, reverse int32, err *byte, errLen int32) int32
-	// gemm is cublasGemmEx's computation (column-major, float64 sums).
+	// gemm is cublasGemmEx's computation (column-major, float64 sums
+	// unless setGemmOrder says otherwise).
 	gemm func(ta, tb, m, n, k int32, alpha float32, A uintptr, atype, lda int32, B uintptr, btype, ldb int32, beta float32, C uintptr, ctype, ldc int32)
+	// setGemmOrder sets how gemm sums: one of the emuGemm constants.
+	setGemmOrder func(order int32)
 }
+
+// The emulator's GEMM summation orders (emu_api.h's TS_EMU_GEMM_*).
+const (
+	emuGemmFloat64 int32 = iota
+	emuGemmFloat32
+	emuGemmFloat32SplitK
+)
 
 // errNoEmulator marks the reasons to skip: no compiler or another platform.
 var errNoEmulator = errors.New("no host emulator for the CUDA kernels")
@@ -112,6 +122,7 @@ func buildEmu(src string, names []string) (*cudaEmu, error) {
 	purego.RegisterLibFunc(&e.kernelArgs, h, "ts_emu_kernel_args")
 	purego.RegisterLibFunc(&e.launchC, h, "ts_emu_launch")
 	purego.RegisterLibFunc(&e.gemm, h, "ts_emu_gemm")
+	purego.RegisterLibFunc(&e.setGemmOrder, h, "ts_emu_set_gemm_order")
 	return e, nil
 }
 
@@ -205,6 +216,54 @@ func TestEmuMixedBatchesMatchCPU(t *testing.T) { checkMixedBatchesMatchCPU(t, ne
 func TestEmuHalfTop10(t *testing.T)            { checkHalfTop10(t, newEmuBackend) }
 func TestEmuGraphsMatchEager(t *testing.T)     { checkGraphsMatchEager(t, newEmuBackend) }
 func TestEmuPromptLogitsMatchCPU(t *testing.T) { checkPromptLogitsMatchCPU(t, newEmuBackend) }
+
+// TestEmuGemmOrders: the three summation orders of the emulator's GEMM
+// give the three answers they should to a sum that cancels, so that
+// TestEmuFloat32Sums runs in the orders it names.
+func TestEmuGemmOrders(t *testing.T) {
+	e := loadEmu(t)
+	defer e.setGemmOrder(emuGemmFloat64)
+	a := []float32{1e8, 1, -1e8, 1} // op(A) is 1×4
+	b := []float32{1, 1, 1, 1}
+	for _, c := range []struct {
+		order int32
+		want  float32
+	}{
+		{emuGemmFloat64, 2},       // exact
+		{emuGemmFloat32, 1},       // 1e8+1 rounds to 1e8
+		{emuGemmFloat32SplitK, 0}, // slices of one, added last to first: (1-1e8)+1 rounds to -1e8
+	} {
+		e.setGemmOrder(c.order)
+		out := []float32{-7}
+		e.gemm(0, 0, 1, 1, 4, 1, uintptr(unsafe.Pointer(&a[0])), 0, 1, uintptr(unsafe.Pointer(&b[0])), 0, 4, 0, uintptr(unsafe.Pointer(&out[0])), 0, 1)
+		runtime.KeepAlive(a)
+		runtime.KeepAlive(b)
+		if out[0] != c.want {
+			t.Errorf("order %d: sum %g, want %g", c.order, out[0], c.want)
+		}
+	}
+}
+
+// TestEmuFloat32Sums runs the float32 correctness checks with the
+// emulator's GEMMs summing in float32, as a GPU's do, in two orders unlike
+// the CPU backend's (sequential fused multiply-adds, and split-K): the
+// goldens' tolerances and greedy tokens must hold for a GPU's rounding,
+// not only for the exact sums the other emulator tests use.
+func TestEmuFloat32Sums(t *testing.T) {
+	e := loadEmu(t)
+	for _, order := range []struct {
+		name  string
+		order int32
+	}{{"fma", emuGemmFloat32}, {"split_k", emuGemmFloat32SplitK}} {
+		t.Run(order.name, func(t *testing.T) {
+			e.setGemmOrder(order.order)
+			defer e.setGemmOrder(emuGemmFloat64)
+			t.Run("golden", func(t *testing.T) { checkGoldenGreedyFloat32(t, newEmuBackend) })
+			t.Run("mixed", func(t *testing.T) { checkMixedBatchesMatchCPU(t, newEmuBackend) })
+			t.Run("prompt_logits", func(t *testing.T) { checkPromptLogitsMatchCPU(t, newEmuBackend) })
+		})
+	}
+}
 
 // TestEmuThreadOrder runs the same mixed batches with each block's threads
 // (and the blocks) in forward and in reverse order, for every storage

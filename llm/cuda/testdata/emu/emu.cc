@@ -6,7 +6,7 @@
 // kernel that reads shared memory before the barrier that orders it gives
 // different results in the two orders. It also stands in for the two
 // cuBLAS calls the backend makes (a plain column-major GEMM with float64
-// sums).
+// sums, or float32 sums in one of two orders: ts_emu_set_gemm_order).
 //
 // Build: g++ -std=c++17 -O2 -shared -fPIC -fvisibility=hidden -I<dir of
 // gpt2.cu and kernels.inc> -I<this dir> emu.cc [driver.cc blas.cc
@@ -272,6 +272,27 @@ void addColumns(double* acc, const float* b, uintptr_t A, int m, int k, int lda,
   }
 }
 
+// gemmOrder is how ts_emu_gemm sums each dot product (ts_emu_set_gemm_order).
+int gemmOrder = TS_EMU_GEMM_FLOAT64;
+
+// dot32 is one dot product of op(A)'s row i with b summed in float32 as a
+// GPU's GEMM does, in the order gemmOrder names.
+template <int Type>
+float dot32(const float* b, uintptr_t A, int i, int k, int lda, bool trans) {
+  auto a = [&](int l) { return loadAs<Type>(A, trans ? l + (long long)i * lda : i + (long long)l * lda); };
+  if (gemmOrder == TS_EMU_GEMM_FLOAT32) {
+    float s = 0;
+    for (int l = 0; l < k; l++) s = fmaf(a(l), b[l], s);
+    return s;
+  }
+  // Split-K: four slices of k, each summed with fused multiply-adds, then
+  // added last to first.
+  float part[4] = {0, 0, 0, 0};
+  int slice = (k + 3) / 4;
+  for (int l = 0; l < k; l++) part[l / slice] = fmaf(a(l), b[l], part[l / slice]);
+  return ((part[3] + part[2]) + part[1]) + part[0];
+}
+
 float load(uintptr_t p, long long i, int type) {
   switch (type) {
     case 0:
@@ -344,6 +365,8 @@ TS_API int ts_emu_launch(const char* name, unsigned gx, unsigned gy, unsigned gz
   return 1;
 }
 
+TS_API void ts_emu_set_gemm_order(int order) { gemmOrder = order; }
+
 TS_API void ts_emu_gemm(int ta, int tb, int m, int n, int k, float alpha, uintptr_t A, int atype, int lda,
                             uintptr_t B, int btype, int ldb, float beta, uintptr_t C, int ctype, int ldc) {
   std::vector<double> acc(m);
@@ -351,7 +374,14 @@ TS_API void ts_emu_gemm(int ta, int tb, int m, int n, int k, float alpha, uintpt
   for (int j = 0; j < n; j++) {
     for (int l = 0; l < k; l++) col[l] = load(B, tb ? j + (long long)l * ldb : l + (long long)j * ldb, btype);
     for (int i = 0; i < m; i++) acc[i] = 0;
-    if (atype == 0) {
+    if (gemmOrder != TS_EMU_GEMM_FLOAT64) {
+      for (int i = 0; i < m; i++) {
+        bool tr = ta != 0;
+        acc[i] = atype == 0   ? dot32<0>(col.data(), A, i, k, lda, tr)
+                 : atype == 2 ? dot32<2>(col.data(), A, i, k, lda, tr)
+                              : dot32<14>(col.data(), A, i, k, lda, tr);
+      }
+    } else if (atype == 0) {
       addColumns<0>(acc.data(), col.data(), A, m, k, lda, ta != 0);
     } else if (atype == 2) {
       addColumns<2>(acc.data(), col.data(), A, m, k, lda, ta != 0);
