@@ -291,16 +291,21 @@ func (b *Backend) setup(load func(drvVersion int) (*NVRTC, *CuBLAS, error)) erro
 	if err := b.blas.SetPedantic(b.dt == dtFloat32); err != nil {
 		return err
 	}
-	img, err := kernelImage(b.rtc, kernelSource, b.arch, b.opts.CacheDir, b.log)
+	build, err := newKernelBuild(b.rtc, kernelSource, b.arch, b.opts.CacheDir, b.log)
+	if err != nil {
+		return err
+	}
+	img, err := build.image()
 	if err != nil {
 		return err
 	}
 	if b.mod, err = b.drv.ModuleLoad(img); err != nil {
-		// A cached image the driver refuses (written by another NVRTC, or
-		// damaged) is replaced by a fresh compile, once.
+		// A cached image the driver refuses (damaged, or written by a
+		// process that lied about its compiler) is replaced by a fresh
+		// compile, once.
 		b.log.Warn("cuda: the driver refused the kernel image; recompiling", "err", err)
-		dropCachedImage(kernelSource, b.arch, b.opts.CacheDir)
-		if img, err = compileKernels(b.rtc, kernelSource, b.arch, b.opts.CacheDir, b.log); err != nil {
+		build.dropCached()
+		if img, err = build.compile(); err != nil {
 			return err
 		}
 		if b.mod, err = b.drv.ModuleLoad(img); err != nil {

@@ -280,7 +280,7 @@ func TestFakeGPUBFloat16NeedsAmpere(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := &Backend{m: m, cfg: m.Config, opts: Options{CacheDir: fakeCache(t)}, dt: dt, log: slog.New(slog.DiscardHandler), drv: g.driver()}
-	err = b.setup(func(int) (*NVRTC, *CuBLAS, error) { return &NVRTC{}, g.blas(), nil })
+	err = b.setup(func(int) (*NVRTC, *CuBLAS, error) { return fakeNVRTC(), g.blas(), nil })
 	b.release()
 	if err == nil || !strings.Contains(err.Error(), "bfloat16 needs compute capability 8.0") || !strings.Contains(err.Error(), "7.5") {
 		t.Errorf("bfloat16 on sm_75: error %v", err)
@@ -301,14 +301,14 @@ func TestFakeGPURefusedCacheIsRecompiled(t *testing.T) {
 	drv.moduleLoadData = func(*Module, unsafe.Pointer) int32 { return cudaErrorNoBinary }
 	dir := fakeCache(t)
 	b := &Backend{m: m, cfg: cfg, opts: Options{CacheDir: dir}, dt: dtFloat32, log: slog.New(slog.NewTextHandler(io.Discard, nil)), drv: drv}
-	err := b.setup(func(int) (*NVRTC, *CuBLAS, error) { return &NVRTC{Path: "fake-nvrtc"}, g.blas(), nil })
+	err := b.setup(func(int) (*NVRTC, *CuBLAS, error) { return fakeNVRTC(), g.blas(), nil })
 	if rerr := b.release(); rerr != nil {
 		t.Error(rerr)
 	}
 	if err == nil || !strings.Contains(err.Error(), "compiling the kernels") {
 		t.Fatalf("error %v, want a recompile failure", err)
 	}
-	if _, serr := os.Stat(filepath.Join(dir, CacheKey(KernelSource(), 90)+".cubin")); !os.IsNotExist(serr) {
+	if _, serr := os.Stat(filepath.Join(dir, CacheKey(KernelSource(), 90, fakeNVRTCVersion)+".cubin")); !os.IsNotExist(serr) {
 		t.Errorf("the refused image is still cached (%v)", serr)
 	}
 	if len(g.allocs) != 0 {
@@ -338,7 +338,7 @@ func TestFakeGPUCuBLASWorkspace(t *testing.T) {
 	cfg := m.Config
 	dt, _ := parseDType("float16")
 	b := &Backend{m: m, cfg: cfg, opts: Options{DType: "float16", CacheDir: fakeCache(t)}, dt: dt, log: slog.New(slog.NewTextHandler(io.Discard, nil)), drv: g2.driver()}
-	if err := b.setup(func(int) (*NVRTC, *CuBLAS, error) { return &NVRTC{}, blas, nil }); err != nil {
+	if err := b.setup(func(int) (*NVRTC, *CuBLAS, error) { return fakeNVRTC(), blas, nil }); err != nil {
 		t.Fatal(err)
 	}
 	if b.blasWS != 0 {

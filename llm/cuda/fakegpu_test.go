@@ -567,7 +567,7 @@ func fakeBackendOn(t testing.TB, g *fakeGPU, m *gpt2.Model, opts Options, numBlo
 	}
 	opts.CacheDir = fakeCache(t)
 	b := &Backend{m: m, cfg: cfg, opts: opts, dt: dt, log: slog.New(slog.NewTextHandler(io.Discard, nil)), drv: g.driver()}
-	if err := b.setup(func(int) (*NVRTC, *CuBLAS, error) { return &NVRTC{}, g.blas(), nil }); err != nil {
+	if err := b.setup(func(int) (*NVRTC, *CuBLAS, error) { return fakeNVRTC(), g.blas(), nil }); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -584,9 +584,22 @@ func fakeBackendOn(t testing.TB, g *fakeGPU, m *gpt2.Model, opts Options, numBlo
 	return b
 }
 
+// fakeNVRTC is an NVRTC 12.4 that can only say its version: the fake GPU's
+// kernels come from the cache fakeCache fills.
+func fakeNVRTC() *NVRTC {
+	return &NVRTC{Path: "fake-nvrtc", version: func(major, minor *int32) int32 {
+		*major, *minor = 12, 4
+		return 0
+	}}
+}
+
+// fakeNVRTCVersion is fakeNVRTC's part of the cache key.
+const fakeNVRTCVersion = "nvrtc-12.4"
+
+// fakeCache is a kernel cache holding a stand-in image for the fake sm_90.
 func fakeCache(t testing.TB) string {
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, CacheKey(KernelSource(), 90)+".cubin"), []byte("fake cubin"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, CacheKey(KernelSource(), 90, fakeNVRTCVersion)+".cubin"), []byte("fake cubin"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return dir

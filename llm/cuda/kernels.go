@@ -25,11 +25,23 @@ var kernelSource string
 func KernelSource() string { return kernelSource }
 
 // CacheKey names a compiled image of src for compute capability arch
-// (e.g. 90 for sm_90): a different source or GPU never reuses a cached
-// image. The kind (cubin or ptx) is the file's extension.
-func CacheKey(src string, arch int) string {
-	h := sha256.Sum256([]byte(src))
-	return fmt.Sprintf("gpt2-%s-sm_%d", hex.EncodeToString(h[:16]), arch)
+// (e.g. 90 for sm_90) made by compiler (NVRTC's version, as
+// kernelBuild.compiler): a different source, GPU, compiler or set of
+// compile options never reuses a cached image. The kind (cubin or ptx) is
+// the file's extension.
+func CacheKey(src string, arch int, compiler string) string {
+	h := sha256.New()
+	for _, part := range append([]string{src, compiler}, compileOptions(fmt.Sprintf("sm_%d", arch))...) {
+		h.Write([]byte(part))
+		h.Write([]byte{0})
+	}
+	return fmt.Sprintf("gpt2-%s-sm_%d", hex.EncodeToString(h.Sum(nil)[:16]), arch)
+}
+
+// compileOptions are NVRTC's options for --gpu-architecture target
+// (sm_90, or compute_90 for PTX).
+func compileOptions(target string) []string {
+	return []string{"--gpu-architecture=" + target, "-default-device", "--std=c++17"}
 }
 
 // DefaultCacheDir is os.UserCacheDir()/tinyserve/cuda, or a folder under
@@ -42,56 +54,74 @@ func DefaultCacheDir() string {
 	return filepath.Join(d, "tinyserve", "cuda")
 }
 
-// kernelImage returns the module image of src for arch: from cacheDir when
-// an earlier run compiled it, else compiled by NVRTC (a cubin for sm_arch,
-// or, when this NVRTC is older than the GPU, PTX for the newest
-// architecture it knows, which the driver then compiles) and written to the
-// cache. A cache that cannot be written only costs a recompile next time.
-func kernelImage(rtc *NVRTC, src string, arch int, cacheDir string, log *slog.Logger) ([]byte, error) {
-	key := CacheKey(src, arch)
+// kernelBuild is the compilation of the kernels for one GPU by one NVRTC,
+// with its image cached on disk under CacheKey.
+type kernelBuild struct {
+	rtc      *NVRTC // compiles on a cache miss
+	src      string
+	arch     int
+	compiler string // NVRTC's version ("nvrtc-12.4"), part of the key
+	cacheDir string
+	log      *slog.Logger
+}
+
+// newKernelBuild describes the build of src for arch by rtc.
+func newKernelBuild(rtc *NVRTC, src string, arch int, cacheDir string, log *slog.Logger) (kernelBuild, error) {
+	major, minor, err := rtc.Version()
+	if err != nil {
+		return kernelBuild{}, err
+	}
+	return kernelBuild{rtc: rtc, src: src, arch: arch, compiler: fmt.Sprintf("nvrtc-%d.%d", major, minor), cacheDir: cacheDir, log: log}, nil
+}
+
+func (k kernelBuild) key() string { return CacheKey(k.src, k.arch, k.compiler) }
+
+// image returns the module image: from the cache when an earlier run
+// compiled it, else compiled by NVRTC (a cubin for sm_arch, or, when this
+// NVRTC is older than the GPU, PTX for the newest architecture it knows,
+// which the driver then compiles) and written to the cache. A cache that
+// cannot be written only costs a recompile next time.
+func (k kernelBuild) image() ([]byte, error) {
 	for _, ext := range []string{".cubin", ".ptx"} {
-		if img, err := os.ReadFile(filepath.Join(cacheDir, key+ext)); err == nil && len(img) > 0 {
-			log.Debug("cuda: kernels from cache", "file", filepath.Join(cacheDir, key+ext))
+		file := filepath.Join(k.cacheDir, k.key()+ext)
+		if img, err := os.ReadFile(file); err == nil && len(img) > 0 {
+			k.log.Debug("cuda: kernels from cache", "file", file)
 			return img, nil
 		}
 	}
-	return compileKernels(rtc, src, arch, cacheDir, log)
+	return k.compile()
 }
 
-// dropCachedImage removes the cached images of src for arch, after the
-// driver refused one (e.g. PTX from a newer NVRTC than the driver).
-func dropCachedImage(src string, arch int, cacheDir string) {
-	key := CacheKey(src, arch)
+// dropCached removes the cached images, after the driver refused one
+// (damaged, say).
+func (k kernelBuild) dropCached() {
 	for _, ext := range []string{".cubin", ".ptx"} {
-		_ = os.Remove(filepath.Join(cacheDir, key+ext))
+		_ = os.Remove(filepath.Join(k.cacheDir, k.key()+ext))
 	}
 }
 
-// compileKernels compiles src for arch and caches the result.
-func compileKernels(rtc *NVRTC, src string, arch int, cacheDir string, log *slog.Logger) ([]byte, error) {
-	key := CacheKey(src, arch)
-	opts := []string{fmt.Sprintf("--gpu-architecture=sm_%d", arch), "-default-device", "--std=c++17"}
-	img, err := rtc.Compile(src, "gpt2.cu", opts, true)
+// compile compiles the kernels and caches the result.
+func (k kernelBuild) compile() ([]byte, error) {
+	img, err := k.rtc.Compile(k.src, "gpt2.cu", compileOptions(fmt.Sprintf("sm_%d", k.arch)), true)
 	ext := ".cubin"
 	if err != nil {
 		var ce *CompileError
 		if errors.As(err, &ce) && ce.Log != "" && !archRejected(err) {
-			return nil, fmt.Errorf("cuda: compiling the kernels for sm_%d: %w", arch, err)
+			return nil, fmt.Errorf("cuda: compiling the kernels for sm_%d: %w", k.arch, err)
 		}
-		ptxArch, aerr := ptxFallbackArch(rtc, arch)
+		ptxArch, aerr := ptxFallbackArch(k.rtc, k.arch)
 		if aerr != nil {
-			return nil, fmt.Errorf("cuda: compiling the kernels for sm_%d: %w (and no PTX fallback: %v)", arch, err, aerr)
+			return nil, fmt.Errorf("cuda: compiling the kernels for sm_%d: %w (and no PTX fallback: %v)", k.arch, err, aerr)
 		}
-		log.Info("cuda: NVRTC cannot target this GPU directly; compiling PTX", "arch", arch, "ptx_arch", ptxArch, "err", err)
-		opts[0] = fmt.Sprintf("--gpu-architecture=compute_%d", ptxArch)
-		img, err = rtc.Compile(src, "gpt2.cu", opts, false)
+		k.log.Info("cuda: NVRTC cannot target this GPU directly; compiling PTX", "arch", k.arch, "ptx_arch", ptxArch, "err", err)
+		img, err = k.rtc.Compile(k.src, "gpt2.cu", compileOptions(fmt.Sprintf("compute_%d", ptxArch)), false)
 		if err != nil {
 			return nil, fmt.Errorf("cuda: compiling the kernels to PTX for compute_%d: %w", ptxArch, err)
 		}
 		ext = ".ptx"
 	}
-	if err := writeCache(cacheDir, key+ext, img); err != nil {
-		log.Warn("cuda: cannot cache compiled kernels", "dir", cacheDir, "err", err)
+	if err := writeCache(k.cacheDir, k.key()+ext, img); err != nil {
+		k.log.Warn("cuda: cannot cache compiled kernels", "dir", k.cacheDir, "err", err)
 	}
 	return img, nil
 }

@@ -2,7 +2,6 @@ package cuda
 
 import (
 	"bytes"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -35,46 +34,54 @@ func TestKernelSourceEmbedded(t *testing.T) {
 }
 
 func TestCacheKey(t *testing.T) {
-	k := CacheKey("src", 90)
-	if k != CacheKey("src", 90) {
+	k := CacheKey("src", 90, "nvrtc-12.4")
+	if k != CacheKey("src", 90, "nvrtc-12.4") {
 		t.Error("CacheKey is not deterministic")
 	}
-	if k == CacheKey("src", 89) || k == CacheKey("src2", 90) {
-		t.Error("CacheKey ignores the arch or the source")
+	if k == CacheKey("src", 89, "nvrtc-12.4") || k == CacheKey("src2", 90, "nvrtc-12.4") || k == CacheKey("src", 90, "nvrtc-13.0") {
+		t.Error("CacheKey ignores the arch, the source or the compiler")
 	}
 	if !strings.HasSuffix(k, "-sm_90") || strings.ContainsAny(k, "/ ") {
 		t.Errorf("CacheKey %q is not a plain file name ending in the arch", k)
 	}
 }
 
-// TestKernelImageFromCache: a cached image is used without NVRTC (nil
-// here), and only the one for this source and arch.
+// TestKernelImageFromCache: a cached image is used without compiling (the
+// build's NVRTC has no compile function bound), and dropCached removes it.
 func TestKernelImageFromCache(t *testing.T) {
 	dir := t.TempDir()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := slog.New(slog.DiscardHandler)
+	build := func(src string, arch int) kernelBuild {
+		k, err := newKernelBuild(fakeNVRTC(), src, arch, dir, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
 	want := []byte("cubin bytes")
-	if err := writeCache(dir, CacheKey("src", 80)+".cubin", want); err != nil {
+	if err := writeCache(dir, CacheKey("src", 80, fakeNVRTCVersion)+".cubin", want); err != nil {
 		t.Fatal(err)
 	}
-	got, err := kernelImage(nil, "src", 80, dir, log)
+	got, err := build("src", 80).image()
 	if err != nil || !bytes.Equal(got, want) {
-		t.Fatalf("kernelImage = %q, %v", got, err)
+		t.Fatalf("image() = %q, %v", got, err)
 	}
 	ptx := []byte("ptx\x00")
-	if err := writeCache(dir, CacheKey("src", 120)+".ptx", ptx); err != nil {
+	if err := writeCache(dir, CacheKey("src", 120, fakeNVRTCVersion)+".ptx", ptx); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := kernelImage(nil, "src", 120, dir, log); err != nil || !bytes.Equal(got, ptx) {
+	if got, err := build("src", 120).image(); err != nil || !bytes.Equal(got, ptx) {
 		t.Fatalf("ptx from cache = %q, %v", got, err)
+	}
+	build("src", 80).dropCached()
+	if _, err := os.Stat(filepath.Join(dir, CacheKey("src", 80, fakeNVRTCVersion)+".cubin")); !os.IsNotExist(err) {
+		t.Errorf("dropCached left the image (%v)", err)
 	}
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
 		if strings.Contains(e.Name(), ".tmp") {
 			t.Errorf("temporary file left: %s", e.Name())
 		}
-	}
-	if _, err := os.Stat(filepath.Join(dir, CacheKey("other", 80)+".cubin")); err == nil {
-		t.Error("unexpected file")
 	}
 }
 

@@ -83,21 +83,29 @@ func TestKernelsCompile(t *testing.T) {
 	t.Logf("compiled for %d architectures; PTX %d bytes", compiled, len(ptx))
 }
 
-// TestKernelImageCompilesAndCaches: kernelImage compiles on a cache miss,
+// TestKernelImageCompilesAndCaches: kernelBuild.image compiles on a cache miss,
 // writes the cache, and a broken source reports NVRTC's log.
 func TestKernelImageCompilesAndCaches(t *testing.T) {
 	rtc := loadTestNVRTC(t)
 	dir := t.TempDir()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	img, err := kernelImage(rtc, KernelSource(), 80, dir, log)
+	build, err := newKernelBuild(rtc, KernelSource(), 80, dir, log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cached, err := os.ReadFile(filepath.Join(dir, CacheKey(KernelSource(), 80)+".cubin"))
+	img, err := build.image()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cached, err := os.ReadFile(filepath.Join(dir, build.key()+".cubin"))
 	if err != nil || !bytes.Equal(cached, img) {
 		t.Fatalf("cache not written: %v", err)
 	}
-	_, err = kernelImage(rtc, "extern \"C\" __global__ void k() { undefined_thing(); }", 80, dir, log)
+	if major, _, _ := rtc.Version(); !strings.HasPrefix(build.compiler, fmt.Sprintf("nvrtc-%d.", major)) {
+		t.Errorf("compiler %q is not NVRTC's version", build.compiler)
+	}
+	build.src = "extern \"C\" __global__ void k() { undefined_thing(); }"
+	_, err = build.image()
 	var ce *CompileError
 	if !errors.As(err, &ce) || !strings.Contains(ce.Log, "undefined_thing") {
 		t.Fatalf("broken source: %v", err)
