@@ -20,11 +20,12 @@ import (
 // folder, under the names the library search looks for (symlinks to one
 // file, so the three "libraries" are one loaded object sharing one
 // emulated device).
-func emuLibDir(t testing.TB) string {
+// defines select driver.cc's variants.
+func emuLibDir(t testing.TB, defines ...string) string {
 	t.Helper()
 	loadEmu(t) // skips where the emulator cannot be built
 	dir := t.TempDir()
-	lib, err := compileEmu(dir, KernelSource(), kernelNames(), true)
+	lib, err := compileEmu(dir, KernelSource(), kernelNames(), true, defines...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,6 +104,42 @@ func TestEmuLibraries(t *testing.T) {
 			t.Errorf("MaxKVBlocks(16) = %d blocks of %d bytes; want just under %d (half of 2 GiB less the workspace, less the reserve)", n, per, want)
 		}
 	})
+}
+
+// TestEmuEventElapsedBinding: cuEventElapsedTime is bound as _v2 where the
+// driver exports it (CUDA 13's headers call that one) and as the old name
+// where it does not, and works either way.
+func TestEmuEventElapsedBinding(t *testing.T) {
+	for _, c := range []struct {
+		defines []string
+		want    string
+	}{{nil, "cuEventElapsedTime_v2"}, {[]string{"TS_EMU_NO_EVENT_V2"}, "cuEventElapsedTime"}} {
+		t.Run(c.want, func(t *testing.T) {
+			d, err := LoadDriver([]string{emuLibDir(t, c.defines...)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.eventElapsedName != c.want {
+				t.Fatalf("bound %q, want %q", d.eventElapsedName, c.want)
+			}
+			if err := d.Init(); err != nil {
+				t.Fatal(err)
+			}
+			var ev [2]Event
+			for i := range ev {
+				if ev[i], err = d.EventCreate(); err != nil {
+					t.Fatal(err)
+				}
+				defer d.EventDestroy(ev[i])
+				if err := d.EventRecord(ev[i], 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if ms, err := d.EventElapsed(ev[0], ev[1]); err != nil || ms < 0 {
+				t.Errorf("EventElapsed = %g, %v", ms, err)
+			}
+		})
+	}
 }
 
 // BenchmarkLaunchCallPath measures what one cuLaunchKernel costs on the

@@ -64,7 +64,8 @@ var errNoEmulator = errors.New("no host emulator for the CUDA kernels")
 // compileEmu compiles emu.cc with kernel source src (registering the
 // kernels named), and the driver, cuBLAS and NVRTC entry points when
 // withDriver is set, into a shared library in dir and returns its path.
-func compileEmu(dir, src string, names []string, withDriver bool) (string, error) {
+// defines are extra -D macros (driver.cc's variants).
+func compileEmu(dir, src string, names []string, withDriver bool, defines ...string) (string, error) {
 	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
 		return "", fmt.Errorf("%w on %s/%s (its fiber switch is x86-64 assembly)", errNoEmulator, runtime.GOOS, runtime.GOARCH)
 	}
@@ -92,6 +93,9 @@ func compileEmu(dir, src string, names []string, withDriver bool) (string, error
 	}
 	lib := filepath.Join(dir, "libtinyserve_cuda_emu.so")
 	args := []string{"-std=c++17", "-O2", "-shared", "-fPIC", "-fvisibility=hidden", "-I" + dir, "-I" + shim, "-o", lib, filepath.Join(shim, "emu.cc")}
+	for _, d := range defines {
+		args = append(args, "-D"+d)
+	}
 	if withDriver {
 		for _, f := range []string{"driver.cc", "blas.cc", "nvrtc.cc"} {
 			args = append(args, filepath.Join(shim, f))

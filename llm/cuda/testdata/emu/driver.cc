@@ -342,6 +342,13 @@ CU_API cuEventElapsedTime(float* ms, CUevent start, CUevent end) {
   return kSuccess;
 }
 
+// Drivers since CUDA 13's headers export cuEventElapsedTime_v2 (the name
+// those headers map the call to) beside the old one; built with
+// -DTS_EMU_NO_EVENT_V2 the emulator is an older driver, with only the old.
+#ifndef TS_EMU_NO_EVENT_V2
+CU_API cuEventElapsedTime_v2(float* ms, CUevent start, CUevent end) { return cuEventElapsedTime(ms, start, end); }
+#endif
+
 CU_API cuEventDestroy_v2(CUevent e) {
   delete (std::chrono::steady_clock::time_point*)e;
   return kSuccess;
