@@ -166,6 +166,9 @@ func TestRunConditionNonAnswers(t *testing.T) {
 		{"stream error object", true, text + "data: {\"error\":{\"object\":\"error\",\"message\":\"engine died\",\"type\":\"InternalServerError\",\"code\":500}}\n\n" + done, ErrPrefixServer + "engine died"},
 		{"stream without done", true, text + text + usage, ErrNoDone},
 		{"stream empty body", true, "", ErrNoDone},
+		// A chunk the client cannot read may have held the first token: its
+		// TTFT would be wrong without saying so.
+		{"stream malformed chunk", true, "data: {\"choices\":[{\"text\":\"a\"\n\n" + text + usage + done, ErrPrefixMalformed + "1 data line was not a JSON object"},
 		{"json ok", false, `{"choices":[{"text":"a","finish_reason":"length"}],"usage":{"completion_tokens":1}}`, ""},
 		{"json error object", false, `{"error":{"message":"bad things","type":"BadRequestError"}}`, ErrPrefixServer + "bad things"},
 		{"json not json", false, `<html>ok</html>`, ErrPrefixNotCompletion + "invalid JSON"},

@@ -184,6 +184,14 @@ func (s *sender) readStream(rec *Record, resp *http.Response, start time.Time, f
 	switch {
 	case sr.Error != "":
 		return ErrPrefixServer + sr.Error, nil
+	case sr.Malformed > 0:
+		// An event the client cannot read may have held text: the TTFT,
+		// gaps and text would be wrong without saying so. vLLM's benchmark
+		// fails such a request too (its json.loads raises).
+		if sr.Malformed == 1 {
+			return ErrPrefixMalformed + "1 data line was not a JSON object", nil
+		}
+		return ErrPrefixMalformed + fmt.Sprintf("%d data lines were not JSON objects", sr.Malformed), nil
 	case !sr.Done && sr.TextEvents == 0 && isJSON(resp.Header):
 		// The server ignored stream: true and sent one body: nothing
 		// it says can be timed, and "no [DONE]" would hide why.
@@ -281,6 +289,9 @@ const (
 	// ErrPrefixNotCompletion starts the reason a non-streamed body is not a
 	// completion (not JSON, no choices).
 	ErrPrefixNotCompletion = "response is not a completion: "
+	// ErrPrefixMalformed starts the reason a stream could not be read
+	// whole: data lines that were not JSON objects (or over MaxSSELine).
+	ErrPrefixMalformed = "malformed stream: "
 	// ErrPrefixNotStream starts the reason a streamed request got a JSON
 	// body instead of an SSE stream, followed by the Content-Type.
 	ErrPrefixNotStream = "response is not an SSE stream: "
