@@ -84,7 +84,7 @@ func RunCondition(ctx context.Context, opts LoadOptions, rows []Row, out io.Writ
 	extra, _ := extraBodyFragment(opts.ExtraBody)
 	client := opts.Client
 	if client == nil {
-		client = NewHTTPClient(max(opts.Concurrency, 1))
+		client = NewHTTPClient(opts.MaxInFlight(len(rows)))
 		defer client.CloseIdleConnections()
 	}
 	started := time.Now()

@@ -395,6 +395,11 @@ func TestLoadOptionsValidate(t *testing.T) {
 		{"temperature", func(o *LoadOptions) { o.Temperature = -1 }},
 		{"extra_body", func(o *LoadOptions) { o.ExtraBody = json.RawMessage(`[1]`) }},
 		{"extra_body.max_tokens", func(o *LoadOptions) { o.ExtraBody = json.RawMessage(`{"max_tokens":3}`) }},
+		{"extra_body.temperature", func(o *LoadOptions) { o.ExtraBody = json.RawMessage(`{"temperature":1}`) }},
+		{"extra_body.ignore_eos", func(o *LoadOptions) { o.ExtraBody = json.RawMessage(`{"ignore_eos":false}`) }},
+		{"extra_body.n", func(o *LoadOptions) { o.ExtraBody = json.RawMessage(`{"n":2}`) }},
+		{"extra_body.best_of", func(o *LoadOptions) { o.ExtraBody = json.RawMessage(`{"best_of":2}`) }},
+		{"extra_body.echo", func(o *LoadOptions) { o.ExtraBody = json.RawMessage(`{"echo":true}`) }},
 	}
 	for _, c := range cases {
 		o := ok
@@ -639,4 +644,19 @@ func TestRunConditionNilWriter(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 3, sum.Counts.Successful)
 	assert.Len(t, recs, 3)
+}
+
+// TestMaxInFlight: the connection pool is sized for the most requests a
+// run can have in flight; an uncapped open loop can have every row in
+// flight, and a pool sized for one request would close and reopen
+// connections inside the measured latencies.
+func TestMaxInFlight(t *testing.T) {
+	for _, c := range []struct {
+		concurrency, rows, want int
+	}{{8, 100, 8}, {8, 3, 3}, {0, 100, 100}, {0, 0, 1}} {
+		o := LoadOptions{Concurrency: c.concurrency}
+		assert.Equal(t, c.want, o.MaxInFlight(c.rows), "concurrency %d, %d rows", c.concurrency, c.rows)
+	}
+	tr := NewHTTPClient(LoadOptions{}.MaxInFlight(300)).Transport.(*http.Transport)
+	assert.GreaterOrEqual(t, tr.MaxIdleConnsPerHost, 300)
 }

@@ -12,9 +12,22 @@ import (
 	"time"
 )
 
-// reservedBodyKeys are the request fields the client sets itself; extra_body
-// may not override them, or a record's target_output_tokens would lie.
-var reservedBodyKeys = []string{"model", "prompt", "max_tokens", "stream", "stream_options"}
+// reservedBodyKeys are the request fields extra_body may not set, and why:
+// the ones the client sets itself (a second key in the body would
+// contradict what the summary records, and the server would take the last
+// one), and the ones that change what the client measures.
+var reservedBodyKeys = []struct{ key, why string }{
+	{"model", "set by the client"},
+	{"prompt", "set by the client"},
+	{"max_tokens", "set by the client from the prompt file"},
+	{"stream", "set by the client (the stream setting)"},
+	{"stream_options", "set by the client"},
+	{"temperature", "set by the client (the temperature setting)"},
+	{"ignore_eos", "set by the client (the ignore_eos setting)"},
+	{"n", "the client reads one choice per request; more would mix their chunks and usage"},
+	{"best_of", "the client reads one choice per request and best_of changes its cost"},
+	{"echo", "an echoed prompt would arrive as the first text and count as the first token"},
+}
 
 // LoadOptions configure one condition. The zero value is not usable: URL,
 // Model and Concurrency (or RequestRate) must be set; other fields document
@@ -47,7 +60,8 @@ type LoadOptions struct {
 	// StoreResponse keeps the generated text (or raw body) in each record.
 	StoreResponse bool
 	// ExtraBody is merged into every request body (a JSON object); it may not
-	// set model, prompt, max_tokens, stream or stream_options.
+	// set model, prompt, max_tokens, stream, stream_options, temperature,
+	// ignore_eos, n, best_of or echo (reservedBodyKeys says why).
 	ExtraBody json.RawMessage
 	// APIKey, when set, is sent as a bearer token. It is never written to a
 	// record, a summary or a log.
@@ -143,9 +157,9 @@ func extraBodyFragment(extra json.RawMessage) ([]byte, error) {
 	if err := json.Unmarshal(extra, &m); err != nil {
 		return nil, fmt.Errorf("extra_body: want a JSON object: %w", err)
 	}
-	for _, k := range reservedBodyKeys {
-		if _, ok := m[k]; ok {
-			return nil, fmt.Errorf("extra_body.%s: set by the client, may not be overridden", k)
+	for _, r := range reservedBodyKeys {
+		if _, ok := m[r.key]; ok {
+			return nil, fmt.Errorf("extra_body.%s: not allowed: %s", r.key, r.why)
 		}
 	}
 	if len(m) == 0 {
@@ -170,6 +184,16 @@ type completionBody struct {
 	Stream        bool           `json:"stream"`
 	StreamOptions *streamOptions `json:"stream_options,omitempty"`
 	IgnoreEOS     bool           `json:"ignore_eos,omitempty"`
+}
+
+// MaxInFlight is the most requests a run of n rows with these options can
+// have in flight, the size its HTTP client's connection pool needs: the
+// concurrency, or every row for an uncapped open loop (Concurrency 0).
+func (o LoadOptions) MaxInFlight(n int) int {
+	if o.Concurrency > 0 {
+		return min(o.Concurrency, max(n, 1))
+	}
+	return max(n, 1)
 }
 
 // NewHTTPClient returns a client for a load run: enough idle connections

@@ -131,7 +131,7 @@ func run(c *cli.Context, stdout, stderr io.Writer, getenv func(string) string) e
 	if opts.WorkloadSHA256, err = sweep.FileSHA256(c.String("prompts")); err != nil {
 		return fmt.Errorf("prompts: %w", err)
 	}
-	client := sweep.NewHTTPClient(max(opts.Concurrency, 1))
+	client := sweep.NewHTTPClient(opts.MaxInFlight(len(rows)))
 	defer client.CloseIdleConnections()
 	opts.Client = client
 	// The flags are checked before the server is asked for its model, so a
