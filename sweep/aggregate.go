@@ -46,19 +46,22 @@ type RepeatValues struct {
 // the repeat medians. Keys are serving-inference's, plus inter-chunk gaps,
 // client queueing and the per-repeat values.
 type LevelAggregate struct {
-	Concurrency           int           `json:"concurrency"`
-	Repeats               int           `json:"repeats"`
-	Counts                Counts        `json:"counts"`
-	DurationS             float64       `json:"duration_s"`
-	RequestThroughput     *float64      `json:"request_throughput_per_s"`
-	OutputTokenThroughput *float64      `json:"output_token_throughput_per_s"`
-	LatencyS              Distribution  `json:"latency_s"`
-	TTFTS                 Distribution  `json:"ttft_s"`
-	TPOTS                 Distribution  `json:"approx_time_per_output_token_s"`
-	InterChunkS           Distribution  `json:"observed_inter_chunk_latency_s"`
-	ClientQueueS          Distribution  `json:"client_queue_s"`
-	RepeatMedians         RepeatMedians `json:"repeat_medians"`
-	RepeatValues          RepeatValues  `json:"repeat_values"`
+	Concurrency           int          `json:"concurrency"`
+	Repeats               int          `json:"repeats"`
+	Counts                Counts       `json:"counts"`
+	DurationS             float64      `json:"duration_s"`
+	RequestThroughput     *float64     `json:"request_throughput_per_s"`
+	OutputTokenThroughput *float64     `json:"output_token_throughput_per_s"`
+	LatencyS              Distribution `json:"latency_s"`
+	TTFTS                 Distribution `json:"ttft_s"`
+	TPOTS                 Distribution `json:"approx_time_per_output_token_s"`
+	InterChunkS           Distribution `json:"observed_inter_chunk_latency_s"`
+	ClientQueueS          Distribution `json:"client_queue_s"`
+	// MeanInFlight is the mean number of requests in flight over the
+	// level's repeats (Summary.MeanInFlight, pooled).
+	MeanInFlight  *float64      `json:"mean_in_flight,omitempty"`
+	RepeatMedians RepeatMedians `json:"repeat_medians"`
+	RepeatValues  RepeatValues  `json:"repeat_values"`
 	// PrefixCacheHitRate is the share of the prompt tokens the server looked
 	// up in its prefix cache during the level's repeats that it found there
 	// (vllm:prefix_cache_hits_total over _queries_total, each the change
@@ -153,6 +156,7 @@ func Aggregate(config any, order []RunSpec, levels []int, runs []RunData) Combin
 			TPOTS:                 Distribute(m.tpot),
 			InterChunkS:           Distribute(m.chunks),
 			ClientQueueS:          Distribute(m.queue),
+			MeanInFlight:          m.meanInFlight(duration),
 			RepeatMedians: RepeatMedians{
 				RequestThroughput:     medianOf(rv.RequestThroughput),
 				OutputTokenThroughput: medianOf(rv.OutputTokenThroughput),

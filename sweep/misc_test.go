@@ -236,6 +236,7 @@ func TestAggregateFixed(t *testing.T) {
 	assert.True(t, strings.HasSuffix(lines[2], ",true"), "level 2 is the candidate: %s", lines[2])
 	md := RenderReport(&c)
 	assert.Contains(t, md, "| 1 | 3 | 3 | 0 |")
+	assert.Contains(t, md, "| 100.000 | 100.0–300.0 | 1.000 | 1.000–5.000 |", "the repeats' spread beside the medians")
 	assert.Contains(t, md, "not proof that the device itself is saturated")
 	png, svg, err := RenderPlot(&c)
 	require.NoError(t, err)
@@ -366,4 +367,49 @@ func TestServedModelsAndVersion(t *testing.T) {
 	for _, base := range []string{"/empty", "/broken", "/long", "/missing"} {
 		assert.Empty(t, ServerVersion(ctx, srv.Client(), srv.URL+base, ""), base)
 	}
+}
+
+// TestMeanInFlightAndConnections: a run's mean in flight is the time its
+// requests (failed ones too) spent from send to end over its duration, and
+// new connections are counted; a sweep's report warns about levels that
+// did not hold their concurrency or reopened connections.
+func TestMeanInFlightAndConnections(t *testing.T) {
+	yes, no := true, false
+	rec := func(start, end float64, reused *bool, status Status) Record {
+		return Record{Status: status, StartedOffsetS: start, EndedOffsetS: end, LatencyS: end - start, ConnectionReused: reused}
+	}
+	// Two slots over 2 s: busy 1+1.5+0.5 = 3 s, so 1.5 in flight.
+	recs := []Record{rec(0, 1, &no, 200), rec(0, 1.5, &no, 200), rec(1, 1.5, &yes, 500)}
+	s := Summarize(SummaryConfig{Concurrency: 2}, recs, 2)
+	require.NotNil(t, s.MeanInFlight)
+	assert.InDelta(t, 1.5, *s.MeanInFlight, 1e-12)
+	assert.Equal(t, 2, s.Counts.NewConnections)
+
+	run := func(idx, c int, recs []Record, d float64) RunData {
+		return RunData{Spec: RunSpec{Kind: KindRepeat, Index: idx, Concurrency: c}, Records: recs, Summary: Summary{DurationS: d}}
+	}
+	held := []Record{rec(0, 1, &no, 200), rec(0, 1, &no, 200)} // 2 in flight over 1 s
+	c := Aggregate(map[string]any{"name": "x", "num_requests": 2.0}, nil, []int{2, 4}, []RunData{
+		run(1, 2, held, 1), run(2, 2, []Record{rec(0, 1, &yes, 200), rec(0, 1, &yes, 200)}, 1),
+		// Level 4: 2 in flight of 4 over 1 s, and 6 new connections.
+		run(1, 4, []Record{rec(0, 1, &no, 200), rec(0, 1, &no, 200)}, 1),
+		run(2, 4, []Record{rec(0, 1, &no, 200), rec(0, 1, &no, 200), rec(0, 0, &no, 200), rec(0, 0, &no, 200)}, 1),
+	})
+	require.Len(t, c.ByConcurrency, 2)
+	assert.InDelta(t, 2.0, *c.ByConcurrency[0].MeanInFlight, 1e-12)
+	assert.InDelta(t, 2.0, *c.ByConcurrency[1].MeanInFlight, 1e-12, "4 s busy over 2 s")
+	assert.Equal(t, 6, c.ByConcurrency[1].Counts.NewConnections)
+	md := RenderReport(&c)
+	assert.Contains(t, md, "**Warning: concurrency not held.**")
+	assert.Contains(t, md, "- concurrency 4: 2.0 in flight on average (50%).")
+	assert.NotContains(t, md, "- concurrency 2: 2.0 in flight")
+	assert.Contains(t, md, "(2 requests per run)")
+	assert.Contains(t, md, "**Warning: connections reopened.**")
+	assert.Contains(t, md, "- concurrency 4: 6 requests opened a connection over 2 repeats.")
+	assert.NotContains(t, md, "- concurrency 2: 2 requests opened")
+
+	held2 := Aggregate(map[string]any{"name": "x"}, nil, []int{2}, []RunData{run(1, 2, held, 1)})
+	md = RenderReport(&held2)
+	assert.NotContains(t, md, "concurrency not held")
+	assert.NotContains(t, md, "connections reopened")
 }

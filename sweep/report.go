@@ -89,6 +89,68 @@ func fmtPct(v *float64) string {
 	return fmt.Sprintf("%+.1f%%", *v*100)
 }
 
+// fmtRange is the lowest and highest of vs ("n/a" without any).
+func fmtRange(vs []*float64, format string) string {
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, v := range vs {
+		if v != nil && !math.IsNaN(*v) {
+			lo, hi = min(lo, *v), max(hi, *v)
+		}
+	}
+	if lo > hi {
+		return "n/a"
+	}
+	return fmt.Sprintf(format+"–"+format, lo, hi)
+}
+
+// heldShare is the least mean-in-flight, as a share of the concurrency,
+// at which a closed-loop level counts as held.
+const heldShare = 0.9
+
+// writeLoadWarnings warns about levels whose load was not what the table
+// says: the closed loop did not hold its concurrency, or connections were
+// opened during the measured runs.
+func writeLoadWarnings(b *strings.Builder, c *Combined) {
+	numRequests := 0 // the config as summary.json holds it: JSON numbers
+	if m, ok := c.Config.(map[string]any); ok {
+		if n, ok := m["num_requests"].(float64); ok {
+			numRequests = int(n)
+		}
+	}
+	var notHeld, reopened []string
+	for _, a := range c.ByConcurrency {
+		// A sweep's runs are closed loops: a level should hold its
+		// concurrency for most of the run.
+		if a.MeanInFlight != nil && *a.MeanInFlight < heldShare*float64(a.Concurrency) {
+			notHeld = append(notHeld, fmt.Sprintf("- concurrency %d: %.1f in flight on average (%.0f%%).\n",
+				a.Concurrency, *a.MeanInFlight, 100**a.MeanInFlight/float64(a.Concurrency)))
+		}
+		// Each of a level's slots may open a connection once (the pool grows
+		// to the highest level measured so far); more means connections
+		// were closed and reopened.
+		if a.Counts.NewConnections > a.Concurrency {
+			reopened = append(reopened, fmt.Sprintf("- concurrency %d: %d requests opened a connection over %d repeats.\n",
+				a.Concurrency, a.Counts.NewConnections, a.Repeats))
+		}
+	}
+	if len(notHeld) > 0 {
+		per := ""
+		if numRequests > 0 {
+			per = fmt.Sprintf(" (%d requests per run)", numRequests)
+		}
+		fmt.Fprintf(b, "\n**Warning: concurrency not held.** At these levels the client had, on average, fewer than %.0f%% of the level's requests in flight%s: "+
+			"ramp-up and drain are a large share of a run with few requests per slot, or the client could not keep up. "+
+			"Their throughput is understated and they compare poorly with the others; send at least 10 times the highest level's requests per run:\n\n",
+			heldShare*100, per)
+		b.WriteString(strings.Join(notHeld, ""))
+	}
+	if len(reopened) > 0 {
+		b.WriteString("\n**Warning: connections reopened.** More requests opened a connection than the level has slots, so connection set-up " +
+			"(TCP, perhaps TLS) fell inside some measured latencies; the server may close idle connections between runs (see each record's connection_reused):\n\n")
+		b.WriteString(strings.Join(reopened, ""))
+	}
+}
+
 // mdCode writes a string from the server as a Markdown code span, so that
 // nothing in it is read as Markdown.
 func mdCode(v string) string {
@@ -117,15 +179,19 @@ func RenderReport(c *Combined) string {
 	}
 	b.WriteString("Warmups are excluded. Each row aggregates every measured repeat at one concurrency level; ")
 	b.WriteString("\"median repeat\" columns are medians over repeats of each repeat's own figure.\n\n")
-	b.WriteString("| Concurrency | Repeats | Successful | Failed | Requests/s | Output tokens/s | Median repeat output tokens/s | Median repeat P99 latency (s) | P50 latency (s) | P50 TTFT (s) | P50 TPOT (s) |\n")
-	b.WriteString("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	b.WriteString("\"Mean in flight\" is the number of requests the client had in flight, averaged over the level's runs; " +
+		"the spread columns give the lowest and highest repeat's figure.\n\n")
+	b.WriteString("| Concurrency | Repeats | Successful | Failed | Mean in flight | Requests/s | Output tokens/s | Median repeat output tokens/s | Repeat output tokens/s (min–max) | Median repeat P99 latency (s) | Repeat P99 latency (min–max, s) | P50 latency (s) | P50 TTFT (s) | P50 TPOT (s) |\n")
+	b.WriteString("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, a := range c.ByConcurrency {
-		fmt.Fprintf(&b, "| %d | %d | %d | %d | %s | %s | %s | %s | %s | %s | %s |\n",
-			a.Concurrency, a.Repeats, a.Counts.Successful, a.Counts.Failed,
+		fmt.Fprintf(&b, "| %d | %d | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+			a.Concurrency, a.Repeats, a.Counts.Successful, a.Counts.Failed, fmtNum(a.MeanInFlight, "%.1f"),
 			fmtNum(a.RequestThroughput, "%.3f"), fmtNum(a.OutputTokenThroughput, "%.3f"),
-			fmtNum(a.RepeatMedians.OutputTokenThroughput, "%.3f"), fmtNum(a.RepeatMedians.LatencyP99S, "%.3f"),
+			fmtNum(a.RepeatMedians.OutputTokenThroughput, "%.3f"), fmtRange(a.RepeatValues.OutputTokenThroughput, "%.1f"),
+			fmtNum(a.RepeatMedians.LatencyP99S, "%.3f"), fmtRange(a.RepeatValues.LatencyP99S, "%.3f"),
 			fmtNum(a.LatencyS.P50, "%.3f"), fmtNum(a.TTFTS.P50, "%.4f"), fmtNum(a.TPOTS.P50, "%.4f"))
 	}
+	writeLoadWarnings(&b, c)
 	var noUsage []string
 	for _, a := range c.ByConcurrency {
 		if w := a.Counts.UsageWarning(); w != "" {
@@ -198,6 +264,7 @@ var csvHeader = []string{
 	"ttft_mean_s", "ttft_p50_s", "ttft_p90_s", "ttft_p99_s",
 	"tpot_mean_s", "tpot_p50_s", "tpot_p90_s", "tpot_p99_s",
 	"inter_chunk_p50_s", "inter_chunk_p99_s", "client_queue_p50_s",
+	"mean_in_flight", "new_connections",
 	"saturation_candidate",
 }
 
@@ -230,6 +297,7 @@ func RenderCSV(c *Combined) ([]byte, error) {
 			f(a.TTFTS.Mean), f(a.TTFTS.P50), f(a.TTFTS.P90), f(a.TTFTS.P99),
 			f(a.TPOTS.Mean), f(a.TPOTS.P50), f(a.TPOTS.P90), f(a.TPOTS.P99),
 			f(a.InterChunkS.P50), f(a.InterChunkS.P99), f(a.ClientQueueS.P50),
+			f(a.MeanInFlight), strconv.Itoa(a.Counts.NewConnections),
 			cand,
 		}
 		if err := w.Write(row); err != nil {

@@ -97,6 +97,10 @@ type Counts struct {
 	// throughput undercounts when it is not zero (and is null when every
 	// successful request lacks usage).
 	WithoutUsage int `json:"successful_without_usage"`
+	// NewConnections counts requests, successful or not, that had to open
+	// a connection (connection_reused false): the connection's set-up fell
+	// inside their latency.
+	NewConnections int `json:"new_connections"`
 }
 
 // UsageWarning says, in one sentence, how requests without the server's
@@ -136,15 +140,35 @@ type Summary struct {
 	TPOTS                 Distribution  `json:"approx_time_per_output_token_s"`
 	InterChunkS           Distribution  `json:"observed_inter_chunk_latency_s"`
 	ClientQueueS          Distribution  `json:"client_queue_s"`
-	Goodput               *Goodput      `json:"goodput,omitempty"`
+	// MeanInFlight is the number of requests in flight averaged over the
+	// run: the time every request spent from send to end, over the
+	// duration. Below the concurrency, the run did not hold its level
+	// (ramp-up and drain are a large share of a run of few requests per
+	// slot, and so is a client that cannot keep up).
+	MeanInFlight *float64 `json:"mean_in_flight,omitempty"`
+	Goodput      *Goodput `json:"goodput,omitempty"`
 }
 
-// metricValues collects the per-request values of successful records.
+// metricValues collects the per-request values of successful records, and
+// the time in flight and connections of all of them.
 type metricValues struct {
 	latency, ttft, tpot, chunks, queue []float64
 	outputTokens, ok                   int
 	// withoutUsage counts the ok records without the server's token usage.
 	withoutUsage int
+	// busyS is the time every record spent from send to end.
+	busyS float64
+	// newConns counts records that opened a connection.
+	newConns int
+}
+
+// meanInFlight is the mean number of requests in flight over durationS.
+func (m *metricValues) meanInFlight(durationS float64) *float64 {
+	if durationS <= 0 {
+		return nil
+	}
+	v := m.busyS / durationS
+	return &v
 }
 
 // anyUsage reports whether some successful record carried the server's
@@ -154,11 +178,12 @@ func (m *metricValues) anyUsage() bool { return m.ok > m.withoutUsage }
 // counts is the Counts of the records collected into m.
 func (m *metricValues) counts(attempted int) Counts {
 	return Counts{
-		Attempted:    attempted,
-		Successful:   m.ok,
-		Failed:       attempted - m.ok,
-		OutputTokens: m.outputTokens,
-		WithoutUsage: m.withoutUsage,
+		Attempted:      attempted,
+		Successful:     m.ok,
+		Failed:         attempted - m.ok,
+		OutputTokens:   m.outputTokens,
+		WithoutUsage:   m.withoutUsage,
+		NewConnections: m.newConns,
 	}
 }
 
@@ -182,6 +207,10 @@ func collect(records []Record) metricValues {
 	var m metricValues
 	for i := range records {
 		r := &records[i]
+		m.busyS += max(r.EndedOffsetS-r.StartedOffsetS, 0)
+		if r.ConnectionReused != nil && !*r.ConnectionReused {
+			m.newConns++
+		}
 		if !r.OK() {
 			continue
 		}
@@ -229,6 +258,7 @@ func Summarize(cfg SummaryConfig, records []Record, durationS float64) Summary {
 		TPOTS:                 Distribute(m.tpot),
 		InterChunkS:           Distribute(m.chunks),
 		ClientQueueS:          Distribute(m.queue),
+		MeanInFlight:          m.meanInFlight(durationS),
 	}
 	if cfg.SLO != nil && !cfg.SLO.Empty() {
 		g := &Goodput{SLO: *cfg.SLO}
