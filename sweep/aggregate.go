@@ -99,7 +99,12 @@ type Combined struct {
 	// (GET /version) across the measured runs, in sweep order: one when
 	// every run measured the same software, none when the server does not
 	// say. More than one means a resumed sweep mixed server versions.
-	ServerVersions []string         `json:"server_versions,omitempty"`
+	ServerVersions []string `json:"server_versions,omitempty"`
+	// SessionChanges says how the invocations that resumed the sweep and
+	// measured some of its runs differ from the first in source revision,
+	// Go, OS, CPU or GPUs (manifest.json's resumes); empty when they do
+	// not, or when the sweep ran in one invocation.
+	SessionChanges []string         `json:"session_changes,omitempty"`
 	SweepOrder     []RunSpec        `json:"sweep_order"`
 	MeasuredRuns   []MeasuredRun    `json:"measured_runs"`
 	ByConcurrency  []LevelAggregate `json:"by_concurrency"`

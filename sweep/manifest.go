@@ -3,8 +3,10 @@ package sweep
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -23,6 +25,80 @@ type Manifest struct {
 	Source        ManifestSource     `json:"source"`
 	Environment   Environment        `json:"environment"`
 	Serving       ManifestServing    `json:"serving"`
+	// Resumes are the invocations after the first (Source and Environment
+	// describe the first): a resumed sweep's runs may come from different
+	// code or machines, and this says which.
+	Resumes []ManifestResume `json:"resumes,omitempty"`
+}
+
+// ManifestResume is one invocation that resumed the sweep.
+type ManifestResume struct {
+	Session      int            `json:"session"`
+	StartedAtUTC string         `json:"started_at_utc"`
+	Source       ManifestSource `json:"source"`
+	Environment  Environment    `json:"environment"`
+	// Measured counts the runs this invocation measured, once it ended.
+	Measured int `json:"measured"`
+}
+
+// setMeasured records how many runs this invocation measured, when it is
+// a resume.
+func (m *Manifest) setMeasured(n int) {
+	if len(m.Resumes) > 0 {
+		m.Resumes[len(m.Resumes)-1].Measured = n
+	}
+}
+
+// resumeChanges lists, one phrase each, how the resumes that measured runs
+// differ from the first invocation in source revision or environment; nil
+// when none does.
+func (m *Manifest) resumeChanges() []string {
+	var out []string
+	add := func(what, first, now string, session int) {
+		if first != now {
+			out = append(out, fmt.Sprintf("%s %s in session 1, %s in session %d", what, orUnknown(first), orUnknown(now), session))
+		}
+	}
+	for _, r := range m.Resumes {
+		if r.Measured == 0 {
+			continue
+		}
+		a, b := m.Source.Git, r.Source.Git
+		add("source revision", a.describe(), b.describe(), r.Session)
+		ea, eb := m.Environment, r.Environment
+		add("Go", ea.Go.Version, eb.Go.Version, r.Session)
+		add("OS", ea.System.OS+"/"+ea.System.Arch+" "+ea.System.Kernel, eb.System.OS+"/"+eb.System.Arch+" "+eb.System.Kernel, r.Session)
+		add("CPU", fmt.Sprintf("%s ×%d", ea.System.CPUModel, ea.System.NumCPU), fmt.Sprintf("%s ×%d", eb.System.CPUModel, eb.System.NumCPU), r.Session)
+		add("GPUs", ea.Accelerator.describe(), eb.Accelerator.describe(), r.Session)
+	}
+	return out
+}
+
+func orUnknown(s string) string {
+	if strings.TrimSpace(s) == "" {
+		return "unknown"
+	}
+	return s
+}
+
+// describe is the revision and whether the tree was modified.
+func (g GitInfo) describe() string {
+	if !g.Available {
+		return ""
+	}
+	if g.Dirty != nil && *g.Dirty {
+		return g.Revision + " (modified)"
+	}
+	return g.Revision
+}
+
+// describe names the GPUs and the driver.
+func (a Accelerator) describe() string {
+	var names []string
+	for _, g := range a.GPUs {
+		names = append(names, g.Name)
+	}
+	return strings.Join(names, ", ") + " " + a.DriverVersion
 }
 
 // ManifestExperiment is the sweep's identity and state.
@@ -112,12 +188,6 @@ type Accelerator struct {
 func startManifest(ctx context.Context, root, wd string, orig, rc *Config, sha string, opts SweepOptions, now func() time.Time) (*Manifest, error) {
 	path := filepath.Join(root, ManifestFile)
 	var m Manifest
-	if b, err := os.ReadFile(path); err == nil && json.Unmarshal(b, &m) == nil && m.SchemaVersion == ManifestSchemaVersion {
-		// checkWorkload has made sure the prompt file is the one recorded.
-		m.Experiment.Status, m.Experiment.CompletedAtUTC = "running", nil
-		m.Experiment.Sessions++
-		return &m, writeManifest(root, &m)
-	}
 	env := opts.Environment
 	if env == nil {
 		e := CollectEnvironment(ctx)
@@ -127,6 +197,18 @@ func startManifest(ctx context.Context, root, wd string, orig, rc *Config, sha s
 	if git == nil {
 		g := CollectGit(ctx, wd)
 		git = &g
+	}
+	if b, err := os.ReadFile(path); err == nil && json.Unmarshal(b, &m) == nil && m.SchemaVersion == ManifestSchemaVersion {
+		// checkWorkload has made sure the prompt file is the one recorded.
+		m.Experiment.Status, m.Experiment.CompletedAtUTC = "running", nil
+		m.Experiment.Sessions++
+		m.Resumes = append(m.Resumes, ManifestResume{
+			Session:      m.Experiment.Sessions,
+			StartedAtUTC: now().UTC().Format(time.RFC3339Nano),
+			Source:       ManifestSource{Git: *git},
+			Environment:  *env,
+		})
+		return &m, writeManifest(root, &m)
 	}
 	model := map[string]any{"name": rc.Model}
 	for k, v := range rc.ModelMetadata {

@@ -11,6 +11,10 @@ import (
 const (
 	KindWarmup = "warmup"
 	KindRepeat = "repeat"
+	// KindResumeWarmup is the warm-up run a resumed sweep makes before its
+	// first measured run, numbered by the session (resume-warmup-02): like
+	// a warm-up, it is evidence on disk and never part of an aggregate.
+	KindResumeWarmup = "resume-warmup"
 )
 
 // RunSpec names one run of a sweep: a round (warmup or measured repeat, both

@@ -177,6 +177,11 @@ func RenderReport(c *Combined) string {
 		fmt.Fprintf(&b, "**Warning: the server's version changed between runs** (its GET /version said %s): "+
 			"these rows mix measurements of different software; measure afresh with --output-root.\n\n", strings.Join(vs, ", "))
 	}
+	if len(c.SessionChanges) > 0 {
+		fmt.Fprintf(&b, "**Warning: the sweep was resumed with different software or hardware** (%s): "+
+			"these rows mix measurements of different set-ups (manifest.json's resumes say which invocation measured what); measure afresh with --output-root.\n\n",
+			strings.Join(c.SessionChanges, "; "))
+	}
 	b.WriteString("Warmups are excluded. Each row aggregates every measured repeat at one concurrency level; ")
 	b.WriteString("\"median repeat\" columns are medians over repeats of each repeat's own figure.\n\n")
 	b.WriteString("\"Mean in flight\" is the number of requests the client had in flight, averaged over the level's runs; " +
@@ -249,7 +254,7 @@ func RenderReport(c *Combined) string {
 		"- Approximate TPOT: (last text event - first text event) / (output tokens - 1).\n" +
 		"- Inter-chunk gaps are gaps between SSE text events (chunks), not between tokens.\n" +
 		"- Output tokens come from the server's usage report.\n\n")
-	b.WriteString("Files: `summary.json` (all figures), `summary.csv`, `plot.png`/`plot.svg`, `manifest.json`, per-run evidence under `repeat-NN/` and `warmup-NN/`.\n")
+	b.WriteString("Files: `summary.json` (all figures), `summary.csv`, `plot.png`/`plot.svg`, `manifest.json`, per-run evidence under `repeat-NN/`, `warmup-NN/` and `resume-warmup-NN/`.\n")
 	return b.String()
 }
 

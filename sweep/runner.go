@@ -242,6 +242,7 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 	finish := func(status string) error {
 		t := now().UTC().Format(time.RFC3339Nano)
 		m.Experiment.Status, m.Experiment.CompletedAtUTC = status, &t
+		m.setMeasured(res.Measured)
 		return writeManifest(root, m)
 	}
 	s := &sweeper{cfg: rc, root: root, rows: rows, workloadSHA: workloadSHA, timeout: timeout, opts: opts, client: client, base: base, now: now}
@@ -252,12 +253,33 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 		opts.Progress.Logf("warning: %s lists the models %q; the configured model %q is not among them", s.base+"/v1/models", ids, rc.Model)
 	}
 
-	opts.Progress.Begin(len(order))
+	// A resumed sweep whose next run is a measured one would meet a server,
+	// connections and caches cold from the break: it warms them first, as
+	// the warm-up rounds did, with one run kept apart from the rounds.
+	resumeWarmup := -1
+	if i := slices.Index(complete, false); i > 0 && order[i].Kind == KindRepeat && rc.Warmups > 0 {
+		resumeWarmup = i
+	}
+	if resumeWarmup >= 0 {
+		opts.Progress.Begin(len(order) + 1)
+	} else {
+		opts.Progress.Begin(len(order))
+	}
 	for i, spec := range order {
 		if complete[i] {
 			res.Kept++
 			opts.Progress.Skip(spec)
 			continue
+		}
+		if i == resumeWarmup {
+			extra := RunSpec{Kind: KindResumeWarmup, Index: m.Experiment.Sessions, Concurrency: spec.Concurrency}
+			if err := s.measure(ctx, extra); err != nil {
+				opts.Progress.Finish()
+				if merr := finish("failed"); merr != nil {
+					err = errors.Join(err, merr)
+				}
+				return res, err
+			}
 		}
 		if err := s.measure(ctx, spec); err != nil {
 			opts.Progress.Finish()
@@ -284,6 +306,8 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 	}
 	combined := Aggregate(Sanitize(rc.resolvedView()), order, rc.Concurrency, runs)
 	combined.Workload = &ManifestWorkload{Path: rc.Prompts, SHA256: workloadSHA}
+	m.setMeasured(res.Measured)
+	combined.SessionChanges = m.resumeChanges()
 	res.Combined = &combined
 	if res.Reports, err = WriteReports(root, &combined); err != nil {
 		return failed(err)

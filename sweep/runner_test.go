@@ -215,11 +215,22 @@ func TestSweepResumeAfterInterruption(t *testing.T) {
 	f.mu.Lock()
 	f.Hook = nil
 	f.mu.Unlock()
-	res, err := runTestSweep(t, context.Background(), cfgJSON, dir, nil)
+	// The resume runs on other code and another Go.
+	dirty := true
+	res, err := runTestSweep(t, context.Background(), cfgJSON, dir, func(o *SweepOptions) {
+		o.Git = &GitInfo{Available: true, Revision: "bbbbbbb", Dirty: &dirty}
+		o.Environment = &Environment{Go: GoInfo{Version: "go-B"}}
+	})
 	require.NoError(t, err)
 	assert.Equal(t, 3, res.Kept)
 	assert.Equal(t, 3, res.Measured)
-	assert.Equal(t, int64(3*n), f.requests.Load()-sent, "no request of a complete run is re-sent")
+	// The next run was a measured one: one warm-up run at its level first.
+	assert.Equal(t, int64(4*n), f.requests.Load()-sent, "no request of a complete run is re-sent; one warm-up run")
+	warm := RunSpec{Kind: KindResumeWarmup, Index: 2, Concurrency: order[3].Concurrency}
+	ok, err := CheckRun(root, warm, n)
+	require.NoError(t, err)
+	assert.True(t, ok, "the resume's warm-up is kept as %s", warm)
+	assert.Len(t, res.Combined.MeasuredRuns, 3, "and is not measured")
 	after := snapshot(t, root)
 	for name, sum := range before {
 		if name == ManifestFile {
@@ -231,6 +242,53 @@ func TestSweepResumeAfterInterruption(t *testing.T) {
 	require.NoError(t, json.Unmarshal(mb, &m))
 	assert.Equal(t, "completed", m.Experiment.Status)
 	assert.Equal(t, 2, m.Experiment.Sessions)
+	require.Len(t, m.Resumes, 1)
+	assert.Equal(t, 2, m.Resumes[0].Session)
+	assert.Equal(t, 3, m.Resumes[0].Measured)
+	assert.Equal(t, "bbbbbbb", m.Resumes[0].Source.Git.Revision)
+	assert.Equal(t, "test", m.Environment.Go.Version, "the first session's environment stays")
+	assert.Equal(t, []string{
+		"source revision unknown in session 1, bbbbbbb (modified) in session 2",
+		"Go test in session 1, go-B in session 2",
+	}, res.Combined.SessionChanges)
+	assert.Contains(t, RenderReport(res.Combined), "**Warning: the sweep was resumed with different software or hardware** (source revision unknown in session 1, bbbbbbb (modified) in session 2; Go test in session 1, go-B in session 2)")
+}
+
+// TestSweepResumeOnTheSameSetUp: a resume on the same source and machine
+// records itself in the manifest and warns about nothing; a resume whose
+// next run is a warm-up round makes no extra warm-up.
+func TestSweepResumeOnTheSameSetUp(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f := &fakeServer{TokenTime: time.Millisecond}
+	const n = 4
+	f.Hook = func(k int64) {
+		if k == n+2 { // during the second warm-up run
+			cancel()
+		}
+	}
+	newFakeServer(t, f)
+	prompts := writePrompts(t, dir, n, 2)
+	cfgJSON := sweepConfigJSON(f.URL(), prompts, []int{1, 2}, n, 1, 1)
+	_, err := runTestSweep(t, ctx, cfgJSON, dir, nil)
+	require.ErrorIs(t, err, context.Canceled)
+	for f.requests.Load() < n+2 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond)
+	sent := f.requests.Load()
+	f.mu.Lock()
+	f.Hook = nil
+	f.mu.Unlock()
+	res, err := runTestSweep(t, context.Background(), cfgJSON, dir, nil)
+	require.NoError(t, err)
+	assert.Equal(t, 1, res.Kept)
+	assert.Equal(t, int64(3*n), f.requests.Load()-sent, "no extra warm-up before a warm-up round")
+	assert.Empty(t, res.Combined.SessionChanges)
+	assert.NotContains(t, RenderReport(res.Combined), "resumed with different")
+	matches, _ := filepath.Glob(filepath.Join(dir, "results", "test-sweep", KindResumeWarmup+"-*"))
+	assert.Empty(t, matches)
 }
 
 // TestSweepRecordsServerVersions: each run records what the server's
