@@ -40,7 +40,12 @@ func writeVia(path string, data []byte, publish func(tmp string) error) error {
 		return err
 	}
 	name := tmp.Name()
-	_, werr := tmp.Write(data)
+	// CreateTemp makes the file private (0600); reports and summaries are
+	// meant to be read and shared like the records beside them.
+	werr := tmp.Chmod(0o644)
+	if werr == nil {
+		_, werr = tmp.Write(data)
+	}
 	if werr == nil {
 		werr = tmp.Sync()
 	}

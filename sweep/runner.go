@@ -122,6 +122,7 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 		if !filepath.IsAbs(outDir) {
 			outDir = filepath.Join(wd, outDir)
 		}
+		rc.OutputDir = outDir // the resolved config records where the files went
 	}
 	root := filepath.Join(outDir, rc.Name)
 	res := &SweepResult{Root: root}

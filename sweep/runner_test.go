@@ -394,6 +394,14 @@ func TestSweepFailedRunStopsAndIsNeverOverwritten(t *testing.T) {
 	assert.Equal(t, 4, res.Measured)
 	assert.Equal(t, int64(6+12), f.requests.Load())
 	assert.Equal(t, before, snapshot(t, root))
+	// The resolved config records where the files went.
+	assert.Equal(t, filepath.Join(dir, "other"), res.Combined.Config.(map[string]any)["output_dir"])
+	// Reports and summaries are readable by others, as the records are.
+	for _, name := range []string{SummaryFile, ReportFile, ManifestFile, ConfigFile} {
+		st, err := os.Stat(filepath.Join(res.Root, name))
+		require.NoError(t, err)
+		assert.Equal(t, os.FileMode(0o644), st.Mode().Perm(), name)
+	}
 }
 
 func TestSweepRefusals(t *testing.T) {
