@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 )
 
 // ResultSchemaVersion is the version of the per-request record schema,
@@ -208,6 +209,56 @@ type Record struct {
 // carries Error and is a failure, unlike in serving-inference, which counts
 // every 200.
 func (r *Record) OK() bool { return r.Status.OK() && r.Error == nil }
+
+// FailureReason says in one line why the request failed, for messages
+// (the record keeps the whole story); "" when it succeeded. A non-200
+// answer is named by its status and the message of its OpenAI error body
+// when it has one.
+func (r *Record) FailureReason() string {
+	const maxLen = 300
+	switch {
+	case r.OK():
+		return ""
+	case r.Status == StatusError:
+		return "no response: " + orEmpty(r.Error)
+	case r.Status.OK():
+		return orEmpty(r.Error)
+	}
+	body := strings.TrimSpace(orEmpty(r.ErrorBody))
+	var parsed struct {
+		Error json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal([]byte(body), &parsed) == nil {
+		if msg := errorMessage(parsed.Error); msg != "" {
+			body = msg
+		}
+	}
+	if n := len([]rune(body)); n > maxLen {
+		body = string([]rune(body)[:maxLen]) + "…"
+	}
+	if body == "" {
+		return fmt.Sprintf("HTTP %d", int(r.Status))
+	}
+	return fmt.Sprintf("HTTP %d: %s", int(r.Status), body)
+}
+
+// FirstFailure describes the first failed request of records (in the
+// order given), or "" when none failed.
+func FirstFailure(records []Record) string {
+	for i := range records {
+		if reason := records[i].FailureReason(); reason != "" {
+			return fmt.Sprintf("request %s: %s", records[i].ID, reason)
+		}
+	}
+	return ""
+}
+
+func orEmpty(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
 
 // ReadRecords reads a JSONL file of records; blank lines are skipped.
 func ReadRecords(path string) ([]Record, error) {

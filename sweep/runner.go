@@ -24,6 +24,10 @@ var ErrRefused = errors.New("refusing to run")
 // was sent or kept.
 var ErrUnreachable = errors.New("server not reachable")
 
+// ErrTestFailed marks a sweep whose test request, sent before the first
+// run, failed: nothing was measured or kept.
+var ErrTestFailed = errors.New("test request failed")
+
 // ErrFailedRequests marks a run that finished with failed requests. Its
 // files are kept as evidence and the sweep stopped; cmd/sweep and
 // cmd/sendrequests exit with status 2.
@@ -236,6 +240,14 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 		return nil, err
 	}
 
+	s := &sweeper{cfg: rc, root: root, rows: rows, workloadSHA: workloadSHA, timeout: timeout, opts: opts, client: client, base: base, now: now}
+	if !allDone {
+		if err := s.testRequest(ctx); err != nil {
+			abandon = true
+			return nil, err
+		}
+	}
+
 	m, err := startManifest(ctx, root, wd, cfg, rc, workloadSHA, opts, now)
 	if err != nil {
 		return nil, err
@@ -246,7 +258,6 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 		m.setMeasured(res.Measured)
 		return writeManifest(root, m)
 	}
-	s := &sweeper{cfg: rc, root: root, rows: rows, workloadSHA: workloadSHA, timeout: timeout, opts: opts, client: client, base: base, now: now}
 	if ids := servedModels(s.saveModels(ctx)); len(ids) > 0 && !slices.Contains(ids, rc.Model) {
 		// A warning, not an error: some servers (llama.cpp's) answer any
 		// model name. Where the name matters, every request fails with 404
@@ -434,6 +445,50 @@ func servedModels(b []byte) []string {
 	return ids
 }
 
+// loadOptions are the options of a run named name (for its request ids)
+// at concurrency.
+func (s *sweeper) loadOptions(name string, concurrency int) LoadOptions {
+	prefix := s.opts.RequestIDPrefix
+	if prefix == "" {
+		prefix = fmt.Sprintf("%s-%s-%d", s.cfg.Name, name, s.now().UnixNano())
+	}
+	lo := LoadOptions{
+		URL:             s.cfg.URL,
+		Model:           s.cfg.Model,
+		Concurrency:     concurrency,
+		Temperature:     s.cfg.Temperature,
+		Timeout:         s.timeout,
+		Stream:          s.cfg.Stream,
+		IgnoreEOS:       s.cfg.IgnoreEOS,
+		StoreResponse:   s.cfg.StoreResponse,
+		ExtraBody:       s.cfg.ExtraBody,
+		APIKey:          s.opts.APIKey,
+		RequestIDPrefix: prefix,
+		WorkloadSHA256:  s.workloadSHA,
+		Client:          s.client,
+	}
+	if s.cfg.SLO != nil {
+		lo.SLO = *s.cfg.SLO
+	}
+	return lo
+}
+
+// testRequest sends the first prompt row once before anything is measured,
+// as vLLM's benchmark does: a request the server refuses (a wrong model
+// name or API key, a field or a row it rejects) would fail every request of
+// the first run, which would then be kept as evidence and block the
+// folder. Its answer is not kept.
+func (s *sweeper) testRequest(ctx context.Context) error {
+	_, recs, err := RunCondition(ctx, s.loadOptions("test", 1), s.rows[:1], io.Discard)
+	if err != nil {
+		return err
+	}
+	if reason := FirstFailure(recs); reason != "" {
+		return fmt.Errorf("%w: the test request before the first run failed (%s); nothing was measured: fix the config or the server and run the same command again", ErrTestFailed, reason)
+	}
+	return nil
+}
+
 // measure makes one run: records go to a uniquely named partial file that
 // becomes the run's JSONL only once every request finished; the summary is
 // written after it. An interrupted run leaves only its partial file, which
@@ -460,32 +515,10 @@ func (s *sweeper) measure(ctx context.Context, spec RunSpec) error {
 	if err != nil {
 		return err
 	}
-	prefix := s.opts.RequestIDPrefix
-	if prefix == "" {
-		prefix = fmt.Sprintf("%s-%s-%s-%d", s.cfg.Name, spec.Dir(), spec.Stem(), s.now().UnixNano())
-	}
-	lo := LoadOptions{
-		URL:             s.cfg.URL,
-		Model:           s.cfg.Model,
-		Concurrency:     spec.Concurrency,
-		Temperature:     s.cfg.Temperature,
-		Timeout:         s.timeout,
-		Stream:          s.cfg.Stream,
-		IgnoreEOS:       s.cfg.IgnoreEOS,
-		StoreResponse:   s.cfg.StoreResponse,
-		ExtraBody:       s.cfg.ExtraBody,
-		APIKey:          s.opts.APIKey,
-		RequestIDPrefix: prefix,
-		WorkloadSHA256:  s.workloadSHA,
-		ServerVersion:   ServerVersion(ctx, s.client, s.base, s.opts.APIKey), // asked before each run: a server may be restarted between runs
-		Client:          s.client,
-		Progress:        s.opts.Progress.Request,
-	}
-	if s.cfg.SLO != nil {
-		lo.SLO = *s.cfg.SLO
-	}
-	if s.opts.Progress == nil {
-		lo.Progress = nil
+	lo := s.loadOptions(spec.Dir()+"-"+spec.Stem(), spec.Concurrency)
+	lo.ServerVersion = ServerVersion(ctx, s.client, s.base, s.opts.APIKey) // asked before each run: a server may be restarted between runs
+	if s.opts.Progress != nil {
+		lo.Progress = s.opts.Progress.Request
 	}
 	s.opts.Progress.StartRun(spec, len(s.rows))
 	interval := s.opts.MetricsInterval
@@ -506,7 +539,7 @@ func (s *sweeper) measure(ctx context.Context, spec RunSpec) error {
 	} else {
 		watchDone <- watched{}
 	}
-	sum, _, err := RunCondition(ctx, lo, s.rows, f)
+	sum, recs, err := RunCondition(ctx, lo, s.rows, f)
 	stopWatch()
 	w := <-watchDone
 	rm.DuringMax, rm.DuringSamples = w.max, w.n
@@ -542,8 +575,8 @@ func (s *sweeper) measure(ctx context.Context, spec RunSpec) error {
 	}
 	s.opts.Progress.EndRun(sum)
 	if sum.Counts.Failed > 0 {
-		return fmt.Errorf("%w: run %s finished with %d of %d requests failed; its files are kept in %s as evidence and will not be overwritten: fix the cause, then use a new name or --output-root",
-			ErrFailedRequests, spec, sum.Counts.Failed, sum.Counts.Attempted, dir)
+		return fmt.Errorf("%w: run %s finished with %d of %d requests failed (the first: %s); its files are kept in %s as evidence and will not be overwritten: fix the cause, then use a new name or --output-root",
+			ErrFailedRequests, spec, sum.Counts.Failed, sum.Counts.Attempted, FirstFailure(recs), dir)
 	}
 	return nil
 }

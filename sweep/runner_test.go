@@ -108,7 +108,7 @@ func TestSweepFindsStructuralPlateau(t *testing.T) {
 	res, err := runTestSweep(t, context.Background(), cfgJSON, dir, func(o *SweepOptions) { o.MetricsInterval = 20 * time.Millisecond })
 	require.NoError(t, err)
 	assert.Equal(t, 15, res.Measured)
-	assert.Equal(t, int64(15*32), f.requests.Load())
+	assert.Equal(t, int64(15*32+1), f.requests.Load(), "15 runs and the test request")
 	root := filepath.Join(dir, "results", "test-sweep")
 	assert.Equal(t, root, res.Root)
 
@@ -164,7 +164,7 @@ func TestSweepFindsStructuralPlateau(t *testing.T) {
 	res, err = runTestSweep(t, context.Background(), cfgJSON, dir, nil)
 	require.NoError(t, err)
 	assert.True(t, res.AlreadyComplete)
-	assert.Equal(t, int64(15*32), f.requests.Load())
+	assert.Equal(t, int64(15*32+1), f.requests.Load())
 	assert.Equal(t, before, snapshot(t, root))
 
 }
@@ -225,7 +225,7 @@ func TestSweepResumeAfterInterruption(t *testing.T) {
 	assert.Equal(t, 3, res.Kept)
 	assert.Equal(t, 3, res.Measured)
 	// The next run was a measured one: one warm-up run at its level first.
-	assert.Equal(t, int64(4*n), f.requests.Load()-sent, "no request of a complete run is re-sent; one warm-up run")
+	assert.Equal(t, int64(1+4*n), f.requests.Load()-sent, "no request of a complete run is re-sent; a test request and one warm-up run")
 	warm := RunSpec{Kind: KindResumeWarmup, Index: 2, Concurrency: order[3].Concurrency}
 	ok, err := CheckRun(root, warm, n)
 	require.NoError(t, err)
@@ -284,7 +284,7 @@ func TestSweepResumeOnTheSameSetUp(t *testing.T) {
 	res, err := runTestSweep(t, context.Background(), cfgJSON, dir, nil)
 	require.NoError(t, err)
 	assert.Equal(t, 1, res.Kept)
-	assert.Equal(t, int64(3*n), f.requests.Load()-sent, "no extra warm-up before a warm-up round")
+	assert.Equal(t, int64(1+3*n), f.requests.Load()-sent, "a test request, and no extra warm-up before a warm-up round")
 	assert.Empty(t, res.Combined.SessionChanges)
 	assert.NotContains(t, RenderReport(res.Combined), "resumed with different")
 	matches, _ := filepath.Glob(filepath.Join(dir, "results", "test-sweep", KindResumeWarmup+"-*"))
@@ -343,7 +343,7 @@ func TestSweepAsksTheVersionBeforeEachRun(t *testing.T) {
 	f := &fakeServer{TokenTime: time.Millisecond, Version: "0.1.0"}
 	const n = 4
 	f.Hook = func(k int64) {
-		if k == n+1 { // the second run's first request
+		if k == 1+n+1 { // the second run's first request (after the test request)
 			f.mu.Lock()
 			f.Version = "0.3.0"
 			f.mu.Unlock()
@@ -375,8 +375,10 @@ func TestSweepFailedRunStopsAndIsNeverOverwritten(t *testing.T) {
 	require.Error(t, err)
 	assert.True(t, errors.Is(err, ErrFailedRequests))
 	assert.Contains(t, err.Error(), "repeat-01/concurrency-")
+	assert.Contains(t, err.Error(), "(the first: request ")
+	assert.Contains(t, err.Error(), ": HTTP 503: injected failure)")
 	assert.Contains(t, err.Error(), "new name or --output-root")
-	assert.Equal(t, int64(6), f.requests.Load(), "the sweep stops after the failed run")
+	assert.Equal(t, int64(1+6), f.requests.Load(), "the sweep stops after the failed run")
 	root := filepath.Join(dir, "results", "test-sweep")
 	before := snapshot(t, root)
 
@@ -384,7 +386,7 @@ func TestSweepFailedRunStopsAndIsNeverOverwritten(t *testing.T) {
 	require.Error(t, err)
 	assert.True(t, errors.Is(err, ErrRefused))
 	assert.Contains(t, err.Error(), "failed requests")
-	assert.Equal(t, int64(6), f.requests.Load())
+	assert.Equal(t, int64(1+6), f.requests.Load())
 	assert.Equal(t, before, snapshot(t, root))
 
 	// --output-root measures afresh elsewhere, leaving the evidence alone.
@@ -392,7 +394,7 @@ func TestSweepFailedRunStopsAndIsNeverOverwritten(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, filepath.Join(dir, "other", "test-sweep"), res.Root)
 	assert.Equal(t, 4, res.Measured)
-	assert.Equal(t, int64(6+12), f.requests.Load())
+	assert.Equal(t, int64(1+6+1+12), f.requests.Load())
 	assert.Equal(t, before, snapshot(t, root))
 	// The resolved config records where the files went.
 	assert.Equal(t, filepath.Join(dir, "other"), res.Combined.Config.(map[string]any)["output_dir"])
@@ -696,7 +698,7 @@ func TestSweepLock(t *testing.T) {
 	assert.Contains(t, err.Error(), fmt.Sprintf("pid %d", os.Getpid()))
 	assert.Contains(t, err.Error(), "delete")
 	require.NoError(t, <-firstErr)
-	assert.Equal(t, int64(2), f.requests.Load(), "only the first sweep sent requests")
+	assert.Equal(t, int64(1+2), f.requests.Load(), "only the first sweep sent requests")
 	assert.NoFileExists(t, lock, "the lock is released")
 	var m Manifest
 	require.NoError(t, json.Unmarshal(readFile(t, filepath.Join(root, ManifestFile)), &m))
@@ -711,7 +713,7 @@ func TestSweepLock(t *testing.T) {
 	assert.True(t, errors.Is(err, ErrRefused), "%v", err)
 	assert.Contains(t, err.Error(), "if no sweep is running")
 	assert.Equal(t, "pid 1\n", string(readFile(t, lock)))
-	assert.Equal(t, int64(2), f.requests.Load())
+	assert.Equal(t, int64(1+2), f.requests.Load())
 	assert.NoFileExists(t, filepath.Join(root, SummaryFile))
 }
 
@@ -729,4 +731,53 @@ func TestEnsureConfig(t *testing.T) {
 	assert.False(t, wrote)
 	_, err = ensureConfig(root, map[string]any{"name": "y"})
 	assert.ErrorIs(t, err, ErrRefused)
+}
+
+// TestSweepTestRequestFailsFirst: a server that refuses the sweep's
+// requests (a wrong model name, say) fails the test request sent before
+// the first run: nothing is measured or kept, the folder is removed again,
+// and the error says why, so the same command works once the config is
+// fixed.
+func TestSweepTestRequestFailsFirst(t *testing.T) {
+	dir := t.TempDir()
+	f := newFakeServer(t, &fakeServer{Fail: func(_ int64, body map[string]any) int {
+		if body["model"] != "right-model" {
+			return 404
+		}
+		return 0
+	}})
+	prompts := writePrompts(t, dir, 3, 1)
+	cfgJSON := sweepConfigJSON(f.URL(), prompts, []int{1, 2}, 3, 1, 1)
+	_, err := runTestSweep(t, context.Background(), cfgJSON, dir, nil)
+	require.ErrorIs(t, err, ErrTestFailed)
+	assert.Contains(t, err.Error(), "HTTP 404: injected failure")
+	assert.Equal(t, int64(1), f.requests.Load(), "only the test request was sent")
+	assert.NoDirExists(t, filepath.Join(dir, "results", "test-sweep"), "nothing is kept")
+
+	fixed := bytes.Replace(cfgJSON, []byte(`"fake-model"`), []byte(`"right-model"`), 1)
+	res, err := runTestSweep(t, context.Background(), fixed, dir, nil)
+	require.NoError(t, err)
+	assert.Equal(t, 4, res.Measured)
+}
+
+func TestFailureReason(t *testing.T) {
+	str := func(s string) *string { return &s }
+	long := strings.Repeat("x", 400)
+	for _, c := range []struct {
+		r    Record
+		want string
+	}{
+		{Record{Status: 200}, ""},
+		{Record{Status: StatusError, Error: str("dial tcp: connection refused")}, "no response: dial tcp: connection refused"},
+		{Record{Status: 200, Error: str(ErrNoDone)}, ErrNoDone},
+		{Record{Status: 404, ErrorBody: str(`{"error":{"message":"The model x does not exist","type":"NotFoundError"}}`)}, "HTTP 404: The model x does not exist"},
+		{Record{Status: 502, ErrorBody: str("<html>bad gateway</html>")}, "HTTP 502: <html>bad gateway</html>"},
+		{Record{Status: 500}, "HTTP 500"},
+		{Record{Status: 500, ErrorBody: &long}, "HTTP 500: " + strings.Repeat("x", 300) + "…"},
+	} {
+		assert.Equal(t, c.want, c.r.FailureReason())
+	}
+	recs := []Record{{ID: "a", Status: 200}, {ID: "b", Status: 429}, {ID: "c", Status: 500}}
+	assert.Equal(t, "request b: HTTP 429", FirstFailure(recs))
+	assert.Equal(t, "", FirstFailure(recs[:1]))
 }

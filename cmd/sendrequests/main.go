@@ -196,7 +196,7 @@ func run(c *cli.Context, stdout, stderr io.Writer, getenv func(string) string) e
 			fmt.Fprintf(stderr, "\r\033[K%d/%d requests, %.1f s", done, len(rows), time.Since(start).Seconds())
 		}
 	}
-	sum, _, runErr := sweep.RunCondition(c.Context, opts, rows, f)
+	sum, recs, runErr := sweep.RunCondition(c.Context, opts, rows, f)
 	if tty {
 		fmt.Fprint(stderr, "\r\033[K")
 	}
@@ -223,7 +223,7 @@ func run(c *cli.Context, stdout, stderr io.Writer, getenv func(string) string) e
 		fmt.Fprintln(stderr, "warning:", w)
 	}
 	if sum.Counts.Failed > 0 {
-		return exitCoder{fmt.Errorf("%d of %d requests failed", sum.Counts.Failed, sum.Counts.Attempted), 2}
+		return exitCoder{fmt.Errorf("%d of %d requests failed (the first: %s; every record is in %s)", sum.Counts.Failed, sum.Counts.Attempted, sweep.FirstFailure(recs), output), 2}
 	}
 	return nil
 }

@@ -101,6 +101,8 @@ func TestSendRequestsFailureExitsTwo(t *testing.T) {
 	var ec exitCoder
 	require.True(t, errors.As(err, &ec), "%v", err)
 	assert.Equal(t, 2, ec.code)
+	assert.Contains(t, err.Error(), "(the first: request ", "the error says why")
+	assert.Contains(t, err.Error(), ": HTTP 500")
 	raw, _ := os.ReadFile(filepath.Join(dir, "r.jsonl"))
 	assert.Contains(t, string(raw), `"status":500`)
 	assert.FileExists(t, filepath.Join(dir, "r.summary.json"))
