@@ -426,6 +426,10 @@ func TestDecodeRows(t *testing.T) {
 	assert.Contains(t, err.Error(), "only 2")
 	_, err = DecodeRows(strings.NewReader("{bad"), 1)
 	assert.ErrorContains(t, err, "line 1")
+	for _, bad := range []string{"0", "-5"} {
+		_, err = DecodeRows(strings.NewReader(in+`{"id":"c","prompt":"p3","target_output_tokens":`+bad+"}\n"), 0)
+		assert.ErrorContains(t, err, "line 4: target_output_tokens must be at least 1, got "+bad)
+	}
 	r := Row{Prompt: "x"}
 	assert.Equal(t, DefaultMaxTokens, r.MaxTokens())
 }

@@ -86,6 +86,11 @@ func DecodeRows(r io.Reader, n int) ([]Row, error) {
 				if row.Prompt == "" {
 					return nil, fmt.Errorf("line %d: prompt is empty", line)
 				}
+				// Refused here, before anything is sent: the server would
+				// refuse the request, and a sweep would keep a failed run.
+				if t := row.TargetOutputTokens; t != nil && *t < 1 {
+					return nil, fmt.Errorf("line %d: target_output_tokens must be at least 1, got %d", line, *t)
+				}
 				rows = append(rows, row)
 			}
 		}
