@@ -59,7 +59,9 @@ type LevelAggregate struct {
 	ClientQueueS          Distribution `json:"client_queue_s"`
 	// MeanInFlight is the mean number of requests in flight over the
 	// level's repeats (Summary.MeanInFlight, pooled).
-	MeanInFlight  *float64      `json:"mean_in_flight,omitempty"`
+	MeanInFlight *float64 `json:"mean_in_flight,omitempty"`
+	// Goodput pools the repeats' goodput, when the runs had an SLO.
+	Goodput       *Goodput      `json:"goodput,omitempty"`
 	RepeatMedians RepeatMedians `json:"repeat_medians"`
 	RepeatValues  RepeatValues  `json:"repeat_values"`
 	// PrefixCacheHitRate is the share of the prompt tokens the server looked
@@ -162,6 +164,7 @@ func Aggregate(config any, order []RunSpec, levels []int, runs []RunData) Combin
 			InterChunkS:           Distribute(m.chunks),
 			ClientQueueS:          Distribute(m.queue),
 			MeanInFlight:          m.meanInFlight(duration),
+			Goodput:               pooledGoodput(rs, all, duration),
 			RepeatMedians: RepeatMedians{
 				RequestThroughput:     medianOf(rv.RequestThroughput),
 				OutputTokenThroughput: medianOf(rv.OutputTokenThroughput),
@@ -180,6 +183,17 @@ func Aggregate(config any, order []RunSpec, levels []int, runs []RunData) Combin
 	}
 	c.Saturation = Saturation(points, DefaultThroughputGain, DefaultP99Rise)
 	return c
+}
+
+// pooledGoodput is the goodput of the level's records over its runs'
+// duration, against the SLO its runs recorded; nil without one.
+func pooledGoodput(runs []*RunData, records []Record, durationS float64) *Goodput {
+	for _, r := range runs {
+		if slo := r.Summary.Config.SLO; slo != nil && !slo.Empty() {
+			return goodput(*slo, records, durationS)
+		}
+	}
+	return nil
 }
 
 // counterDelta is the change of metric name across a run, when both

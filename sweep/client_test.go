@@ -386,6 +386,9 @@ func TestRunConditionCancelKeepsHandedOver(t *testing.T) {
 func TestLoadOptionsValidate(t *testing.T) {
 	ok := LoadOptions{URL: "http://127.0.0.1:1/v1/completions", Model: "m", Concurrency: 1}
 	require.NoError(t, ok.Validate())
+	latencyOnly := ok
+	latencyOnly.SLO = SLO{LatencyS: 1}
+	require.NoError(t, latencyOnly.Validate(), "a latency objective needs no streaming")
 	cases := []struct {
 		field string
 		mod   func(*LoadOptions)
@@ -403,6 +406,8 @@ func TestLoadOptionsValidate(t *testing.T) {
 		{"extra_body.n", func(o *LoadOptions) { o.ExtraBody = json.RawMessage(`{"n":2}`) }},
 		{"extra_body.best_of", func(o *LoadOptions) { o.ExtraBody = json.RawMessage(`{"best_of":2}`) }},
 		{"extra_body.echo", func(o *LoadOptions) { o.ExtraBody = json.RawMessage(`{"echo":true}`) }},
+		{"slo", func(o *LoadOptions) { o.Stream, o.SLO = false, SLO{TTFTS: 1} }},
+		{"slo", func(o *LoadOptions) { o.Stream, o.SLO = false, SLO{TPOTS: 1} }},
 	}
 	for _, c := range cases {
 		o := ok

@@ -319,6 +319,9 @@ func (c *Config) validate(fields map[string]json.RawMessage) error {
 	if c.SLO != nil && (c.SLO.TTFTS < 0 || c.SLO.TPOTS < 0 || c.SLO.LatencyS < 0) {
 		return cfgErr("slo", "thresholds must be non-negative seconds")
 	}
+	if c.SLO != nil && !c.Stream && (c.SLO.TTFTS > 0 || c.SLO.TPOTS > 0) {
+		return fmt.Errorf("%w: %s", ErrConfig, errSLONeedsStream)
+	}
 	return nil
 }
 

@@ -91,6 +91,7 @@ func TestParseConfigErrorsNameTheField(t *testing.T) {
 		{"target", func(m map[string]any) { m["target"] = map[string]any{"kind": "embedded", "typo": 1} }},
 		{"target.engine", func(m map[string]any) { m["target"] = map[string]any{"kind": "embedded"} }},
 		{"slo", func(m map[string]any) { m["slo"] = map[string]any{"ttft": 1} }},
+		{"slo", func(m map[string]any) { m["stream"], m["slo"] = false, map[string]any{"ttft_s": 1} }},
 		{"bogus_field", func(m map[string]any) { m["bogus_field"] = 1 }},
 	}
 	for _, c := range cases {

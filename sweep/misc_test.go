@@ -413,3 +413,45 @@ func TestMeanInFlightAndConnections(t *testing.T) {
 	assert.NotContains(t, md, "concurrency not held")
 	assert.NotContains(t, md, "connections reopened")
 }
+
+// TestGoodputPerLevel: a level's goodput pools its repeats' records against
+// the SLO they recorded; report.md and summary.csv show it; none meeting
+// the SLO is a measured zero, never null.
+func TestGoodputPerLevel(t *testing.T) {
+	slo := &SLO{LatencyS: 1.5}
+	rec := func(lat float64, out int) Record {
+		return Record{Status: 200, LatencyS: lat, OutputTokens: &out, ServerTokenUsagePresent: true}
+	}
+	run := func(idx, c int, recs ...Record) RunData {
+		return RunData{Spec: RunSpec{Kind: KindRepeat, Index: idx, Concurrency: c}, Records: recs,
+			Summary: Summary{DurationS: 2, Config: SummaryConfig{SLO: slo}}}
+	}
+	c := Aggregate(map[string]any{"name": "x"}, nil, []int{1, 2}, []RunData{
+		run(1, 1, rec(1, 10), rec(2, 10)), run(2, 1, rec(1, 10), rec(1, 10)),
+		run(1, 2, rec(3, 10), rec(3, 10)),
+	})
+	g := c.ByConcurrency[0].Goodput
+	require.NotNil(t, g)
+	assert.Equal(t, 3, g.Met)
+	assert.InDelta(t, 0.75, *g.Fraction, 1e-12)
+	assert.InDelta(t, 0.75, *g.RequestsPerS, 1e-12, "3 over 4 s")
+	assert.InDelta(t, 7.5, *g.OutputTokensPer, 1e-12)
+	g2 := c.ByConcurrency[1].Goodput
+	require.NotNil(t, g2)
+	assert.Equal(t, 0, g2.Met)
+	require.NotNil(t, g2.OutputTokensPer, "none met: a measured zero")
+	assert.Zero(t, *g2.OutputTokensPer)
+	md := RenderReport(&c)
+	assert.Contains(t, md, "## Goodput")
+	assert.Contains(t, md, "every objective (latency ≤ 1.5 s)")
+	assert.Contains(t, md, "| 1 | 3 of 4 (75%) | 0.750 | 7.500 |")
+	assert.Contains(t, md, "| 2 | 0 of 2 (0%) | 0.000 | 0.000 |")
+	csvb, err := RenderCSV(&c)
+	require.NoError(t, err)
+	assert.Contains(t, string(csvb), ",goodput_fraction,goodput_requests_per_s,saturation_candidate")
+	assert.Contains(t, string(csvb), ",0.75,0.75,")
+
+	without := Aggregate(map[string]any{"name": "x"}, nil, []int{1}, []RunData{{Spec: RunSpec{Kind: KindRepeat, Index: 1, Concurrency: 1}, Records: []Record{rec(1, 1)}, Summary: Summary{DurationS: 1}}})
+	assert.Nil(t, without.ByConcurrency[0].Goodput)
+	assert.NotContains(t, RenderReport(&without), "Goodput")
+}

@@ -142,10 +142,16 @@ func (o *LoadOptions) Validate() error {
 		return fmt.Errorf("temperature: must be non-negative, got %v", o.Temperature)
 	case o.Timeout < 0:
 		return fmt.Errorf("timeout: must not be negative, got %v", o.Timeout)
+	case !o.Stream && (o.SLO.TTFTS > 0 || o.SLO.TPOTS > 0):
+		return errors.New(errSLONeedsStream)
 	}
 	_, err := extraBodyFragment(o.ExtraBody)
 	return err
 }
+
+// errSLONeedsStream explains why a TTFT or TPOT objective needs streaming:
+// without it no request could show that it met one.
+const errSLONeedsStream = "slo: ttft and tpot objectives need streaming (stream: true); without it only latency can be checked"
 
 // extraBodyFragment checks extra and returns its members without the
 // braces, ready to splice into a request body.

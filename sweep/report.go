@@ -89,6 +89,43 @@ func fmtPct(v *float64) string {
 	return fmt.Sprintf("%+.1f%%", *v*100)
 }
 
+// writeGoodput writes the goodput table, when the runs had an SLO.
+func writeGoodput(b *strings.Builder, levels []LevelAggregate) {
+	var slo *SLO
+	for _, a := range levels {
+		if a.Goodput != nil {
+			slo = &a.Goodput.SLO
+			break
+		}
+	}
+	if slo == nil {
+		return
+	}
+	var objectives []string
+	for _, o := range []struct {
+		name string
+		v    float64
+	}{{"TTFT", slo.TTFTS}, {"TPOT", slo.TPOTS}, {"latency", slo.LatencyS}} {
+		if o.v > 0 {
+			objectives = append(objectives, fmt.Sprintf("%s ≤ %g s", o.name, o.v))
+		}
+	}
+	fmt.Fprintf(b, "\n## Goodput\n\nRequests that succeeded and met every objective (%s), over every measured repeat at the level.\n\n", strings.Join(objectives, ", "))
+	b.WriteString("| Concurrency | Meeting the SLO | Goodput requests/s | Goodput output tokens/s |\n| ---: | ---: | ---: | ---: |\n")
+	for _, a := range levels {
+		g := a.Goodput
+		if g == nil {
+			fmt.Fprintf(b, "| %d | n/a | n/a | n/a |\n", a.Concurrency)
+			continue
+		}
+		share := "n/a"
+		if g.Fraction != nil {
+			share = fmt.Sprintf("%d of %d (%.0f%%)", g.Met, a.Counts.Attempted, *g.Fraction*100)
+		}
+		fmt.Fprintf(b, "| %d | %s | %s | %s |\n", a.Concurrency, share, fmtNum(g.RequestsPerS, "%.3f"), fmtNum(g.OutputTokensPer, "%.3f"))
+	}
+}
+
 // fmtRange is the lowest and highest of vs ("n/a" without any).
 func fmtRange(vs []*float64, format string) string {
 	lo, hi := math.Inf(1), math.Inf(-1)
@@ -221,6 +258,7 @@ func RenderReport(c *Combined) string {
 			"turn the cache off (vLLM: --no-enable-prefix-caching; tinyserve: leave out --enable-prefix-caching) to measure prefill every time:\n\n")
 		b.WriteString(strings.Join(cached, ""))
 	}
+	writeGoodput(&b, c.ByConcurrency)
 	writeServerPhases(&b, c.ByConcurrency)
 	s := c.Saturation
 	b.WriteString("\n## Saturation\n\n")
@@ -269,7 +307,7 @@ var csvHeader = []string{
 	"ttft_mean_s", "ttft_p50_s", "ttft_p90_s", "ttft_p99_s",
 	"tpot_mean_s", "tpot_p50_s", "tpot_p90_s", "tpot_p99_s",
 	"inter_chunk_p50_s", "inter_chunk_p99_s", "client_queue_p50_s",
-	"mean_in_flight", "new_connections",
+	"mean_in_flight", "new_connections", "goodput_fraction", "goodput_requests_per_s",
 	"saturation_candidate",
 }
 
@@ -293,6 +331,10 @@ func RenderCSV(c *Combined) ([]byte, error) {
 			cand = "true"
 		}
 		d := a.DurationS
+		gf, gr := "", ""
+		if g := a.Goodput; g != nil {
+			gf, gr = f(g.Fraction), f(g.RequestsPerS)
+		}
 		row := []string{
 			strconv.Itoa(a.Concurrency), strconv.Itoa(a.Repeats), strconv.Itoa(a.Counts.Attempted),
 			strconv.Itoa(a.Counts.Successful), strconv.Itoa(a.Counts.Failed), strconv.Itoa(a.Counts.OutputTokens), f(&d),
@@ -302,7 +344,7 @@ func RenderCSV(c *Combined) ([]byte, error) {
 			f(a.TTFTS.Mean), f(a.TTFTS.P50), f(a.TTFTS.P90), f(a.TTFTS.P99),
 			f(a.TPOTS.Mean), f(a.TPOTS.P50), f(a.TPOTS.P90), f(a.TPOTS.P99),
 			f(a.InterChunkS.P50), f(a.InterChunkS.P99), f(a.ClientQueueS.P50),
-			f(a.MeanInFlight), strconv.Itoa(a.Counts.NewConnections),
+			f(a.MeanInFlight), strconv.Itoa(a.Counts.NewConnections), gf, gr,
 			cand,
 		}
 		if err := w.Write(row); err != nil {

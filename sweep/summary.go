@@ -261,30 +261,38 @@ func Summarize(cfg SummaryConfig, records []Record, durationS float64) Summary {
 		MeanInFlight:          m.meanInFlight(durationS),
 	}
 	if cfg.SLO != nil && !cfg.SLO.Empty() {
-		g := &Goodput{SLO: *cfg.SLO}
-		tokens, withUsage := 0, 0
-		for i := range records {
-			if cfg.SLO.Meets(&records[i]) {
-				g.Met++
-				if records[i].OutputTokens != nil {
-					tokens += *records[i].OutputTokens
-				}
-				if records[i].hasUsage() {
-					withUsage++
-				}
-			}
-		}
-		if len(records) > 0 {
-			f := float64(g.Met) / float64(len(records))
-			g.Fraction = &f
-		}
-		g.RequestsPerS = perSecond(g.Met, durationS)
-		if withUsage > 0 {
-			g.OutputTokensPer = perSecond(tokens, durationS)
-		}
-		s.Goodput = g
+		s.Goodput = goodput(*cfg.SLO, records, durationS)
 	}
 	return s
+}
+
+// goodput counts the records that met every objective of slo, over
+// durationS seconds.
+func goodput(slo SLO, records []Record, durationS float64) *Goodput {
+	g := &Goodput{SLO: slo}
+	tokens, withUsage := 0, 0
+	for i := range records {
+		if slo.Meets(&records[i]) {
+			g.Met++
+			if records[i].OutputTokens != nil {
+				tokens += *records[i].OutputTokens
+			}
+			if records[i].hasUsage() {
+				withUsage++
+			}
+		}
+	}
+	if len(records) > 0 {
+		f := float64(g.Met) / float64(len(records))
+		g.Fraction = &f
+	}
+	g.RequestsPerS = perSecond(g.Met, durationS)
+	// No data only when requests met the objectives but none said how many
+	// tokens it made; none meeting them is a measured zero.
+	if withUsage > 0 || g.Met == 0 {
+		g.OutputTokensPer = perSecond(tokens, durationS)
+	}
+	return g
 }
 
 // ReadSummary reads a .summary.json file.
