@@ -130,9 +130,9 @@ func (p *Progress) EndRun(s *Summary) {
 		return
 	}
 	if s != nil {
-		fmt.Fprintf(p.w, "run %d/%d: %s done: %d/%d ok, %s output tokens/s, p99 latency %s s\n",
+		fmt.Fprintf(p.w, "run %d/%d: %s done: %d/%d ok, %s output tokens/s, p99 latency %s\n",
 			p.done, p.total, p.cur, s.Counts.Successful, s.Counts.Attempted,
-			fmtNum(s.OutputTokenThroughput, "%.1f"), fmtNum(s.LatencyS.P99, "%.3f"))
+			fmtNum(s.OutputTokenThroughput, "%.1f"), fmtNum(s.LatencyS.P99, "%.3f s"))
 	}
 }
 
