@@ -100,7 +100,7 @@ func TestProgressPlainAndTerminal(t *testing.T) {
 	out := plain.String()
 	assert.Contains(t, out, "resume: keeping complete run warmup-01/concurrency-001")
 	assert.Contains(t, out, "run 2/2: repeat-01/concurrency-002 (4 requests)")
-	assert.Contains(t, out, "done: 4/4 ok")
+	assert.Contains(t, out, "done: 4/4 ok, n/a output tokens/s, p99 latency n/a\n", "no unit after n/a")
 	assert.NotContains(t, out, "\r", "no control characters when not a terminal")
 
 	var tty bytes.Buffer
