@@ -672,3 +672,34 @@ func TestMaxInFlight(t *testing.T) {
 	tr := NewHTTPClient(LoadOptions{}.MaxInFlight(300)).Transport.(*http.Transport)
 	assert.GreaterOrEqual(t, tr.MaxIdleConnsPerHost, 300)
 }
+
+// TestHeldOpenAfterDone: a stream whose body stays open after data: [DONE]
+// is marked and counted, and the request still succeeds; a stream that ends
+// is not marked.
+func TestHeldOpenAfterDone(t *testing.T) {
+	for _, hold := range []bool{false, true} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			io.WriteString(w, "data: {\"choices\":[{\"text\":\"a\",\"finish_reason\":\"length\"}],\"usage\":{\"completion_tokens\":1}}\n\ndata: [DONE]\n\n")
+			w.(http.Flusher).Flush()
+			if hold {
+				select {
+				case <-time.After(time.Second):
+				case <-r.Context().Done():
+				}
+			}
+		}))
+		sum, recs, err := RunCondition(context.Background(), LoadOptions{URL: srv.URL, Model: "m", Concurrency: 1, Stream: true}, testRows(1, 1), nil)
+		srv.Close()
+		require.NoError(t, err)
+		require.Len(t, recs, 1)
+		assert.True(t, recs[0].OK())
+		if hold {
+			require.NotNil(t, recs[0].HeldOpenAfterDone)
+			assert.True(t, *recs[0].HeldOpenAfterDone)
+			assert.Equal(t, 1, sum.Counts.HeldOpen)
+		} else {
+			assert.Nil(t, recs[0].HeldOpenAfterDone)
+			assert.Zero(t, sum.Counts.HeldOpen)
+		}
+	}
+}

@@ -412,6 +412,15 @@ func TestMeanInFlightAndConnections(t *testing.T) {
 	md = RenderReport(&held2)
 	assert.NotContains(t, md, "concurrency not held")
 	assert.NotContains(t, md, "connections reopened")
+	assert.NotContains(t, md, "held open")
+
+	lingering := rec(0, 1, &yes, 200)
+	lingering.HeldOpenAfterDone = &yes
+	c = Aggregate(map[string]any{"name": "x"}, nil, []int{1}, []RunData{run(1, 1, []Record{lingering, rec(1, 2, &yes, 200)}, 2)})
+	assert.Equal(t, 1, c.ByConcurrency[0].Counts.HeldOpen)
+	md = RenderReport(&c)
+	assert.Contains(t, md, "**Warning: responses held open after [DONE].**")
+	assert.Contains(t, md, "- concurrency 1: 1 of 2 responses.")
 }
 
 // TestGoodputPerLevel: a level's goodput pools its repeats' records against

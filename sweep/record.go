@@ -207,6 +207,11 @@ type Record struct {
 	// for https) is inside its TTFT and latency, as in vLLM's benchmark;
 	// nil when no connection was had (or in a file that lacks the field).
 	ConnectionReused *bool `json:"connection_reused"`
+	// HeldOpenAfterDone is true when a stream's body did not end within
+	// 100 ms of data: [DONE] (or went on past 64 KiB): the client closed it,
+	// dropping the connection, and that time fell between requests, lowering
+	// the run's throughput without entering any latency. Absent otherwise.
+	HeldOpenAfterDone *bool `json:"held_open_after_done,omitempty"`
 }
 
 // OK reports whether the request succeeded: HTTP 200 and an answer. A 200

@@ -154,7 +154,7 @@ func writeLoadWarnings(b *strings.Builder, c *Combined) {
 			numRequests = int(n)
 		}
 	}
-	var notHeld, reopened []string
+	var notHeld, reopened, heldOpen []string
 	for _, a := range c.ByConcurrency {
 		// A sweep's runs are closed loops: a level should hold its
 		// concurrency for most of the run.
@@ -165,6 +165,9 @@ func writeLoadWarnings(b *strings.Builder, c *Combined) {
 		// Each of a level's slots may open a connection once (the pool grows
 		// to the highest level measured so far); more means connections
 		// were closed and reopened.
+		if a.Counts.HeldOpen > 0 {
+			heldOpen = append(heldOpen, fmt.Sprintf("- concurrency %d: %d of %d responses.\n", a.Concurrency, a.Counts.HeldOpen, a.Counts.Attempted))
+		}
 		if a.Counts.NewConnections > a.Concurrency {
 			reopened = append(reopened, fmt.Sprintf("- concurrency %d: %d requests opened a connection over %d repeats.\n",
 				a.Concurrency, a.Counts.NewConnections, a.Repeats))
@@ -180,6 +183,11 @@ func writeLoadWarnings(b *strings.Builder, c *Combined) {
 			"Their throughput is understated and they compare poorly with the others; send at least 10 times the highest level's requests per run:\n\n",
 			heldShare*100, per)
 		b.WriteString(strings.Join(notHeld, ""))
+	}
+	if len(heldOpen) > 0 {
+		b.WriteString("\n**Warning: responses held open after [DONE].** The server (or a proxy) did not end these streams within 100 ms of data: [DONE]; " +
+			"the client closed them, losing their connections, and the wait fell between requests: throughput is understated, latencies are not (see each record's held_open_after_done):\n\n")
+		b.WriteString(strings.Join(heldOpen, ""))
 	}
 	if len(reopened) > 0 {
 		b.WriteString("\n**Warning: connections reopened.** More requests opened a connection than the level has slots, so connection set-up " +

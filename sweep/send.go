@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -160,8 +161,9 @@ func (s *sender) readStream(rec *Record, resp *http.Response, start time.Time, f
 		return "", err
 	}
 	finish()
-	if sr.Done {
-		drainBody(resp.Body, cancel)
+	if sr.Done && !drainBody(resp.Body, cancel) {
+		held := true
+		rec.HeldOpenAfterDone = &held
 	}
 	n, m := sr.TextEvents, sr.Malformed
 	rec.StreamTextEventCount, rec.MalformedStreamEvents = &n, &m
@@ -266,11 +268,12 @@ const (
 // (a TCP, perhaps a TLS, handshake) inside its TTFT and latency. vLLM's
 // benchmark also reads every response to its end. The wait is bounded by
 // stop, the request's cancel: a server that keeps the body open after
-// [DONE] costs drainWait and that connection, never the run.
-func drainBody(body io.Reader, stop context.CancelFunc) {
+// [DONE] costs drainWait and that connection, never the run; drainBody
+// reports whether the body ended in time.
+func drainBody(body io.Reader, stop context.CancelFunc) bool {
 	t := time.AfterFunc(drainWait, stop)
-	defer t.Stop()
-	_, _ = io.CopyN(io.Discard, body, maxDrain)
+	_, err := io.CopyN(io.Discard, body, maxDrain)
+	return t.Stop() && errors.Is(err, io.EOF)
 }
 
 // The error texts of a 200 response that was not an answer, recorded in a

@@ -101,6 +101,9 @@ type Counts struct {
 	// a connection (connection_reused false): the connection's set-up fell
 	// inside their latency.
 	NewConnections int `json:"new_connections"`
+	// HeldOpen counts streams whose body did not end soon after data:
+	// [DONE] (Record.HeldOpenAfterDone).
+	HeldOpen int `json:"held_open_after_done,omitempty"`
 }
 
 // UsageWarning says, in one sentence, how requests without the server's
@@ -160,6 +163,8 @@ type metricValues struct {
 	busyS float64
 	// newConns counts records that opened a connection.
 	newConns int
+	// heldOpen counts records whose stream stayed open after [DONE].
+	heldOpen int
 }
 
 // meanInFlight is the mean number of requests in flight over durationS.
@@ -184,6 +189,7 @@ func (m *metricValues) counts(attempted int) Counts {
 		OutputTokens:   m.outputTokens,
 		WithoutUsage:   m.withoutUsage,
 		NewConnections: m.newConns,
+		HeldOpen:       m.heldOpen,
 	}
 }
 
@@ -210,6 +216,9 @@ func collect(records []Record) metricValues {
 		m.busyS += max(r.EndedOffsetS-r.StartedOffsetS, 0)
 		if r.ConnectionReused != nil && !*r.ConnectionReused {
 			m.newConns++
+		}
+		if r.HeldOpenAfterDone != nil && *r.HeldOpenAfterDone {
+			m.heldOpen++
 		}
 		if !r.OK() {
 			continue
