@@ -46,22 +46,11 @@ type RepeatValues struct {
 // the repeat medians. Keys are serving-inference's, plus inter-chunk gaps,
 // client queueing and the per-repeat values.
 type LevelAggregate struct {
-	Concurrency           int          `json:"concurrency"`
-	Repeats               int          `json:"repeats"`
-	Counts                Counts       `json:"counts"`
-	DurationS             float64      `json:"duration_s"`
-	RequestThroughput     *float64     `json:"request_throughput_per_s"`
-	OutputTokenThroughput *float64     `json:"output_token_throughput_per_s"`
-	LatencyS              Distribution `json:"latency_s"`
-	TTFTS                 Distribution `json:"ttft_s"`
-	TPOTS                 Distribution `json:"approx_time_per_output_token_s"`
-	InterChunkS           Distribution `json:"observed_inter_chunk_latency_s"`
-	ClientQueueS          Distribution `json:"client_queue_s"`
-	// MeanInFlight is the mean number of requests in flight over the
-	// level's repeats (Summary.MeanInFlight, pooled).
-	MeanInFlight *float64 `json:"mean_in_flight,omitempty"`
-	// Goodput pools the repeats' goodput, when the runs had an SLO.
-	Goodput       *Goodput      `json:"goodput,omitempty"`
+	Concurrency int `json:"concurrency"`
+	Repeats     int `json:"repeats"`
+	// Figures pool the repeats' records over the sum of their durations;
+	// goodput is against the SLO the runs recorded.
+	Figures
 	RepeatMedians RepeatMedians `json:"repeat_medians"`
 	RepeatValues  RepeatValues  `json:"repeat_values"`
 	// PrefixCacheHitRate is the share of the prompt tokens the server looked
@@ -150,21 +139,10 @@ func Aggregate(config any, order []RunSpec, levels []int, runs []RunData) Combin
 			rv.OutputTokenThroughput = append(rv.OutputTokenThroughput, tokps)
 			rv.LatencyP99S = append(rv.LatencyP99S, r.Summary.LatencyS.P99)
 		}
-		m := collect(all)
 		a := LevelAggregate{
-			Concurrency:           level,
-			Repeats:               len(rs),
-			Counts:                m.counts(len(all)),
-			DurationS:             duration,
-			RequestThroughput:     perSecond(m.ok, duration),
-			OutputTokenThroughput: m.outputTokenThroughput(duration),
-			LatencyS:              Distribute(m.latency),
-			TTFTS:                 Distribute(m.ttft),
-			TPOTS:                 Distribute(m.tpot),
-			InterChunkS:           Distribute(m.chunks),
-			ClientQueueS:          Distribute(m.queue),
-			MeanInFlight:          m.meanInFlight(duration),
-			Goodput:               pooledGoodput(rs, all, duration),
+			Concurrency: level,
+			Repeats:     len(rs),
+			Figures:     figuresOf(all, duration, levelSLO(rs)),
 			RepeatMedians: RepeatMedians{
 				RequestThroughput:     medianOf(rv.RequestThroughput),
 				OutputTokenThroughput: medianOf(rv.OutputTokenThroughput),
@@ -185,12 +163,11 @@ func Aggregate(config any, order []RunSpec, levels []int, runs []RunData) Combin
 	return c
 }
 
-// pooledGoodput is the goodput of the level's records over its runs'
-// duration, against the SLO its runs recorded; nil without one.
-func pooledGoodput(runs []*RunData, records []Record, durationS float64) *Goodput {
+// levelSLO is the SLO a level's runs recorded, or nil.
+func levelSLO(runs []*RunData) *SLO {
 	for _, r := range runs {
 		if slo := r.Summary.Config.SLO; slo != nil && !slo.Empty() {
-			return goodput(*slo, records, durationS)
+			return slo
 		}
 	}
 	return nil

@@ -95,7 +95,7 @@ func TestProgressPlainAndTerminal(t *testing.T) {
 	p.Skip(RunSpec{Kind: KindWarmup, Index: 1, Concurrency: 1})
 	p.StartRun(RunSpec{Kind: KindRepeat, Index: 1, Concurrency: 2}, 4)
 	p.Request(1)
-	p.EndRun(&Summary{Counts: Counts{Attempted: 4, Successful: 4}})
+	p.EndRun(&Summary{Figures: Figures{Counts: Counts{Attempted: 4, Successful: 4}}})
 	p.Finish()
 	out := plain.String()
 	assert.Contains(t, out, "resume: keeping complete run warmup-01/concurrency-001")
@@ -203,7 +203,7 @@ func TestAggregateFixed(t *testing.T) {
 			recs = append(recs, Record{Status: 200, LatencyS: l, OutputTokens: &out})
 		}
 		return RunData{Spec: RunSpec{Kind: kind, Index: idx, Concurrency: c}, Records: recs,
-			Summary: Summary{DurationS: 1, OutputTokenThroughput: f64(tps), RequestThroughput: f64(tps / 10), LatencyS: Distribution{P99: f64(p99)}}}
+			Summary: Summary{Figures: Figures{DurationS: 1, OutputTokenThroughput: f64(tps), RequestThroughput: f64(tps / 10), LatencyS: Distribution{P99: f64(p99)}}}}
 	}
 	runs := []RunData{
 		mk(KindWarmup, 1, 1, 9999, 99, 50), // excluded everywhere
@@ -283,7 +283,7 @@ func TestThroughputWithoutUsageIsNull(t *testing.T) {
 	assert.Contains(t, mixed.Counts.UsageWarning(), "1 of 2")
 	assert.Empty(t, Summarize(cfg, []Record{withUsage}, 1).Counts.UsageWarning())
 
-	old := Summary{DurationS: 2, OutputTokenThroughput: f64(0), RequestThroughput: f64(1), Counts: Counts{Attempted: 2, Successful: 2}}
+	old := Summary{Figures: Figures{DurationS: 2, OutputTokenThroughput: f64(0), RequestThroughput: f64(1), Counts: Counts{Attempted: 2, Successful: 2}}}
 	c := Aggregate(map[string]any{"name": "x"}, nil, []int{1}, []RunData{
 		{Spec: RunSpec{Kind: KindRepeat, Index: 1, Concurrency: 1}, Records: []Record{without, without}, Summary: old},
 	})
@@ -386,7 +386,7 @@ func TestMeanInFlightAndConnections(t *testing.T) {
 	assert.Equal(t, 2, s.Counts.NewConnections)
 
 	run := func(idx, c int, recs []Record, d float64) RunData {
-		return RunData{Spec: RunSpec{Kind: KindRepeat, Index: idx, Concurrency: c}, Records: recs, Summary: Summary{DurationS: d}}
+		return RunData{Spec: RunSpec{Kind: KindRepeat, Index: idx, Concurrency: c}, Records: recs, Summary: Summary{Figures: Figures{DurationS: d}}}
 	}
 	held := []Record{rec(0, 1, &no, 200), rec(0, 1, &no, 200)} // 2 in flight over 1 s
 	c := Aggregate(map[string]any{"name": "x", "num_requests": 2.0}, nil, []int{2, 4}, []RunData{
@@ -433,7 +433,7 @@ func TestGoodputPerLevel(t *testing.T) {
 	}
 	run := func(idx, c int, recs ...Record) RunData {
 		return RunData{Spec: RunSpec{Kind: KindRepeat, Index: idx, Concurrency: c}, Records: recs,
-			Summary: Summary{DurationS: 2, Config: SummaryConfig{SLO: slo}}}
+			Summary: Summary{Figures: Figures{DurationS: 2}, Config: SummaryConfig{SLO: slo}}}
 	}
 	c := Aggregate(map[string]any{"name": "x"}, nil, []int{1, 2}, []RunData{
 		run(1, 1, rec(1, 10), rec(2, 10)), run(2, 1, rec(1, 10), rec(1, 10)),
@@ -460,7 +460,7 @@ func TestGoodputPerLevel(t *testing.T) {
 	assert.Contains(t, string(csvb), ",goodput_fraction,goodput_requests_per_s,saturation_candidate")
 	assert.Contains(t, string(csvb), ",0.75,0.75,")
 
-	without := Aggregate(map[string]any{"name": "x"}, nil, []int{1}, []RunData{{Spec: RunSpec{Kind: KindRepeat, Index: 1, Concurrency: 1}, Records: []Record{rec(1, 1)}, Summary: Summary{DurationS: 1}}})
+	without := Aggregate(map[string]any{"name": "x"}, nil, []int{1}, []RunData{{Spec: RunSpec{Kind: KindRepeat, Index: 1, Concurrency: 1}, Records: []Record{rec(1, 1)}, Summary: Summary{Figures: Figures{DurationS: 1}}}})
 	assert.Nil(t, without.ByConcurrency[0].Goodput)
 	assert.NotContains(t, RenderReport(&without), "Goodput")
 }

@@ -130,26 +130,55 @@ type Goodput struct {
 }
 
 // Summary is a run's .summary.json, serving-inference's build_summary keys
-// plus ClientQueueS and Goodput. Distributions cover successful requests
-// only.
+// plus ClientQueueS, MeanInFlight and Goodput. Distributions cover
+// successful requests only.
 type Summary struct {
-	Config                SummaryConfig `json:"config"`
-	Counts                Counts        `json:"counts"`
-	DurationS             float64       `json:"duration_s"`
-	RequestThroughput     *float64      `json:"request_throughput_per_s"`
-	OutputTokenThroughput *float64      `json:"output_token_throughput_per_s"`
-	LatencyS              Distribution  `json:"latency_s"`
-	TTFTS                 Distribution  `json:"ttft_s"`
-	TPOTS                 Distribution  `json:"approx_time_per_output_token_s"`
-	InterChunkS           Distribution  `json:"observed_inter_chunk_latency_s"`
-	ClientQueueS          Distribution  `json:"client_queue_s"`
+	Config SummaryConfig `json:"config"`
+	Figures
+}
+
+// Figures are what a run's summary and a sweep level's aggregate both
+// report about a set of requests over a duration.
+type Figures struct {
+	Counts                Counts       `json:"counts"`
+	DurationS             float64      `json:"duration_s"`
+	RequestThroughput     *float64     `json:"request_throughput_per_s"`
+	OutputTokenThroughput *float64     `json:"output_token_throughput_per_s"`
+	LatencyS              Distribution `json:"latency_s"`
+	TTFTS                 Distribution `json:"ttft_s"`
+	TPOTS                 Distribution `json:"approx_time_per_output_token_s"`
+	InterChunkS           Distribution `json:"observed_inter_chunk_latency_s"`
+	ClientQueueS          Distribution `json:"client_queue_s"`
 	// MeanInFlight is the number of requests in flight averaged over the
-	// run: the time every request spent from send to end, over the
-	// duration. Below the concurrency, the run did not hold its level
+	// duration: the time every request spent from send to end, over the
+	// duration. Below the concurrency, the load did not hold its level
 	// (ramp-up and drain are a large share of a run of few requests per
 	// slot, and so is a client that cannot keep up).
 	MeanInFlight *float64 `json:"mean_in_flight,omitempty"`
-	Goodput      *Goodput `json:"goodput,omitempty"`
+	// Goodput is set when there was an SLO.
+	Goodput *Goodput `json:"goodput,omitempty"`
+}
+
+// figuresOf computes the Figures of records over durationS seconds, with
+// goodput when slo is set. It is a pure function.
+func figuresOf(records []Record, durationS float64, slo *SLO) Figures {
+	m := collect(records)
+	f := Figures{
+		Counts:                m.counts(len(records)),
+		DurationS:             durationS,
+		RequestThroughput:     perSecond(m.ok, durationS),
+		OutputTokenThroughput: m.outputTokenThroughput(durationS),
+		LatencyS:              Distribute(m.latency),
+		TTFTS:                 Distribute(m.ttft),
+		TPOTS:                 Distribute(m.tpot),
+		InterChunkS:           Distribute(m.chunks),
+		ClientQueueS:          Distribute(m.queue),
+		MeanInFlight:          m.meanInFlight(durationS),
+	}
+	if slo != nil && !slo.Empty() {
+		f.Goodput = goodput(*slo, records, durationS)
+	}
+	return f
 }
 
 // metricValues collects the per-request values of successful records, and
@@ -255,24 +284,7 @@ func perSecond(n int, d float64) *float64 {
 // in seconds (from the start of the run to the end of its last response).
 // It is a pure function: the caller measures the duration.
 func Summarize(cfg SummaryConfig, records []Record, durationS float64) Summary {
-	m := collect(records)
-	s := Summary{
-		Config:                cfg,
-		Counts:                m.counts(len(records)),
-		DurationS:             durationS,
-		RequestThroughput:     perSecond(m.ok, durationS),
-		OutputTokenThroughput: m.outputTokenThroughput(durationS),
-		LatencyS:              Distribute(m.latency),
-		TTFTS:                 Distribute(m.ttft),
-		TPOTS:                 Distribute(m.tpot),
-		InterChunkS:           Distribute(m.chunks),
-		ClientQueueS:          Distribute(m.queue),
-		MeanInFlight:          m.meanInFlight(durationS),
-	}
-	if cfg.SLO != nil && !cfg.SLO.Empty() {
-		s.Goodput = goodput(*cfg.SLO, records, durationS)
-	}
-	return s
+	return Summary{Config: cfg, Figures: figuresOf(records, durationS, cfg.SLO)}
 }
 
 // goodput counts the records that met every objective of slo, over
