@@ -140,3 +140,18 @@ func testRows(n, tokens int) []Row {
 	}
 	return rows
 }
+
+// quiet waits until the server has seen every request an interrupted
+// sweep sent (requests cancelled in flight may still reach the handler)
+// and returns their number.
+func (f *fakeServer) quiet() int64 {
+	sent := f.requests.Load()
+	for {
+		time.Sleep(30 * time.Millisecond)
+		now := f.requests.Load()
+		if now == sent {
+			return sent
+		}
+		sent = now
+	}
+}

@@ -201,17 +201,7 @@ func TestSweepResumeAfterInterruption(t *testing.T) {
 	assert.Equal(t, "failed", m.Experiment.Status)
 
 	before := snapshot(t, root)
-	// Requests cancelled in flight may still reach the handler: wait until
-	// the server has seen all of the first invocation's.
-	sent := f.requests.Load()
-	for {
-		time.Sleep(30 * time.Millisecond)
-		if now := f.requests.Load(); now != sent {
-			sent = now
-			continue
-		}
-		break
-	}
+	sent := f.quiet()
 	f.mu.Lock()
 	f.Hook = nil
 	f.mu.Unlock()
@@ -273,11 +263,7 @@ func TestSweepResumeOnTheSameSetUp(t *testing.T) {
 	cfgJSON := sweepConfigJSON(f.URL(), prompts, []int{1, 2}, n, 1, 1)
 	_, err := runTestSweep(t, ctx, cfgJSON, dir, nil)
 	require.ErrorIs(t, err, context.Canceled)
-	for f.requests.Load() < n+2 {
-		time.Sleep(10 * time.Millisecond)
-	}
-	time.Sleep(50 * time.Millisecond)
-	sent := f.requests.Load()
+	sent := f.quiet()
 	f.mu.Lock()
 	f.Hook = nil
 	f.mu.Unlock()
