@@ -94,8 +94,20 @@ func scanRuns(root string, order []RunSpec, n int, workloadSHA string) (complete
 // made says what prepareRoot created, so that a sweep that fails before
 // its first run can take back exactly that and nothing else.
 type made struct {
-	dir    bool // root did not exist
+	// dirs are the folders that did not exist, root first, then each
+	// parent made for it (an --output-root that was not there).
+	dirs   []string
 	config bool // config.json did not exist
+}
+
+// removeDirs takes back the folders m made, deepest first, each only if it
+// is empty.
+func (m made) removeDirs() {
+	for _, d := range m.dirs {
+		if os.Remove(d) != nil {
+			return
+		}
+	}
 }
 
 // prepareRoot makes root this sweep's folder: an existing config.json must
@@ -109,7 +121,12 @@ func prepareRoot(root string, original any) (made, error) {
 	entries, err := os.ReadDir(root)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		m.dir = true
+		for d := root; ; d = filepath.Dir(d) {
+			if _, err := os.Lstat(d); err == nil || filepath.Dir(d) == d {
+				break
+			}
+			m.dirs = append(m.dirs, d)
+		}
 	case err != nil:
 		return m, err
 	case len(entries) > 0:

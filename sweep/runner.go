@@ -153,12 +153,12 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 	// A sweep that fails before its first run (the embedded target does not
 	// start, the server does not answer) takes back what it made: left with
 	// only its config.json, the folder would refuse the corrected config.
-	// The config goes while the lock is held; the folder, if this sweep
-	// created it and it is empty, after.
+	// The config goes while the lock is held; the folders this sweep
+	// created, if they are empty, after.
 	abandon := false
 	defer func() {
-		if abandon && made.dir {
-			_ = os.Remove(root) // fails, harmlessly, unless root is empty
+		if abandon {
+			made.removeDirs()
 		}
 	}()
 	// Everything from here on reads or writes the folder as one sweep's.

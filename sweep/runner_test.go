@@ -738,7 +738,7 @@ func TestSweepTestRequestFailsFirst(t *testing.T) {
 	require.ErrorIs(t, err, ErrTestFailed)
 	assert.Contains(t, err.Error(), "HTTP 404: injected failure")
 	assert.Equal(t, int64(1), f.requests.Load(), "only the test request was sent")
-	assert.NoDirExists(t, filepath.Join(dir, "results", "test-sweep"), "nothing is kept")
+	assert.NoDirExists(t, filepath.Join(dir, "results"), "nothing is kept, not even the output folder it made")
 
 	fixed := bytes.Replace(cfgJSON, []byte(`"fake-model"`), []byte(`"right-model"`), 1)
 	res, err := runTestSweep(t, context.Background(), fixed, dir, nil)
