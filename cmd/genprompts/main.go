@@ -202,8 +202,10 @@ func (r *runner) generate(path string) error {
 }
 
 // check verifies one workload. Token counts are re-checked when the
-// tokenizer can be found; when it cannot, the rest is still checked and a
-// note says so (a Qwen workload can be verified without Qwen's files).
+// tokenizer can be found; when the workload's own tokenizer cannot, the
+// rest is still checked and a note says so (a Qwen workload can be verified
+// without Qwen's files). A --tokenizer that cannot be found is an error, as
+// when generating: the user named it, so a note would hide a typo.
 func (r *runner) check(path string) (*workload.Config, string, error) {
 	cfg, err := workload.LoadConfig(path)
 	if err != nil {
@@ -211,7 +213,7 @@ func (r *runner) check(path string) (*workload.Config, string, error) {
 	}
 	tok, err := r.tokenizer(cfg)
 	var nf *tokenizer.NotFoundError
-	if errors.As(err, &nf) {
+	if r.override == "" && errors.As(err, &nf) {
 		fmt.Fprintf(r.stderr, "note: %s: tokenizer %q not found, so the prompts were not regenerated and token counts not re-checked (row order and prompt shape were)\n", cfg.Name, nf.Spec)
 		tok, err = nil, nil
 	}
@@ -233,6 +235,10 @@ func (r *runner) verify(path string) error {
 
 func (r *runner) export(path, dir string) error {
 	cfg, _, err := r.check(path)
+	var nf *tokenizer.NotFoundError
+	if errors.As(err, &nf) {
+		return err // generating first would not help
+	}
 	if err != nil {
 		return fmt.Errorf("%w (generate the workload before exporting it)", err)
 	}

@@ -238,3 +238,19 @@ func TestVerifyWithoutTokenizer(t *testing.T) {
 		t.Fatalf("stdout %q, stderr %q", out, errOut)
 	}
 }
+
+// TestVerifyMissingNamedTokenizer: a tokenizer named with --tokenizer that
+// cannot be found is an error with --verify and --export too, as it is when
+// generating: the user asked for it, so a note would hide a typo.
+func TestVerifyMissingNamedTokenizer(t *testing.T) {
+	dir := setup(t)
+	if _, _, err := run(t, dir, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, extra := range []string{"--verify", "--export=aiperf"} {
+		out, errOut, err := run(t, dir, map[string]string{"HF_HUB_CACHE": t.TempDir()}, extra, "--tokenizer", "Org/Missing")
+		if err == nil || !strings.Contains(err.Error(), `"Org/Missing" not found`) {
+			t.Errorf("%s: err = %v, want the tokenizer named as not found (stdout %q, stderr %q)", extra, err, out, errOut)
+		}
+	}
+}
