@@ -95,8 +95,10 @@ func ConfigFromFlags(c *cli.Context) (Config, error) {
 		CUDAGraphs:           c.Bool(FlagCUDAGraphs),
 		EnablePrefixCaching:  c.Bool(FlagEnablePrefixCaching),
 	}
-	if cfg.Backend == BackendMock && cfg.Model == DefaultModel {
-		cfg.Model = "" // the default model flag does not apply to the mock
+	if cfg.Backend == BackendMock && !c.IsSet(FlagModel) {
+		// The flag's default does not apply to the mock, but a --model the
+		// user gave, even tiny-gpt2, is passed on for Open to refuse.
+		cfg.Model = ""
 	}
 	// In flag order, so that the first bad flag is always the one named.
 	for _, f := range []struct {

@@ -41,7 +41,10 @@ type Config struct {
 	// Model is a built-in model name (tiny-gpt2, gpt2-124m-random) or a
 	// Hugging Face GPT-2 checkpoint folder. Empty means DefaultModel.
 	Model string `json:"model,omitempty"`
-	// Backend is cpu, cuda or mock. Empty means cpu.
+	// Backend is cpu, cuda or mock. Empty means cpu. The mock serves its
+	// own model with a byte tokenizer and refuses Model (other than mock),
+	// DType (other than auto), Tokenizer, KVCacheBytes, Threads and
+	// CUDAGraphs rather than ignore them.
 	Backend string `json:"backend,omitempty"`
 	// DType is the weight and KV type: auto (the default) means float32 on
 	// the cpu backend and float16 on cuda; cuda also takes bfloat16 and
@@ -166,6 +169,9 @@ func load(cfg Config) (engine.Backend, llm.Tokenizer, llm.ModelInfo, error) {
 		if cfg.Model != "" && cfg.Model != "mock" {
 			return nil, nil, llm.ModelInfo{}, fmt.Errorf("the mock backend serves only the mock model, not %q", cfg.Model)
 		}
+		if err := mockRefuses(cfg); err != nil {
+			return nil, nil, llm.ModelInfo{}, err
+		}
 		return mock.NewBackend(mock.Config{Latency: cfg.MockLatency}), mock.NewTokenizer(), mock.Info(), nil
 	case "", BackendCPU:
 		switch cfg.DType {
@@ -227,6 +233,29 @@ func load(cfg Config) (engine.Backend, llm.Tokenizer, llm.ModelInfo, error) {
 	info := m.Info()
 	info.Backend = BackendCPU
 	return withModel{backend, m}, tok, info, nil
+}
+
+// mockRefuses returns an error naming the first option set in cfg that the
+// mock backend would ignore: it has its own byte tokenizer, no weights and
+// no device, and a run that silently ignored --tokenizer would report byte
+// counts as if they were the named tokenizer's.
+func mockRefuses(cfg Config) error {
+	for _, o := range []struct {
+		name string
+		set  bool
+		v    any
+	}{
+		{"dtype", cfg.DType != "" && cfg.DType != "auto", cfg.DType},
+		{"tokenizer", cfg.Tokenizer != "", cfg.Tokenizer},
+		{"kv_cache_bytes", cfg.KVCacheBytes != 0, cfg.KVCacheBytes},
+		{"threads", cfg.Threads != 0, cfg.Threads},
+		{"cuda_graphs", cfg.CUDAGraphs, cfg.CUDAGraphs},
+	} {
+		if o.set {
+			return fmt.Errorf("%s %#v does not apply to the mock backend (it has its own model and byte tokenizer, and no weights or device)", o.name, o.v)
+		}
+	}
+	return nil
 }
 
 // withModel closes the model (unmapping its checkpoint) after the backend

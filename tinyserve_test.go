@@ -120,6 +120,13 @@ func TestOpenErrors(t *testing.T) {
 		{Config{MaxModelLen: 5000}, "max_model_len"},
 		{Config{Model: ckpt, Tokenizer: "testdata/tokenizers/qwen3/tokenizer.json"}, "vocab_size"},
 		{Config{MaxNumSeqs: -1}, "MaxNumSeqs"},
+		// The mock refuses what it would not honour rather than ignore it.
+		{Config{Backend: BackendMock, Model: DefaultModel}, "only the mock model"},
+		{Config{Backend: BackendMock, Tokenizer: "gpt2"}, "tokenizer"},
+		{Config{Backend: BackendMock, DType: "bfloat16"}, "dtype"},
+		{Config{Backend: BackendMock, KVCacheBytes: 1 << 20}, "kv_cache_bytes"},
+		{Config{Backend: BackendMock, Threads: 2}, "threads"},
+		{Config{Backend: BackendMock, CUDAGraphs: true}, "cuda_graphs"},
 	}
 	for _, c := range cases {
 		e, err := Open(context.Background(), c.cfg)
@@ -131,6 +138,14 @@ func TestOpenErrors(t *testing.T) {
 		if !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: error %q does not mention %q", c.cfg, err, c.want)
 		}
+	}
+	// The mock takes its own model's name and the default dtype.
+	for _, cfg := range []Config{{Backend: BackendMock, Model: "mock", DType: "auto"}, {Backend: BackendMock}} {
+		e, err := Open(context.Background(), cfg)
+		if err != nil {
+			t.Fatalf("%+v: %v", cfg, err)
+		}
+		e.Close()
 	}
 	// The same folder with its own, correct tokenizer choice opens.
 	e, err := Open(context.Background(), Config{Model: ckpt})
@@ -211,5 +226,32 @@ func TestConfigFromFlagsRefusesBadValues(t *testing.T) {
 	}
 	if err := run("--"+FlagGPUMemoryUtilization, "1.5"); err == nil || !strings.Contains(err.Error(), "--"+FlagGPUMemoryUtilization) {
 		t.Errorf("--%s 1.5: %v", FlagGPUMemoryUtilization, err)
+	}
+}
+
+// TestConfigFromFlagsMockModel: with --backend mock, the --model flag's
+// default stands for no model (the mock's own), but a --model the user gave,
+// even the default's name, is passed on for Open to refuse.
+func TestConfigFromFlagsMockModel(t *testing.T) {
+	parse := func(args ...string) Config {
+		t.Helper()
+		var cfg Config
+		app := &cli.App{Flags: EngineFlags("TINYSERVE_"), Action: func(c *cli.Context) (err error) {
+			cfg, err = ConfigFromFlags(c)
+			return err
+		}}
+		if err := app.Run(append([]string{"x"}, args...)); err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	if m := parse("--backend", "mock").Model; m != "" {
+		t.Errorf("--backend mock: model %q, want none", m)
+	}
+	if m := parse("--backend", "mock", "--model", DefaultModel).Model; m != DefaultModel {
+		t.Errorf("--backend mock --model %s: model %q, want it kept", DefaultModel, m)
+	}
+	if m := parse("--backend", "cpu").Model; m != DefaultModel {
+		t.Errorf("--backend cpu: model %q, want %s", m, DefaultModel)
 	}
 }

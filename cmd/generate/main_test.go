@@ -56,6 +56,11 @@ func TestGenerateErrors(t *testing.T) {
 		{"generate", "--max-tokens", "0"},
 		{"generate", "--presence-penalty", "2.5"},
 		{"generate", "--repetition-penalty", "0"},
+		// The mock backend refuses options it would ignore.
+		{"generate", "--backend", "mock", "--tokenizer", "/nonexistent", "-p", "hi", "--max-tokens", "1"},
+		{"generate", "--backend", "mock", "--tokenizer", "gpt2", "--score", "-p", "hi there"},
+		{"generate", "--backend", "mock", "--model", "tiny-gpt2", "-p", "hi", "--max-tokens", "1"},
+		{"generate", "--backend", "mock", "--dtype", "float32", "-p", "hi", "--max-tokens", "1"},
 	} {
 		var out, errs bytes.Buffer
 		if err := newApp(&out, &errs).Run(args); err == nil {
@@ -128,5 +133,18 @@ func TestGeneratePenalties(t *testing.T) {
 	}
 	if outputs["[]"] == outputs["[--frequency-penalty 2]"] {
 		t.Errorf("--frequency-penalty 2 changed nothing:\n%s", outputs["[]"])
+	}
+}
+
+// TestGenerateMock: the mock backend runs with the engine flags' defaults
+// (which are not options the user set).
+func TestGenerateMock(t *testing.T) {
+	var out, errs bytes.Buffer
+	args := []string{"generate", "--backend", "mock", "-p", "hi", "--max-tokens", "1"}
+	if err := newApp(&out, &errs).Run(args); err != nil {
+		t.Fatalf("%v\n%s", err, errs.String())
+	}
+	if !strings.Contains(out.String(), "model mock on mock") {
+		t.Errorf("output:\n%s", out.String())
 	}
 }
