@@ -76,7 +76,7 @@ func BenchmarkStep(b *testing.B) {
 			start := time.Now()
 			for range b.N {
 				before := len(st.reqs)
-				if _, err := st.step(); err != nil {
+				if err := st.step(); err != nil {
 					b.Fatal(err)
 				}
 				for range before - len(st.reqs) {

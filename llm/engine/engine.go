@@ -125,6 +125,7 @@ func New(backend Backend, tok llm.Tokenizer, info llm.ModelInfo, cfg Config) (*E
 		wake: make(chan struct{}, 1), closed: make(chan struct{}), done: make(chan struct{}),
 		seedState: cfg.Seed,
 	}
+	st.started = e.started
 	e.numBlocks = st.kv.NumBlocks()
 	e.stats.KVBlocksTotal = e.numBlocks
 	e.log.Info("engine started", "model", info.ID, "backend", info.Backend, "random_weights", info.RandomWeights,
@@ -340,6 +341,15 @@ func (e *Engine) Close() error {
 	return nil
 }
 
+// started frees the waiting-queue places of n requests the loop has just
+// scheduled for the first time (the stepper calls it before their step
+// runs, so before any of their events).
+func (e *Engine) started(n int) {
+	e.mu.Lock()
+	e.pending -= n
+	e.mu.Unlock()
+}
+
 // loop is the engine's one goroutine: it alone touches the stepper.
 func (e *Engine) loop() {
 	defer close(e.done)
@@ -395,11 +405,7 @@ func (e *Engine) loop() {
 		}
 
 		before := len(st.reqs)
-		var first int
-		err := catch(func() (err error) { first, err = st.step(); return err })
-		e.mu.Lock()
-		e.pending -= first
-		e.mu.Unlock()
+		err := catch(st.step)
 		if err != nil {
 			e.log.Error("backend failed; engine is dead", "err", err)
 			e.mu.Lock()

@@ -703,3 +703,49 @@ func TestStepTokensHistogram(t *testing.T) {
 		t.Error("the second run found nothing cached: the test no longer covers the cache")
 	}
 }
+
+// gatedBackend holds its first Forward until the test lets it go, after
+// telling the test it has begun.
+type gatedBackend struct {
+	*mock.Backend
+	calls      int
+	began, run chan struct{}
+}
+
+func (g *gatedBackend) Forward(b *engine.Batch) ([]engine.SampleRow, error) {
+	if g.calls++; g.calls == 1 {
+		close(g.began)
+		<-g.run
+	}
+	return g.Backend.Forward(b)
+}
+
+// TestQueuePlaceFreedBeforeFirstStepRuns: a request leaves the waiting
+// queue when it is first scheduled, before its step runs and so before any
+// of its events: a caller told ErrOverloaded that retries when it sees a
+// request start or end is never refused for a place already freed (before,
+// the place was freed after the step's events were sent, so such a retry
+// could fail with nothing left to wake it).
+func TestQueuePlaceFreedBeforeFirstStepRuns(t *testing.T) {
+	g := &gatedBackend{Backend: mock.NewBackend(mock.Config{}), began: make(chan struct{}), run: make(chan struct{})}
+	e, err := engine.New(g, mock.NewTokenizer(), mock.Info(), engine.Config{MaxNumSeqs: 1, MaxPending: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	a, err := e.Generate(context.Background(), llm.Request{PromptTokens: prompt(1, 4), Params: greedy(1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-g.began // a is scheduled; its step is running
+	b, err := e.Generate(context.Background(), llm.Request{PromptTokens: prompt(2, 4), Params: greedy(1)})
+	close(g.run)
+	if err != nil {
+		t.Fatalf("Generate while the first request's first step runs: %v", err)
+	}
+	for _, ch := range []<-chan llm.Event{a, b} {
+		if r := collect(t, ch); r.last.Err != nil {
+			t.Errorf("request ended with %v", r.last.Err)
+		}
+	}
+}

@@ -37,6 +37,13 @@ type stepper struct {
 	// promptLogits is whether the backend returns a row per position
 	// (PromptLogitsBackend), which prompt log-probabilities need.
 	promptLogits bool
+	// started, when set, is called in each step that schedules requests for
+	// the first time, with their number, before the backend runs and so
+	// before any of their events: the engine frees their waiting-queue
+	// places then, so that a caller who saw ErrOverloaded and retries when
+	// another request starts or ends is not refused for a place already
+	// free.
+	started func(n int)
 
 	// Per step, in batch order of the sampled sequences.
 	sampleReqs []*request
@@ -187,14 +194,14 @@ func (st *stepper) failAll(err error) {
 func (st *stepper) idle() bool { return len(st.reqs) == 0 }
 
 // step runs one engine step: schedule, forward, sample, update, emit. It
-// returns the number of requests that were scheduled for the first time and
-// any backend error; on a backend error the requests of the step are not
-// updated and the caller must fail them.
-func (st *stepper) step() (firstScheduled int, err error) {
+// returns any backend error; on a backend error the requests of the step
+// are not updated and the caller must fail them.
+func (st *stepper) step() error {
 	out := st.sched.Schedule()
 	if len(out.Scheduled) == 0 {
-		return 0, nil
+		return nil
 	}
+	firstScheduled := 0
 	now := st.now()
 	b := &st.batch
 	b.Seqs = b.Seqs[:0]
@@ -233,15 +240,18 @@ func (st *stepper) step() (firstScheduled int, err error) {
 			Sample: sc.Sample, NeedLogits: need, PromptLogits: prompt,
 		})
 	}
+	if firstScheduled > 0 && st.started != nil {
+		st.started(firstScheduled)
+	}
 	rows, err := st.forward(b)
 	if err != nil {
-		return firstScheduled, err
+		return err
 	}
 	if len(rows) != st.numRows {
-		return firstScheduled, fmt.Errorf("%w: %d rows returned, %d expected", ErrBackend, len(rows), st.numRows)
+		return fmt.Errorf("%w: %d rows returned, %d expected", ErrBackend, len(rows), st.numRows)
 	}
 	if err := st.promptLogprobs(rows); err != nil {
-		return firstScheduled, err
+		return err
 	}
 	now = st.now()
 	st.sampled = st.sampled[:0]
@@ -266,7 +276,7 @@ func (st *stepper) step() (firstScheduled int, err error) {
 			continue
 		}
 		if err != nil {
-			return firstScheduled, err
+			return err
 		}
 		ev := q.accept(tok, lp, now)
 		if q.generated == 1 {
@@ -288,9 +298,9 @@ func (st *stepper) step() (firstScheduled int, err error) {
 	}
 	st.counters.stepTokens.Observe(iterTokens)
 	if _, err := st.sched.Update(st.sampled); err != nil {
-		return firstScheduled, fmt.Errorf("engine: scheduler update: %w", err)
+		return fmt.Errorf("engine: scheduler update: %w", err)
 	}
-	return firstScheduled, nil
+	return nil
 }
 
 // choose picks the token of one sampled row.
