@@ -136,26 +136,20 @@ func generate(ctx context.Context, cfg tinyserve.Config, prompts []string, param
 		err    error
 	}
 	results := make([]result, len(prompts))
-	var wg sync.WaitGroup
+	reqs := make([]llm.Request, len(prompts))
 	for i, p := range prompts {
-		ids := e.Tokenizer().Encode(p, false)
-		ch, err := e.Generate(ctx, llm.Request{ID: fmt.Sprintf("prompt-%d", i), PromptTokens: ids, Params: params})
-		if err != nil {
-			return fmt.Errorf("prompt %d: %w", i, err)
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r := &results[i]
-			for ev := range ch {
-				r.text += ev.Text
-				if ev.Finish != "" {
-					r.finish, r.tokens, r.err = ev.Finish, ev.CompletionTokens, ev.Err
-				}
-			}
-		}()
+		reqs[i] = llm.Request{ID: fmt.Sprintf("prompt-%d", i), PromptTokens: e.Tokenizer().Encode(p, false), Params: params}
 	}
-	wg.Wait()
+	err = runAll(ctx, e, reqs, func(i int, ev llm.Event) {
+		r := &results[i]
+		r.text += ev.Text
+		if ev.Finish != "" {
+			r.finish, r.tokens, r.err = ev.Finish, ev.CompletionTokens, ev.Err
+		}
+	})
+	if err != nil {
+		return err
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -166,5 +160,44 @@ func generate(ctx context.Context, cfg tinyserve.Config, prompts []string, param
 		}
 		fmt.Fprintf(out, "\n--- prompt %d (%d tokens, finish %s)\n%s%s\n", i, r.tokens, r.finish, p, r.text)
 	}
+	return nil
+}
+
+// runAll submits reqs in order and passes each event of request i to
+// collect(i, ev), from one goroutine per request, returning when every
+// stream has ended. The engine refuses a request while its waiting queue is
+// full (--max-pending); the prompts are all known up front, so instead of
+// failing, runAll waits until a request already in produces an event and
+// tries again. The engine frees a request's place in the queue before that
+// request's first event, so no wake-up is missed, and nothing spins.
+func runAll(ctx context.Context, e llm.Engine, reqs []llm.Request, collect func(i int, ev llm.Event)) error {
+	progress := make(chan struct{}, 1)
+	var wg sync.WaitGroup
+	for i, r := range reqs {
+		ch, err := e.Generate(ctx, r)
+		for errors.Is(err, llm.ErrOverloaded) {
+			select {
+			case <-progress:
+				ch, err = e.Generate(ctx, r)
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("prompt %d: %w", i, err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ev := range ch {
+				collect(i, ev)
+				select {
+				case progress <- struct{}{}:
+				default: // a wake-up is already waiting
+				}
+			}
+		}()
+	}
+	wg.Wait()
 	return nil
 }

@@ -148,3 +148,35 @@ func TestGenerateMock(t *testing.T) {
 		t.Errorf("output:\n%s", out.String())
 	}
 }
+
+// TestGenerateWaitsForQueueRoom: more prompts than the engine runs and
+// queues at once (--max-num-seqs 1, --max-pending 1) are not refused as
+// overload: each waits for room, and the output keeps prompt order. The
+// same holds for --score.
+func TestGenerateWaitsForQueueRoom(t *testing.T) {
+	args := []string{"generate", "--max-pending", "1", "--max-num-seqs", "1"}
+	for i := range 6 {
+		args = append(args, "-p", fmt.Sprintf("prompt number %d", i))
+	}
+	for _, tc := range []struct {
+		flags  []string
+		header string // of prompt i, with the text that must follow it
+	}{
+		{[]string{"--max-tokens", "4", "--ignore-eos"}, "--- prompt %d (4 tokens, finish length)\nprompt number %[1]d"},
+		{[]string{"--max-tokens", "1", "--ignore-eos"}, "--- prompt %d (1 tokens, finish length)\nprompt number %[1]d"},
+		{[]string{"--score"}, "--- prompt %d: 4 tokens, 3 scored"},
+	} {
+		var out, errs bytes.Buffer
+		if err := newApp(&out, &errs).Run(append(args, tc.flags...)); err != nil {
+			t.Fatalf("%v: %v\n%s", tc.flags, err, errs.String())
+		}
+		rest := out.String()
+		for i := range 6 {
+			at := strings.Index(rest, fmt.Sprintf(tc.header, i))
+			if at < 0 {
+				t.Fatalf("%v: prompt %d missing or out of order:\n%s", tc.flags, i, out.String())
+			}
+			rest = rest[at:]
+		}
+	}
+}

@@ -23,31 +23,33 @@ func score(ctx context.Context, cfg tinyserve.Config, prompts []string, out io.W
 	defer e.Close()
 	tok := e.Tokenizer()
 	one := 1
-	// All prompts go in at once, so that they batch; the engine queues each
-	// one's events until they are read, in prompt order.
-	chans := make([]<-chan llm.Event, len(prompts))
-	tokens := make([][]int, len(prompts))
+	// All prompts go in at once (as many as the engine takes), so that they
+	// batch; the results are printed in prompt order.
+	reqs := make([]llm.Request, len(prompts))
 	for i, p := range prompts {
-		tokens[i] = tok.Encode(p, false)
-		chans[i], err = e.Generate(ctx, llm.Request{ID: fmt.Sprintf("score-%d", i), PromptTokens: tokens[i],
-			Params: llm.SamplingParams{MaxTokens: 0, PromptLogprobs: &one}}) // score only
-		if err != nil {
-			return fmt.Errorf("prompt %d: %w", i, err)
-		}
+		reqs[i] = llm.Request{ID: fmt.Sprintf("score-%d", i), PromptTokens: tok.Encode(p, false),
+			Params: llm.SamplingParams{MaxTokens: 0, PromptLogprobs: &one}} // score only
 	}
-	for i, ch := range chans {
-		ids := tokens[i]
-		var lps []llm.TokenLogprob
-		for ev := range ch {
-			if ev.PromptLogprobs != nil {
-				lps = ev.PromptLogprobs
-			}
-			if ev.Err != nil {
-				return fmt.Errorf("prompt %d: %w", i, ev.Err)
-			}
+	logprobs := make([][]llm.TokenLogprob, len(prompts))
+	errs := make([]error, len(prompts))
+	err = runAll(ctx, e, reqs, func(i int, ev llm.Event) {
+		if ev.PromptLogprobs != nil {
+			logprobs[i] = ev.PromptLogprobs
 		}
-		if err := ctx.Err(); err != nil {
-			return err
+		if ev.Err != nil {
+			errs[i] = ev.Err
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	for i, req := range reqs {
+		ids, lps := req.PromptTokens, logprobs[i]
+		if errs[i] != nil {
+			return fmt.Errorf("prompt %d: %w", i, errs[i])
 		}
 		if len(lps) != len(ids)-1 {
 			return fmt.Errorf("prompt %d: %d log-probabilities for %d tokens", i, len(lps), len(ids))
