@@ -56,6 +56,9 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		Writer:                    stdout,
 		ErrWriter:                 stderr,
 		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return fmt.Errorf("unexpected arguments %q (prompts are given with --prompt)", c.Args().Slice())
+			}
 			cfg, err := tinyserve.ConfigFromFlags(c)
 			if err != nil {
 				return err

@@ -180,3 +180,14 @@ func TestGenerateWaitsForQueueRoom(t *testing.T) {
 		}
 	}
 }
+
+// TestGenerateRefusesArguments: a stray argument is an error, not ignored
+// (urfave/cli also stops reading flags at the first argument, so the flags
+// after it would be ignored too).
+func TestGenerateRefusesArguments(t *testing.T) {
+	var out, errs bytes.Buffer
+	err := newApp(&out, &errs).Run([]string{"generate", "extra-arg", "--max-tokens", "1"})
+	if err == nil || !strings.Contains(err.Error(), `unexpected arguments ["extra-arg" "--max-tokens" "1"]`) {
+		t.Errorf("err = %v, want the arguments named; output:\n%s", err, out.String())
+	}
+}

@@ -106,6 +106,9 @@ func newApp(stderr io.Writer) *cli.App {
 				&cli.IntFlag{Name: "port", Usage: "the server's --port"},
 			},
 			Action: func(c *cli.Context) error {
+				if c.NArg() > 0 {
+					return fmt.Errorf("health: unexpected arguments %q", c.Args().Slice())
+				}
 				app := c.Lineage()[1]
 				host, port := app.String("host"), app.Int("port")
 				if c.IsSet("host") {
@@ -118,6 +121,11 @@ func newApp(stderr io.Writer) *cli.App {
 			},
 		}},
 		Action: func(c *cli.Context) error {
+			// An unknown command name lands here as an argument: a typo of
+			// health must not start a server.
+			if c.NArg() > 0 {
+				return fmt.Errorf("unexpected arguments %q (the only command is health)", c.Args().Slice())
+			}
 			cfg, err := tinyserve.ConfigFromFlags(c)
 			if err != nil {
 				return err

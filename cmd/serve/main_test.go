@@ -294,6 +294,11 @@ func TestFlagErrors(t *testing.T) {
 		{nil, [2]string{"TINYSERVE_MAX_NUM_SEQS", "-1"}, "max-num-seqs"},
 		{nil, [2]string{"TINYSERVE_LOG_FORMAT", "yaml"}, "--log-format"},
 		{[]string{"--backend", "tpu"}, [2]string{}, "unknown backend"},
+		// Stray arguments are refused before anything else is checked
+		// (so that, without the check, these fail fast rather than serve).
+		{[]string{"--backend", "tpu", "stray"}, [2]string{}, `unexpected arguments ["stray"]`},
+		{[]string{"healt"}, [2]string{"TINYSERVE_BACKEND", "tpu"}, "the only command is health"},
+		{[]string{"health", "extra", "--port", "1"}, [2]string{}, `health: unexpected arguments ["extra" "--port" "1"]`},
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " ")+tc.env[0], func(t *testing.T) {
