@@ -51,9 +51,32 @@ func typeError(err error) *apiError {
 		if i := strings.IndexByte(param, '['); i >= 0 {
 			param = param[:i]
 		}
+		if lit, ok := strings.CutPrefix(te.Value, "number "); ok && outOfRange(te.Type, lit) {
+			return badRequest(param, "invalid_value", "%s: the number %s is out of range", param, lit)
+		}
 		return badRequest(param, "invalid_type", "%s: expected %s, got %s", param, typeName(te.Type), te.Value)
 	}
 	return badRequest("", "invalid_json", "request body is not valid JSON: %v", err)
+}
+
+// outOfRange reports whether a JSON number that encoding/json could not
+// store in t was refused for its size rather than its form, so that the
+// message does not say "expected a number" of a number: any number for a
+// float type (it overflowed), a plain integer for an integer type (1.5 and
+// 1e3 are not integers in form and keep the type error).
+func outOfRange(t reflect.Type, lit string) bool {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Float32, reflect.Float64:
+		return true
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		digits := strings.TrimPrefix(lit, "-")
+		return digits != "" && strings.Trim(digits, "0123456789") == ""
+	}
+	return false
 }
 
 func typeName(t reflect.Type) string {

@@ -98,6 +98,8 @@ func TestValidation(t *testing.T) {
 		{"max_tokens huge", `{"prompt":"a","max_tokens":1e30}`, 400, "max_tokens", "invalid_type", ""},
 		{"temperature negative", `{"prompt":"a","temperature":-1}`, 400, "temperature", "invalid_value", ""},
 		{"temperature string", `{"prompt":"a","temperature":"hot"}`, 400, "temperature", "invalid_type", "number"},
+		{"temperature overflows", `{"prompt":"a","temperature":1e400}`, 400, "temperature", "invalid_value", "temperature: the number 1e400 is out of range"},
+		{"max_tokens overflows", `{"prompt":"a","max_tokens":-99999999999999999999}`, 400, "max_tokens", "invalid_value", "max_tokens: the number -99999999999999999999 is out of range"},
 		{"top_p above 1", `{"prompt":"a","top_p":1.5}`, 400, "top_p", "invalid_value", ""},
 		{"top_p zero", `{"prompt":"a","top_p":0}`, 400, "top_p", "invalid_value", "(0, 1]"},
 		{"top_k below -1", `{"prompt":"a","top_k":-2}`, 400, "top_k", "invalid_value", ""},
