@@ -116,5 +116,10 @@ func ConfigFromFlags(c *cli.Context) (Config, error) {
 	if cfg.GPUMemoryUtilization <= 0 || cfg.GPUMemoryUtilization > 1 {
 		return Config{}, fmt.Errorf("--%s must be in (0, 1], got %v", FlagGPUMemoryUtilization, cfg.GPUMemoryUtilization)
 	}
+	if cfg.Backend != BackendCUDA && !c.IsSet(FlagGPUMemoryUtilization) {
+		// The flag's default is cuda's; given for another backend, Open
+		// refuses it.
+		cfg.GPUMemoryUtilization = 0
+	}
 	return cfg, nil
 }

@@ -14,6 +14,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/tinyserve/tinyserve/llm"
 	"github.com/tinyserve/tinyserve/llm/cuda"
@@ -42,9 +44,11 @@ type Config struct {
 	// Hugging Face GPT-2 checkpoint folder. Empty means DefaultModel.
 	Model string `json:"model,omitempty"`
 	// Backend is cpu, cuda or mock. Empty means cpu. The mock serves its
-	// own model with a byte tokenizer and refuses Model (other than mock),
-	// DType (other than auto), Tokenizer, KVCacheBytes, Threads and
-	// CUDAGraphs rather than ignore them.
+	// own model with a byte tokenizer and refuses Model (other than mock).
+	// Each backend refuses the options it would ignore rather than ignore
+	// them: DType (other than auto) and Tokenizer on the mock, KVCacheBytes
+	// and Threads (cpu only), GPUMemoryUtilization and CUDAGraphs (cuda
+	// only), MockLatency (mock only).
 	Backend string `json:"backend,omitempty"`
 	// DType is the weight and KV type: auto (the default) means float32 on
 	// the cpu backend and float16 on cuda; cuda also takes bfloat16 and
@@ -165,12 +169,15 @@ func closeQuietly(b engine.Backend) {
 // load picks the backend and tokenizer for cfg.
 func load(cfg Config) (engine.Backend, llm.Tokenizer, llm.ModelInfo, error) {
 	switch cfg.Backend {
+	case BackendMock, "", BackendCPU, BackendCUDA:
+		if err := refuseIgnored(cfg); err != nil {
+			return nil, nil, llm.ModelInfo{}, err
+		}
+	}
+	switch cfg.Backend {
 	case BackendMock:
 		if cfg.Model != "" && cfg.Model != "mock" {
 			return nil, nil, llm.ModelInfo{}, fmt.Errorf("the mock backend serves only the mock model, not %q", cfg.Model)
-		}
-		if err := mockRefuses(cfg); err != nil {
-			return nil, nil, llm.ModelInfo{}, err
 		}
 		return mock.NewBackend(mock.Config{Latency: cfg.MockLatency}), mock.NewTokenizer(), mock.Info(), nil
 	case "", BackendCPU:
@@ -235,24 +242,31 @@ func load(cfg Config) (engine.Backend, llm.Tokenizer, llm.ModelInfo, error) {
 	return withModel{backend, m}, tok, info, nil
 }
 
-// mockRefuses returns an error naming the first option set in cfg that the
-// mock backend would ignore: it has its own byte tokenizer, no weights and
-// no device, and a run that silently ignored --tokenizer would report byte
-// counts as if they were the named tokenizer's.
-func mockRefuses(cfg Config) error {
+// refuseIgnored returns an error naming the first option set in cfg that
+// its backend would ignore: a run that silently ignored --tokenizer on the
+// mock would report byte counts as the named tokenizer's, and one that
+// ignored --threads on cuda would be recorded as if it had used them.
+func refuseIgnored(cfg Config) error {
+	backend := cfg.Backend
+	if backend == "" {
+		backend = BackendCPU
+	}
 	for _, o := range []struct {
-		name string
-		set  bool
-		v    any
+		name     string
+		set      bool
+		v        any
+		honoured []string // the backends that use the option
 	}{
-		{"dtype", cfg.DType != "" && cfg.DType != "auto", cfg.DType},
-		{"tokenizer", cfg.Tokenizer != "", cfg.Tokenizer},
-		{"kv_cache_bytes", cfg.KVCacheBytes != 0, cfg.KVCacheBytes},
-		{"threads", cfg.Threads != 0, cfg.Threads},
-		{"cuda_graphs", cfg.CUDAGraphs, cfg.CUDAGraphs},
+		{"dtype", cfg.DType != "" && cfg.DType != "auto", cfg.DType, []string{BackendCPU, BackendCUDA}},
+		{"tokenizer", cfg.Tokenizer != "", cfg.Tokenizer, []string{BackendCPU, BackendCUDA}},
+		{"kv_cache_bytes", cfg.KVCacheBytes != 0, cfg.KVCacheBytes, []string{BackendCPU}},
+		{"threads", cfg.Threads != 0, cfg.Threads, []string{BackendCPU}},
+		{"gpu_memory_utilization", cfg.GPUMemoryUtilization != 0, cfg.GPUMemoryUtilization, []string{BackendCUDA}},
+		{"cuda_graphs", cfg.CUDAGraphs, cfg.CUDAGraphs, []string{BackendCUDA}},
+		{"mock latency", cfg.MockLatency != (mock.Latency{}), cfg.MockLatency, []string{BackendMock}},
 	} {
-		if o.set {
-			return fmt.Errorf("%s %#v does not apply to the mock backend (it has its own model and byte tokenizer, and no weights or device)", o.name, o.v)
+		if o.set && !slices.Contains(o.honoured, backend) {
+			return fmt.Errorf("%s %v does not apply to the %s backend (only to %s)", o.name, o.v, backend, strings.Join(o.honoured, ", "))
 		}
 	}
 	return nil

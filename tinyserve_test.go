@@ -8,10 +8,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/tinyserve/tinyserve/llm"
+	"github.com/tinyserve/tinyserve/llm/mock"
 	"github.com/tinyserve/tinyserve/openai"
 )
 
@@ -127,6 +129,12 @@ func TestOpenErrors(t *testing.T) {
 		{Config{Backend: BackendMock, KVCacheBytes: 1 << 20}, "kv_cache_bytes"},
 		{Config{Backend: BackendMock, Threads: 2}, "threads"},
 		{Config{Backend: BackendMock, CUDAGraphs: true}, "cuda_graphs"},
+		// So do the other backends.
+		{Config{CUDAGraphs: true}, "cuda_graphs true does not apply to the cpu backend (only to cuda)"},
+		{Config{GPUMemoryUtilization: 0.5}, "gpu_memory_utilization 0.5 does not apply to the cpu backend"},
+		{Config{Backend: BackendCUDA, Threads: 4}, "threads 4 does not apply to the cuda backend (only to cpu)"},
+		{Config{Backend: BackendCUDA, KVCacheBytes: 1 << 20}, "kv_cache_bytes"},
+		{Config{MockLatency: mock.Latency{PerStep: time.Millisecond}}, "mock latency"},
 	}
 	for _, c := range cases {
 		e, err := Open(context.Background(), c.cfg)
@@ -253,5 +261,20 @@ func TestConfigFromFlagsMockModel(t *testing.T) {
 	}
 	if m := parse("--backend", "cpu").Model; m != DefaultModel {
 		t.Errorf("--backend cpu: model %q, want %s", m, DefaultModel)
+	}
+	// --gpu-memory-utilization's default is cuda's alone; given for another
+	// backend, it is passed on for Open to refuse.
+	for _, c := range []struct {
+		args []string
+		want float64
+	}{
+		{[]string{"--backend", "cuda"}, 0.9},
+		{[]string{"--backend", "cpu"}, 0},
+		{[]string{"--backend", "mock"}, 0},
+		{[]string{"--backend", "cpu", "--gpu-memory-utilization", "0.5"}, 0.5},
+	} {
+		if got := parse(c.args...).GPUMemoryUtilization; got != c.want {
+			t.Errorf("%v: gpu_memory_utilization %v, want %v", c.args, got, c.want)
+		}
 	}
 }
