@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -31,45 +32,61 @@ type Manifest struct {
 	Resumes []ManifestResume `json:"resumes,omitempty"`
 }
 
-// ManifestResume is one invocation that resumed the sweep.
+// ManifestResume is one invocation that resumed the sweep. Each run's
+// summary names the session that measured it (config.session).
 type ManifestResume struct {
 	Session      int            `json:"session"`
 	StartedAtUTC string         `json:"started_at_utc"`
 	Source       ManifestSource `json:"source"`
 	Environment  Environment    `json:"environment"`
-	// Measured counts the runs this invocation measured, once it ended.
-	Measured int `json:"measured"`
 }
 
-// setMeasured records how many runs this invocation measured, when it is
-// a resume.
-func (m *Manifest) setMeasured(n int) {
-	if len(m.Resumes) > 0 {
-		m.Resumes[len(m.Resumes)-1].Measured = n
-	}
-}
-
-// resumeChanges lists, one phrase each, how the resumes that measured runs
-// differ from the first invocation in source revision or environment; nil
-// when none does.
-func (m *Manifest) resumeChanges() []string {
-	var out []string
-	add := func(what, first, now string, session int) {
-		if first != now {
-			out = append(out, fmt.Sprintf("%s %s in session 1, %s in session %d", what, orUnknown(first), orUnknown(now), session))
-		}
+// provenance is what session n ran on: the first invocation's source and
+// environment, or a resume's; ok is false for a session the manifest does
+// not know.
+func (m *Manifest) provenance(n int) (src ManifestSource, env Environment, ok bool) {
+	if n == 1 {
+		return m.Source, m.Environment, true
 	}
 	for _, r := range m.Resumes {
-		if r.Measured == 0 {
-			continue
+		if r.Session == n {
+			return r.Source, r.Environment, true
 		}
-		a, b := m.Source.Git, r.Source.Git
-		add("source revision", a.describe(), b.describe(), r.Session)
-		ea, eb := m.Environment, r.Environment
-		add("Go", ea.Go.Version, eb.Go.Version, r.Session)
-		add("OS", ea.System.OS+"/"+ea.System.Arch+" "+ea.System.Kernel, eb.System.OS+"/"+eb.System.Arch+" "+eb.System.Kernel, r.Session)
-		add("CPU", fmt.Sprintf("%s ×%d", ea.System.CPUModel, ea.System.NumCPU), fmt.Sprintf("%s ×%d", eb.System.CPUModel, eb.System.NumCPU), r.Session)
-		add("GPUs", ea.Accelerator.describe(), eb.Accelerator.describe(), r.Session)
+	}
+	return ManifestSource{}, Environment{}, false
+}
+
+// sessionChanges lists, one phrase each, how the sessions that measured
+// the given runs differ in source revision or environment from the
+// earliest of them; nil when they do not (or when one session measured
+// them all). Sessions the manifest does not know, and runs measured before
+// summaries named their session (0), are left out.
+func (m *Manifest) sessionChanges(sessions []int) []string {
+	var known []int
+	for _, n := range sessions {
+		if _, _, ok := m.provenance(n); ok && !slices.Contains(known, n) {
+			known = append(known, n)
+		}
+	}
+	slices.Sort(known)
+	if len(known) < 2 {
+		return nil
+	}
+	first := known[0]
+	srcA, envA, _ := m.provenance(first)
+	var out []string
+	for _, n := range known[1:] {
+		srcB, envB, _ := m.provenance(n)
+		add := func(what, a, b string) {
+			if a != b {
+				out = append(out, fmt.Sprintf("%s %s in session %d, %s in session %d", what, orUnknown(a), first, orUnknown(b), n))
+			}
+		}
+		add("source revision", srcA.Git.describe(), srcB.Git.describe())
+		add("Go", envA.Go.Version, envB.Go.Version)
+		add("OS", envA.System.OS+"/"+envA.System.Arch+" "+envA.System.Kernel, envB.System.OS+"/"+envB.System.Arch+" "+envB.System.Kernel)
+		add("CPU", fmt.Sprintf("%s ×%d", envA.System.CPUModel, envA.System.NumCPU), fmt.Sprintf("%s ×%d", envB.System.CPUModel, envB.System.NumCPU))
+		add("GPUs", envA.Accelerator.describe(), envB.Accelerator.describe())
 	}
 	return out
 }

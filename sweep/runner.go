@@ -252,10 +252,10 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 	if err != nil {
 		return nil, err
 	}
+	s.session = m.Experiment.Sessions
 	finish := func(status string) error {
 		t := now().UTC().Format(time.RFC3339Nano)
 		m.Experiment.Status, m.Experiment.CompletedAtUTC = status, &t
-		m.setMeasured(res.Measured)
 		return writeManifest(root, m)
 	}
 	if ids := servedModels(s.saveModels(ctx)); len(ids) > 0 && !slices.Contains(ids, rc.Model) {
@@ -318,8 +318,11 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 	}
 	combined := Aggregate(Sanitize(rc.resolvedView()), order, rc.Concurrency, runs)
 	combined.Workload = &ManifestWorkload{Path: rc.Prompts, SHA256: workloadSHA}
-	m.setMeasured(res.Measured)
-	combined.SessionChanges = m.resumeChanges()
+	var sessions []int
+	for _, r := range runs {
+		sessions = append(sessions, r.Summary.Config.Session)
+	}
+	combined.SessionChanges = m.sessionChanges(sessions)
 	res.Combined = &combined
 	if res.Reports, err = WriteReports(root, &combined); err != nil {
 		return failed(err)
@@ -362,6 +365,9 @@ type sweeper struct {
 	client      *http.Client
 	base        string
 	now         func() time.Time
+	// session numbers this invocation among the sweep's (the manifest's
+	// experiment.sessions), recorded in each run's summary.
+	session int
 }
 
 // reachTimeout bounds CheckReachable's request.
@@ -566,6 +572,7 @@ func (s *sweeper) measure(ctx context.Context, spec RunSpec) error {
 	if err := publishNew(partial, raw); err != nil {
 		return err
 	}
+	sum.Config.Session = s.session
 	sb, err := marshalIndent(sum)
 	if err != nil {
 		return err

@@ -234,14 +234,81 @@ func TestSweepResumeAfterInterruption(t *testing.T) {
 	assert.Equal(t, 2, m.Experiment.Sessions)
 	require.Len(t, m.Resumes, 1)
 	assert.Equal(t, 2, m.Resumes[0].Session)
-	assert.Equal(t, 3, m.Resumes[0].Measured)
+	for _, r := range res.Combined.MeasuredRuns {
+		assert.Equal(t, 2, r.Metrics.Config.Session, "run %s names the session that measured it", r.RunSpec)
+	}
 	assert.Equal(t, "bbbbbbb", m.Resumes[0].Source.Git.Revision)
 	assert.Equal(t, "test", m.Environment.Go.Version, "the first session's environment stays")
+	// The first session measured only warm-ups: every row is the second's.
+	assert.Empty(t, res.Combined.SessionChanges)
+}
+
+// TestSweepResumeOnOtherSetUpWarns: rows measured by two sessions on
+// different code and Go say so, in summary.json and report.md.
+func TestSweepResumeOnOtherSetUpWarns(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f := &fakeServer{TokenTime: time.Millisecond}
+	const n = 4
+	f.Hook = func(k int64) {
+		if k == 1+2*n+2 { // during the third run
+			cancel()
+		}
+	}
+	newFakeServer(t, f)
+	prompts := writePrompts(t, dir, n, 2)
+	cfgJSON := sweepConfigJSON(f.URL(), prompts, []int{1, 2}, n, 0, 2)
+	_, err := runTestSweep(t, ctx, cfgJSON, dir, nil)
+	require.ErrorIs(t, err, context.Canceled)
+	f.quiet()
+	f.mu.Lock()
+	f.Hook = nil
+	f.mu.Unlock()
+	dirty := true
+	res, err := runTestSweep(t, context.Background(), cfgJSON, dir, func(o *SweepOptions) {
+		o.Git = &GitInfo{Available: true, Revision: "bbbbbbb", Dirty: &dirty}
+		o.Environment = &Environment{Go: GoInfo{Version: "go-B"}}
+	})
+	require.NoError(t, err)
+	assert.Equal(t, 2, res.Kept)
 	assert.Equal(t, []string{
 		"source revision unknown in session 1, bbbbbbb (modified) in session 2",
 		"Go test in session 1, go-B in session 2",
 	}, res.Combined.SessionChanges)
 	assert.Contains(t, RenderReport(res.Combined), "**Warning: the sweep was resumed with different software or hardware** (source revision unknown in session 1, bbbbbbb (modified) in session 2; Go test in session 1, go-B in session 2)")
+}
+
+// TestSweepResumeAfterNothingMeasured: a first session interrupted before
+// it finished a run, resumed on other code, measured nothing the report
+// shows: no warning that the rows mix set-ups.
+func TestSweepResumeAfterNothingMeasured(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f := &fakeServer{TokenTime: time.Millisecond}
+	const n = 4
+	f.Hook = func(k int64) {
+		if k == 3 { // the first run's second request
+			cancel()
+		}
+	}
+	newFakeServer(t, f)
+	prompts := writePrompts(t, dir, n, 2)
+	cfgJSON := sweepConfigJSON(f.URL(), prompts, []int{1, 2}, n, 0, 1)
+	_, err := runTestSweep(t, ctx, cfgJSON, dir, nil)
+	require.ErrorIs(t, err, context.Canceled)
+	f.quiet()
+	f.mu.Lock()
+	f.Hook = nil
+	f.mu.Unlock()
+	res, err := runTestSweep(t, context.Background(), cfgJSON, dir, func(o *SweepOptions) {
+		o.Git = &GitInfo{Available: true, Revision: "bbbbbbb"}
+	})
+	require.NoError(t, err)
+	assert.Equal(t, 2, res.Measured)
+	assert.Empty(t, res.Combined.SessionChanges)
+	assert.NotContains(t, RenderReport(res.Combined), "resumed with different")
 }
 
 // TestSweepResumeOnTheSameSetUp: a resume on the same source and machine

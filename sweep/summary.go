@@ -84,6 +84,10 @@ type SummaryConfig struct {
 	// ServerVersion is what the server's GET /version said before the run
 	// (vLLM and tinyserve answer it); empty when it did not say.
 	ServerVersion string `json:"server_version,omitempty"`
+	// Session is the invocation of a sweep that measured the run (1 for the
+	// first; manifest.json's resumes describe the others); absent outside
+	// sweeps.
+	Session int `json:"session,omitempty"`
 }
 
 // Counts are a run's request and token counts.
