@@ -48,6 +48,10 @@ type RepeatValues struct {
 type LevelAggregate struct {
 	Concurrency int `json:"concurrency"`
 	Repeats     int `json:"repeats"`
+	// Sessions counts the sweep invocations that measured the repeats
+	// (their summaries' config.session), when more than one did: each
+	// starts with a new connection pool.
+	Sessions int `json:"sessions,omitempty"`
 	// Figures pool the repeats' records over the sum of their durations;
 	// goodput is against the SLO the runs recorded.
 	Figures
@@ -142,6 +146,7 @@ func Aggregate(config any, order []RunSpec, levels []int, runs []RunData) Combin
 		a := LevelAggregate{
 			Concurrency: level,
 			Repeats:     len(rs),
+			Sessions:    sessionCount(rs),
 			Figures:     figuresOf(all, duration, levelSLO(rs)),
 			RepeatMedians: RepeatMedians{
 				RequestThroughput:     medianOf(rv.RequestThroughput),
@@ -161,6 +166,20 @@ func Aggregate(config any, order []RunSpec, levels []int, runs []RunData) Combin
 	}
 	c.Saturation = Saturation(points, DefaultThroughputGain, DefaultP99Rise)
 	return c
+}
+
+// sessionCount is the number of sessions that measured runs, when more
+// than one did; 0 otherwise (runs from before summaries named their
+// session count as one).
+func sessionCount(runs []*RunData) int {
+	seen := map[int]bool{}
+	for _, r := range runs {
+		seen[r.Summary.Config.Session] = true
+	}
+	if len(seen) < 2 {
+		return 0
+	}
+	return len(seen)
 }
 
 // levelSLO is the SLO a level's runs recorded, or nil.

@@ -676,17 +676,23 @@ func TestMaxInFlight(t *testing.T) {
 	}
 	tr := NewHTTPClient(LoadOptions{}.MaxInFlight(300)).Transport.(*http.Transport)
 	assert.GreaterOrEqual(t, tr.MaxIdleConnsPerHost, 300)
+	assert.Zero(t, tr.IdleConnTimeout, "the client never closes a pooled connection for being idle")
 }
 
-// TestHeldOpenAfterDone: a stream whose body stays open after data: [DONE]
-// is marked and counted, and the request still succeeds; a stream that ends
-// is not marked.
+// TestHeldOpenAfterDone: a stream whose body stays open after data: [DONE],
+// or goes on past what the client drains, is marked and counted, and the
+// request still succeeds; a stream that ends is not marked.
 func TestHeldOpenAfterDone(t *testing.T) {
-	for _, hold := range []bool{false, true} {
+	for _, c := range []struct {
+		hold bool // keep the body open after [DONE]
+		tail int  // bytes sent after [DONE]
+	}{{false, 0}, {true, 0}, {true, maxDrain + 8<<10}} { // past what the parser buffered, too
+		hold := c.hold
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			io.WriteString(w, "data: {\"choices\":[{\"text\":\"a\",\"finish_reason\":\"length\"}],\"usage\":{\"completion_tokens\":1}}\n\ndata: [DONE]\n\n")
+			w.Write(bytes.Repeat([]byte(":"), c.tail))
 			w.(http.Flusher).Flush()
-			if hold {
+			if hold && c.tail == 0 {
 				select {
 				case <-time.After(time.Second):
 				case <-r.Context().Done():
@@ -707,4 +713,41 @@ func TestHeldOpenAfterDone(t *testing.T) {
 			assert.Zero(t, sum.Counts.HeldOpen)
 		}
 	}
+}
+
+// TestOpenLoopKeepsItsConnections: an uncapped open loop sizes its
+// connection pool for every row it may have in flight. Here 60 requests
+// are in flight at once and half of them finish first: their connections
+// must stay open for later requests, not be closed for want of room in
+// the pool (with room for one request's worth, 13 of them were).
+func TestOpenLoopKeepsItsConnections(t *testing.T) {
+	const rows, first = 60, 30
+	var arrived, finished, closed atomic.Int64
+	release := make(chan struct{})
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if arrived.Add(1) > first {
+			<-release
+		}
+		io.WriteString(w, `{"choices":[{"text":"a","finish_reason":"length"}],"usage":{"completion_tokens":1}}`)
+		finished.Add(1)
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateClosed {
+			closed.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := RunCondition(context.Background(), LoadOptions{URL: srv.URL, Model: "m", RequestRate: 1e6, Seed: 1}, testRows(rows, 1), nil)
+		done <- err
+	}()
+	for finished.Load() < first || arrived.Load() < rows {
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // time for a closed connection to be seen
+	assert.Zero(t, closed.Load(), "connections closed while the run still had requests in flight")
+	close(release)
+	require.NoError(t, <-done)
 }

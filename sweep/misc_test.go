@@ -414,6 +414,22 @@ func TestMeanInFlightAndConnections(t *testing.T) {
 	assert.NotContains(t, md, "connections reopened")
 	assert.NotContains(t, md, "held open")
 
+	// Each session starts a new pool: two sessions may open 2c connections.
+	bySession := func(idx, session, opened int) RunData {
+		var recs []Record
+		for range opened {
+			recs = append(recs, rec(0, 1, &no, 200))
+		}
+		r := run(idx, 2, recs, 1)
+		r.Summary.Config.Session = session
+		return r
+	}
+	two := Aggregate(map[string]any{"name": "x"}, nil, []int{2}, []RunData{bySession(1, 1, 2), bySession(2, 2, 2)})
+	assert.Equal(t, 2, two.ByConcurrency[0].Sessions)
+	assert.NotContains(t, RenderReport(&two), "connections reopened")
+	three := Aggregate(map[string]any{"name": "x"}, nil, []int{2}, []RunData{bySession(1, 1, 2), bySession(2, 2, 3)})
+	assert.Contains(t, RenderReport(&three), "- concurrency 2: 5 requests opened a connection over 2 repeats.")
+
 	lingering := rec(0, 1, &yes, 200)
 	lingering.HeldOpenAfterDone = &yes
 	c = Aggregate(map[string]any{"name": "x"}, nil, []int{1}, []RunData{run(1, 1, []Record{lingering, rec(1, 2, &yes, 200)}, 2)})

@@ -214,9 +214,12 @@ func NewHTTPClient(concurrency int) *http.Client {
 		DialContext:         (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConns:        concurrency + 16,
 		MaxIdleConnsPerHost: concurrency + 16,
-		IdleConnTimeout:     90 * time.Second,
-		DisableCompression:  true,
-		ForceAttemptHTTP2:   false,
+		// No idle timeout: a connection is kept for the whole run or sweep,
+		// so that a level measured after a long one finds its connections
+		// open, as the warm-up left them.
+		IdleConnTimeout:    0,
+		DisableCompression: true,
+		ForceAttemptHTTP2:  false,
 	}
 	return &http.Client{Transport: tr}
 }

@@ -162,13 +162,14 @@ func writeLoadWarnings(b *strings.Builder, c *Combined) {
 			notHeld = append(notHeld, fmt.Sprintf("- concurrency %d: %.1f in flight on average (%.0f%%).\n",
 				a.Concurrency, *a.MeanInFlight, 100**a.MeanInFlight/float64(a.Concurrency)))
 		}
-		// Each of a level's slots may open a connection once (the pool grows
-		// to the highest level measured so far); more means connections
-		// were closed and reopened.
 		if a.Counts.HeldOpen > 0 {
 			heldOpen = append(heldOpen, fmt.Sprintf("- concurrency %d: %d of %d responses.\n", a.Concurrency, a.Counts.HeldOpen, a.Counts.Attempted))
 		}
-		if a.Counts.NewConnections > a.Concurrency {
+		// Each of a level's slots may open a connection once per session
+		// (the pool grows to the highest level measured so far, and each
+		// invocation starts a new pool); more means connections were closed
+		// and reopened.
+		if a.Counts.NewConnections > a.Concurrency*max(a.Sessions, 1) {
 			reopened = append(reopened, fmt.Sprintf("- concurrency %d: %d requests opened a connection over %d repeats.\n",
 				a.Concurrency, a.Counts.NewConnections, a.Repeats))
 		}
@@ -190,7 +191,7 @@ func writeLoadWarnings(b *strings.Builder, c *Combined) {
 		b.WriteString(strings.Join(heldOpen, ""))
 	}
 	if len(reopened) > 0 {
-		b.WriteString("\n**Warning: connections reopened.** More requests opened a connection than the level has slots, so connection set-up " +
+		b.WriteString("\n**Warning: connections reopened.** More requests opened a connection than the level has slots (in each session that measured it), so connection set-up " +
 			"(TCP, perhaps TLS) fell inside some measured latencies; the server may close idle connections between runs (see each record's connection_reused):\n\n")
 		b.WriteString(strings.Join(reopened, ""))
 	}

@@ -91,6 +91,35 @@ func scanRuns(root string, order []RunSpec, n int, workloadSHA string) (complete
 	return complete, allDone, nil
 }
 
+// checkResumeWarmups applies checkRun to every resume warm-up run under
+// root (they are not in the sweep's order): one that failed, or has only
+// one of its two files, refuses the folder as any run would.
+func checkResumeWarmups(root string, n int, workloadSHA string) error {
+	files, err := filepath.Glob(filepath.Join(root, KindResumeWarmup+"-*", "concurrency-*"))
+	if err != nil {
+		return err
+	}
+	seen := map[RunSpec]bool{}
+	for _, f := range files {
+		var spec RunSpec
+		spec.Kind = KindResumeWarmup
+		if _, err := fmt.Sscanf(filepath.Base(filepath.Dir(f)), KindResumeWarmup+"-%d", &spec.Index); err != nil {
+			continue
+		}
+		if _, err := fmt.Sscanf(filepath.Base(f), "concurrency-%d", &spec.Concurrency); err != nil {
+			continue
+		}
+		if seen[spec] {
+			continue
+		}
+		seen[spec] = true
+		if _, err := checkRun(root, spec, n, workloadSHA); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // made says what prepareRoot created, so that a sweep that fails before
 // its first run can take back exactly that and nothing else.
 type made struct {

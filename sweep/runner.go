@@ -195,6 +195,9 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 	if err != nil {
 		return nil, err
 	}
+	if err := checkResumeWarmups(root, rc.NumRequests, workloadSHA); err != nil {
+		return nil, err
+	}
 	reports := ReportPaths{
 		Summary: filepath.Join(root, SummaryFile), Report: filepath.Join(root, ReportFile),
 		CSV: filepath.Join(root, CSVFile), PNG: filepath.Join(root, PlotPNGFile), SVG: filepath.Join(root, PlotSVGFile),

@@ -207,11 +207,15 @@ func TestSweepResumeAfterInterruption(t *testing.T) {
 	f.mu.Unlock()
 	// The resume runs on other code and another Go.
 	dirty := true
+	var progress bytes.Buffer
 	res, err := runTestSweep(t, context.Background(), cfgJSON, dir, func(o *SweepOptions) {
 		o.Git = &GitInfo{Available: true, Revision: "bbbbbbb", Dirty: &dirty}
 		o.Environment = &Environment{Go: GoInfo{Version: "go-B"}}
+		o.Progress = NewProgress(&progress, false, time.Now)
 	})
 	require.NoError(t, err)
+	assert.Contains(t, progress.String(), "run 4/7: "+KindResumeWarmup+"-02/", "the resume warm-up counts in the progress")
+	assert.Contains(t, progress.String(), "run 7/7: ")
 	assert.Equal(t, 3, res.Kept)
 	assert.Equal(t, 3, res.Measured)
 	// The next run was a measured one: one warm-up run at its level first.
@@ -377,6 +381,8 @@ func TestSweepRecordsServerVersions(t *testing.T) {
 		assert.Equal(t, want, r.Metrics.Config.ServerVersion, "run %s", r.RunSpec)
 	}
 	assert.Equal(t, []string{"0.1.0", "0.2.0"}, res.Combined.ServerVersions)
+	matches, _ := filepath.Glob(filepath.Join(res.Root, KindResumeWarmup+"-*"))
+	assert.Empty(t, matches, "no resume warm-up when the config has no warm-ups")
 	assert.Contains(t, RenderReport(res.Combined), "**Warning: the server's version changed between runs** (its GET /version said `0.1.0`, `0.2.0`)")
 
 	// A server without the route records nothing, and the report says nothing.
@@ -833,4 +839,47 @@ func TestFailureReason(t *testing.T) {
 	recs := []Record{{ID: "a", Status: 200}, {ID: "b", Status: 429}, {ID: "c", Status: 500}}
 	assert.Equal(t, "request b: HTTP 429", FirstFailure(recs))
 	assert.Equal(t, "", FirstFailure(recs[:1]))
+}
+
+// TestSweepFailedResumeWarmupRefuses: a resume warm-up that finishes with
+// failed requests stops the sweep and, like any failed run, refuses the
+// folder from then on.
+func TestSweepFailedResumeWarmupRefuses(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f := &fakeServer{TokenTime: time.Millisecond}
+	const n = 3
+	f.Hook = func(k int64) {
+		if k == 1+2*n+2 { // during the first repeat
+			cancel()
+		}
+	}
+	newFakeServer(t, f)
+	prompts := writePrompts(t, dir, n, 2)
+	cfgJSON := sweepConfigJSON(f.URL(), prompts, []int{1, 2}, n, 1, 1)
+	_, err := runTestSweep(t, ctx, cfgJSON, dir, nil)
+	require.ErrorIs(t, err, context.Canceled)
+	sent := f.quiet()
+	f.mu.Lock()
+	f.Hook = nil
+	f.Fail = func(k int64, _ map[string]any) int {
+		if k == sent+2 { // the resume warm-up's first request, after the test request
+			return 503
+		}
+		return 0
+	}
+	f.mu.Unlock()
+	_, err = runTestSweep(t, context.Background(), cfgJSON, dir, nil)
+	require.ErrorIs(t, err, ErrFailedRequests)
+	assert.Contains(t, err.Error(), KindResumeWarmup+"-02/")
+
+	f.mu.Lock()
+	f.Fail = nil
+	f.mu.Unlock()
+	before := f.requests.Load()
+	_, err = runTestSweep(t, context.Background(), cfgJSON, dir, nil)
+	require.ErrorIs(t, err, ErrRefused)
+	assert.Contains(t, err.Error(), KindResumeWarmup+"-02")
+	assert.Equal(t, before, f.requests.Load(), "nothing is sent")
 }
