@@ -252,5 +252,8 @@ func TestVerifyMissingNamedTokenizer(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), `"Org/Missing" not found`) {
 			t.Errorf("%s: err = %v, want the tokenizer named as not found (stdout %q, stderr %q)", extra, err, out, errOut)
 		}
+		if err != nil && strings.Contains(err.Error(), "generate the workload") {
+			t.Errorf("%s: err = %v; generating first would not help", extra, err)
+		}
 	}
 }
