@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 )
 
 // runState is what checkRun found on disk for one run.
@@ -159,6 +160,13 @@ func prepareRoot(root string, original any) (made, error) {
 	case err != nil:
 		return m, err
 	case len(entries) > 0:
+		for _, e := range entries {
+			// Another sweep started on this new folder a moment ago: it
+			// holds the lock, or is writing its config.json.
+			if e.Name() == LockFile || strings.HasPrefix(e.Name(), "."+ConfigFile+".tmp-") {
+				return m, fmt.Errorf("%w: another sweep is setting up or using %s (it has %s); wait for it, or choose a new name or --output-root", ErrRefused, root, e.Name())
+			}
+		}
 		return m, fmt.Errorf("%w: %s is not empty and has no %s; choose a new name or --output-root", ErrRefused, root, ConfigFile)
 	}
 	if err := os.MkdirAll(root, 0o755); err != nil {
