@@ -185,15 +185,7 @@ func TestPrefixCachingSettings(t *testing.T) {
 		for k, v := range env {
 			t.Setenv(k, v)
 		}
-		var cfg Config
-		app := &cli.App{Flags: EngineFlags("TINYSERVE_"), Action: func(c *cli.Context) (err error) {
-			cfg, err = ConfigFromFlags(c)
-			return err
-		}}
-		if err := app.Run(append([]string{"x"}, args...)); err != nil {
-			t.Fatal(err)
-		}
-		return cfg
+		return parseEngineFlags(t, args...)
 	}
 	if parse(nil).EnablePrefixCaching {
 		t.Error("prefix caching on by default")
@@ -243,15 +235,7 @@ func TestConfigFromFlagsRefusesBadValues(t *testing.T) {
 func TestConfigFromFlagsMockModel(t *testing.T) {
 	parse := func(args ...string) Config {
 		t.Helper()
-		var cfg Config
-		app := &cli.App{Flags: EngineFlags("TINYSERVE_"), Action: func(c *cli.Context) (err error) {
-			cfg, err = ConfigFromFlags(c)
-			return err
-		}}
-		if err := app.Run(append([]string{"x"}, args...)); err != nil {
-			t.Fatal(err)
-		}
-		return cfg
+		return parseEngineFlags(t, args...)
 	}
 	if m := parse("--backend", "mock").Model; m != "" {
 		t.Errorf("--backend mock: model %q, want none", m)
@@ -277,4 +261,19 @@ func TestConfigFromFlagsMockModel(t *testing.T) {
 			t.Errorf("%v: gpu_memory_utilization %v, want %v", c.args, got, c.want)
 		}
 	}
+}
+
+// parseEngineFlags is ConfigFromFlags on args (and the TINYSERVE_
+// environment), failing the test on an error.
+func parseEngineFlags(t *testing.T, args ...string) Config {
+	t.Helper()
+	var cfg Config
+	app := &cli.App{Flags: EngineFlags("TINYSERVE_"), Action: func(c *cli.Context) (err error) {
+		cfg, err = ConfigFromFlags(c)
+		return err
+	}}
+	if err := app.Run(append([]string{"x"}, args...)); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
 }

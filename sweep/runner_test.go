@@ -251,24 +251,9 @@ func TestSweepResumeAfterInterruption(t *testing.T) {
 // different code and Go say so, in summary.json and report.md.
 func TestSweepResumeOnOtherSetUpWarns(t *testing.T) {
 	dir := t.TempDir()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	f := &fakeServer{TokenTime: time.Millisecond}
 	const n = 4
-	f.Hook = func(k int64) {
-		if k == 1+2*n+2 { // during the third run
-			cancel()
-		}
-	}
-	newFakeServer(t, f)
-	prompts := writePrompts(t, dir, n, 2)
-	cfgJSON := sweepConfigJSON(f.URL(), prompts, []int{1, 2}, n, 0, 2)
-	_, err := runTestSweep(t, ctx, cfgJSON, dir, nil)
-	require.ErrorIs(t, err, context.Canceled)
-	f.quiet()
-	f.mu.Lock()
-	f.Hook = nil
-	f.mu.Unlock()
+	cfgJSON, _ := interruptedSweep(t, dir, f, n, []int{1, 2}, 0, 2, 1+2*n+2) // cancelled during the third run
 	dirty := true
 	res, err := runTestSweep(t, context.Background(), cfgJSON, dir, func(o *SweepOptions) {
 		o.Git = &GitInfo{Available: true, Revision: "bbbbbbb", Dirty: &dirty}
@@ -288,24 +273,9 @@ func TestSweepResumeOnOtherSetUpWarns(t *testing.T) {
 // shows: no warning that the rows mix set-ups.
 func TestSweepResumeAfterNothingMeasured(t *testing.T) {
 	dir := t.TempDir()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	f := &fakeServer{TokenTime: time.Millisecond}
 	const n = 4
-	f.Hook = func(k int64) {
-		if k == 3 { // the first run's second request
-			cancel()
-		}
-	}
-	newFakeServer(t, f)
-	prompts := writePrompts(t, dir, n, 2)
-	cfgJSON := sweepConfigJSON(f.URL(), prompts, []int{1, 2}, n, 0, 1)
-	_, err := runTestSweep(t, ctx, cfgJSON, dir, nil)
-	require.ErrorIs(t, err, context.Canceled)
-	f.quiet()
-	f.mu.Lock()
-	f.Hook = nil
-	f.mu.Unlock()
+	cfgJSON, _ := interruptedSweep(t, dir, f, n, []int{1, 2}, 0, 1, 3) // cancelled the first run's second request
 	res, err := runTestSweep(t, context.Background(), cfgJSON, dir, func(o *SweepOptions) {
 		o.Git = &GitInfo{Available: true, Revision: "bbbbbbb"}
 	})
@@ -320,24 +290,9 @@ func TestSweepResumeAfterNothingMeasured(t *testing.T) {
 // next run is a warm-up round makes no extra warm-up.
 func TestSweepResumeOnTheSameSetUp(t *testing.T) {
 	dir := t.TempDir()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	f := &fakeServer{TokenTime: time.Millisecond}
 	const n = 4
-	f.Hook = func(k int64) {
-		if k == n+2 { // during the second warm-up run
-			cancel()
-		}
-	}
-	newFakeServer(t, f)
-	prompts := writePrompts(t, dir, n, 2)
-	cfgJSON := sweepConfigJSON(f.URL(), prompts, []int{1, 2}, n, 1, 1)
-	_, err := runTestSweep(t, ctx, cfgJSON, dir, nil)
-	require.ErrorIs(t, err, context.Canceled)
-	sent := f.quiet()
-	f.mu.Lock()
-	f.Hook = nil
-	f.mu.Unlock()
+	cfgJSON, sent := interruptedSweep(t, dir, f, n, []int{1, 2}, 1, 1, n+2) // cancelled during the second warm-up run
 	res, err := runTestSweep(t, context.Background(), cfgJSON, dir, nil)
 	require.NoError(t, err)
 	assert.Equal(t, 1, res.Kept)
@@ -856,23 +811,10 @@ func TestFailureReason(t *testing.T) {
 // folder from then on.
 func TestSweepFailedResumeWarmupRefuses(t *testing.T) {
 	dir := t.TempDir()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	f := &fakeServer{TokenTime: time.Millisecond}
 	const n = 3
-	f.Hook = func(k int64) {
-		if k == 1+2*n+2 { // during the first repeat
-			cancel()
-		}
-	}
-	newFakeServer(t, f)
-	prompts := writePrompts(t, dir, n, 2)
-	cfgJSON := sweepConfigJSON(f.URL(), prompts, []int{1, 2}, n, 1, 1)
-	_, err := runTestSweep(t, ctx, cfgJSON, dir, nil)
-	require.ErrorIs(t, err, context.Canceled)
-	sent := f.quiet()
+	cfgJSON, sent := interruptedSweep(t, dir, f, n, []int{1, 2}, 1, 1, 1+2*n+2) // cancelled during the first repeat
 	f.mu.Lock()
-	f.Hook = nil
 	f.Fail = func(k int64, _ map[string]any) int {
 		if k == sent+2 { // the resume warm-up's first request, after the test request
 			return 503
@@ -880,7 +822,7 @@ func TestSweepFailedResumeWarmupRefuses(t *testing.T) {
 		return 0
 	}
 	f.mu.Unlock()
-	_, err = runTestSweep(t, context.Background(), cfgJSON, dir, nil)
+	_, err := runTestSweep(t, context.Background(), cfgJSON, dir, nil)
 	require.ErrorIs(t, err, ErrFailedRequests)
 	assert.Contains(t, err.Error(), KindResumeWarmup+"-02/")
 
@@ -892,4 +834,28 @@ func TestSweepFailedResumeWarmupRefuses(t *testing.T) {
 	require.ErrorIs(t, err, ErrRefused)
 	assert.Contains(t, err.Error(), KindResumeWarmup+"-02")
 	assert.Equal(t, before, f.requests.Load(), "nothing is sent")
+}
+
+// interruptedSweep runs a sweep of n-request runs over levels on f and
+// cancels it when f sees request cancelAt (request 1 is the test request);
+// it returns the config and, once every cancelled request has reached f,
+// the number f saw, with f's hook removed for the resume.
+func interruptedSweep(t *testing.T, dir string, f *fakeServer, n int, levels []int, warmups, repeats int, cancelAt int64) ([]byte, int64) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f.Hook = func(k int64) {
+		if k == cancelAt {
+			cancel()
+		}
+	}
+	newFakeServer(t, f)
+	cfgJSON := sweepConfigJSON(f.URL(), writePrompts(t, dir, n, 2), levels, n, warmups, repeats)
+	_, err := runTestSweep(t, ctx, cfgJSON, dir, nil)
+	require.ErrorIs(t, err, context.Canceled)
+	sent := f.quiet()
+	f.mu.Lock()
+	f.Hook = nil
+	f.mu.Unlock()
+	return cfgJSON, sent
 }
