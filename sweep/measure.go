@@ -1,0 +1,249 @@
+package sweep
+
+// The sweeper: one invocation's runs, each measured into its evidence files.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+// sweeper holds what every run of one invocation shares.
+type sweeper struct {
+	cfg         *Config
+	root        string
+	rows        []Row
+	workloadSHA string // of the prompt file rows came from
+	timeout     time.Duration
+	opts        SweepOptions
+	client      *http.Client
+	base        string
+	now         func() time.Time
+	// session numbers this invocation among the sweep's (the manifest's
+	// experiment.sessions), recorded in each run's summary.
+	session int
+}
+
+// reachTimeout bounds CheckReachable's request.
+const reachTimeout = 30 * time.Second
+
+// CheckReachable sends one GET to base/v1/models. Any HTTP answer, an error
+// status included (a server without the route, a wrong key), shows the
+// server is up; only a failure to get an answer is an error, wrapping
+// [ErrUnreachable].
+func CheckReachable(ctx context.Context, client *http.Client, base, apiKey string) error {
+	ctx, cancel := context.WithTimeout(ctx, reachTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/models", nil)
+	if err != nil {
+		return err
+	}
+	if apiKey != "" {
+		req.Header.Set("Authorization", "Bearer "+apiKey)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("%w: %s did not answer (%v); nothing was measured: start the server (the config records its flags) and run the sweep again", ErrUnreachable, base, err)
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	return resp.Body.Close()
+}
+
+// modelsEvidence is models.json: the server's /v1/models answer, kept once.
+type modelsEvidence struct {
+	URL       string          `json:"url"`
+	Time      string          `json:"time"`
+	Available bool            `json:"available"`
+	Error     string          `json:"error,omitempty"`
+	Response  json.RawMessage `json:"response,omitempty"`
+}
+
+// saveModels asks the server for /v1/models and returns the answer (nil on
+// failure), keeping it beside the runs the first time a sweep in this
+// folder reaches the server.
+func (s *sweeper) saveModels(ctx context.Context) []byte {
+	ev := modelsEvidence{URL: s.base + "/v1/models"}
+	b, err := getText(ctx, s.client, ev.URL, s.opts.APIKey, 1<<20)
+	path := filepath.Join(s.root, ModelsFile)
+	if ok, _ := exists(path); ok {
+		return b
+	}
+	ev.Time = s.now().UTC().Format(time.RFC3339Nano)
+	switch {
+	case err != nil:
+		ev.Error = err.Error()
+	case !json.Valid(b):
+		ev.Error = "response is not JSON"
+	default:
+		ev.Available, ev.Response = true, b
+	}
+	if out, err := marshalIndent(ev); err == nil {
+		if err := writeNewFileAtomic(path, out); err != nil {
+			s.opts.Progress.Logf("warning: could not keep %s: %v", path, err)
+		}
+	}
+	return b
+}
+
+// servedModels returns the model ids of a /v1/models answer, or nil when b
+// is not one.
+func servedModels(b []byte) []string {
+	var list struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	if json.Unmarshal(b, &list) != nil {
+		return nil
+	}
+	var ids []string
+	for _, m := range list.Data {
+		if m.ID != "" {
+			ids = append(ids, m.ID)
+		}
+	}
+	return ids
+}
+
+// loadOptions are the options of a run named name (for its request ids)
+// at concurrency.
+func (s *sweeper) loadOptions(name string, concurrency int) LoadOptions {
+	prefix := s.opts.RequestIDPrefix
+	if prefix == "" {
+		prefix = fmt.Sprintf("%s-%s-%d", s.cfg.Name, name, s.now().UnixNano())
+	}
+	lo := LoadOptions{
+		URL:             s.cfg.URL,
+		Model:           s.cfg.Model,
+		Concurrency:     concurrency,
+		Temperature:     s.cfg.Temperature,
+		Timeout:         s.timeout,
+		Stream:          s.cfg.Stream,
+		IgnoreEOS:       s.cfg.IgnoreEOS,
+		StoreResponse:   s.cfg.StoreResponse,
+		ExtraBody:       s.cfg.ExtraBody,
+		APIKey:          s.opts.APIKey,
+		RequestIDPrefix: prefix,
+		WorkloadSHA256:  s.workloadSHA,
+		Client:          s.client,
+	}
+	if s.cfg.SLO != nil {
+		lo.SLO = *s.cfg.SLO
+	}
+	return lo
+}
+
+// testRequest sends the first prompt row once before anything is measured,
+// as vLLM's benchmark does: a request the server refuses (a wrong model
+// name or API key, a field or a row it rejects) would fail every request of
+// the first run, which would then be kept as evidence and block the
+// folder. Its answer is not kept.
+func (s *sweeper) testRequest(ctx context.Context) error {
+	_, recs, err := RunCondition(ctx, s.loadOptions("test", 1), s.rows[:1], io.Discard)
+	if err != nil {
+		return err
+	}
+	if reason := FirstFailure(recs); reason != "" {
+		return fmt.Errorf("%w: the test request before the first run failed (%s); nothing was measured: fix the config or the server and run the same command again", ErrTestFailed, reason)
+	}
+	return nil
+}
+
+// measure makes one run: records go to a uniquely named partial file that
+// becomes the run's JSONL only once every request finished; the summary is
+// written after it. An interrupted run leaves only its partial file, which
+// is kept as evidence and does not stop a resume.
+func (s *sweeper) measure(ctx context.Context, spec RunSpec) error {
+	dir := filepath.Join(s.root, spec.Dir())
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	metricsPath := spec.MetricsPath(s.root)
+	if ok, _ := exists(metricsPath); ok {
+		// Left by an attempt that died between writing metrics and the
+		// run's files: move it aside rather than overwrite it.
+		if err := os.Rename(metricsPath, metricsPath+".stale-"+strconv.FormatInt(s.now().UnixNano(), 10)); err != nil {
+			return err
+		}
+	}
+	rm := RunMetrics{URL: s.base + "/metrics"}
+	rm.Before = ScrapeMetrics(ctx, s.client, s.base, s.opts.APIKey, s.now)
+
+	raw := spec.RawPath(s.root)
+	partial := raw + ".partial-" + strconv.FormatInt(s.now().UnixNano(), 10)
+	f, err := os.OpenFile(partial, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	lo := s.loadOptions(spec.Dir()+"-"+spec.Stem(), spec.Concurrency)
+	lo.ServerVersion = ServerVersion(ctx, s.client, s.base, s.opts.APIKey) // asked before each run: a server may be restarted between runs
+	if s.opts.Progress != nil {
+		lo.Progress = s.opts.Progress.Request
+	}
+	s.opts.Progress.StartRun(spec, len(s.rows))
+	interval := s.opts.MetricsInterval
+	if interval == 0 {
+		interval = time.Second
+	}
+	type watched struct {
+		max map[string]float64
+		n   int
+	}
+	watchDone := make(chan watched, 1)
+	wctx, stopWatch := context.WithCancel(ctx)
+	if interval > 0 && rm.Before.Available {
+		go func() {
+			m, n := watchMetrics(wctx, s.client, s.base, s.opts.APIKey, interval, s.now)
+			watchDone <- watched{m, n}
+		}()
+	} else {
+		watchDone <- watched{}
+	}
+	sum, recs, err := RunCondition(ctx, lo, s.rows, f)
+	stopWatch()
+	w := <-watchDone
+	rm.DuringMax, rm.DuringSamples = w.max, w.n
+	if len(rm.DuringMax) == 0 {
+		rm.DuringMax = nil
+	}
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("run %s: %w (its records so far are kept in %s)", spec, err, partial)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	rm.After = ScrapeMetrics(ctx, s.client, s.base, s.opts.APIKey, s.now)
+	if b, err := marshalIndent(rm); err == nil {
+		if err := writeNewFileAtomic(metricsPath, b); err != nil {
+			return err
+		}
+	}
+	if err := publishNew(partial, raw); err != nil {
+		return err
+	}
+	sum.Config.Session = s.session
+	sb, err := marshalIndent(sum)
+	if err != nil {
+		return err
+	}
+	if err := writeNewFileAtomic(spec.SummaryPath(s.root), sb); err != nil {
+		return err
+	}
+	s.opts.Progress.EndRun(sum)
+	if sum.Counts.Failed > 0 {
+		return fmt.Errorf("%w: run %s finished with %d of %d requests failed (the first: %s); its files are kept in %s as evidence and will not be overwritten: fix the cause, then use a new name or --output-root",
+			ErrFailedRequests, spec, sum.Counts.Failed, sum.Counts.Attempted, FirstFailure(recs), dir)
+	}
+	return nil
+}
