@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -109,6 +110,60 @@ func servedModels(b []byte) []string {
 		}
 	}
 	return ids
+}
+
+// measureAll measures the runs of order that are not complete yet, in
+// order; res counts the runs kept and measured. A resumed sweep whose next
+// run is a measured one would meet a server, connections and caches cold
+// from the break: it warms them first, as the warm-up rounds did, with one
+// run kept apart from the rounds (resume-warmup-NN, NN the session).
+func (s *sweeper) measureAll(ctx context.Context, order []RunSpec, complete []bool, res *SweepResult) error {
+	resumeWarmup := -1
+	if i := slices.Index(complete, false); i > 0 && order[i].Kind == KindRepeat && s.cfg.Warmups > 0 {
+		resumeWarmup = i
+	}
+	progress := s.opts.Progress
+	if resumeWarmup >= 0 {
+		progress.Begin(len(order) + 1)
+	} else {
+		progress.Begin(len(order))
+	}
+	defer progress.Finish()
+	for i, spec := range order {
+		if complete[i] {
+			res.Kept++
+			progress.Skip(spec)
+			continue
+		}
+		if i == resumeWarmup {
+			if err := s.measure(ctx, RunSpec{Kind: KindResumeWarmup, Index: s.session, Concurrency: spec.Concurrency}); err != nil {
+				return err
+			}
+		}
+		if err := s.measure(ctx, spec); err != nil {
+			return err
+		}
+		res.Measured++
+	}
+	return nil
+}
+
+// report aggregates the sweep's measured repeats, notes how the sessions
+// that measured them differ (m's provenance), and writes the reports.
+func (s *sweeper) report(m *Manifest, order []RunSpec) (*Combined, ReportPaths, error) {
+	runs, err := readRepeats(s.root, order)
+	if err != nil {
+		return nil, ReportPaths{}, err
+	}
+	c := Aggregate(Sanitize(s.cfg.resolvedView()), order, s.cfg.Concurrency, runs)
+	c.Workload = &ManifestWorkload{Path: s.cfg.Prompts, SHA256: s.workloadSHA}
+	var sessions []int
+	for _, r := range runs {
+		sessions = append(sessions, r.Summary.Config.Session)
+	}
+	c.SessionChanges = m.sessionChanges(sessions)
+	paths, err := WriteReports(s.root, &c)
+	return &c, paths, err
 }
 
 // loadOptions are the options of a run named name (for its request ids)

@@ -253,11 +253,6 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 		return nil, err
 	}
 	s.session = m.Experiment.Sessions
-	finish := func(status string) error {
-		t := now().UTC().Format(time.RFC3339Nano)
-		m.Experiment.Status, m.Experiment.CompletedAtUTC = status, &t
-		return writeManifest(root, m)
-	}
 	if ids := servedModels(s.saveModels(ctx)); len(ids) > 0 && !slices.Contains(ids, rc.Model) {
 		// A warning, not an error: some servers (llama.cpp's) answer any
 		// model name. Where the name matters, every request fails with 404
@@ -265,69 +260,22 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 		opts.Progress.Logf("warning: %s lists the models %q; the configured model %q is not among them", s.base+"/v1/models", ids, rc.Model)
 	}
 
-	// A resumed sweep whose next run is a measured one would meet a server,
-	// connections and caches cold from the break: it warms them first, as
-	// the warm-up rounds did, with one run kept apart from the rounds.
-	resumeWarmup := -1
-	if i := slices.Index(complete, false); i > 0 && order[i].Kind == KindRepeat && rc.Warmups > 0 {
-		resumeWarmup = i
+	err = s.measureAll(ctx, order, complete, res)
+	if err == nil {
+		res.Combined, res.Reports, err = s.report(m, order)
 	}
-	if resumeWarmup >= 0 {
-		opts.Progress.Begin(len(order) + 1)
-	} else {
-		opts.Progress.Begin(len(order))
-	}
-	for i, spec := range order {
-		if complete[i] {
-			res.Kept++
-			opts.Progress.Skip(spec)
-			continue
-		}
-		if i == resumeWarmup {
-			extra := RunSpec{Kind: KindResumeWarmup, Index: m.Experiment.Sessions, Concurrency: spec.Concurrency}
-			if err := s.measure(ctx, extra); err != nil {
-				opts.Progress.Finish()
-				if merr := finish("failed"); merr != nil {
-					err = errors.Join(err, merr)
-				}
-				return res, err
-			}
-		}
-		if err := s.measure(ctx, spec); err != nil {
-			opts.Progress.Finish()
-			// serving-inference's manifest schema knows running, completed
-			// and failed; an interrupted sweep is a failed one until resumed.
-			if merr := finish("failed"); merr != nil {
-				err = errors.Join(err, merr)
-			}
-			return res, err
-		}
-		res.Measured++
-	}
-	opts.Progress.Finish()
-
-	failed := func(err error) (*SweepResult, error) {
-		if merr := finish("failed"); merr != nil {
-			err = errors.Join(err, merr)
-		}
-		return res, err
-	}
-	runs, err := readRepeats(root, order)
+	// serving-inference's manifest schema knows running, completed and
+	// failed; an interrupted sweep is a failed one until resumed.
+	status := "completed"
 	if err != nil {
-		return failed(err)
+		status = "failed"
 	}
-	combined := Aggregate(Sanitize(rc.resolvedView()), order, rc.Concurrency, runs)
-	combined.Workload = &ManifestWorkload{Path: rc.Prompts, SHA256: workloadSHA}
-	var sessions []int
-	for _, r := range runs {
-		sessions = append(sessions, r.Summary.Config.Session)
+	t := now().UTC().Format(time.RFC3339Nano)
+	m.Experiment.Status, m.Experiment.CompletedAtUTC = status, &t
+	if merr := writeManifest(root, m); merr != nil {
+		err = errors.Join(err, merr)
 	}
-	combined.SessionChanges = m.sessionChanges(sessions)
-	res.Combined = &combined
-	if res.Reports, err = WriteReports(root, &combined); err != nil {
-		return failed(err)
-	}
-	return res, finish("completed")
+	return res, err
 }
 
 // readRepeats reads the evidence of the measured (not warmup) runs in
