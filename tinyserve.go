@@ -252,21 +252,21 @@ func refuseIgnored(cfg Config) error {
 		backend = BackendCPU
 	}
 	for _, o := range []struct {
-		name     string
+		name     string // the JSON key, and the CLI flag
 		set      bool
 		v        any
 		honoured []string // the backends that use the option
 	}{
-		{"dtype", cfg.DType != "" && cfg.DType != "auto", cfg.DType, []string{BackendCPU, BackendCUDA}},
-		{"tokenizer", cfg.Tokenizer != "", cfg.Tokenizer, []string{BackendCPU, BackendCUDA}},
-		{"kv_cache_bytes", cfg.KVCacheBytes != 0, cfg.KVCacheBytes, []string{BackendCPU}},
-		{"threads", cfg.Threads != 0, cfg.Threads, []string{BackendCPU}},
-		{"gpu_memory_utilization", cfg.GPUMemoryUtilization != 0, cfg.GPUMemoryUtilization, []string{BackendCUDA}},
-		{"cuda_graphs", cfg.CUDAGraphs, cfg.CUDAGraphs, []string{BackendCUDA}},
+		{"dtype (--dtype)", cfg.DType != "" && cfg.DType != "auto", cfg.DType, []string{BackendCPU, BackendCUDA}},
+		{"tokenizer (--tokenizer)", cfg.Tokenizer != "", cfg.Tokenizer, []string{BackendCPU, BackendCUDA}},
+		{"kv_cache_bytes (--kv-cache-bytes)", cfg.KVCacheBytes != 0, cfg.KVCacheBytes, []string{BackendCPU}},
+		{"threads (--threads)", cfg.Threads != 0, cfg.Threads, []string{BackendCPU}},
+		{"gpu_memory_utilization (--gpu-memory-utilization)", cfg.GPUMemoryUtilization != 0, cfg.GPUMemoryUtilization, []string{BackendCUDA}},
+		{"cuda_graphs (--cuda-graphs)", cfg.CUDAGraphs, cfg.CUDAGraphs, []string{BackendCUDA}},
 		{"mock latency", cfg.MockLatency != (mock.Latency{}), cfg.MockLatency, []string{BackendMock}},
 	} {
 		if o.set && !slices.Contains(o.honoured, backend) {
-			return fmt.Errorf("%s %v does not apply to the %s backend (only to %s)", o.name, o.v, backend, strings.Join(o.honoured, ", "))
+			return fmt.Errorf("%s %v does not apply to the %s backend (only to %s); a flag may also come from its TINYSERVE_ variable", o.name, o.v, backend, strings.Join(o.honoured, ", "))
 		}
 	}
 	return nil

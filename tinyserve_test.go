@@ -130,9 +130,9 @@ func TestOpenErrors(t *testing.T) {
 		{Config{Backend: BackendMock, Threads: 2}, "threads"},
 		{Config{Backend: BackendMock, CUDAGraphs: true}, "cuda_graphs"},
 		// So do the other backends.
-		{Config{CUDAGraphs: true}, "cuda_graphs true does not apply to the cpu backend (only to cuda)"},
-		{Config{GPUMemoryUtilization: 0.5}, "gpu_memory_utilization 0.5 does not apply to the cpu backend"},
-		{Config{Backend: BackendCUDA, Threads: 4}, "threads 4 does not apply to the cuda backend (only to cpu)"},
+		{Config{CUDAGraphs: true}, "cuda_graphs (--cuda-graphs) true does not apply to the cpu backend (only to cuda)"},
+		{Config{GPUMemoryUtilization: 0.5}, "gpu_memory_utilization (--gpu-memory-utilization) 0.5 does not apply to the cpu backend"},
+		{Config{Backend: BackendCUDA, Threads: 4}, "threads (--threads) 4 does not apply to the cuda backend (only to cpu)"},
 		{Config{Backend: BackendCUDA, KVCacheBytes: 1 << 20}, "kv_cache_bytes"},
 		{Config{MockLatency: mock.Latency{PerStep: time.Millisecond}}, "mock latency"},
 	}
@@ -182,10 +182,7 @@ func TestDecodeConfigJSON(t *testing.T) {
 func TestPrefixCachingSettings(t *testing.T) {
 	parse := func(env map[string]string, args ...string) Config {
 		t.Helper()
-		for k, v := range env {
-			t.Setenv(k, v)
-		}
-		return parseEngineFlags(t, args...)
+		return parseEngineFlagsEnv(t, env, args...)
 	}
 	if parse(nil).EnablePrefixCaching {
 		t.Error("prefix caching on by default")
@@ -263,10 +260,28 @@ func TestConfigFromFlagsMockModel(t *testing.T) {
 	}
 }
 
-// parseEngineFlags is ConfigFromFlags on args (and the TINYSERVE_
-// environment), failing the test on an error.
+// parseEngineFlags is ConfigFromFlags on args, with none of the engine's
+// TINYSERVE_ variables set, failing the test on an error.
 func parseEngineFlags(t *testing.T, args ...string) Config {
 	t.Helper()
+	return parseEngineFlagsEnv(t, nil, args...)
+}
+
+// parseEngineFlagsEnv is parseEngineFlags with the variables in env set
+// (and no other engine variable: the tests do not depend on the shell).
+func parseEngineFlagsEnv(t *testing.T, env map[string]string, args ...string) Config {
+	t.Helper()
+	for _, f := range EngineFlags("TINYSERVE_") {
+		if ev, ok := f.(interface{ GetEnvVars() []string }); ok {
+			for _, name := range ev.GetEnvVars() {
+				t.Setenv(name, "") // restored when the test ends
+				os.Unsetenv(name)
+			}
+		}
+	}
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
 	var cfg Config
 	app := &cli.App{Flags: EngineFlags("TINYSERVE_"), Action: func(c *cli.Context) (err error) {
 		cfg, err = ConfigFromFlags(c)

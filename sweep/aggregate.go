@@ -95,10 +95,10 @@ type Combined struct {
 	// every run measured the same software, none when the server does not
 	// say. More than one means a resumed sweep mixed server versions.
 	ServerVersions []string `json:"server_versions,omitempty"`
-	// SessionChanges says how the invocations that resumed the sweep and
-	// measured some of its runs differ from the first in source revision,
-	// Go, OS, CPU or GPUs (manifest.json's resumes); empty when they do
-	// not, or when the sweep ran in one invocation.
+	// SessionChanges says how the invocations that measured the repeats
+	// differ from the earliest of them in source revision, Go, OS, CPU or
+	// GPUs (manifest.json's resumes describe them); empty when they do not,
+	// or when one invocation measured them all.
 	SessionChanges []string         `json:"session_changes,omitempty"`
 	SweepOrder     []RunSpec        `json:"sweep_order"`
 	MeasuredRuns   []MeasuredRun    `json:"measured_runs"`
@@ -169,12 +169,11 @@ func Aggregate(config any, order []RunSpec, levels []int, runs []RunData) Combin
 }
 
 // sessionCount is the number of sessions that measured runs, when more
-// than one did; 0 otherwise (runs from before summaries named their
-// session count as one).
+// than one did; 0 otherwise.
 func sessionCount(runs []*RunData) int {
 	seen := map[int]bool{}
 	for _, r := range runs {
-		seen[r.Summary.Config.Session] = true
+		seen[r.Summary.session()] = true
 	}
 	if len(seen) < 2 {
 		return 0

@@ -743,9 +743,8 @@ func TestOpenLoopKeepsItsConnections(t *testing.T) {
 		_, _, err := RunCondition(context.Background(), LoadOptions{URL: srv.URL, Model: "m", RequestRate: 1e6, Seed: 1}, testRows(rows, 1), nil)
 		done <- err
 	}()
-	for finished.Load() < first || arrived.Load() < rows {
-		time.Sleep(5 * time.Millisecond)
-	}
+	require.Eventually(t, func() bool { return finished.Load() >= first && arrived.Load() >= rows },
+		10*time.Second, 5*time.Millisecond, "every request in flight, the first %d answered", first)
 	time.Sleep(100 * time.Millisecond) // time for a closed connection to be seen
 	assert.Zero(t, closed.Load(), "connections closed while the run still had requests in flight")
 	close(release)

@@ -27,12 +27,7 @@ func lockRoot(root string, now time.Time) (release func() error, err error) {
 	content := fmt.Sprintf("pid %d\nhost %s\nstarted %s\n", os.Getpid(), host, now.UTC().Format(time.RFC3339Nano))
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
 	if errors.Is(err, fs.ErrExist) {
-		held := "its contents could not be read"
-		if b, rerr := os.ReadFile(path); rerr == nil {
-			held = strings.Join(strings.Fields(string(b)), " ")
-		}
-		return nil, fmt.Errorf("%w: %s exists (%s): another sweep is using this folder; if no sweep is running (one that was killed leaves the file behind), delete %s and run again",
-			ErrRefused, path, held, path)
+		return nil, lockHeld(path)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("locking %s: %w", root, err)
@@ -53,4 +48,14 @@ func lockRoot(root string, now time.Time) (release func() error, err error) {
 		}
 		return os.Remove(path)
 	}, nil
+}
+
+// lockHeld is the refusal for a folder whose lock file at path exists.
+func lockHeld(path string) error {
+	held := "its contents could not be read"
+	if b, err := os.ReadFile(path); err == nil {
+		held = strings.Join(strings.Fields(string(b)), " ")
+	}
+	return fmt.Errorf("%w: %s exists (%s): another sweep is using this folder; if no sweep is running (one that was killed leaves the file behind), delete %s and run again",
+		ErrRefused, path, held, path)
 }

@@ -59,8 +59,7 @@ func (m *Manifest) provenance(n int) (src ManifestSource, env Environment, ok bo
 // sessionChanges lists, one phrase each, how the sessions that measured
 // the given runs differ in source revision or environment from the
 // earliest of them; nil when they do not (or when one session measured
-// them all). Sessions the manifest does not know, and runs measured before
-// summaries named their session (0), are left out.
+// them all). Sessions the manifest does not know are left out.
 func (m *Manifest) sessionChanges(sessions []int) []string {
 	var known []int
 	for _, n := range sessions {

@@ -159,7 +159,7 @@ func (s *sweeper) report(m *Manifest, order []RunSpec) (*Combined, ReportPaths, 
 	c.Workload = &ManifestWorkload{Path: s.cfg.Prompts, SHA256: s.workloadSHA}
 	var sessions []int
 	for _, r := range runs {
-		sessions = append(sessions, r.Summary.Config.Session)
+		sessions = append(sessions, r.Summary.session())
 	}
 	c.SessionChanges = m.sessionChanges(sessions)
 	paths, err := WriteReports(s.root, &c)

@@ -480,3 +480,18 @@ func TestGoodputPerLevel(t *testing.T) {
 	assert.Nil(t, without.ByConcurrency[0].Goodput)
 	assert.NotContains(t, RenderReport(&without), "Goodput")
 }
+
+// TestSessionOfOldSummaries: a run summary written before summaries named
+// their session counts as the first session's, both for the mixed-set-up
+// warning and for the per-level session count.
+func TestSessionOfOldSummaries(t *testing.T) {
+	old, resumed := Summary{}, Summary{Config: SummaryConfig{Session: 2}}
+	assert.Equal(t, 1, old.session())
+	assert.Equal(t, 2, resumed.session())
+	m := &Manifest{Source: ManifestSource{Git: GitInfo{Available: true, Revision: "aaa"}},
+		Resumes: []ManifestResume{{Session: 2, Source: ManifestSource{Git: GitInfo{Available: true, Revision: "bbb"}}}}}
+	assert.Equal(t, []string{"source revision aaa in session 1, bbb in session 2"}, m.sessionChanges([]int{old.session(), resumed.session()}))
+	runs := []*RunData{{Summary: old}, {Summary: resumed}}
+	assert.Equal(t, 2, sessionCount(runs))
+	assert.Equal(t, 0, sessionCount(runs[:1]))
+}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 )
 
@@ -160,12 +161,17 @@ func prepareRoot(root string, original any) (made, error) {
 	case err != nil:
 		return m, err
 	case len(entries) > 0:
+		// A folder holding only a lock, or a config.json being written, is
+		// another sweep's that started a moment ago (or was killed then).
+		setup := true
 		for _, e := range entries {
-			// Another sweep started on this new folder a moment ago: it
-			// holds the lock, or is writing its config.json.
-			if e.Name() == LockFile || strings.HasPrefix(e.Name(), "."+ConfigFile+".tmp-") {
-				return m, fmt.Errorf("%w: another sweep is setting up or using %s (it has %s); wait for it, or choose a new name or --output-root", ErrRefused, root, e.Name())
-			}
+			setup = setup && (e.Name() == LockFile || strings.HasPrefix(e.Name(), "."+ConfigFile+".tmp-"))
+		}
+		switch {
+		case setup && slices.ContainsFunc(entries, func(e fs.DirEntry) bool { return e.Name() == LockFile }):
+			return m, lockHeld(filepath.Join(root, LockFile))
+		case setup:
+			return m, fmt.Errorf("%w: another sweep is writing %s in %s; if no sweep is running (one that was killed leaves its temporary file behind), empty the folder and run again", ErrRefused, ConfigFile, root)
 		}
 		return m, fmt.Errorf("%w: %s is not empty and has no %s; choose a new name or --output-root", ErrRefused, root, ConfigFile)
 	}

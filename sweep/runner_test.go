@@ -443,11 +443,16 @@ func TestSweepRefusals(t *testing.T) {
 		{"another sweep's lock, no config yet", func(t *testing.T, root string, _ RunSpec) {
 			require.NoError(t, os.MkdirAll(root, 0o755))
 			require.NoError(t, os.WriteFile(filepath.Join(root, LockFile), []byte("pid 1\n"), 0o644))
-		}, "another sweep is setting up or using"},
+		}, "exists (pid 1): another sweep is using this folder; if no sweep is running"},
 		{"another sweep writing its config", func(t *testing.T, root string, _ RunSpec) {
 			require.NoError(t, os.MkdirAll(root, 0o755))
 			require.NoError(t, os.WriteFile(filepath.Join(root, "."+ConfigFile+".tmp-123"), nil, 0o644))
-		}, "another sweep is setting up or using"},
+		}, "another sweep is writing config.json"},
+		{"a stray lock beside other files, no config", func(t *testing.T, root string, _ RunSpec) {
+			require.NoError(t, os.MkdirAll(root, 0o755))
+			require.NoError(t, os.WriteFile(filepath.Join(root, LockFile), []byte("pid 1\n"), 0o644))
+			require.NoError(t, os.WriteFile(filepath.Join(root, "notes.txt"), []byte("x"), 0o644))
+		}, "has no config.json"},
 		{"only the jsonl", func(t *testing.T, root string, spec RunSpec) {
 			require.NoError(t, os.Remove(spec.SummaryPath(root)))
 		}, "refusing to overwrite partial run"},

@@ -141,6 +141,16 @@ type Summary struct {
 	Figures
 }
 
+// session is the sweep session that measured the run: its config.session,
+// or 1 for a summary written before summaries named their session (the
+// manifest's first invocation stands for all of those).
+func (s *Summary) session() int {
+	if s.Config.Session == 0 {
+		return 1
+	}
+	return s.Config.Session
+}
+
 // Figures are what a run's summary and a sweep level's aggregate both
 // report about a set of requests over a duration.
 type Figures struct {

@@ -49,7 +49,9 @@ func startEmbedded(ctx context.Context, target *sweep.Target, logger *slog.Logge
 	srv := &http.Server{
 		Handler:           openai.NewHandler(eng, openai.WithLogger(logger)),
 		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
+		// No idle timeout: the sweep's client is this server's only one,
+		// and keeps its connections for the whole sweep, so that a level
+		// measured after a long run finds them open.
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
