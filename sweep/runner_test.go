@@ -171,21 +171,9 @@ func TestSweepFindsStructuralPlateau(t *testing.T) {
 
 func TestSweepResumeAfterInterruption(t *testing.T) {
 	dir := t.TempDir()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	f := &fakeServer{TokenTime: time.Millisecond}
 	const n = 4
-	f.Hook = func(k int64) {
-		if k == 3*n+2 { // during the fourth run
-			cancel()
-		}
-	}
-	newFakeServer(t, f)
-	prompts := writePrompts(t, dir, n, 2)
-	cfgJSON := sweepConfigJSON(f.URL(), prompts, []int{1, 2, 3}, n, 1, 1)
-	_, err := runTestSweep(t, ctx, cfgJSON, dir, nil)
-	require.Error(t, err)
-	assert.True(t, errors.Is(err, context.Canceled), "%v", err)
+	cfgJSON, sent := interruptedSweep(t, dir, f, n, []int{1, 2, 3}, 1, 1, 3*n+2) // cancelled during the fourth run
 	root := filepath.Join(dir, "results", "test-sweep")
 	order := Order(20260729, []int{1, 2, 3}, 1, 1)
 	for i, spec := range order {
@@ -201,10 +189,6 @@ func TestSweepResumeAfterInterruption(t *testing.T) {
 	assert.Equal(t, "failed", m.Experiment.Status)
 
 	before := snapshot(t, root)
-	sent := f.quiet()
-	f.mu.Lock()
-	f.Hook = nil
-	f.mu.Unlock()
 	// The resume runs on other code and another Go.
 	dirty := true
 	var progress bytes.Buffer
@@ -308,23 +292,11 @@ func TestSweepResumeOnTheSameSetUp(t *testing.T) {
 // server changed says that its rows mix two versions.
 func TestSweepRecordsServerVersions(t *testing.T) {
 	dir := t.TempDir()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	f := &fakeServer{TokenTime: time.Millisecond, Version: "0.1.0"}
 	const n = 4
-	f.Hook = func(k int64) {
-		if k == 2*n+2 { // during the third run
-			cancel()
-		}
-	}
-	newFakeServer(t, f)
-	prompts := writePrompts(t, dir, n, 2)
-	cfgJSON := sweepConfigJSON(f.URL(), prompts, []int{1, 2}, n, 0, 2)
-	_, err := runTestSweep(t, ctx, cfgJSON, dir, nil)
-	require.ErrorIs(t, err, context.Canceled)
+	cfgJSON, _ := interruptedSweep(t, dir, f, n, []int{1, 2}, 0, 2, 2*n+2) // cancelled during the third run
 
 	f.mu.Lock()
-	f.Hook = nil
 	f.Version = "0.2.0" // the server was upgraded between the invocations
 	f.mu.Unlock()
 	res, err := runTestSweep(t, context.Background(), cfgJSON, dir, nil)
