@@ -3,9 +3,13 @@ package sweep
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -27,7 +31,9 @@ func runCmd(ctx context.Context, dir string, name string, args ...string) (strin
 	return strings.TrimSpace(string(out)), true
 }
 
-// CollectGit describes the git checkout at dir.
+// CollectGit describes the git checkout at dir. A modified tree also gets
+// a fingerprint of its modifications, so that a sweep resumed after more
+// edits to an already modified tree is seen to run on other code.
 func CollectGit(ctx context.Context, dir string) GitInfo {
 	rev, ok1 := runCmd(ctx, dir, "git", "rev-parse", "HEAD")
 	status, ok2 := runCmd(ctx, dir, "git", "status", "--porcelain", "--untracked-files=normal")
@@ -35,8 +41,53 @@ func CollectGit(ctx context.Context, dir string) GitInfo {
 	if ok2 {
 		d := status != ""
 		g.Dirty = &d
+		if d {
+			g.DiffSHA256 = diffFingerprint(ctx, dir)
+		}
 	}
 	return g
+}
+
+// untrackedHashLimit bounds the untracked files read into the fingerprint;
+// a larger one counts by its size alone.
+const untrackedHashLimit = 1 << 20
+
+// diffFingerprint hashes the tree's changes against HEAD: the diff of the
+// tracked files, and each untracked (not ignored) file's name and content.
+// It is empty when git cannot say.
+func diffFingerprint(ctx context.Context, dir string) string {
+	diff, ok := runCmd(ctx, dir, "git", "diff", "HEAD", "--binary")
+	if !ok {
+		return ""
+	}
+	others, ok := runCmd(ctx, dir, "git", "ls-files", "--others", "--exclude-standard", "--full-name")
+	if !ok {
+		return ""
+	}
+	top, ok := runCmd(ctx, dir, "git", "rev-parse", "--show-toplevel")
+	if !ok {
+		return ""
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "diff %d\n%s\n", len(diff), diff)
+	for _, name := range strings.Split(others, "\n") {
+		if name == "" {
+			continue
+		}
+		fmt.Fprintf(h, "untracked %s\n", name)
+		p := filepath.Join(top, filepath.FromSlash(name))
+		if fi, err := os.Stat(p); err != nil || !fi.Mode().IsRegular() || fi.Size() > untrackedHashLimit {
+			if err == nil {
+				fmt.Fprintf(h, "size %d\n", fi.Size())
+			}
+			continue
+		}
+		if b, err := os.ReadFile(p); err == nil {
+			fmt.Fprintf(h, "content %d\n", len(b))
+			h.Write(b)
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // CollectEnvironment describes this machine: Go version, OS, CPU, GPUs.

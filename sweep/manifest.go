@@ -103,6 +103,9 @@ func (g GitInfo) describe() string {
 		return ""
 	}
 	if g.Dirty != nil && *g.Dirty {
+		if g.DiffSHA256 != "" {
+			return g.Revision + " (modified: " + g.DiffSHA256[:12] + ")"
+		}
 		return g.Revision + " (modified)"
 	}
 	return g.Revision
@@ -153,6 +156,10 @@ type GitInfo struct {
 	Available bool   `json:"available"`
 	Revision  string `json:"revision,omitempty"`
 	Dirty     *bool  `json:"dirty"`
+	// DiffSHA256 fingerprints a modified tree's changes against Revision:
+	// the diff of its tracked files and its untracked files' names and
+	// contents (those over 1 MiB by size).
+	DiffSHA256 string `json:"diff_sha256,omitempty"`
 }
 
 // ManifestServing describes the measured server.

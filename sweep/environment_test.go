@@ -1,0 +1,72 @@
+package sweep
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestCollectGitFingerprintsEdits: a clean checkout has no fingerprint; a
+// modified one has one that changes with every further edit, to a tracked
+// file or to an untracked one, and comes back when the edit is undone.
+func TestCollectGitFingerprintsEdits(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	dir := t.TempDir()
+	git := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"}, args...)...)
+		cmd.Dir = dir
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "git %v: %s", args, out)
+	}
+	write := func(name, text string) {
+		t.Helper()
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644))
+	}
+	git("init", "-q")
+	write("a.go", "package a\n")
+	write(".gitignore", "results/\n")
+	git("add", ".")
+	git("commit", "-q", "-m", "one")
+
+	ctx := context.Background()
+	clean := CollectGit(ctx, dir)
+	require.True(t, clean.Available)
+	require.NotNil(t, clean.Dirty)
+	assert.False(t, *clean.Dirty)
+	assert.Empty(t, clean.DiffSHA256)
+	assert.Equal(t, clean.Revision, clean.describe())
+
+	write("a.go", "package a\n\n// one edit\n")
+	first := CollectGit(ctx, dir)
+	require.True(t, *first.Dirty)
+	require.Len(t, first.DiffSHA256, 64)
+	assert.Equal(t, clean.Revision+" (modified: "+first.DiffSHA256[:12]+")", first.describe())
+
+	write("a.go", "package a\n\n// another edit\n")
+	second := CollectGit(ctx, dir)
+	assert.NotEqual(t, first.DiffSHA256, second.DiffSHA256, "a further edit to a tracked file")
+
+	write("new.go", "package a\n")
+	third := CollectGit(ctx, dir)
+	assert.NotEqual(t, second.DiffSHA256, third.DiffSHA256, "a new untracked file")
+	write("new.go", "package a // changed\n")
+	fourth := CollectGit(ctx, dir)
+	assert.NotEqual(t, third.DiffSHA256, fourth.DiffSHA256, "an edit to an untracked file")
+
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "results"), 0o755))
+	write("results/run.json", "{}")
+	assert.Equal(t, fourth.DiffSHA256, CollectGit(ctx, dir).DiffSHA256, "ignored files do not count")
+
+	require.NoError(t, os.Remove(filepath.Join(dir, "new.go")))
+	write("a.go", "package a\n\n// one edit\n")
+	assert.Equal(t, first.DiffSHA256, CollectGit(ctx, dir).DiffSHA256, "the same changes, the same fingerprint")
+}
