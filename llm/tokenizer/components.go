@@ -35,9 +35,16 @@ type unicodeNormalizer struct{ form norm.Form }
 
 func (n unicodeNormalizer) normalize(s string) string { return n.form.String(s) }
 
+// lowercaseNormalizer is Hugging Face's Lowercase: each character through
+// Rust's char::to_lowercase, the full Unicode mapping without context (a
+// final Σ becomes σ). It differs from Go's simple mapping, which
+// strings.ToLower uses, only for U+0130 (İ): "i" there, "i" followed by
+// U+0307 COMBINING DOT ABOVE in Rust.
 type lowercaseNormalizer struct{}
 
-func (lowercaseNormalizer) normalize(s string) string { return strings.ToLower(s) }
+func (lowercaseNormalizer) normalize(s string) string {
+	return strings.ToLower(strings.ReplaceAll(s, "\u0130", "i\u0307"))
+}
 
 type sequenceNormalizer []normalizer
 

@@ -231,6 +231,30 @@ func TestSplitBehaviors(t *testing.T) {
 	}
 }
 
+// TestNormalizers checks the normalizers against Hugging Face's output.
+// Lowercase maps each character with Rust's char::to_lowercase, which is
+// the full Unicode mapping: U+0130 (İ) becomes two characters, i and a
+// combining dot above (Hugging Face tokenizers 0.22 encodes "İx" with a
+// Lowercase normalizer as the bytes of "i\u0307x"), and a final capital
+// sigma becomes σ, not ς (no context).
+func TestNormalizers(t *testing.T) {
+	tests := []struct{ raw, in, want string }{
+		{`{"type":"Lowercase"}`, "İstanbul ΣΑΣ ABC ǅ", "i\u0307stanbul σασ abc ǆ"},
+		{`{"type":"NFC"}`, "e\u0301", "\u00e9"},
+		{`{"type":"NFKC"}`, "\ufb01\u00b2", "fi2"},
+		{`{"type":"Sequence","normalizers":[{"type":"NFD"},{"type":"Lowercase"}]}`, "\u00c9", "e\u0301"},
+	}
+	for _, tc := range tests {
+		n, err := parseNormalizer([]byte(tc.raw))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.raw, err)
+		}
+		if got := n.normalize(tc.in); got != tc.want {
+			t.Errorf("%s on %q: got %q, want %q", tc.raw, tc.in, got, tc.want)
+		}
+	}
+}
+
 func TestOtherPreTokenizers(t *testing.T) {
 	tests := []struct {
 		name, raw, text string
