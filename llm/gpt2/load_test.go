@@ -161,6 +161,18 @@ func TestLoadErrors(t *testing.T) {
 				return es, d
 			},
 			want: []string{"overlap", `"h.0.ln_1.bias"`, `"h.0.ln_1.weight"`}},
+		{name: "empty tensor inside another",
+			// No bytes are shared, but an offset inside another tensor's
+			// bytes is no place a writer puts a tensor (found by
+			// FuzzParseSafetensors: the corpus entry empty_inside_other).
+			edit: func(es []rawEntry, d []byte) ([]rawEntry, []byte) {
+				w := entry(es, "ln_f.weight").Offset
+				e := entry(es, "ln_f.bias")
+				e.Shape = []int64{0, 4}
+				e.Offset = [2]int64{w[0] + 4, w[0] + 4}
+				return es, d
+			},
+			want: []string{"overlap", `"ln_f.bias"`, `"ln_f.weight"`}},
 		{name: "header over 100 MB",
 			raw: func(v []byte) []byte {
 				b := slices.Clone(v)

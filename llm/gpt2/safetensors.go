@@ -114,23 +114,31 @@ func parseSafetensors(b []byte, fileSize int64) (*stHeader, error) {
 		}
 		h.Tensors[name] = tensorInfo{Name: name, DType: rt.DType, Shape: rt.Shape, Begin: begin, End: end}
 	}
-	// Overlap check: sort by start; empty tensors occupy no bytes.
-	list := make([]tensorInfo, 0, len(h.Tensors))
-	for _, t := range h.Tensors {
-		if t.End > t.Begin {
-			list = append(list, t)
-		}
-	}
+	// Overlap check: two tensors overlap when each starts before the other
+	// ends. An empty tensor occupies no bytes, but one strictly inside
+	// another's range overlaps it too: no writer puts a tensor there (the
+	// reference implementation wants the tensors back to back).
+	list := slices.Collect(maps.Values(h.Tensors))
 	sort.Slice(list, func(i, j int) bool {
 		if list[i].Begin != list[j].Begin {
 			return list[i].Begin < list[j].Begin
 		}
+		if list[i].End != list[j].End {
+			return list[i].End < list[j].End
+		}
 		return list[i].Name < list[j].Name
 	})
-	for i := 1; i < len(list); i++ {
-		if list[i].Begin < list[i-1].End {
+	// last is the tensor reaching furthest so far: any tensor that overlaps
+	// an earlier one also overlaps it.
+	last := -1
+	for i, t := range list {
+		if last >= 0 && t.Begin < list[last].End && list[last].Begin < t.End {
+			p := list[last]
 			return nil, fmt.Errorf("tensors %q [%d, %d] and %q [%d, %d] overlap",
-				list[i-1].Name, list[i-1].Begin, list[i-1].End, list[i].Name, list[i].Begin, list[i].End)
+				p.Name, p.Begin, p.End, t.Name, t.Begin, t.End)
+		}
+		if last < 0 || t.End > list[last].End {
+			last = i
 		}
 	}
 	return h, nil
