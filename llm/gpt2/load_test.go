@@ -82,6 +82,15 @@ func writeConfig(t testing.TB, dir string, c Config) {
 	}
 }
 
+// editHeader returns a safetensors file's bytes with its JSON header
+// rewritten by edit (the length prefix follows).
+func editHeader(file []byte, edit func(js string) string) []byte {
+	n := binary.LittleEndian.Uint64(file)
+	js := edit(string(file[8 : 8+n]))
+	out := binary.LittleEndian.AppendUint64(nil, uint64(len(js)))
+	return append(append(out, js...), file[8+n:]...)
+}
+
 func entry(es []rawEntry, name string) *rawEntry {
 	for i := range es {
 		if es[i].Name == name {
@@ -173,6 +182,15 @@ func TestLoadErrors(t *testing.T) {
 				return es, d
 			},
 			want: []string{"overlap", `"ln_f.bias"`, `"ln_f.weight"`}},
+		{name: "duplicate tensor name",
+			// encoding/json keeps the last of two equal keys: the first
+			// description of wpe.weight would be dropped silently.
+			raw: func(v []byte) []byte {
+				return editHeader(v, func(js string) string {
+					return `{"wpe.weight":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},` + js[1:]
+				})
+			},
+			want: []string{`"wpe.weight"`, "twice"}},
 		{name: "header over 100 MB",
 			raw: func(v []byte) []byte {
 				b := slices.Clone(v)

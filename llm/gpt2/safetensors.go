@@ -1,6 +1,7 @@
 package gpt2
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -72,6 +73,9 @@ func parseSafetensors(b []byte, fileSize int64) (*stHeader, error) {
 	if err := json.Unmarshal(b[8:8+hlen], &raw); err != nil {
 		return nil, fmt.Errorf("header is not a JSON object: %w", err)
 	}
+	if name, ok := repeatedKey(b[8 : 8+hlen]); ok {
+		return nil, fmt.Errorf("tensor %q appears twice in the header", name)
+	}
 	dataLen := fileSize - 8 - hlen
 	h := &stHeader{DataStart: 8 + hlen, Tensors: make(map[string]tensorInfo, len(raw))}
 	// In name order, so that a file with several faults always reports the
@@ -142,6 +146,34 @@ func parseSafetensors(b []byte, fileSize int64) (*stHeader, error) {
 		}
 	}
 	return h, nil
+}
+
+// repeatedKey returns the first top-level key of a JSON object (already
+// known to parse) that occurs twice. json.Unmarshal keeps the last value
+// of a repeated key without a word, which would silently drop one of two
+// descriptions of a tensor.
+func repeatedKey(js []byte) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(js))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return "", false // null: no keys
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		key, ok := tok.(string)
+		if err != nil || !ok {
+			return "", false
+		}
+		if seen[key] {
+			return key, true
+		}
+		seen[key] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return "", false
+		}
+	}
+	return "", false
 }
 
 // stFile is an open safetensors file: its bytes (memory-mapped where the
