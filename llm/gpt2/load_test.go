@@ -191,6 +191,15 @@ func TestLoadErrors(t *testing.T) {
 				})
 			},
 			want: []string{`"wpe.weight"`, "twice"}},
+		{name: "header not UTF-8",
+			// JSON must be UTF-8 and the reference implementation refuses
+			// such a header; encoding/json would read 0xff as U+FFFD.
+			raw: func(v []byte) []byte {
+				return editHeader(v, func(js string) string {
+					return strings.Replace(js, `"format":"pt"`, "\"format\":\"p\xff\"", 1)
+				})
+			},
+			want: []string{"header is not valid UTF-8", "byte 28"}},
 		{name: "header over 100 MB",
 			raw: func(v []byte) []byte {
 				b := slices.Clone(v)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"unicode/utf8"
 	"unsafe"
 )
 
@@ -68,6 +69,11 @@ func parseSafetensors(b []byte, fileSize int64) (*stHeader, error) {
 	hlen := int64(n)
 	if 8+hlen > fileSize || 8+hlen > int64(len(b)) {
 		return nil, fmt.Errorf("truncated file: header claims %d bytes, file has %d after the length prefix", hlen, fileSize-8)
+	}
+	// JSON is UTF-8 (the reference implementation refuses anything else);
+	// encoding/json would quietly read each bad byte as U+FFFD.
+	if !utf8.Valid(b[8 : 8+hlen]) {
+		return nil, fmt.Errorf("header is not valid UTF-8 (byte %d of the header)", invalidUTF8At(b[8:8+hlen]))
 	}
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(b[8:8+hlen], &raw); err != nil {
@@ -146,6 +152,19 @@ func parseSafetensors(b []byte, fileSize int64) (*stHeader, error) {
 		}
 	}
 	return h, nil
+}
+
+// invalidUTF8At returns the offset of the first byte of b that does not
+// start a valid UTF-8 character, or len(b).
+func invalidUTF8At(b []byte) int {
+	for i := 0; i < len(b); {
+		r, size := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && size <= 1 {
+			return i
+		}
+		i += size
+	}
+	return len(b)
 }
 
 // repeatedKey returns the first top-level key of a JSON object (already
