@@ -1,6 +1,8 @@
 package tokenizer
 
 import (
+	"encoding/json"
+	"os"
 	"testing"
 
 	"github.com/tinyserve/tinyserve/llm"
@@ -38,6 +40,58 @@ func TestGoldens(t *testing.T) {
 				}
 				if dec := tok.Decode(got, false); dec != want {
 					t.Errorf("case %d: Decode = %q, want %q", i, dec, want)
+				}
+			}
+		})
+	}
+}
+
+// TestVariantGoldens checks the components the Qwen and GPT-2 goldens do not
+// exercise (Lowercase and NFKD/NFKC normalizers, ByteLevel's regex and
+// prefix space, every Split behavior, Digits, added-token options) against
+// Hugging Face's Rust tokenizers: each variant is the tiny fixture with one
+// thing changed, with the library's ids and decodings of tricky strings
+// (testdata/tokenizers/variants).
+func TestVariantGoldens(t *testing.T) {
+	b, err := os.ReadFile(goldenVariants)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g struct {
+		Variants []struct {
+			Name      string          `json:"name"`
+			Tokenizer json.RawMessage `json:"tokenizer"`
+			Cases     []struct {
+				Text        string `json:"text"`
+				IDs         []int  `json:"ids"`
+				Decoded     string `json:"decoded"`
+				DecodedSkip string `json:"decoded_skip"`
+			} `json:"cases"`
+		} `json:"variants"`
+	}
+	if err := json.Unmarshal(b, &g); err != nil {
+		t.Fatal(err)
+	}
+	if len(g.Variants) == 0 {
+		t.Fatal("no variants")
+	}
+	for _, v := range g.Variants {
+		t.Run(v.Name, func(t *testing.T) {
+			tok, err := ParseHF(v.Tokenizer, HFOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, c := range v.Cases {
+				// Hugging Face matches special added tokens in the text by
+				// default: allowSpecial true.
+				if got := tok.Encode(c.Text, true); !equalIDs(got, c.IDs) {
+					t.Errorf("case %d %q:\n got %v\nwant %v", i, c.Text, got, c.IDs)
+				}
+				if got := tok.Decode(c.IDs, false); got != c.Decoded {
+					t.Errorf("case %d: Decode(%v) = %q, want %q", i, c.IDs, got, c.Decoded)
+				}
+				if got := tok.Decode(c.IDs, true); got != c.DecodedSkip {
+					t.Errorf("case %d: Decode(%v, skip) = %q, want %q", i, c.IDs, got, c.DecodedSkip)
 				}
 			}
 		})

@@ -9,12 +9,13 @@ import (
 
 // Fixture paths: the repository's top-level testdata module.
 const (
-	fixtures     = "../../testdata/tokenizers/"
-	qwenJSON     = fixtures + "qwen3/tokenizer.json"
-	goldenGPT2   = fixtures + "golden_gpt2.json"
-	goldenGPT2Sp = fixtures + "golden_gpt2_special.json"
-	goldenQwen   = fixtures + "golden_qwen3.json"
-	goldenQwenSp = fixtures + "golden_qwen3_special.json"
+	fixtures       = "../../testdata/tokenizers/"
+	qwenJSON       = fixtures + "qwen3/tokenizer.json"
+	goldenGPT2     = fixtures + "golden_gpt2.json"
+	goldenGPT2Sp   = fixtures + "golden_gpt2_special.json"
+	goldenQwen     = fixtures + "golden_qwen3.json"
+	goldenQwenSp   = fixtures + "golden_qwen3_special.json"
+	goldenVariants = fixtures + "variants/golden_variants.json"
 )
 
 // The Qwen tokenizer.json is 11 MB and GPT-2's ranks take a while to parse:
