@@ -48,6 +48,10 @@ type Config struct {
 	// BOSTokenID and EOSTokenID are -1 when absent.
 	BOSTokenID int
 	EOSTokenID int
+	// SeparateLMHead is config.json's tie_word_embeddings false: the output
+	// layer is the checkpoint's own lm_head.weight. False (the default, and
+	// every released GPT-2) ties it to wte, as transformers and vLLM do.
+	SeparateLMHead bool
 }
 
 // HeadDim is the width of one attention head.
@@ -108,6 +112,7 @@ type hfConfig struct {
 	ScaleAttnByInverseLayerIdx bool     `json:"scale_attn_by_inverse_layer_idx"`
 	BOSTokenID                 *int     `json:"bos_token_id"`
 	EOSTokenID                 *int     `json:"eos_token_id"`
+	TieWordEmbeddings          *bool    `json:"tie_word_embeddings"`
 }
 
 // ParseConfig parses a Hugging Face GPT-2 config.json. Fields absent from the
@@ -151,6 +156,9 @@ func ParseConfig(data []byte) (Config, error) {
 	}
 	if h.EOSTokenID != nil {
 		c.EOSTokenID = *h.EOSTokenID
+	}
+	if h.TieWordEmbeddings != nil {
+		c.SeparateLMHead = !*h.TieWordEmbeddings
 	}
 	switch h.ActivationFunction {
 	case "", "gelu_new", "gelu_pytorch_tanh", "gelu_fast":
@@ -200,7 +208,7 @@ func marshalConfig(c Config) ([]byte, error) {
 		"layer_norm_epsilon":              c.LayerNormEpsilon,
 		"scale_attn_weights":              c.ScaleAttnWeights,
 		"scale_attn_by_inverse_layer_idx": c.ScaleAttnByInverseLayerIdx,
-		"tie_word_embeddings":             true,
+		"tie_word_embeddings":             !c.SeparateLMHead,
 		"torch_dtype":                     "float32",
 	}
 	if c.BOSTokenID >= 0 {

@@ -20,7 +20,7 @@
 // Numerics follow Hugging Face's GPT2LMHeadModel: pre-LayerNorm blocks,
 // Conv1D weights stored in×out (y = x·W + b), c_attn output split q|k|v,
 // heads contiguous, scores scaled by 1/sqrt(head_dim), gelu_new (tanh form),
-// final ln_f, LM head tied to wte unless lm_head.weight exists. Everything
+// final ln_f, LM head tied to wte unless tie_word_embeddings is false. Everything
 // is computed in float32; the golden tests (testdata/gpt2-tiny*) compare
 // with PyTorch float64 references.
 //

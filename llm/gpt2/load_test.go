@@ -373,6 +373,7 @@ func TestLoadFolderErrors(t *testing.T) {
 func TestLoadVariants(t *testing.T) {
 	m := smallModel(t)
 	untied := smallModel(t)
+	untied.Config.SeparateLMHead = true
 	untied.Weights.LMHead = make([]float32, len(untied.Weights.WTE))
 	for i := range untied.Weights.LMHead {
 		untied.Weights.LMHead[i] = float32(i%7) * 0.125
@@ -584,5 +585,75 @@ func TestFloat16(t *testing.T) {
 	}
 	if got := float32ToBFloat16(1 + 1.0/256); got != 0x3f80 {
 		t.Errorf("bfloat16 tie rounds to %#04x, want 0x3f80", got)
+	}
+}
+
+// TestLMHeadFollowsTieWordEmbeddings: config.json's tie_word_embeddings
+// decides the output layer, as in transformers and vLLM. A checkpoint with
+// an untied head says so in its config; a tied config ignores an
+// lm_head.weight; an untied config without one is an error naming it.
+func TestLMHeadFollowsTieWordEmbeddings(t *testing.T) {
+	untied := smallModel(t)
+	untied.Weights.LMHead = make([]float32, len(untied.Weights.WTE))
+	for i := range untied.Weights.LMHead {
+		untied.Weights.LMHead[i] = float32(i%5) * 0.25
+	}
+	dir := t.TempDir()
+	if err := untied.WriteCheckpoint(dir); err != nil {
+		t.Fatal(err)
+	}
+	setTie := func(dir string, tie bool) {
+		t.Helper()
+		path := filepath.Join(dir, "config.json")
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		if m["tie_word_embeddings"] != !tie {
+			t.Fatalf("config.json has tie_word_embeddings %v before the edit", m["tie_word_embeddings"])
+		}
+		m["tie_word_embeddings"] = tie
+		b, _ = json.Marshal(m)
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	got, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.Config.SeparateLMHead || sameSlice(got.Weights.LMHead, got.Weights.WTE) || !slices.Equal(got.Weights.LMHead, untied.Weights.LMHead) {
+		t.Errorf("untied checkpoint: SeparateLMHead %v, head is its lm_head.weight %v", got.Config.SeparateLMHead, slices.Equal(got.Weights.LMHead, untied.Weights.LMHead))
+	}
+	got.Close()
+
+	setTie(dir, true) // tied: transformers' tie_weights replaces lm_head with wte
+	got, err = Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Config.SeparateLMHead || !sameSlice(got.Weights.LMHead, got.Weights.WTE) {
+		t.Errorf("tied config: SeparateLMHead %v, head tied %v", got.Config.SeparateLMHead, sameSlice(got.Weights.LMHead, got.Weights.WTE))
+	}
+	got.Close()
+
+	tiedDir := t.TempDir()
+	if err := smallModel(t).WriteCheckpoint(tiedDir); err != nil {
+		t.Fatal(err)
+	}
+	setTie(tiedDir, false)
+	_, err = Load(tiedDir)
+	if !errors.Is(err, ErrBadCheckpoint) {
+		t.Fatalf("untied config without lm_head.weight: %v, want ErrBadCheckpoint", err)
+	}
+	for _, want := range []string{`missing tensor "lm_head.weight"`, "tie_word_embeddings false"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
 	}
 }

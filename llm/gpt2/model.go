@@ -175,8 +175,10 @@ func specs(c Config, w *Weights) []tensorSpec {
 // model.safetensors, or shards listed in model.safetensors.index.json.
 // Tensors may be float32, float16 or bfloat16 (computed in float32), named
 // with or without the "transformer." prefix; legacy attn.bias and
-// attn.masked_bias buffers are ignored; lm_head.weight is used when present,
-// else the head is tied to wte. float32 tensors are used in place from a
+// attn.masked_bias buffers are ignored. The LM head is tied to wte unless
+// config.json sets tie_word_embeddings false, when lm_head.weight must be
+// there; with a tied head an lm_head.weight is ignored, as transformers and
+// vLLM ignore it. float32 tensors are used in place from a
 // read-only memory mapping; call Close to release it.
 //
 // Errors about the checkpoint match ErrBadCheckpoint and name the file and
@@ -215,15 +217,19 @@ func Load(dir string) (*Model, error) {
 		}
 		*s.dst = v
 	}
-	if files.has("lm_head.weight") {
+	m.Weights.LMHead = m.Weights.WTE
+	if cfg.SeparateLMHead {
+		if !files.has("lm_head.weight") {
+			_ = m.Close()
+			return nil, fmt.Errorf("%w: %s: missing tensor \"lm_head.weight\": config.json sets tie_word_embeddings false, so the output layer is not wte",
+				ErrBadCheckpoint, files.where())
+		}
 		v, err := files.float32s("lm_head.weight", []int64{int64(cfg.VocabSize), int64(cfg.NEmbd)})
 		if err != nil {
 			_ = m.Close()
 			return nil, err
 		}
 		m.Weights.LMHead = v
-	} else {
-		m.Weights.LMHead = m.Weights.WTE
 	}
 	return m, nil
 }
@@ -376,26 +382,28 @@ func (cf *checkpointFiles) unexpected(known map[string]bool) string {
 
 // WriteCheckpoint writes m as a Hugging Face checkpoint folder that Load,
 // transformers and other engines read: dir/config.json and a float32
-// dir/model.safetensors with a tied LM head (lm_head.weight is written only
-// when the model's head is not tied). dir is created if needed; existing
+// dir/model.safetensors with a tied LM head (lm_head.weight is written, and
+// tie_word_embeddings set false, only when the model's head is not tied). dir is created if needed; existing
 // files are replaced.
 func (m *Model) WriteCheckpoint(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("gpt2: %w", err)
 	}
-	cfg, err := marshalConfig(m.Config)
+	w := m.Weights
+	c := m.Config
+	c.SeparateLMHead = !sameSlice(w.LMHead, w.WTE)
+	cfg, err := marshalConfig(c)
 	if err != nil {
 		return fmt.Errorf("gpt2: %w", err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "config.json"), append(cfg, '\n'), 0o644); err != nil {
 		return fmt.Errorf("gpt2: %w", err)
 	}
-	w := m.Weights
 	var ts []namedTensor
 	for _, s := range specs(m.Config, &w) {
 		ts = append(ts, namedTensor{name: s.name, dtype: "F32", shape: s.shape, data: *s.dst})
 	}
-	if !sameSlice(w.LMHead, w.WTE) {
+	if c.SeparateLMHead {
 		ts = append(ts, namedTensor{name: "lm_head.weight", dtype: "F32",
 			shape: []int64{int64(m.Config.VocabSize), int64(m.Config.NEmbd)}, data: w.LMHead})
 	}
