@@ -41,7 +41,10 @@ type SamplingParams struct {
 	// TopP keeps the smallest set of most likely tokens whose probabilities sum
 	// to at least TopP. Zero or 1 disables it.
 	TopP float64
-	// TopK keeps the K most likely tokens. Zero or -1 disables it.
+	// TopK keeps the K most likely tokens. Zero or -1 disables it. It keeps
+	// exactly K: among tokens tied with the K-th most likely logit the
+	// lowest ids stay, as greedy's ties go (vLLM keeps every token tied
+	// with the K-th; with float32 logits such ties are rare).
 	TopK int
 	// MinP drops every token whose probability is below MinP times that of
 	// the most likely token (vLLM's min_p); top-k and top-p then choose
