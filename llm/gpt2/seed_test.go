@@ -86,7 +86,7 @@ func TestSeededSamplingWhateverTheBatch(t *testing.T) {
 	}
 	for name, cfg := range map[string]engine.Config{
 		"crowd":          {Seed: 2},
-		"crowd chunked5": {Seed: 3, MaxNumBatchedTokens: 16},
+		"crowd, chunked": {Seed: 3, MaxNumBatchedTokens: 16},
 	} {
 		reqs := others()
 		at := len(reqs) / 2
