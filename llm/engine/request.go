@@ -147,14 +147,17 @@ func (q *request) accept(tok int, lp *llm.TokenLogprob, now time.Time) llm.Event
 	return ev
 }
 
-// keepStopToken adds the text of the token that ended the request when it
-// asked for IncludeStopStrInOutput, as vLLM does for EOS and stop token ids
-// (EOS writes nothing unless KeepSpecialTokens).
+// keepStopToken ends the text of a request stopped by the token tok (EOS or
+// a stop token id). It adds the token's text when the request asked for
+// IncludeStopStrInOutput, as vLLM does (EOS writes nothing unless
+// KeepSpecialTokens), and flushes the decoder: a character the generated
+// tokens left unfinished shows as U+FFFD, as at a length finish and as
+// decoding the tokens gives it, rather than vanishing.
 func (q *request) keepStopToken(tok int) {
 	if q.params.IncludeStopStrInOutput {
 		q.text = append(q.text, q.dec.Add(tok)...)
-		q.text = append(q.text, q.dec.Flush()...)
 	}
+	q.text = append(q.text, q.dec.Flush()...)
 }
 
 // findStop returns the earliest stop string whose match ends in the text
