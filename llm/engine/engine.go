@@ -316,6 +316,14 @@ func (e *Engine) Drain(ctx context.Context) error {
 	case <-ch:
 		return nil
 	case <-ctx.Done():
+		// Take the channel back: a caller polling Drain with short
+		// deadlines would otherwise leave one per call until the engine
+		// is idle, however long that takes.
+		e.mu.Lock()
+		if i := slices.Index(e.idleWait, ch); i >= 0 {
+			e.idleWait = slices.Delete(e.idleWait, i, i+1)
+		}
+		e.mu.Unlock()
 		return ctx.Err()
 	}
 }
