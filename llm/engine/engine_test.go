@@ -704,22 +704,6 @@ func TestStepTokensHistogram(t *testing.T) {
 	}
 }
 
-// gatedBackend holds its first Forward until the test lets it go, after
-// telling the test it has begun.
-type gatedBackend struct {
-	*mock.Backend
-	calls      int
-	began, run chan struct{}
-}
-
-func (g *gatedBackend) Forward(b *engine.Batch) ([]engine.SampleRow, error) {
-	if g.calls++; g.calls == 1 {
-		close(g.began)
-		<-g.run
-	}
-	return g.Backend.Forward(b)
-}
-
 // TestQueuePlaceFreedBeforeFirstStepRuns: a request leaves the waiting
 // queue when it is first scheduled, before its step runs and so before any
 // of its events: a caller told ErrOverloaded that retries when it sees a
@@ -727,8 +711,9 @@ func (g *gatedBackend) Forward(b *engine.Batch) ([]engine.SampleRow, error) {
 // the place was freed after the step's events were sent, so such a retry
 // could fail with nothing left to wake it).
 func TestQueuePlaceFreedBeforeFirstStepRuns(t *testing.T) {
-	g := &gatedBackend{Backend: mock.NewBackend(mock.Config{}), began: make(chan struct{}), run: make(chan struct{})}
-	e, err := engine.New(g, mock.NewTokenizer(), mock.Info(), engine.Config{MaxNumSeqs: 1, MaxPending: 1})
+	pb := &pausableBackend{Backend: mock.NewBackend(mock.Config{})}
+	began, resume := pb.pause()
+	e, err := engine.New(pb, mock.NewTokenizer(), mock.Info(), engine.Config{MaxNumSeqs: 1, MaxPending: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -737,9 +722,9 @@ func TestQueuePlaceFreedBeforeFirstStepRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	<-g.began // a is scheduled; its step is running
+	<-began // a is scheduled; its step is running
 	b, err := e.Generate(context.Background(), llm.Request{PromptTokens: prompt(2, 4), Params: greedy(1)})
-	close(g.run)
+	resume()
 	if err != nil {
 		t.Fatalf("Generate while the first request's first step runs: %v", err)
 	}

@@ -21,10 +21,9 @@ import (
 // knows exactly which requests have started.
 type pausableBackend struct {
 	*mock.Backend
-	mu     sync.Mutex
-	gate   chan struct{} // non-nil while paused; closed by resume
-	began  chan struct{} // closed when a Forward reaches the gate
-	sleepy time.Duration
+	mu    sync.Mutex
+	gate  chan struct{} // non-nil while paused; closed by resume
+	began chan struct{} // closed when a Forward reaches the gate
 }
 
 func (p *pausableBackend) Forward(b *engine.Batch) ([]engine.SampleRow, error) {
