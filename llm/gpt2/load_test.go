@@ -237,6 +237,13 @@ func TestLoadErrors(t *testing.T) {
 				return es, append(d, make([]byte, 16)...)
 			},
 			want: []string{`unexpected tensor "h.2.ln_1.weight"`, "do not match"}},
+		{name: "a tensor with and without the prefix",
+			// Both keys name ln_f.bias: only one would be used.
+			edit: func(es []rawEntry, d []byte) ([]rawEntry, []byte) {
+				es = append(es, rawEntry{"transformer.ln_f.bias", "F32", []int64{4}, [2]int64{int64(len(d)), int64(len(d)) + 16}})
+				return es, append(d, make([]byte, 16)...)
+			},
+			want: []string{`tensor "ln_f.bias" is stored twice`, `"ln_f.bias" and "transformer.ln_f.bias"`}},
 		{name: "bad data_offsets",
 			raw: func(v []byte) []byte {
 				js := `{"wte.weight":{"dtype":"F32","shape":[1],"data_offsets":[0]}}`

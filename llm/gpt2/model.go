@@ -204,10 +204,9 @@ func Load(dir string) (*Model, error) {
 	for _, s := range specs(cfg, &m.Weights) {
 		known[s.name] = true
 	}
-	if name := files.unexpected(known); name != "" {
+	if err := files.checkNames(known, cfg.NLayer); err != nil {
 		_ = m.Close()
-		return nil, fmt.Errorf("%w: %s: unexpected tensor %q: not a parameter of a GPT-2 with this config.json (n_layer %d); the config and the weights do not match",
-			ErrBadCheckpoint, files.where(), name, cfg.NLayer)
+		return nil, err
 	}
 	for _, s := range specs(cfg, &m.Weights) {
 		v, err := files.float32s(s.name, s.shape)
@@ -358,12 +357,14 @@ func (cf *checkpointFiles) where() string {
 	return filepath.Join(cf.dir, cf.single)
 }
 
-// unexpected returns the first tensor name (in sorted order) that is not a
+// checkNames fails on the first tensor name (in sorted order) that is not a
 // parameter of this config, nor lm_head.weight, nor a legacy attention
 // buffer: as in vLLM's loader, an unknown tensor or a layer past n_layer
 // means the config and the weights do not belong together, and silently
-// dropping it would serve a different model.
-func (cf *checkpointFiles) unexpected(known map[string]bool) string {
+// dropping it would serve a different model. A parameter stored both with
+// and without the "transformer." prefix fails too: only one of the two
+// would be used, without a word about the other.
+func (cf *checkpointFiles) checkNames(known map[string]bool, nLayer int) error {
 	var names []string
 	if cf.weights != nil {
 		names = slices.Collect(maps.Keys(cf.weights))
@@ -371,13 +372,19 @@ func (cf *checkpointFiles) unexpected(known map[string]bool) string {
 		names = slices.Collect(maps.Keys(cf.files[cf.single].header.Tensors))
 	}
 	slices.Sort(names)
-	for _, n := range names {
-		n = strings.TrimPrefix(n, "transformer.")
+	stored := map[string]string{} // parameter -> the key it is stored under
+	for _, key := range names {
+		n := strings.TrimPrefix(key, "transformer.")
 		if !known[n] && !strings.HasSuffix(n, ".attn.bias") && !strings.HasSuffix(n, ".attn.masked_bias") {
-			return n
+			return fmt.Errorf("%w: %s: unexpected tensor %q: not a parameter of a GPT-2 with this config.json (n_layer %d); the config and the weights do not match",
+				ErrBadCheckpoint, cf.where(), n, nLayer)
 		}
+		if other, ok := stored[n]; ok {
+			return fmt.Errorf("%w: %s: tensor %q is stored twice, as %q and %q", ErrBadCheckpoint, cf.where(), n, other, key)
+		}
+		stored[n] = key
 	}
-	return ""
+	return nil
 }
 
 // WriteCheckpoint writes m as a Hugging Face checkpoint folder that Load,
