@@ -238,6 +238,11 @@ func TestAggregateFixed(t *testing.T) {
 	assert.Contains(t, md, "| 1 | 3 | 3 | 0 |")
 	assert.Contains(t, md, "| 100.000 | 100.0–300.0 | 1.000 | 1.000–5.000 |", "the repeats' spread beside the medians")
 	assert.Contains(t, md, "not proof that the device itself is saturated")
+	// Level 1's repeats (100, 300, 100) are 200% of their median apart; the
+	// others agree.
+	assert.Contains(t, md, "**Warning: repeats disagree.**")
+	assert.Contains(t, md, "than 10% of the median, while the rule above tests a 5% gain")
+	assert.Contains(t, md, "- concurrency 1: 100.0–300.0 output tokens/s (200% of the median).\n\nThis plateau")
 	png, svg, err := RenderPlot(&c)
 	require.NoError(t, err)
 	assert.True(t, bytes.HasPrefix(png, []byte("\x89PNG")))
@@ -250,6 +255,7 @@ func TestAggregateFixed(t *testing.T) {
 	_, _, err = RenderPlot(&empty)
 	require.NoError(t, err)
 	assert.Contains(t, RenderReport(&empty), "n/a")
+	assert.NotContains(t, RenderReport(&empty), "repeats disagree")
 }
 
 // TestThroughputWithoutUsageIsNull: output-token throughput with no

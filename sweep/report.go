@@ -119,18 +119,54 @@ func writeGoodput(b *strings.Builder, levels []LevelAggregate) {
 	}
 }
 
-// fmtRange is the lowest and highest of vs ("n/a" without any).
-func fmtRange(vs []*float64, format string) string {
-	lo, hi := math.Inf(1), math.Inf(-1)
+// rangeOf is the lowest and highest of vs; ok is false without any.
+func rangeOf(vs []*float64) (lo, hi float64, ok bool) {
+	lo, hi = math.Inf(1), math.Inf(-1)
 	for _, v := range vs {
 		if v != nil && !math.IsNaN(*v) {
 			lo, hi = min(lo, *v), max(hi, *v)
 		}
 	}
-	if lo > hi {
+	return lo, hi, lo <= hi
+}
+
+// fmtRange is the lowest and highest of vs ("n/a" without any).
+func fmtRange(vs []*float64, format string) string {
+	lo, hi, ok := rangeOf(vs)
+	if !ok {
 		return "n/a"
 	}
 	return fmt.Sprintf(format+"–"+format, lo, hi)
+}
+
+// noisySpread is how far apart, as a multiple of the saturation rule's
+// throughput-gain threshold, a level's fastest and slowest repeats may be
+// before the report says a transition's verdict there may be noise.
+const noisySpread = 2
+
+// writeNoiseWarning warns about levels whose repeats disagree by more than
+// the saturation rule can resolve: the rule compares medians against a 5%
+// gain, which repeats 30% apart cannot settle.
+func writeNoiseWarning(b *strings.Builder, levels []LevelAggregate, gain float64) {
+	var noisy []string
+	for _, a := range levels {
+		lo, hi, ok := rangeOf(a.RepeatValues.OutputTokenThroughput)
+		med := a.RepeatMedians.OutputTokenThroughput
+		if a.Repeats < 2 || !ok || med == nil || *med <= 0 {
+			continue
+		}
+		if spread := (hi - lo) / *med; spread > noisySpread*gain {
+			noisy = append(noisy, fmt.Sprintf("- concurrency %d: %.1f–%.1f output tokens/s (%.0f%% of the median).\n", a.Concurrency, lo, hi, spread*100))
+		}
+	}
+	if len(noisy) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "**Warning: repeats disagree.** At these levels the fastest and slowest repeat's output-token throughput differ by more than %.0f%% of the median, "+
+		"while the rule above tests a %.0f%% gain: a transition's verdict there may be noise (other load on the machine, the client, "+
+		"frequency scaling). Add repeats, or measure on a quieter machine:\n\n", noisySpread*gain*100, gain*100)
+	b.WriteString(strings.Join(noisy, ""))
+	b.WriteString("\n")
 }
 
 // heldShare is the least mean-in-flight, as a share of the concurrency,
@@ -284,6 +320,7 @@ func RenderReport(c *Combined) string {
 		}
 		b.WriteString("\n")
 	}
+	writeNoiseWarning(&b, c.ByConcurrency, s.ThroughputGainThreshold)
 	b.WriteString("This plateau is client-observed: throughput and latency were measured by the load client over HTTP. " +
 		"It shows where adding concurrency stopped paying off for this workload, server configuration and machine, " +
 		"and is not proof that the device itself is saturated (the limit may be the scheduler's max_num_seqs, " +
