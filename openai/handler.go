@@ -1,6 +1,7 @@
 // Package openai serves an [llm.Engine] over HTTP with the OpenAI completions
 // API as vLLM speaks it: POST /v1/completions (JSON and SSE streaming), GET
-// /v1/models, GET /health, GET /metrics, POST /tokenize and POST /detokenize.
+// /v1/models and /v1/models/{model}, GET /health, GET /version, GET /metrics,
+// POST /tokenize and POST /detokenize.
 //
 // Field names, defaults, error shapes and metric names follow vLLM where vLLM
 // has them, so that existing OpenAI clients, benchmark tools and vLLM

@@ -45,8 +45,8 @@ type Options struct {
 	CacheDir string
 	// Device is the ordinal of the GPU to use.
 	Device int
-	// Getenv reads LD_LIBRARY_PATH, VIRTUAL_ENV, CONDA_PREFIX and HOME for
-	// the library search; nil means os.Getenv.
+	// Getenv reads LD_LIBRARY_PATH, PATH, VIRTUAL_ENV, CONDA_PREFIX and
+	// HOME for the library search; nil means os.Getenv.
 	Getenv func(string) string
 	// Logger receives start-up and warning logs; nil discards them.
 	Logger *slog.Logger
