@@ -266,7 +266,7 @@ func refuseIgnored(cfg Config) error {
 		{"mock latency", cfg.MockLatency != (mock.Latency{}), cfg.MockLatency, []string{BackendMock}},
 	} {
 		if o.set && !slices.Contains(o.honoured, backend) {
-			return fmt.Errorf("%s %v does not apply to the %s backend (only to %s); a flag may also come from its TINYSERVE_ variable", o.name, o.v, backend, strings.Join(o.honoured, ", "))
+			return fmt.Errorf("%s %v does not apply to the %s backend (only to %s)", o.name, o.v, backend, strings.Join(o.honoured, ", "))
 		}
 	}
 	return nil

@@ -144,7 +144,7 @@ func (p *SamplingParams) Validate() error {
 	case math.IsNaN(p.TopP) || p.TopP < 0 || p.TopP > 1:
 		return paramErr("top_p", "must be in (0, 1], got %v", p.TopP)
 	case p.TopK < -1:
-		return paramErr("top_k", "must be -1 (disabled) or a positive number, got %d", p.TopK)
+		return paramErr("top_k", "must be -1 or 0 (disabled) or a positive number, got %d", p.TopK)
 	case math.IsNaN(p.MinP) || p.MinP < 0 || p.MinP > 1:
 		return paramErr("min_p", "must be in [0, 1], got %v", p.MinP)
 	case math.IsNaN(p.PresencePenalty) || p.PresencePenalty < -2 || p.PresencePenalty > 2:

@@ -25,6 +25,7 @@ import (
 	"os/signal"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -135,6 +136,11 @@ func newApp(stderr io.Writer) *cli.App {
 				return err
 			}
 			cfg.Logger = logger
+			if vars := settingsFromEnv(os.Environ()); len(vars) > 0 {
+				// A setting refused or mistaken below may come from a
+				// variable the operator forgot about rather than a flag.
+				logger.Info("settings from the environment", "variables", vars)
+			}
 			port := c.Int("port")
 			if port < 0 || port > 65535 {
 				return fmt.Errorf("--port must be in [0, 65535], got %d", port)
@@ -159,6 +165,19 @@ func newApp(stderr io.Writer) *cli.App {
 			})
 		},
 	}
+}
+
+// settingsFromEnv lists the names of the TINYSERVE_ variables set in env,
+// which set flags not given on the command line.
+func settingsFromEnv(env []string) []string {
+	var names []string
+	for _, kv := range env {
+		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, envPrefix) {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names
 }
 
 func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {

@@ -382,3 +382,21 @@ func TestVersionFlag(t *testing.T) {
 		t.Errorf("--version printed %q, want %q", out.String(), want)
 	}
 }
+
+// TestEnvironmentSettingsNamed: a setting refused because it came from a
+// forgotten TINYSERVE_ variable is traceable: the log names every such
+// variable set (never its value, which may be an API key) before the error.
+func TestEnvironmentSettingsNamed(t *testing.T) {
+	t.Setenv("TINYSERVE_BACKEND", "mock")
+	t.Setenv("TINYSERVE_DTYPE", "float16")
+	t.Setenv("TINYSERVE_API_KEY", "s3cret")
+	var logs syncbuf.Buffer
+	err := newApp(&logs).Run([]string{"tinyserve-serve", "--port", "0"})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "dtype (--dtype) float16 does not apply to the mock backend")
+	assert.Contains(t, logs.String(), "settings from the environment")
+	for _, name := range []string{"TINYSERVE_API_KEY", "TINYSERVE_BACKEND", "TINYSERVE_DTYPE"} {
+		assert.Contains(t, logs.String(), name)
+	}
+	assert.NotContains(t, logs.String(), "s3cret")
+}
