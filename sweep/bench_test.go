@@ -27,6 +27,22 @@ func BenchmarkParseStream(b *testing.B) {
 	}
 }
 
+var benchChatStream = `data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}` + "\n\n" +
+	strings.Repeat(`data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":" tok"},"finish_reason":null}]}`+"\n\n", 32) +
+	`data: {"id":"c","choices":[],"usage":{"prompt_tokens":8,"completion_tokens":32}}` + "\n\ndata: [DONE]\n\n"
+
+// BenchmarkParseChatStream is BenchmarkParseStream for a 32-token chat
+// stream in vLLM's shape (a role chunk first).
+func BenchmarkParseChatStream(b *testing.B) {
+	b.SetBytes(int64(len(benchChatStream)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ParseChatStream(strings.NewReader(benchChatStream), time.Now); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkRunCondition is the whole client per request (body, HTTP, SSE
 // with four text chunks, record) against an in-process endpoint that answers
 // at once; see bench/client for the comparison with wrk.

@@ -81,7 +81,7 @@ func RunCondition(ctx context.Context, opts LoadOptions, rows []Row, out io.Writ
 	if len(rows) == 0 {
 		return nil, nil, fmt.Errorf("prompts: %w: no rows", ErrTooFewRows)
 	}
-	extra, _ := extraBodyFragment(opts.ExtraBody)
+	extra, _ := extraBodyFragment(opts.ExtraBody, opts.API())
 	client := opts.Client
 	if client == nil {
 		client = NewHTTPClient(opts.MaxInFlight(len(rows)))
@@ -94,7 +94,7 @@ func RunCondition(ctx context.Context, opts LoadOptions, rows []Row, out io.Writ
 		// without an unseeded random source.
 		prefix = "sweep-" + strconv.FormatInt(started.UnixNano(), 36)
 	}
-	s := &sender{opts: opts, extra: extra, client: client, prefix: prefix, started: started}
+	s := &sender{opts: opts, api: opts.API(), extra: extra, client: client, prefix: prefix, started: started}
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -73,16 +73,23 @@ type Comparison struct {
 // comparedSettings are the resolved-config keys that must agree for two
 // sweeps' figures to be comparable; the url and model are what a
 // comparison is about, so they may differ.
-var comparedSettings = []string{"num_requests", "stream", "ignore_eos", "temperature", "extra_body"}
+// A different api (chat against completions) is one of them: a chat
+// server wraps every prompt in its chat template, so the prefill is
+// longer than the workload says.
+var comparedSettings = []string{"api", "num_requests", "stream", "ignore_eos", "temperature", "extra_body"}
 
 // setting is the JSON text of a resolved-config key, or "" when the config
-// does not record it. serving-inference never sends ignore_eos, so its
-// configs, which lack the key, mean false.
+// does not record it. serving-inference never sends ignore_eos and speaks
+// only completions, so its configs, which lack the keys, mean false and
+// "completions" (as do tinyserve's from before it recorded the api).
 func setting(c *Combined, key string) string {
 	m, _ := c.Config.(map[string]any)
 	v, ok := m[key]
-	if !ok && key == "ignore_eos" {
+	switch {
+	case !ok && key == "ignore_eos":
 		v, ok = false, true
+	case !ok && key == "api":
+		v, ok = string(APICompletions), true
 	}
 	if !ok {
 		return ""

@@ -55,8 +55,9 @@ type Config struct {
 	Name string `json:"name"`
 	// Prompts is the prompt file, resolved against the working directory.
 	Prompts string `json:"prompts"`
-	// URL is the completions endpoint. With an embedded target it may be
-	// empty; cmd/sweep fills it in.
+	// URL is the endpoint: a path ending in /chat/completions speaks the
+	// chat API, any other the completions API ([APIForURL]). With an
+	// embedded target it may be empty; cmd/sweep fills it in.
 	URL string `json:"url"`
 	// Model is sent with every request. With an embedded target it may be
 	// empty; the served model's id is used.
@@ -313,7 +314,7 @@ func (c *Config) validate(fields map[string]json.RawMessage) error {
 	} else if len(c.Target.Engine) == 0 {
 		return cfgErr("target.engine", "required for an embedded target")
 	}
-	if _, err := extraBodyFragment(c.ExtraBody); err != nil {
+	if _, err := extraBodyFragment(c.ExtraBody, APIForURL(c.URL)); err != nil {
 		return fmt.Errorf("%w: %v", ErrConfig, err)
 	}
 	if c.SLO != nil && (c.SLO.TTFTS < 0 || c.SLO.TPOTS < 0 || c.SLO.LatencyS < 0) {
@@ -339,10 +340,15 @@ func (c *Config) Resolve(dir string) *Config {
 }
 
 // resolvedView is the resolved config as recorded in summary.json and the
-// manifest: every default spelled out.
+// manifest: every default spelled out, and the API the url speaks ("api",
+// derived from the url rather than a config key, so that the schema stays
+// serving-inference's).
 func (c *Config) resolvedView() map[string]any {
 	b, _ := json.Marshal(c)
 	var m map[string]any
 	_ = json.Unmarshal(b, &m)
+	if m != nil {
+		m["api"] = string(APIForURL(c.URL))
+	}
 	return m
 }

@@ -157,9 +157,9 @@ func ParsePrometheusText(r io.Reader, names []string) map[string]float64 {
 	return out
 }
 
-// ServerBase returns the server's root URL from a completions URL:
-// http://h:8000/v1/completions -> http://h:8000. Credentials and queries are
-// dropped.
+// ServerBase returns the server's root URL from a completions or chat
+// completions URL: http://h:8000/v1/completions -> http://h:8000.
+// Credentials and queries are dropped.
 func ServerBase(completionsURL string) (string, error) {
 	u, err := url.Parse(completionsURL)
 	if err != nil {
@@ -168,6 +168,8 @@ func ServerBase(completionsURL string) (string, error) {
 	p := u.Path
 	if i := strings.LastIndex(p, "/v1/"); i >= 0 {
 		p = p[:i]
+	} else if q, ok := strings.CutSuffix(p, "/chat/completions"); ok {
+		p = q
 	} else {
 		p = strings.TrimSuffix(p, "/completions")
 	}

@@ -15,25 +15,36 @@ import (
 // reservedBodyKeys are the request fields extra_body may not set, and why:
 // the ones the client sets itself (a second key in the body would
 // contradict what the summary records, and the server would take the last
-// one), and the ones that change what the client measures.
-var reservedBodyKeys = []struct{ key, why string }{
-	{"model", "set by the client"},
-	{"prompt", "set by the client"},
-	{"max_tokens", "set by the client from the prompt file"},
-	{"stream", "set by the client (the stream setting)"},
-	{"stream_options", "set by the client"},
-	{"temperature", "set by the client (the temperature setting)"},
-	{"ignore_eos", "set by the client (the ignore_eos setting)"},
-	{"n", "the client reads one choice per request; more would mix their chunks and usage"},
-	{"best_of", "the client reads one choice per request and best_of changes its cost"},
-	{"echo", "an echoed prompt would arrive as the first text and count as the first token"},
+// one), and the ones that change what the client measures. An entry with an
+// api applies to that API only; the other API's server does not read the
+// key, so extra_body may still carry it there.
+var reservedBodyKeys = []struct {
+	key string
+	api API // "" for both
+	why string
+}{
+	{"model", "", "set by the client"},
+	{"prompt", APICompletions, "set by the client"},
+	{"messages", APIChat, "set by the client from the prompt file"},
+	{"max_tokens", APICompletions, "set by the client from the prompt file"},
+	{"max_tokens", APIChat, "the older name of max_completion_tokens, which the client sets from the prompt file"},
+	{"max_completion_tokens", APIChat, "set by the client from the prompt file"},
+	{"stream", "", "set by the client (the stream setting)"},
+	{"stream_options", "", "set by the client"},
+	{"temperature", "", "set by the client (the temperature setting)"},
+	{"ignore_eos", "", "set by the client (the ignore_eos setting)"},
+	{"n", "", "the client reads one choice per request; more would mix their chunks and usage"},
+	{"best_of", "", "the client reads one choice per request and best_of changes its cost"},
+	{"echo", "", "an echoed prompt would arrive as the first text and count as the first token"},
 }
 
 // LoadOptions configure one condition. The zero value is not usable: URL,
 // Model and Concurrency (or RequestRate) must be set; other fields document
 // what zero means.
 type LoadOptions struct {
-	// URL is the completions endpoint, e.g. http://127.0.0.1:8000/v1/completions.
+	// URL is the endpoint, e.g. http://127.0.0.1:8000/v1/completions. A
+	// path ending in /chat/completions makes the client speak the chat API
+	// (see [APIForURL]).
 	URL string
 	// Model is sent as the request's model.
 	Model string
@@ -60,8 +71,9 @@ type LoadOptions struct {
 	// StoreResponse keeps the generated text (or raw body) in each record.
 	StoreResponse bool
 	// ExtraBody is merged into every request body (a JSON object); it may not
-	// set model, prompt, max_tokens, stream, stream_options, temperature,
-	// ignore_eos, n, best_of or echo (reservedBodyKeys says why).
+	// set model, stream, stream_options, temperature, ignore_eos, n, best_of
+	// or echo, nor prompt and max_tokens (completions) or messages,
+	// max_completion_tokens and max_tokens (chat); reservedBodyKeys says why.
 	ExtraBody json.RawMessage
 	// APIKey, when set, is sent as a bearer token. It is never written to a
 	// record, a summary or a log.
@@ -104,6 +116,7 @@ func (o *LoadOptions) SummaryConfig(numRequests int) SummaryConfig {
 		TimeoutS:            o.timeout().Seconds(),
 		WorkloadSHA256:      o.WorkloadSHA256,
 		ServerVersion:       o.ServerVersion,
+		API:                 o.API(),
 	}
 	if o.RequestRate > 0 {
 		seed := o.Seed
@@ -115,6 +128,9 @@ func (o *LoadOptions) SummaryConfig(numRequests int) SummaryConfig {
 	}
 	return c
 }
+
+// API is the API the client speaks to URL.
+func (o *LoadOptions) API() API { return APIForURL(o.URL) }
 
 func (o *LoadOptions) timeout() time.Duration {
 	if o.Timeout <= 0 {
@@ -145,7 +161,7 @@ func (o *LoadOptions) Validate() error {
 	case !o.Stream && (o.SLO.TTFTS > 0 || o.SLO.TPOTS > 0):
 		return errors.New(errSLONeedsStream)
 	}
-	_, err := extraBodyFragment(o.ExtraBody)
+	_, err := extraBodyFragment(o.ExtraBody, o.API())
 	return err
 }
 
@@ -153,9 +169,9 @@ func (o *LoadOptions) Validate() error {
 // without it no request could show that it met one.
 const errSLONeedsStream = "slo: ttft and tpot objectives need streaming (stream: true); without it only latency can be checked"
 
-// extraBodyFragment checks extra and returns its members without the
-// braces, ready to splice into a request body.
-func extraBodyFragment(extra json.RawMessage) ([]byte, error) {
+// extraBodyFragment checks extra against the keys api reserves and returns
+// its members without the braces, ready to splice into a request body.
+func extraBodyFragment(extra json.RawMessage, api API) ([]byte, error) {
 	if len(bytes.TrimSpace(extra)) == 0 || string(bytes.TrimSpace(extra)) == "null" {
 		return nil, nil
 	}
@@ -164,6 +180,9 @@ func extraBodyFragment(extra json.RawMessage) ([]byte, error) {
 		return nil, fmt.Errorf("extra_body: want a JSON object: %w", err)
 	}
 	for _, r := range reservedBodyKeys {
+		if r.api != "" && r.api != api {
+			continue
+		}
 		if _, ok := m[r.key]; ok {
 			return nil, fmt.Errorf("extra_body.%s: not allowed: %s", r.key, r.why)
 		}
@@ -176,20 +195,6 @@ func extraBodyFragment(extra json.RawMessage) ([]byte, error) {
 		return nil, fmt.Errorf("extra_body: %w", err)
 	}
 	return b[1 : len(b)-1], nil
-}
-
-type streamOptions struct {
-	IncludeUsage bool `json:"include_usage"`
-}
-
-type completionBody struct {
-	Model         string         `json:"model"`
-	Prompt        string         `json:"prompt"`
-	MaxTokens     int            `json:"max_tokens"`
-	Temperature   float64        `json:"temperature"`
-	Stream        bool           `json:"stream"`
-	StreamOptions *streamOptions `json:"stream_options,omitempty"`
-	IgnoreEOS     bool           `json:"ignore_eos,omitempty"`
 }
 
 // MaxInFlight is the most requests a run of n rows with these options can

@@ -232,6 +232,19 @@ func mdCode(v string) string {
 	return "`" + strings.NewReplacer("`", "'", "\n", " ", "\r", " ").Replace(v) + "`"
 }
 
+// apiLine says which API the sweep spoke, from its resolved config; ""
+// when the config does not record it.
+func apiLine(c *Combined) string {
+	m, _ := c.Config.(map[string]any)
+	switch api, _ := m["api"].(string); API(api) {
+	case APIChat:
+		return "API: `chat` (each prompt sent as one user message to the url's /chat/completions; the server's chat template adds prompt tokens).\n\n"
+	case APICompletions:
+		return "API: `completions` (each prompt sent as is).\n\n"
+	}
+	return ""
+}
+
 // RenderReport renders report.md.
 func RenderReport(c *Combined) string {
 	var b strings.Builder
@@ -252,6 +265,7 @@ func RenderReport(c *Combined) string {
 		fmt.Fprintf(&b, "**Warning: the server's version changed between runs** (its GET /version said %s): "+
 			"these rows mix measurements of different software; measure afresh with --output-root.\n\n", strings.Join(vs, ", "))
 	}
+	b.WriteString(apiLine(c))
 	if len(c.SessionChanges) > 0 {
 		fmt.Fprintf(&b, "**Warning: the sweep was resumed with different software or hardware** (%s): "+
 			"these rows mix measurements of different set-ups (each run summary's config.session says which invocation measured it, and manifest.json's resumes describe them); measure afresh with --output-root.\n\n",

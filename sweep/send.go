@@ -19,36 +19,58 @@ import (
 // only.
 type sender struct {
 	opts    LoadOptions
+	api     API // the API opts.URL speaks
 	extra   []byte
 	client  *http.Client
 	prefix  string
 	started time.Time
 }
 
-// body is the JSON request body for row, with the run's extra_body fields
-// spliced in.
+// body is the JSON request body for row in the run's API, with the run's
+// extra_body fields spliced in.
 func (s *sender) body(row *Row) ([]byte, error) {
-	b := completionBody{
-		Model:       s.opts.Model,
-		Prompt:      row.Prompt,
-		MaxTokens:   row.MaxTokens(),
-		Temperature: s.opts.Temperature,
-		Stream:      s.opts.Stream,
-		IgnoreEOS:   s.opts.IgnoreEOS,
-	}
+	var stream *streamOptions
 	if s.opts.Stream {
-		b.StreamOptions = &streamOptions{IncludeUsage: true}
+		stream = &streamOptions{IncludeUsage: true}
 	}
+	var b any
+	if s.api == APIChat {
+		b = &chatBody{
+			Model:               s.opts.Model,
+			Messages:            []chatMessage{{Role: "user", Content: row.Prompt}},
+			MaxCompletionTokens: row.MaxTokens(),
+			Temperature:         s.opts.Temperature,
+			Stream:              s.opts.Stream,
+			StreamOptions:       stream,
+			IgnoreEOS:           s.opts.IgnoreEOS,
+		}
+	} else {
+		b = &completionBody{
+			Model:         s.opts.Model,
+			Prompt:        row.Prompt,
+			MaxTokens:     row.MaxTokens(),
+			Temperature:   s.opts.Temperature,
+			Stream:        s.opts.Stream,
+			StreamOptions: stream,
+			IgnoreEOS:     s.opts.IgnoreEOS,
+		}
+	}
+	return encodeBody(b, s.extra)
+}
+
+// encodeBody encodes b (a request struct) and splices extra, members
+// without braces, in before its closing brace.
+func encodeBody(b any, extra []byte) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(&b); err != nil {
+	if err := enc.Encode(b); err != nil {
 		return nil, err
 	}
 	out := bytes.TrimRight(buf.Bytes(), "\n")
-	if len(s.extra) > 0 {
+	if len(extra) > 0 {
 		out = append(out[:len(out)-1], ',')
-		out = append(out, s.extra...)
+		out = append(out, extra...)
 		out = append(out, '}')
 	}
 	return out, nil
@@ -156,7 +178,7 @@ func (s *sender) send(ctx context.Context, j job) Record {
 // why the stream is not an answer, if it is not; err is a failure to read
 // it at all.
 func (s *sender) readStream(rec *Record, resp *http.Response, start time.Time, finish func(), cancel context.CancelFunc) (notAnswer string, err error) {
-	sr, err := ParseStream(resp.Body, time.Now)
+	sr, err := ParseStreamAPI(resp.Body, s.api, time.Now)
 	if err != nil {
 		return "", err
 	}
@@ -219,22 +241,12 @@ func (s *sender) readJSON(rec *Record, body io.Reader, finish func()) (notAnswer
 		return "", err
 	}
 	finish()
-	var parsed struct {
-		Usage   *Usage `json:"usage"`
-		Choices []struct {
-			Text         string  `json:"text"`
-			FinishReason *string `json:"finish_reason"`
-		} `json:"choices"`
-		Error json.RawMessage `json:"error"`
-	}
-	perr := json.Unmarshal(raw, &parsed)
+	a, perr := decodeAnswer(raw, s.api)
 	if perr == nil {
-		if parsed.Usage != nil {
-			s.usage(rec, *parsed.Usage)
+		if a.usage != nil {
+			s.usage(rec, *a.usage)
 		}
-		if len(parsed.Choices) > 0 {
-			rec.FinishReason = parsed.Choices[0].FinishReason
-		}
+		rec.FinishReason = a.finish
 	}
 	if s.opts.StoreResponse {
 		str := string(raw)
@@ -243,11 +255,11 @@ func (s *sender) readJSON(rec *Record, body io.Reader, finish func()) (notAnswer
 	switch {
 	case perr != nil:
 		return ErrPrefixNotCompletion + "invalid JSON: " + perr.Error(), nil
-	case errorMessage(parsed.Error) != "":
-		return ErrPrefixServer + errorMessage(parsed.Error), nil
-	case len(parsed.Choices) == 0:
+	case errorMessage(a.err) != "":
+		return ErrPrefixServer + errorMessage(a.err), nil
+	case a.choices == 0:
 		return ErrPrefixNotCompletion + "no choices", nil
-	case parsed.Choices[0].Text == "" && parsed.Choices[0].FinishReason == nil && rec.TargetOutputTokens >= 1:
+	case a.text == "" && a.finish == nil && rec.TargetOutputTokens >= 1:
 		return ErrNoContent, nil
 	}
 	return "", nil

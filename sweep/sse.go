@@ -89,9 +89,28 @@ func errorMessage(raw json.RawMessage) string {
 // that tests can use a fake clock. The error is the reader's (a transport
 // failure), never the stream's content: bad events are counted in Malformed.
 func ParseStream(r io.Reader, now func() time.Time) (StreamResult, error) {
+	return parseStream(r, APICompletions, now)
+}
+
+// ParseChatStream is [ParseStream] for a chat completions stream: the new
+// text is choices[0].delta's reasoning_content (or reasoning) followed by
+// its content, and an event is a text event when either is not empty, so
+// that a reasoning model's first reasoning token is its first token. The
+// first chunk's delta, commonly only a role with an empty content, is
+// therefore no text event.
+func ParseChatStream(r io.Reader, now func() time.Time) (StreamResult, error) {
+	return parseStream(r, APIChat, now)
+}
+
+// ParseStreamAPI is [ParseStream] or [ParseChatStream], as api says.
+func ParseStreamAPI(r io.Reader, api API, now func() time.Time) (StreamResult, error) {
+	return parseStream(r, api, now)
+}
+
+func parseStream(r io.Reader, api API, now func() time.Time) (StreamResult, error) {
 	var res StreamResult
 	var text strings.Builder
-	var chunk sseChunk // reused: decoding into it keeps the choices slice
+	dec := &lineDecoder{api: api} // reused: decoding into it keeps the choices slice
 	// A small buffer: SSE lines are short, and a per-response 64 KiB buffer
 	// was most of the client's allocation. Longer lines are assembled below.
 	br := bufio.NewReaderSize(r, 4<<10)
@@ -118,7 +137,7 @@ func ParseStream(r io.Reader, now func() time.Time) (StreamResult, error) {
 		if len(line) > 0 {
 			if len(line) > MaxSSELine {
 				res.Malformed++
-			} else if stop := res.handleLine(line, now, &text, &chunk); stop {
+			} else if stop := res.handleLine(line, now, &text, dec); stop {
 				res.Done = true
 				break
 			}
@@ -136,8 +155,61 @@ func ParseStream(r io.Reader, now func() time.Time) (StreamResult, error) {
 	return res, nil
 }
 
+// chunkView is what the parser takes from one chunk, whatever its API.
+type chunkView struct {
+	choice    bool   // choices had a first element; the rest is its
+	text      string // text (completions) or delta.content (chat)
+	reasoning string // chat: delta.reasoning_content, else delta.reasoning
+	finish    *string
+	usage     *Usage
+	err       json.RawMessage
+}
+
+// lineDecoder decodes the data lines of one stream into views, reusing
+// one chunk (and its choices slice) across lines.
+type lineDecoder struct {
+	api  API
+	comp sseChunk
+	chat chatChunk
+}
+
+// decode decodes one data line (a JSON object) into v; false when it is
+// not a valid chunk.
+func (d *lineDecoder) decode(data []byte, v *chunkView) bool {
+	if d.api == APIChat {
+		return d.decodeChat(data, v)
+	}
+	return d.decodeCompletion(data, v)
+}
+
+func (c *sseChunk) reset() {
+	// Zero the reused elements: encoding/json leaves fields that a chunk
+	// does not mention as they were, which would repeat an earlier text.
+	clear(c.Choices[:cap(c.Choices)])
+	c.Choices, c.Usage, c.Error = c.Choices[:0], nil, nil
+}
+
+// decodeCompletion decodes data into the reused completions chunk and its
+// view.
+func (d *lineDecoder) decodeCompletion(data []byte, v *chunkView) bool {
+	c := &d.comp
+	c.reset()
+	if !fastChunk(data, c) {
+		c.reset()
+		if json.Unmarshal(data, c) != nil {
+			return false
+		}
+	}
+	*v = chunkView{usage: c.Usage, err: c.Error}
+	if len(c.Choices) > 0 {
+		ch := &c.Choices[0]
+		v.choice, v.text, v.finish = true, ch.Text, ch.FinishReason
+	}
+	return true
+}
+
 // handleLine processes one line and reports whether it was [DONE].
-func (res *StreamResult) handleLine(line []byte, now func() time.Time, text *strings.Builder, c *sseChunk) bool {
+func (res *StreamResult) handleLine(line []byte, now func() time.Time, text *strings.Builder, dec *lineDecoder) bool {
 	line = bytes.TrimSpace(line)
 	data, ok := bytes.CutPrefix(line, []byte("data:"))
 	if !ok {
@@ -147,42 +219,30 @@ func (res *StreamResult) handleLine(line []byte, now func() time.Time, text *str
 	if string(data) == "[DONE]" {
 		return true
 	}
-	// Zero the reused elements: encoding/json leaves fields that a chunk
-	// does not mention as they were, which would repeat an earlier text.
-	clear(c.Choices[:cap(c.Choices)])
-	c.Choices, c.Usage, c.Error = c.Choices[:0], nil, nil
-	if len(data) == 0 || data[0] != '{' {
+	var v chunkView
+	if len(data) == 0 || data[0] != '{' || !dec.decode(data, &v) {
 		res.Malformed++
 		return false
 	}
-	if !fastChunk(data, c) {
-		clear(c.Choices[:cap(c.Choices)])
-		c.Choices, c.Usage, c.Error = c.Choices[:0], nil, nil
-		if json.Unmarshal(data, c) != nil {
-			res.Malformed++
-			return false
-		}
-	}
-	if msg := errorMessage(c.Error); msg != "" && res.Error == "" {
+	if msg := errorMessage(v.err); msg != "" && res.Error == "" {
 		res.Error = msg
 	}
-	if c.Usage != nil {
+	if v.usage != nil {
 		res.UsageSeen = true
-		if c.Usage.PromptTokens != nil {
-			res.Usage.PromptTokens = c.Usage.PromptTokens
+		if v.usage.PromptTokens != nil {
+			res.Usage.PromptTokens = v.usage.PromptTokens
 		}
-		if c.Usage.CompletionTokens != nil {
-			res.Usage.CompletionTokens = c.Usage.CompletionTokens
+		if v.usage.CompletionTokens != nil {
+			res.Usage.CompletionTokens = v.usage.CompletionTokens
 		}
 	}
-	if len(c.Choices) == 0 {
+	if !v.choice {
 		return false
 	}
-	ch := c.Choices[0]
-	if ch.FinishReason != nil {
-		res.FinishReason = ch.FinishReason
+	if v.finish != nil {
+		res.FinishReason = v.finish
 	}
-	if ch.Text == "" {
+	if v.text == "" && v.reasoning == "" {
 		return false
 	}
 	t := now()
@@ -193,6 +253,7 @@ func (res *StreamResult) handleLine(line []byte, now func() time.Time, text *str
 	}
 	res.LastText = t
 	res.TextEvents++
-	text.WriteString(ch.Text)
+	text.WriteString(v.reasoning)
+	text.WriteString(v.text)
 	return false
 }

@@ -127,44 +127,53 @@ func TestParseStreamTransportError(t *testing.T) {
 	assert.Equal(t, "a", r.Text)
 }
 
-// FuzzParseStream checks invariants that must hold for any byte stream: no
-// panic, text events and gaps agree, the text is the concatenation of
-// text events (never longer than the input), and counts are bounded by the
-// number of lines.
+// FuzzParseStream checks invariants that must hold for any byte stream,
+// read as completions and as chat: no panic, text events and gaps agree,
+// the text is the concatenation of text events (never longer than the
+// input), counts are bounded by the number of lines, and the parser (fast
+// path included) agrees with a plain reference.
 func FuzzParseStream(f *testing.F) {
 	f.Add([]byte("data: {\"choices\":[{\"text\":\"a\"}]}\n\ndata: [DONE]\n"))
 	f.Add([]byte("data: {\"choices\":[{\"text\":\"a\",\"finish_reason\":\"stop\"}],\"usage\":{\"completion_tokens\":1}}\r\n"))
 	f.Add([]byte("data: {bad\ndata: [1]\n: comment\n"))
 	f.Add([]byte("data:{\"choices\":[{\"text\":\"\\u00e9\"}]}"))
 	f.Add([]byte("data: {\"error\":{\"message\":\"boom\"}}\n\ndata: [DONE]\n"))
+	f.Add([]byte("data: " + chatRoleChunk + "\n\ndata: " + chatTokenChunk + "\n\ndata: " + chatFinishChunk + "\n\ndata: " + chatUsageChunk + "\n\ndata: [DONE]\n\n"))
+	f.Add([]byte("data: {\"choices\":[{\"delta\":{\"reasoning_content\":\"a\",\"reasoning\":\"b\",\"content\":\"c\"}}]}\n"))
 	f.Fuzz(func(t *testing.T, in []byte) {
-		r, err := ParseStream(strings.NewReader(string(in)), fakeClock())
-		if err != nil {
-			t.Fatalf("reader of a complete input failed: %v", err)
-		}
-		lines := strings.Count(string(in), "\n") + strings.Count(string(in), "\r") + 1
-		if r.TextEvents > lines || r.Malformed > lines {
-			t.Fatalf("more events than lines: %+v", r)
-		}
-		if r.TextEvents == 0 && (len(r.Gaps) != 0 || r.Text != "") {
-			t.Fatalf("text without text events: %+v", r)
-		}
-		if r.TextEvents > 0 && len(r.Gaps) != r.TextEvents-1 {
-			t.Fatalf("%d text events but %d gaps", r.TextEvents, len(r.Gaps))
-		}
-		if r.TextEvents > 0 && r.LastText.Before(r.FirstText) {
-			t.Fatal("last text before first")
-		}
-		if len(r.Text) > 6*len(in) { // \u escapes can grow at most this much
-			t.Fatalf("text longer than possible: %d > %d", len(r.Text), len(in))
-		}
-		ref := parseStreamReference(in)
-		got := referenceResult{text: r.Text, events: r.TextEvents, malformed: r.Malformed, done: r.Done, usage: r.UsageSeen, errMsg: r.Error,
-			finish: derefAny(r.FinishReason), prompt: derefAny(r.Usage.PromptTokens), completion: derefAny(r.Usage.CompletionTokens)}
-		if got != ref {
-			t.Fatalf("parser and reference differ:\nparser    %+v\nreference %+v", got, ref)
+		for _, api := range []API{APICompletions, APIChat} {
+			checkParseStream(t, in, api)
 		}
 	})
+}
+
+func checkParseStream(t *testing.T, in []byte, api API) {
+	r, err := ParseStreamAPI(strings.NewReader(string(in)), api, fakeClock())
+	if err != nil {
+		t.Fatalf("%s: reader of a complete input failed: %v", api, err)
+	}
+	lines := strings.Count(string(in), "\n") + strings.Count(string(in), "\r") + 1
+	if r.TextEvents > lines || r.Malformed > lines {
+		t.Fatalf("%s: more events than lines: %+v", api, r)
+	}
+	if r.TextEvents == 0 && (len(r.Gaps) != 0 || r.Text != "") {
+		t.Fatalf("%s: text without text events: %+v", api, r)
+	}
+	if r.TextEvents > 0 && len(r.Gaps) != r.TextEvents-1 {
+		t.Fatalf("%s: %d text events but %d gaps", api, r.TextEvents, len(r.Gaps))
+	}
+	if r.TextEvents > 0 && r.LastText.Before(r.FirstText) {
+		t.Fatalf("%s: last text before first", api)
+	}
+	if len(r.Text) > 6*len(in) { // \u escapes can grow at most this much
+		t.Fatalf("%s: text longer than possible: %d > %d", api, len(r.Text), len(in))
+	}
+	ref := parseStreamReference(in, api)
+	got := referenceResult{text: r.Text, events: r.TextEvents, malformed: r.Malformed, done: r.Done, usage: r.UsageSeen, errMsg: r.Error,
+		finish: derefAny(r.FinishReason), prompt: derefAny(r.Usage.PromptTokens), completion: derefAny(r.Usage.CompletionTokens)}
+	if got != ref {
+		t.Fatalf("%s: parser and reference differ:\nparser    %+v\nreference %+v", api, got, ref)
+	}
 }
 
 type referenceResult struct {
@@ -183,10 +192,10 @@ func derefAny[T any](p *T) any {
 	return *p
 }
 
-// parseStreamReference is the obviously right version of ParseStream for
-// the differential check: split into lines, decode every data line into a
-// fresh value, no buffers reused.
-func parseStreamReference(in []byte) referenceResult {
+// parseStreamReference is the obviously right version of ParseStream (or
+// ParseChatStream) for the differential check: split into lines, decode
+// every data line into a fresh value, no buffers reused.
+func parseStreamReference(in []byte, api API) referenceResult {
 	var r referenceResult
 	for _, line := range strings.Split(string(in), "\n") {
 		line = strings.TrimSpace(line)
@@ -199,32 +208,72 @@ func parseStreamReference(in []byte) referenceResult {
 			r.done = true
 			break
 		}
-		var c sseChunk
-		if !strings.HasPrefix(data, "{") || json.Unmarshal([]byte(data), &c) != nil {
+		c, ok := referenceChunk(data, api)
+		if !ok {
 			r.malformed++
 			continue
 		}
-		if msg := errorMessage(c.Error); msg != "" && r.errMsg == "" {
+		if msg := errorMessage(c.err); msg != "" && r.errMsg == "" {
 			r.errMsg = msg
 		}
-		if c.Usage != nil {
+		if c.usage != nil {
 			r.usage = true
-			if c.Usage.PromptTokens != nil {
-				r.prompt = *c.Usage.PromptTokens
+			if c.usage.PromptTokens != nil {
+				r.prompt = *c.usage.PromptTokens
 			}
-			if c.Usage.CompletionTokens != nil {
-				r.completion = *c.Usage.CompletionTokens
+			if c.usage.CompletionTokens != nil {
+				r.completion = *c.usage.CompletionTokens
 			}
 		}
-		if len(c.Choices) > 0 && c.Choices[0].FinishReason != nil {
-			r.finish = *c.Choices[0].FinishReason
+		if c.choice && c.finish != nil {
+			r.finish = *c.finish
 		}
-		if len(c.Choices) > 0 && c.Choices[0].Text != "" {
+		if c.choice && c.text != "" {
 			r.events++
-			r.text += c.Choices[0].Text
+			r.text += c.text
 		}
 	}
 	return r
+}
+
+// referenceChunk decodes one data line of api with encoding/json alone:
+// text is what the chunk adds to the answer (for chat, the reasoning
+// before the content).
+func referenceChunk(data string, api API) (c struct {
+	choice bool
+	text   string
+	finish *string
+	usage  *Usage
+	err    json.RawMessage
+}, ok bool) {
+	if !strings.HasPrefix(data, "{") {
+		return c, false
+	}
+	if api == APIChat {
+		var cc chatChunk
+		if json.Unmarshal([]byte(data), &cc) != nil {
+			return c, false
+		}
+		c.usage, c.err = cc.Usage, cc.Error
+		if len(cc.Choices) > 0 {
+			d := cc.Choices[0].Delta
+			reasoning := d.ReasoningContent
+			if reasoning == "" {
+				reasoning = d.Reasoning
+			}
+			c.choice, c.text, c.finish = true, reasoning+d.Content, cc.Choices[0].FinishReason
+		}
+		return c, true
+	}
+	var sc sseChunk
+	if json.Unmarshal([]byte(data), &sc) != nil {
+		return c, false
+	}
+	c.usage, c.err = sc.Usage, sc.Error
+	if len(sc.Choices) > 0 {
+		c.choice, c.text, c.finish = true, sc.Choices[0].Text, sc.Choices[0].FinishReason
+	}
+	return c, true
 }
 
 func stringsReader(s string) *strings.Reader { return strings.NewReader(s) }

@@ -88,6 +88,10 @@ type SummaryConfig struct {
 	// first; manifest.json's resumes describe the others); absent outside
 	// sweeps.
 	Session int `json:"session,omitempty"`
+	// API is the API the client spoke: "completions" or "chat" (chosen by
+	// the URL); absent in files written before tinyserve recorded it, and
+	// in serving-inference's, which speak completions.
+	API API `json:"api,omitempty"`
 }
 
 // Counts are a run's request and token counts.
