@@ -61,7 +61,7 @@ func newApp(stdout, stderr io.Writer, getenv func(string) string) *cli.App {
 			&cli.StringFlag{Name: "prompts", Required: true, EnvVars: env("PROMPTS"), Usage: "prompt file (JSONL rows: bucket, id, prompt, prompt_tokens, target_output_tokens, ...)"},
 			&cli.StringFlag{Name: "output", Value: "results/run_001.jsonl", EnvVars: env("OUTPUT"), Usage: "per-request JSONL (refuses to overwrite an existing file)"},
 			&cli.StringFlag{Name: "summary", EnvVars: env("SUMMARY"), Usage: "summary JSON (default: beside --output, NAME.summary.json)"},
-			&cli.StringFlag{Name: "url", Value: "http://localhost:8000/v1/completions", EnvVars: env("URL"), Usage: "completions endpoint"},
+			&cli.StringFlag{Name: "url", Value: "http://localhost:8000/v1/completions", EnvVars: env("URL"), Usage: "endpoint; a path ending in /chat/completions speaks the chat API, any other the completions API"},
 			&cli.StringFlag{Name: "model", EnvVars: env("MODEL"), Usage: "model name to send (default: the first model the server's /v1/models lists)"},
 			&cli.IntFlag{Name: "num-requests", Value: 10, EnvVars: env("NUM_REQUESTS"), Usage: "requests to send: the first N rows of --prompts"},
 			&cli.IntFlag{Name: "concurrency", Value: 1, EnvVars: env("CONCURRENCY"), Usage: "requests in flight (with --request-rate: a cap, 0 for none)"},

@@ -46,9 +46,54 @@ func fakeServer(t *testing.T, fail bool) (*httptest.Server, *atomic.Int64, *atom
 		fmt.Fprint(w, "data: {\"choices\":[{\"text\":\"a\"}]}\n\ndata: {\"choices\":[{\"text\":\"b\",\"finish_reason\":\"length\"}]}\n\n")
 		fmt.Fprint(w, "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":2,\"completion_tokens\":2}}\n\ndata: [DONE]\n\n")
 	})
+	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		var body struct {
+			Model               string           `json:"model"`
+			Messages            []map[string]any `json:"messages"`
+			MaxCompletionTokens int              `json:"max_completion_tokens"`
+		}
+		json.NewDecoder(r.Body).Decode(&body)
+		if body.Model != "served" || len(body.Messages) != 1 || body.MaxCompletionTokens != 2 {
+			http.Error(w, `{"error":{"message":"not a chat request"}}`, 400)
+			return
+		}
+		const head = `data: {"choices":[{"index":0,"delta":`
+		fmt.Fprint(w, head+`{"role":"assistant","content":""},"finish_reason":null}]}`+"\n\n")
+		fmt.Fprint(w, head+`{"content":"a"},"finish_reason":null}]}`+"\n\n"+head+`{"content":"b"},"finish_reason":"length"}]}`+"\n\n")
+		fmt.Fprint(w, "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":2}}\n\ndata: [DONE]\n\n")
+	})
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return srv, &n, &auth
+}
+
+// TestSendRequestsChat: a URL ending in /chat/completions makes the client
+// speak chat, and the summary says so.
+func TestSendRequestsChat(t *testing.T) {
+	dir := t.TempDir()
+	srv, n, _ := fakeServer(t, false)
+	out := filepath.Join(dir, "chat.jsonl")
+	stdout, err := runApp(t, nil, "--prompts", writePrompts(t, dir, 3), "--url", srv.URL+"/v1/chat/completions",
+		"--num-requests", "3", "--concurrency", "2", "--output", out, "--store-response")
+	require.NoError(t, err, stdout)
+	assert.Equal(t, int64(3), n.Load())
+	recs, err := sweep.ReadRecords(out)
+	require.NoError(t, err)
+	for _, r := range recs {
+		require.True(t, r.OK(), r.FailureReason())
+		assert.Equal(t, "ab", *r.Response)
+		assert.Equal(t, 2, *r.StreamTextEventCount)
+		assert.Equal(t, 9, *r.PromptTokens)
+	}
+	s, err := sweep.ReadSummary(filepath.Join(dir, "chat.summary.json"))
+	require.NoError(t, err)
+	assert.Equal(t, sweep.APIChat, s.Config.API)
+	assert.Equal(t, "served", s.Config.Model, "the model came from /v1/models, found from the chat URL")
+
+	_, err = runApp(t, nil, "--prompts", writePrompts(t, dir, 3), "--url", srv.URL+"/v1/chat/completions",
+		"--num-requests", "1", "--output", filepath.Join(dir, "x.jsonl"), "--extra-body", `{"messages":[]}`)
+	assert.ErrorContains(t, err, "--extra-body.messages: not allowed")
 }
 
 func writePrompts(t *testing.T, dir string, n int) string {
