@@ -1,5 +1,6 @@
 // Package sweep measures an OpenAI-compatible completions endpoint and keeps
-// evidence anyone can audit.
+// evidence anyone can audit. A URL whose path ends in /chat/completions is
+// spoken to in the chat API instead ([APIForURL]).
 //
 // It has three layers, each usable on its own:
 //
