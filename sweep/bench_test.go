@@ -37,7 +37,7 @@ func BenchmarkParseChatStream(b *testing.B) {
 	b.SetBytes(int64(len(benchChatStream)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := ParseChatStream(strings.NewReader(benchChatStream), time.Now); err != nil {
+		if _, err := ParseStreamAPI(strings.NewReader(benchChatStream), APIChat, time.Now); err != nil {
 			b.Fatal(err)
 		}
 	}

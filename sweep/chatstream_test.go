@@ -30,7 +30,7 @@ func TestParseChatStream(t *testing.T) {
 		"data: " + chatUsageChunk + "\n\n" +
 		"data: [DONE]\n\n" +
 		"data: {\"choices\":[{\"delta\":{\"content\":\"after done\"}}]}\n\n"
-	r, err := ParseChatStream(strings.NewReader(in), fakeClock())
+	r, err := ParseStreamAPI(strings.NewReader(in), APIChat, fakeClock())
 	require.NoError(t, err)
 	assert.Equal(t, "Let me seeHi!", r.Text)
 	assert.Equal(t, 5, r.TextEvents)
@@ -53,7 +53,7 @@ func TestParseChatStream(t *testing.T) {
 // no text event and no finish reason, which the client records as no
 // content, as vLLM's benchmark would fail it.
 func TestParseChatStreamOnlyRole(t *testing.T) {
-	r, err := ParseChatStream(strings.NewReader("data: "+chatRoleChunk+"\n\ndata: [DONE]\n\n"), fakeClock())
+	r, err := ParseStreamAPI(strings.NewReader("data: "+chatRoleChunk+"\n\ndata: [DONE]\n\n"), APIChat, fakeClock())
 	require.NoError(t, err)
 	assert.Zero(t, r.TextEvents)
 	assert.Nil(t, r.FinishReason)
@@ -67,7 +67,7 @@ func TestParseChatStreamErrorsAndMalformed(t *testing.T) {
 		"data: {trunc\n\n" +
 		"data: {\"error\":{\"message\":\"boom\",\"code\":500}}\n\n" +
 		"data: [DONE]\n\n"
-	r, err := ParseChatStream(strings.NewReader(in), fakeClock())
+	r, err := ParseStreamAPI(strings.NewReader(in), APIChat, fakeClock())
 	require.NoError(t, err)
 	assert.Equal(t, "a", r.Text)
 	assert.Equal(t, 3, r.Malformed)
@@ -125,7 +125,7 @@ func TestFastChatChunkAgreesWithEncodingJSON(t *testing.T) {
 			}
 			assert.Equal(t, ref, fast, "%s", c.in)
 		}
-		r, err := ParseChatStream(strings.NewReader("data: "+c.in+"\n"), fakeClock())
+		r, err := ParseStreamAPI(strings.NewReader("data: "+c.in+"\n"), APIChat, fakeClock())
 		require.NoError(t, err)
 		if refErr != nil {
 			assert.Equal(t, 1, r.Malformed, "%s", c.in)

@@ -89,25 +89,16 @@ func errorMessage(raw json.RawMessage) string {
 // that tests can use a fake clock. The error is the reader's (a transport
 // failure), never the stream's content: bad events are counted in Malformed.
 func ParseStream(r io.Reader, now func() time.Time) (StreamResult, error) {
-	return parseStream(r, APICompletions, now)
+	return ParseStreamAPI(r, APICompletions, now)
 }
 
-// ParseChatStream is [ParseStream] for a chat completions stream: the new
+// ParseStreamAPI is [ParseStream] for a stream of api. For [APIChat] the new
 // text is choices[0].delta's reasoning_content (or reasoning) followed by
 // its content, and an event is a text event when either is not empty, so
-// that a reasoning model's first reasoning token is its first token. The
+// that a reasoning model's first reasoning token is its first token; the
 // first chunk's delta, commonly only a role with an empty content, is
 // therefore no text event.
-func ParseChatStream(r io.Reader, now func() time.Time) (StreamResult, error) {
-	return parseStream(r, APIChat, now)
-}
-
-// ParseStreamAPI is [ParseStream] or [ParseChatStream], as api says.
 func ParseStreamAPI(r io.Reader, api API, now func() time.Time) (StreamResult, error) {
-	return parseStream(r, api, now)
-}
-
-func parseStream(r io.Reader, api API, now func() time.Time) (StreamResult, error) {
 	var res StreamResult
 	var text strings.Builder
 	dec := &lineDecoder{api: api} // reused: decoding into it keeps the choices slice
