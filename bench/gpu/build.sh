@@ -10,10 +10,14 @@ mkdir -p "$out"
 flags=(-trimpath -ldflags=-s\ -w)
 CGO_ENABLED=0 go test -c "${flags[@]}" -o "$out/cuda.test" ./llm/cuda
 CGO_ENABLED=0 go build "${flags[@]}" -o "$out/gpubench" ./bench/gpu/gpubench
-if [ -d cmd/sweep ]; then
-	CGO_ENABLED=0 go build "${flags[@]}" -o "$out/sweep" ./cmd/sweep
-else
-	rm -f "$out/sweep"
-	echo "build.sh: cmd/sweep does not exist yet; run.sh will skip the embedded sweep" >&2
-fi
+CGO_ENABLED=0 go build "${flags[@]}" -o "$out/sweep" ./cmd/sweep
 du -sh "$out"/*
+# The device tool refuses a carry over 64 MiB, and finding that out there
+# costs device time: fail here instead.
+total=$(du -cb "$out"/* | tail -1 | cut -f1)
+limit=$((64 << 20))
+if [ "$total" -gt "$limit" ]; then
+	echo "build.sh: $out holds $total bytes, over the 64 MiB carry limit" >&2
+	exit 1
+fi
+echo "build.sh: $total bytes, $((100 * total / limit))% of the 64 MiB carry"
