@@ -181,7 +181,7 @@ PY
 		step "sweep-$name" 45 "$bin/sweep" "$scratch/$name.json"
 	done
 else
-	note "- embedded sweep: SKIPPED ($([ -x "$bin/sweep" ] || echo 'no bench/gpu/bin/sweep: cmd/sweep was absent at build time; ')$([ ${#configs[@]} -gt 0 ] || echo 'no experiments/sweep-*.json'))"
+	note "- embedded sweep: SKIPPED ($([ -x "$bin/sweep" ] || echo 'no bench/gpu/bin/sweep: run bench/gpu/build.sh first; ')$([ ${#configs[@]} -gt 0 ] || echo 'no experiments/sweep-*.json'))"
 fi
 # The sweeps' figures (HTTP, streaming) against the PyTorch peer.
 roots=()
