@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -22,11 +23,15 @@ func TestCommittedConfigs(t *testing.T) {
 	paths, err := filepath.Glob(filepath.Join(repo, "experiments", "sweep-*.json"))
 	require.NoError(t, err)
 	require.Len(t, paths, 8, "tiny-vLLM's seven scenarios plus kv_pressure")
-	paths = append(paths, filepath.Join(repo, "experiments", "example.json"), filepath.Join(repo, "experiments", "example-vllm.json"))
+	paths = append(paths, filepath.Join(repo, "experiments", "example.json"), filepath.Join(repo, "experiments", "example-vllm.json"),
+		filepath.Join(repo, "experiments", "example-vllm-chat.json"))
 	for _, p := range paths {
 		t.Run(filepath.Base(p), func(t *testing.T) {
 			cfg, err := sweep.LoadConfig(p)
 			require.NoError(t, err)
+			if strings.HasSuffix(p, "-chat.json") {
+				assert.Equal(t, sweep.APIChat, sweep.APIForURL(cfg.URL), "the chat example speaks chat")
+			}
 			rows, err := sweep.ReadRows(filepath.Join(repo, cfg.Prompts), cfg.NumRequests)
 			require.NoError(t, err)
 			assert.Len(t, rows, cfg.NumRequests)
