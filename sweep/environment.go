@@ -19,16 +19,23 @@ import (
 // runCmd runs a short command with a bounded time and the environment's
 // PATH only, so that no other environment data can leak into the manifest.
 func runCmd(ctx context.Context, dir string, name string, args ...string) (string, bool) {
+	out, ok := runCmdRaw(ctx, dir, name, args...)
+	if !ok {
+		return "", false
+	}
+	return strings.TrimSpace(string(out)), true
+}
+
+// runCmdRaw is [runCmd] returning the output untrimmed, for output whose
+// every byte counts.
+func runCmdRaw(ctx context.Context, dir string, name string, args ...string) ([]byte, bool) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = dir
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
 	out, err := cmd.Output()
-	if err != nil {
-		return "", false
-	}
-	return strings.TrimSpace(string(out)), true
+	return out, err == nil
 }
 
 // CollectGit describes the git checkout at dir. A modified tree also gets
@@ -53,28 +60,34 @@ func CollectGit(ctx context.Context, dir string) GitInfo {
 const untrackedHashLimit = 1 << 20
 
 // diffFingerprint hashes the tree's changes against HEAD: the diff of the
-// tracked files, and each untracked (not ignored) file's name and content.
-// It is empty when git cannot say.
+// tracked files, and each untracked (not ignored) file's name and content,
+// over the whole checkout (git ls-files alone would list only dir's
+// subtree). It is empty when git cannot say.
 func diffFingerprint(ctx context.Context, dir string) string {
-	diff, ok := runCmd(ctx, dir, "git", "diff", "HEAD", "--binary")
-	if !ok {
-		return ""
-	}
-	others, ok := runCmd(ctx, dir, "git", "ls-files", "--others", "--exclude-standard", "--full-name")
-	if !ok {
-		return ""
-	}
 	top, ok := runCmd(ctx, dir, "git", "rev-parse", "--show-toplevel")
 	if !ok {
 		return ""
 	}
+	// No external diff or textconv driver: the repository's config could
+	// name one whose output is not the change itself.
+	diff, ok := runCmdRaw(ctx, top, "git", "diff", "HEAD", "--binary", "--no-ext-diff", "--no-textconv")
+	if !ok {
+		return ""
+	}
+	// NUL-separated, so that names git would quote or that end in spaces
+	// come back as they are on disk.
+	others, ok := runCmdRaw(ctx, top, "git", "ls-files", "-z", "--others", "--exclude-standard")
+	if !ok {
+		return ""
+	}
 	h := sha256.New()
-	fmt.Fprintf(h, "diff %d\n%s\n", len(diff), diff)
-	for _, name := range strings.Split(others, "\n") {
+	fmt.Fprintf(h, "diff %d\n", len(diff))
+	h.Write(diff)
+	for name := range strings.SplitSeq(string(others), "\x00") {
 		if name == "" {
 			continue
 		}
-		fmt.Fprintf(h, "untracked %s\n", name)
+		fmt.Fprintf(h, "untracked %q\n", name)
 		p := filepath.Join(top, filepath.FromSlash(name))
 		if fi, err := os.Stat(p); err != nil || !fi.Mode().IsRegular() || fi.Size() > untrackedHashLimit {
 			if err == nil {

@@ -70,3 +70,45 @@ func TestCollectGitFingerprintsEdits(t *testing.T) {
 	write("a.go", "package a\n\n// one edit\n")
 	assert.Equal(t, first.DiffSHA256, CollectGit(ctx, dir).DiffSHA256, "the same changes, the same fingerprint")
 }
+
+// TestCollectGitFingerprintsWholeTree: the fingerprint covers the whole
+// checkout wherever in it the sweep runs, and the contents of untracked
+// files whose names git would quote (non-ASCII, spaces at the ends).
+func TestCollectGitFingerprintsWholeTree(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	dir := t.TempDir()
+	git := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"}, args...)...)
+		cmd.Dir = dir
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "git %v: %s", args, out)
+	}
+	write := func(name, text string) {
+		t.Helper()
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644))
+	}
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "sub"), 0o755))
+	git("init", "-q")
+	write("sub/a.go", "package a\n")
+	git("add", ".")
+	git("commit", "-q", "-m", "one")
+	write("sub/a.go", "package a // edited\n")
+
+	ctx := context.Background()
+	sub := filepath.Join(dir, "sub")
+	write("top.go", "one")
+	before := CollectGit(ctx, sub)
+	write("top.go", "two")
+	assert.NotEqual(t, before.DiffSHA256, CollectGit(ctx, sub).DiffSHA256, "an untracked file outside the working directory")
+
+	for _, name := range []string{"café.go", " spaced.go"} {
+		write(name, "one")
+		before := CollectGit(ctx, dir)
+		write(name, "two")
+		assert.NotEqual(t, before.DiffSHA256, CollectGit(ctx, dir).DiffSHA256, "an edit to untracked %q", name)
+	}
+}
