@@ -42,17 +42,54 @@ func runCmdRaw(ctx context.Context, dir string, name string, args ...string) ([]
 // a fingerprint of its modifications, so that a sweep resumed after more
 // edits to an already modified tree is seen to run on other code.
 func CollectGit(ctx context.Context, dir string) GitInfo {
+	return collectGit(ctx, dir, "")
+}
+
+// collectGit is [CollectGit] leaving out the folder skip (the sweep's
+// output root, when it lies in the checkout): what the sweep writes there
+// is no change to the measured code, and counting it would mark every
+// resume of a sweep kept in the tree as run on other software.
+func collectGit(ctx context.Context, dir, skip string) GitInfo {
 	rev, ok1 := runCmd(ctx, dir, "git", "rev-parse", "HEAD")
-	status, ok2 := runCmd(ctx, dir, "git", "status", "--porcelain", "--untracked-files=normal")
+	// The whole checkout, wherever in it dir is.
+	spec := []string{"--", ":/"}
+	if top, ok := runCmd(ctx, dir, "git", "rev-parse", "--show-toplevel"); ok {
+		if rel := within(top, skip); rel != "" {
+			spec = append(spec, ":(top,literal,exclude)"+rel)
+		}
+	}
+	status, ok2 := runCmd(ctx, dir, "git", append([]string{"status", "--porcelain", "--untracked-files=normal"}, spec...)...)
 	g := GitInfo{Available: ok1 && ok2, Revision: rev}
 	if ok2 {
 		d := status != ""
 		g.Dirty = &d
 		if d {
-			g.DiffSHA256 = diffFingerprint(ctx, dir)
+			g.DiffSHA256 = diffFingerprint(ctx, dir, spec)
 		}
 	}
 	return g
+}
+
+// within returns path relative to the folder top, with forward slashes,
+// or "" when path is empty, top itself or outside it.
+func within(top, path string) string {
+	if path == "" {
+		return ""
+	}
+	real := func(p string) string {
+		if abs, err := filepath.Abs(p); err == nil {
+			p = abs
+		}
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			p = r
+		}
+		return p
+	}
+	rel, err := filepath.Rel(real(top), real(path))
+	if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return ""
+	}
+	return filepath.ToSlash(rel)
 }
 
 // untrackedHashLimit bounds the untracked files read into the fingerprint;
@@ -62,21 +99,22 @@ const untrackedHashLimit = 1 << 20
 // diffFingerprint hashes the tree's changes against HEAD: the diff of the
 // tracked files, and each untracked (not ignored) file's name and content,
 // over the whole checkout (git ls-files alone would list only dir's
-// subtree). It is empty when git cannot say.
-func diffFingerprint(ctx context.Context, dir string) string {
+// subtree), limited to the pathspec spec ("--" and its paths). It is
+// empty when git cannot say.
+func diffFingerprint(ctx context.Context, dir string, spec []string) string {
 	top, ok := runCmd(ctx, dir, "git", "rev-parse", "--show-toplevel")
 	if !ok {
 		return ""
 	}
 	// No external diff or textconv driver: the repository's config could
 	// name one whose output is not the change itself.
-	diff, ok := runCmdRaw(ctx, top, "git", "diff", "HEAD", "--binary", "--no-ext-diff", "--no-textconv")
+	diff, ok := runCmdRaw(ctx, top, "git", append([]string{"diff", "HEAD", "--binary", "--no-ext-diff", "--no-textconv"}, spec...)...)
 	if !ok {
 		return ""
 	}
 	// NUL-separated, so that names git would quote or that end in spaces
 	// come back as they are on disk.
-	others, ok := runCmdRaw(ctx, top, "git", "ls-files", "-z", "--others", "--exclude-standard")
+	others, ok := runCmdRaw(ctx, top, "git", append([]string{"ls-files", "-z", "--others", "--exclude-standard"}, spec...)...)
 	if !ok {
 		return ""
 	}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -54,6 +55,9 @@ func TestCollectGitFingerprintsEdits(t *testing.T) {
 	write("a.go", "package a\n\n// another edit\n")
 	second := CollectGit(ctx, dir)
 	assert.NotEqual(t, first.DiffSHA256, second.DiffSHA256, "a further edit to a tracked file")
+	write("a.go", "package a\n\n// anothex edit\n")
+	assert.NotEqual(t, second.DiffSHA256, CollectGit(ctx, dir).DiffSHA256, "an edit that keeps the diff's length")
+	write("a.go", "package a\n\n// another edit\n")
 
 	write("new.go", "package a\n")
 	third := CollectGit(ctx, dir)
@@ -61,6 +65,13 @@ func TestCollectGitFingerprintsEdits(t *testing.T) {
 	write("new.go", "package a // changed\n")
 	fourth := CollectGit(ctx, dir)
 	assert.NotEqual(t, third.DiffSHA256, fourth.DiffSHA256, "an edit to an untracked file")
+
+	big := strings.Repeat("x", untrackedHashLimit+1)
+	write("big.bin", big)
+	withBig := CollectGit(ctx, dir)
+	write("big.bin", big+"x")
+	assert.NotEqual(t, withBig.DiffSHA256, CollectGit(ctx, dir).DiffSHA256, "a large untracked file counts by its size")
+	require.NoError(t, os.Remove(filepath.Join(dir, "big.bin")))
 
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "results"), 0o755))
 	write("results/run.json", "{}")
@@ -111,4 +122,47 @@ func TestCollectGitFingerprintsWholeTree(t *testing.T) {
 		write(name, "two")
 		assert.NotEqual(t, before.DiffSHA256, CollectGit(ctx, dir).DiffSHA256, "an edit to untracked %q", name)
 	}
+}
+
+// TestCollectGitLeavesOutOutputRoot: a sweep whose output root lies in the
+// checkout, not ignored, does not see its own files as a modified tree, so
+// that resuming it is not reported as running on other software.
+func TestCollectGitLeavesOutOutputRoot(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	dir := t.TempDir()
+	git := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"}, args...)...)
+		cmd.Dir = dir
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "git %v: %s", args, out)
+	}
+	write := func(name, text string) {
+		t.Helper()
+		require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644))
+	}
+	git("init", "-q")
+	write("a.go", "package a\n")
+	git("add", ".")
+	git("commit", "-q", "-m", "one")
+
+	ctx := context.Background()
+	root := filepath.Join(dir, "out", "exp[1]") // glob characters are taken literally
+	write("out/exp[1]/manifest.json", "{}")
+	clean := collectGit(ctx, dir, root)
+	require.NotNil(t, clean.Dirty)
+	assert.False(t, *clean.Dirty, "the output root's files are no modification")
+	assert.True(t, *CollectGit(ctx, dir).Dirty, "without the output root left out they are")
+
+	write("a.go", "package a // edited\n")
+	first := collectGit(ctx, dir, root)
+	require.True(t, *first.Dirty)
+	write("out/exp[1]/run-01/summary.json", "{}")
+	assert.Equal(t, first.DiffSHA256, collectGit(ctx, dir, root).DiffSHA256, "a new run's files change nothing")
+	write("out/exp1", "x")
+	assert.NotEqual(t, first.DiffSHA256, collectGit(ctx, dir, root).DiffSHA256, "a file the root's name only matches as a glob counts")
 }

@@ -218,7 +218,7 @@ func startManifest(ctx context.Context, root, wd string, orig, rc *Config, sha s
 	}
 	git := opts.Git
 	if git == nil {
-		g := CollectGit(ctx, wd)
+		g := collectGit(ctx, wd, root)
 		git = &g
 	}
 	if b, err := os.ReadFile(path); err == nil && json.Unmarshal(b, &m) == nil && m.SchemaVersion == ManifestSchemaVersion {
