@@ -501,3 +501,23 @@ func TestSessionOfOldSummaries(t *testing.T) {
 	assert.Equal(t, 2, sessionCount(runs))
 	assert.Equal(t, 0, sessionCount(runs[:1]))
 }
+
+// TestNoiseWarningThreshold: a level is named only when its fastest and
+// slowest repeats are more than twice the gain threshold (10%) of the
+// median apart: exactly 10% is what the rule can still resolve.
+func TestNoiseWarningThreshold(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	level := func(c int, lo, med, hi float64) LevelAggregate {
+		var a LevelAggregate
+		a.Concurrency, a.Repeats = c, 3
+		a.RepeatValues.OutputTokenThroughput = []*float64{f(lo), f(med), f(hi)}
+		a.RepeatMedians.OutputTokenThroughput = f(med)
+		return a
+	}
+	var b strings.Builder
+	writeNoiseWarning(&b, []LevelAggregate{level(1, 95, 100, 105)}, DefaultThroughputGain)
+	assert.Empty(t, b.String(), "10% apart")
+	writeNoiseWarning(&b, []LevelAggregate{level(1, 95, 100, 105), level(2, 190, 200, 210.5)}, DefaultThroughputGain)
+	assert.NotContains(t, b.String(), "concurrency 1:")
+	assert.Contains(t, b.String(), "- concurrency 2: 190.0–210.5 output tokens/s (10% of the median).\n")
+}
