@@ -136,7 +136,7 @@ func newApp(stderr io.Writer) *cli.App {
 				return err
 			}
 			cfg.Logger = logger
-			if vars := settingsFromEnv(os.Environ()); len(vars) > 0 {
+			if vars := settingsFromEnv(os.Environ(), c.App.Flags); len(vars) > 0 {
 				// A setting refused or mistaken below may come from a
 				// variable the operator forgot about rather than a flag.
 				logger.Info("settings from the environment", "variables", vars)
@@ -167,12 +167,22 @@ func newApp(stderr io.Writer) *cli.App {
 	}
 }
 
-// settingsFromEnv lists the names of the TINYSERVE_ variables set in env,
-// which set flags not given on the command line.
-func settingsFromEnv(env []string) []string {
+// settingsFromEnv lists the names of the variables set in env that are
+// flags' variables (a flag given on the command line wins over its own).
+// Other TINYSERVE_ variables, such as cmd/sweep's, set nothing here and
+// are left out.
+func settingsFromEnv(env []string, flags []cli.Flag) []string {
+	vars := map[string]bool{}
+	for _, f := range flags {
+		if ev, ok := f.(interface{ GetEnvVars() []string }); ok {
+			for _, v := range ev.GetEnvVars() {
+				vars[v] = true
+			}
+		}
+	}
 	var names []string
 	for _, kv := range env {
-		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, envPrefix) {
+		if name, _, _ := strings.Cut(kv, "="); vars[name] {
 			names = append(names, name)
 		}
 	}

@@ -390,6 +390,7 @@ func TestEnvironmentSettingsNamed(t *testing.T) {
 	t.Setenv("TINYSERVE_BACKEND", "mock")
 	t.Setenv("TINYSERVE_DTYPE", "float16")
 	t.Setenv("TINYSERVE_API_KEY", "s3cret")
+	t.Setenv("TINYSERVE_SWEEP_ENGINE", "backend=cpu") // cmd/sweep's: no setting here
 	var logs syncbuf.Buffer
 	err := newApp(&logs).Run([]string{"tinyserve-serve", "--port", "0"})
 	require.Error(t, err)
@@ -399,4 +400,5 @@ func TestEnvironmentSettingsNamed(t *testing.T) {
 		assert.Contains(t, logs.String(), name)
 	}
 	assert.NotContains(t, logs.String(), "s3cret")
+	assert.NotContains(t, logs.String(), "TINYSERVE_SWEEP_ENGINE")
 }
