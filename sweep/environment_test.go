@@ -2,11 +2,13 @@ package sweep
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -16,23 +18,8 @@ import (
 // modified one has one that changes with every further edit, to a tracked
 // file or to an untracked one, and comes back when the edit is undone.
 func TestCollectGitFingerprintsEdits(t *testing.T) {
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git is not installed")
-	}
-	dir := t.TempDir()
-	git := func(args ...string) {
-		t.Helper()
-		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"}, args...)...)
-		cmd.Dir = dir
-		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}
-		out, err := cmd.CombinedOutput()
-		require.NoError(t, err, "git %v: %s", args, out)
-	}
-	write := func(name, text string) {
-		t.Helper()
-		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644))
-	}
-	git("init", "-q")
+	dir, git := newGitRepo(t)
+	write := func(name, text string) { writeIn(t, dir, name, text) }
 	write("a.go", "package a\n")
 	write(".gitignore", "results/\n")
 	git("add", ".")
@@ -86,24 +73,9 @@ func TestCollectGitFingerprintsEdits(t *testing.T) {
 // checkout wherever in it the sweep runs, and the contents of untracked
 // files whose names git would quote (non-ASCII, spaces at the ends).
 func TestCollectGitFingerprintsWholeTree(t *testing.T) {
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git is not installed")
-	}
-	dir := t.TempDir()
-	git := func(args ...string) {
-		t.Helper()
-		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"}, args...)...)
-		cmd.Dir = dir
-		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}
-		out, err := cmd.CombinedOutput()
-		require.NoError(t, err, "git %v: %s", args, out)
-	}
-	write := func(name, text string) {
-		t.Helper()
-		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644))
-	}
+	dir, git := newGitRepo(t)
+	write := func(name, text string) { writeIn(t, dir, name, text) }
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "sub"), 0o755))
-	git("init", "-q")
 	write("sub/a.go", "package a\n")
 	git("add", ".")
 	git("commit", "-q", "-m", "one")
@@ -128,24 +100,8 @@ func TestCollectGitFingerprintsWholeTree(t *testing.T) {
 // checkout, not ignored, does not see its own files as a modified tree, so
 // that resuming it is not reported as running on other software.
 func TestCollectGitLeavesOutOutputRoot(t *testing.T) {
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git is not installed")
-	}
-	dir := t.TempDir()
-	git := func(args ...string) {
-		t.Helper()
-		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"}, args...)...)
-		cmd.Dir = dir
-		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}
-		out, err := cmd.CombinedOutput()
-		require.NoError(t, err, "git %v: %s", args, out)
-	}
-	write := func(name, text string) {
-		t.Helper()
-		require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755))
-		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644))
-	}
-	git("init", "-q")
+	dir, git := newGitRepo(t)
+	write := func(name, text string) { writeIn(t, dir, name, text) }
 	write("a.go", "package a\n")
 	git("add", ".")
 	git("commit", "-q", "-m", "one")
@@ -166,3 +122,60 @@ func TestCollectGitLeavesOutOutputRoot(t *testing.T) {
 	write("out/exp1", "x")
 	assert.NotEqual(t, first.DiffSHA256, collectGit(ctx, dir, root).DiffSHA256, "a file the root's name only matches as a glob counts")
 }
+
+// newGitRepo makes an empty git repository in a temporary folder and
+// returns it with a function that runs git there (with a fixed identity
+// and none of the user's configuration); it skips the test without git.
+func newGitRepo(t *testing.T) (string, func(args ...string)) {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	dir := t.TempDir()
+	git := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"}, args...)...)
+		cmd.Dir = dir
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "git %v: %s", args, out)
+	}
+	git("init", "-q")
+	return dir, git
+}
+
+// writeIn writes text to the file name under dir, making its folders.
+func writeIn(t *testing.T, dir, name, text string) {
+	t.Helper()
+	require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644))
+}
+
+// TestSweepInCheckoutIsNotModifiedByItsOwnOutput runs a sweep, then resumes
+// it, in a clean checkout whose output folder git does not ignore: the
+// manifest records a clean tree both times, so the resume reports no
+// change of software (the sweep passes its output root to the git check).
+func TestSweepInCheckoutIsNotModifiedByItsOwnOutput(t *testing.T) {
+	dir, git := newGitRepo(t)
+	f := &fakeServer{TokenTime: time.Millisecond}
+	const n = 4
+	prompts := writePrompts(t, dir, n, 2)
+	git("add", ".")
+	git("commit", "-q", "-m", "prompts")
+	cfgJSON, _ := interruptedSweepWith(t, dir, f, prompts, n, []int{1, 2}, 0, 2, 1+2*n+2, realGit)
+	res, err := runTestSweep(t, context.Background(), cfgJSON, dir, realGit)
+	require.NoError(t, err)
+	var m Manifest
+	b, err := os.ReadFile(filepath.Join(res.Root, ManifestFile))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &m))
+	require.True(t, m.Source.Git.Available)
+	require.NotNil(t, m.Source.Git.Dirty)
+	assert.False(t, *m.Source.Git.Dirty, "the first session's tree: only the sweep's own files were new")
+	require.Len(t, m.Resumes, 1)
+	assert.False(t, *m.Resumes[0].Source.Git.Dirty, "the resume's tree, holding the first session's results")
+	assert.Empty(t, res.Combined.SessionChanges)
+}
+
+// realGit makes a test sweep describe the checkout it runs in.
+func realGit(o *SweepOptions) { o.Git = nil }

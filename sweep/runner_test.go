@@ -819,6 +819,13 @@ func TestSweepFailedResumeWarmupRefuses(t *testing.T) {
 // the number f saw, with f's hook removed for the resume.
 func interruptedSweep(t *testing.T, dir string, f *fakeServer, n int, levels []int, warmups, repeats int, cancelAt int64) ([]byte, int64) {
 	t.Helper()
+	return interruptedSweepWith(t, dir, f, writePrompts(t, dir, n, 2), n, levels, warmups, repeats, cancelAt, nil)
+}
+
+// interruptedSweepWith is interruptedSweep over a prompt file already
+// written, with mod applied to the sweep's options.
+func interruptedSweepWith(t *testing.T, dir string, f *fakeServer, prompts string, n int, levels []int, warmups, repeats int, cancelAt int64, mod func(*SweepOptions)) ([]byte, int64) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	f.Hook = func(k int64) {
@@ -827,8 +834,8 @@ func interruptedSweep(t *testing.T, dir string, f *fakeServer, n int, levels []i
 		}
 	}
 	newFakeServer(t, f)
-	cfgJSON := sweepConfigJSON(f.URL(), writePrompts(t, dir, n, 2), levels, n, warmups, repeats)
-	_, err := runTestSweep(t, ctx, cfgJSON, dir, nil)
+	cfgJSON := sweepConfigJSON(f.URL(), prompts, levels, n, warmups, repeats)
+	_, err := runTestSweep(t, ctx, cfgJSON, dir, mod)
 	require.ErrorIs(t, err, context.Canceled)
 	sent := f.quiet()
 	f.mu.Lock()
