@@ -34,7 +34,7 @@ func (b *Backend) uploadWeights() error {
 	add(&b.w.wpe, w.WPE)
 	add(&b.w.lnfW, w.LNFW)
 	add(&b.w.lnfB, w.LNFB)
-	tied := len(w.LMHead) > 0 && len(w.WTE) > 0 && &w.LMHead[0] == &w.WTE[0]
+	tied := w.TiedHead()
 	if !tied {
 		add(&b.w.lmHead, w.LMHead)
 	}

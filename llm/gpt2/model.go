@@ -85,7 +85,7 @@ func (m *Model) Info() llm.ModelInfo {
 func (m *Model) NumParams() int {
 	w := &m.Weights
 	n := len(w.WTE) + len(w.WPE) + len(w.LNFW) + len(w.LNFB)
-	if !sameSlice(w.LMHead, w.WTE) {
+	if !w.TiedHead() {
 		n += len(w.LMHead)
 	}
 	for i := range w.Layers {
@@ -127,6 +127,10 @@ func (m *Model) checkWeights() error {
 	}
 	return nil
 }
+
+// TiedHead reports whether the LM head is wte itself (the same memory), as
+// in every released GPT-2, rather than a separate lm_head.weight.
+func (w *Weights) TiedHead() bool { return sameSlice(w.LMHead, w.WTE) }
 
 func sameSlice(a, b []float32) bool {
 	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
@@ -398,7 +402,7 @@ func (m *Model) WriteCheckpoint(dir string) error {
 	}
 	w := m.Weights
 	c := m.Config
-	c.SeparateLMHead = !sameSlice(w.LMHead, w.WTE)
+	c.SeparateLMHead = !w.TiedHead()
 	cfg, err := marshalConfig(c)
 	if err != nil {
 		return fmt.Errorf("gpt2: %w", err)
