@@ -310,6 +310,37 @@ func (p *fastParser) object(member func(key []byte) bool) bool {
 	}
 }
 
+// array reads null, leaving the caller's slice empty as the chunk's reset
+// left it (encoding/json makes it nil: no element either way), or an array
+// whose every element elem reads.
+func (p *fastParser) array(elem func() bool) bool {
+	p.ws()
+	if p.literal("null") {
+		return true
+	}
+	if !p.consume('[') {
+		return false
+	}
+	p.ws()
+	if p.peek() == ']' {
+		p.i++
+		return true
+	}
+	for {
+		if !elem() {
+			return false
+		}
+		p.ws()
+		switch p.next() {
+		case ',':
+		case ']':
+			return true
+		default:
+			return false
+		}
+	}
+}
+
 // optString reads null (leaving *dst alone, as encoding/json does) or a
 // plain string with valid UTF-8 into *dst.
 func (p *fastParser) optString(dst *string) bool {

@@ -2,7 +2,6 @@ package sweep
 
 import (
 	"bytes"
-	"unicode/utf8"
 )
 
 // fastChunk decodes the common shape of an OpenAI completions SSE chunk
@@ -61,93 +60,34 @@ func fastTopLevel(data []byte, comp *sseChunk, chat *chatChunk) bool {
 // choices reads the choices array: objects whose text and finish_reason are
 // strings or null; every element is checked, as encoding/json does.
 func (p *fastParser) choices(c *sseChunk) bool {
-	p.ws()
-	if p.literal("null") {
-		c.Choices = c.Choices[:0]
-		return true
-	}
-	if !p.consume('[') {
-		return false
-	}
-	p.ws()
-	if p.peek() == ']' {
-		p.i++
-		return true
-	}
-	for {
-		p.ws()
-		if !p.consume('{') {
-			return false // null elements and other types: let encoding/json decide
-		}
+	return p.array(func() bool {
 		c.Choices = append(c.Choices, struct {
 			Text         string  `json:"text"`
 			FinishReason *string `json:"finish_reason"`
 		}{})
 		el := &c.Choices[len(c.Choices)-1]
 		var seenText, seenFinish bool
-		p.ws()
-		if p.peek() == '}' {
-			p.i++
-		} else {
-			for {
-				key, ok := p.key()
-				if !ok {
+		// null elements and other types fail here: encoding/json decides.
+		return p.object(func(key []byte) bool {
+			switch {
+			case string(key) == "text":
+				if seenText {
 					return false
 				}
-				switch {
-				case string(key) == "text":
-					if seenText {
-						return false
-					}
-					seenText = true
-					p.ws()
-					if !p.literal("null") {
-						s, ok := p.plainString()
-						if !ok || !utf8.Valid(s) {
-							return false
-						}
-						el.Text = string(s)
-					}
-				case string(key) == "finish_reason":
-					if seenFinish {
-						return false
-					}
-					seenFinish = true
-					p.ws()
-					if !p.literal("null") {
-						s, ok := p.plainString()
-						if !ok || !utf8.Valid(s) {
-							return false
-						}
-						fr := string(s)
-						el.FinishReason = &fr
-					}
-				case bytes.EqualFold(key, []byte("text")) || bytes.EqualFold(key, []byte("finish_reason")):
-					return false
-				default:
-					if !p.skip() {
-						return false
-					}
-				}
-				p.ws()
-				sep := p.next()
-				if sep == '}' {
-					break
-				}
-				if sep != ',' {
+				seenText = true
+				return p.optString(&el.Text)
+			case string(key) == "finish_reason":
+				if seenFinish {
 					return false
 				}
+				seenFinish = true
+				return p.optStringPtr(&el.FinishReason)
+			case foldsToAny(key, "text", "finish_reason"):
+				return false
 			}
-		}
-		p.ws()
-		switch p.next() {
-		case ',':
-		case ']':
-			return true
-		default:
-			return false
-		}
-	}
+			return p.skip()
+		})
+	})
 }
 
 // usage reads the usage object into *dst; token counts must be plain
@@ -157,47 +97,26 @@ func (p *fastParser) usage(dst **Usage) bool {
 	if p.literal("null") {
 		return true
 	}
-	if !p.consume('{') {
-		return false
-	}
 	u := &Usage{}
 	*dst = u
-	p.ws()
-	if p.peek() == '}' {
-		p.i++
-		return true
-	}
 	var seenP, seenC bool
-	for {
-		key, ok := p.key()
-		if !ok {
-			return false
-		}
+	return p.object(func(key []byte) bool {
 		switch {
 		case string(key) == "prompt_tokens":
-			if seenP || !p.intOrNull(&u.PromptTokens) {
+			if seenP {
 				return false
 			}
 			seenP = true
+			return p.intOrNull(&u.PromptTokens)
 		case string(key) == "completion_tokens":
-			if seenC || !p.intOrNull(&u.CompletionTokens) {
+			if seenC {
 				return false
 			}
 			seenC = true
-		case bytes.EqualFold(key, []byte("prompt_tokens")) || bytes.EqualFold(key, []byte("completion_tokens")):
-			return false
-		default:
-			if !p.skip() {
-				return false
-			}
-		}
-		p.ws()
-		switch p.next() {
-		case ',':
-		case '}':
-			return true
-		default:
+			return p.intOrNull(&u.CompletionTokens)
+		case foldsToAny(key, "prompt_tokens", "completion_tokens"):
 			return false
 		}
-	}
+		return p.skip()
+	})
 }

@@ -13,33 +13,11 @@ func fastChatChunk(data []byte, c *chatChunk) bool {
 // chatChoices reads the choices array of a chat chunk: objects, every one
 // checked, as encoding/json does.
 func (p *fastParser) chatChoices(c *chatChunk) bool {
-	p.ws()
-	if p.literal("null") {
-		c.Choices = c.Choices[:0]
-		return true
-	}
-	if !p.consume('[') {
-		return false
-	}
-	p.ws()
-	if p.peek() == ']' {
-		p.i++
-		return true
-	}
-	for {
+	return p.array(func() bool {
 		c.Choices = append(c.Choices, chatChoice{})
-		if !p.chatChoice(&c.Choices[len(c.Choices)-1]) {
-			return false // null elements and other types included: encoding/json decides
-		}
-		p.ws()
-		switch p.next() {
-		case ',':
-		case ']':
-			return true
-		default:
-			return false
-		}
-	}
+		// null elements and other types fail here: encoding/json decides.
+		return p.chatChoice(&c.Choices[len(c.Choices)-1])
+	})
 }
 
 // chatChoice reads one choice object: its delta and finish_reason; other
