@@ -88,6 +88,7 @@ type CPUBackend struct {
 	// promptLogits holds the rows of a step with prompt logits (logitsFor).
 	promptLogits []float32
 	out          []engine.SampleRow
+	headBest     []unitMax   // the LM head's per-unit row maxima (headTask.best)
 	scores       [][]float32 // per worker attention scores [NPositions]
 	units        []attnUnit  // this step's attention units (see planAttention)
 	blk          []blockScratch
@@ -394,13 +395,16 @@ func (b *CPUBackend) Forward(batch *engine.Batch) ([]engine.SampleRow, error) {
 	}
 	V := c.VocabSize
 	logits := b.logitsFor(S, promptRows)
-	b.head = headTask{x: b.hs[:S*C], w: b.lmHead, y: logits, rows: S, c: C}
 	headUnits := (V + headPanels*f32.PanelWidth - 1) / (headPanels * f32.PanelWidth)
+	if n := headUnits * S; n > cap(b.headBest) {
+		b.headBest = make([]unitMax, n)
+	}
+	b.head = headTask{x: b.hs[:S*C], w: b.lmHead, y: logits, rows: S, c: C, best: b.headBest[:headUnits*S]}
 	b.pool.parallel(&b.head, headUnits, 1)
 	out := b.out[:S]
 	for i := range out {
 		row := logits[i*V : (i+1)*V]
-		out[i] = engine.SampleRow{Argmax: argmax(row)}
+		out[i] = engine.SampleRow{Argmax: b.head.argmaxOf(i, headUnits)}
 		if b.wantLogits(batch, int(b.sampled[i])) {
 			out[i].Logits = row
 		}
@@ -412,17 +416,6 @@ func (b *CPUBackend) Forward(batch *engine.Batch) ([]engine.SampleRow, error) {
 func (b *CPUBackend) wantLogits(batch *engine.Batch, r int) bool {
 	s := &batch.Seqs[b.rowSeq[r]]
 	return s.NeedLogits || s.PromptLogits
-}
-
-// argmax returns the index of the largest value, the lowest on ties.
-func argmax(x []float32) int {
-	best, bi := float32(math.Inf(-1)), 0
-	for i, v := range x {
-		if v > best {
-			best, bi = v, i
-		}
-	}
-	return bi
 }
 
 // lnRows is the rows per layer-norm unit: below two units a step's layer

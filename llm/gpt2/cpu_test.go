@@ -2,10 +2,12 @@ package gpt2
 
 import (
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/tinyserve/tinyserve/internal/f32"
 	"github.com/tinyserve/tinyserve/llm/engine"
 	"github.com/tinyserve/tinyserve/llm/kv"
 )
@@ -302,5 +304,69 @@ func TestEmptyBatch(t *testing.T) {
 	}
 	if rows, err := h.b.Forward(&engine.Batch{Dropped: []kv.SeqID{3}}); err != nil || len(rows) != 0 {
 		t.Errorf("Forward(dropped only) = %v, %v", rows, err)
+	}
+}
+
+// argmax returns the index of the largest value, the lowest on ties: the
+// reference for the LM head's argmax, which the head's workers compute
+// unit by unit.
+func argmax(x []float32) int {
+	best, bi := float32(math.Inf(-1)), 0
+	for i, v := range x {
+		if v > best {
+			best, bi = v, i
+		}
+	}
+	return bi
+}
+
+// TestHeadArgmaxByUnits: the argmax combined from per-unit maxima equals
+// the plain one on rows built to trip it: ties within a unit and across a
+// unit boundary (the lowest column wins), the maximum in the last, short
+// unit, rows of -Inf, and NaNs (ignored, as by argmax).
+func TestHeadArgmaxByUnits(t *testing.T) {
+	const width = headPanels * f32.PanelWidth
+	V := 5*width + 7 // a short last unit
+	units := (V + width - 1) / width
+	inf := float32(math.Inf(-1))
+	nan := float32(math.NaN())
+	r := rand.New(rand.NewPCG(1, 2))
+	var rows [][]float32
+	row := func(set func(x []float32)) {
+		x := make([]float32, V)
+		for i := range x {
+			x[i] = float32(r.NormFloat64())
+		}
+		set(x)
+		rows = append(rows, x)
+	}
+	row(func(x []float32) {})
+	row(func(x []float32) { x[width-1], x[width] = 9, 9 })         // across a boundary
+	row(func(x []float32) { x[2*width+3], x[2*width+200] = 9, 9 }) // within a unit
+	row(func(x []float32) { x[3*width], x[width+5] = 9, 9 })       // the later unit's first column loses
+	row(func(x []float32) { x[V-1] = 9 })                          // the short last unit
+	row(func(x []float32) {
+		for i := range x {
+			x[i] = inf
+		}
+	})
+	row(func(x []float32) {
+		for i := range x {
+			x[i] = nan
+		}
+	})
+	row(func(x []float32) { x[0], x[width+1], x[4*width] = nan, 9, nan })
+	S := len(rows)
+	ht := headTask{rows: S, best: make([]unitMax, units*S)}
+	for u := range units {
+		j0, j1 := u*width, min((u+1)*width, V)
+		for s, x := range rows {
+			ht.best[u*S+s] = rangeMax(x[j0:j1], j0)
+		}
+	}
+	for s, x := range rows {
+		if got, want := ht.argmaxOf(s, units), argmax(x); got != want {
+			t.Errorf("row %d: argmax by units %d, plain %d", s, got, want)
+		}
 	}
 }

@@ -141,6 +141,16 @@ type headTask struct {
 	x, y    []float32
 	w       *f32.Packed
 	rows, c int
+	// best[u*rows+s] is row s's largest logit in unit u's columns and its
+	// first column: each worker finds its units' while their logits are
+	// still in its cache, and argmaxOf combines them in unit order.
+	best []unitMax
+}
+
+// unitMax is the largest value of a range of logits and where it is.
+type unitMax struct {
+	v float32
+	i int32
 }
 
 func (t *headTask) run(_, lo, hi int) {
@@ -152,5 +162,34 @@ func (t *headTask) run(_, lo, hi int) {
 			clear(t.y[s*V+j0 : s*V+j1])
 		}
 		t.w.MulAdd(t.y, V, t.x, t.c, t.rows, j0, j1)
+		for s := range t.rows {
+			t.best[u*t.rows+s] = rangeMax(t.y[s*V+j0:s*V+j1], j0)
+		}
 	}
+}
+
+// rangeMax is the largest of x, which starts at column j0, and its first
+// column; -Inf at j0 when nothing is larger (all -Inf, or NaN, which
+// argmax ignores).
+func rangeMax(x []float32, j0 int) unitMax {
+	m := unitMax{v: float32(math.Inf(-1)), i: int32(j0)}
+	for i, v := range x {
+		if v > m.v {
+			m = unitMax{v, int32(j0 + i)}
+		}
+	}
+	return m
+}
+
+// argmaxOf combines row s's unit maxima, in unit (column) order, into the
+// row's argmax: the lowest column on ties, 0 when no logit beats -Inf, as
+// argmax gives.
+func (t *headTask) argmaxOf(s, units int) int {
+	best := unitMax{v: float32(math.Inf(-1))}
+	for u := range units {
+		if m := t.best[u*t.rows+s]; m.v > best.v {
+			best = m
+		}
+	}
+	return int(best.i)
 }
