@@ -264,6 +264,54 @@ func TestMax(t *testing.T) {
 	if got := Max([]float32{-3, 2, float32(math.NaN()), 7, 1}); got != 7 {
 		t.Fatalf("Max = %v, want 7", got)
 	}
+	// Every kernel set agrees with the scalar loop at every length around
+	// the vector widths, with NaNs (skipped), infinities and signed zeros
+	// (which zero comes back may differ: they compare equal, and both
+	// callers only compare and subtract).
+	loop := func(x []float32) float32 {
+		m := float32(math.Inf(-1))
+		for _, v := range x {
+			if v > m {
+				m = v
+			}
+		}
+		return m
+	}
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	negZero := float32(math.Copysign(0, -1))
+	rng := rand.New(rand.NewPCG(21, 22))
+	for _, ks := range available() {
+		for n := range 70 {
+			for trial := range 8 {
+				x := make([]float32, n)
+				for i := range x {
+					x[i] = float32(rng.NormFloat64())
+					switch rng.IntN(12) {
+					case 0:
+						x[i] = nan
+					case 1:
+						x[i] = -inf
+					case 2 * min(trial, 1):
+						x[i] = negZero
+					case 3 * min(trial, 1):
+						x[i] = 0
+					}
+				}
+				if trial == 1 {
+					for i := range x {
+						x[i] = nan
+					}
+				}
+				if trial == 2 && n > 0 {
+					x[rng.IntN(n)] = inf
+				}
+				got, want := ks.max(x), loop(x)
+				if got != want {
+					t.Fatalf("%s: max of %v = %v, want %v", ks.name, x, got, want)
+				}
+			}
+		}
+	}
 }
 
 // TestDetect checks that the chosen set is one this machine can run and,

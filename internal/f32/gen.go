@@ -525,6 +525,49 @@ func (g *gen) expSubSum(name string, avx512 bool) {
 	g.p("")
 }
 
+// maxVec emits func name(x *float32, n int) float32: the largest of the
+// whole vectors of x, starting from −Inf. VMAXPS returns its second source
+// when either is NaN, and the accumulator is that source, so a NaN in x is
+// skipped exactly as the scalar "if v > m" skips it.
+func (g *gen) maxVec(name string, avx512 bool) {
+	reg, lanes := "Y", 8
+	if avx512 {
+		reg, lanes = "Z", 16
+	}
+	r := func(i int) string { return fmt.Sprintf("%s%d", reg, i) }
+	g.p("// func %s(x *float32, n int) float32", name)
+	g.p("TEXT ·%s(SB), NOSPLIT, $0-20", name)
+	g.p("\tMOVQ x+0(FP), DI")
+	g.p("\tMOVQ n+8(FP), CX")
+	g.p("\tMOVL $0xff800000, AX") // −Inf
+	g.p("\tVMOVD AX, X4")
+	g.p("\tVBROADCASTSS X4, %s", r(4))
+	g.p("%s_loop:", name)
+	g.p("\tCMPQ CX, $%d", lanes)
+	g.p("\tJLT %s_done", name)
+	g.p("\tVMOVUPS (DI), %s", r(1))
+	g.p("\tVMAXPS %s, %s, %s", r(4), r(1), r(4)) // x > acc ? x : acc
+	g.p("\tADDQ $%d, DI", lanes*4)
+	g.p("\tSUBQ $%d, CX", lanes)
+	g.p("\tJMP %s_loop", name)
+	g.p("%s_done:", name)
+	// No lane holds a NaN, so the order of the reduction does not matter.
+	if avx512 {
+		g.p("\tVEXTRACTF64X4 $1, Z4, Y1")
+		g.p("\tVMAXPS Y1, Y4, Y4")
+	}
+	g.p("\tVEXTRACTF128 $1, Y4, X1")
+	g.p("\tVMAXPS X1, X4, X0")
+	g.p("\tVPERMILPS $0x4e, X0, X1")
+	g.p("\tVMAXPS X1, X0, X0")
+	g.p("\tVPERMILPS $0xb1, X0, X1")
+	g.p("\tVMAXPS X1, X0, X0")
+	g.p("\tVMOVSS X0, ret+16(FP)")
+	g.p("\tVZEROUPPER")
+	g.p("\tRET")
+	g.p("")
+}
+
 // gelu emits func name(x *float32, n int): x[i] = gelu_new(x[i]) for the
 // whole vectors of x, as x / (1 + exp(−2u)), u = sqrt(2/π)(x + 0.044715x³),
 // which equals 0.5x(1 + tanh(u)) and needs one exp.
@@ -821,6 +864,8 @@ func main() {
 	g.expSubSum("expSubSumAVX2", false)
 	g.gelu("geluAVX512", true)
 	g.gelu("geluAVX2", false)
+	g.maxVec("maxAVX512", true)
+	g.maxVec("maxAVX2", false)
 	if err := os.WriteFile("kernels_amd64.s", g.Bytes(), 0o644); err != nil {
 		log.Fatal(err)
 	}

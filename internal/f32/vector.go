@@ -12,11 +12,17 @@ func Axpy(y []float32, a float32, x []float32) { best.axpySlices(y, a, x) }
 func Scale(y []float32, a float32) { best.scaleSlice(y, a) }
 
 // Max returns the largest element of x, or -Inf for an empty slice. NaNs
-// are ignored unless every element is NaN. It is plain Go: softmax calls it
-// once per attention row, next to an exp per element.
-func Max(x []float32) float32 {
-	m := float32(math.Inf(-1))
-	for _, v := range x {
+// are ignored (all NaNs give -Inf), as by a loop of "if v > m { m = v }".
+// Softmax calls it once per attention row, and the LM head's argmax once
+// per row and vocabulary unit.
+func Max(x []float32) float32 { return best.max(x) }
+
+func (ks *kernels) max(x []float32) float32 {
+	if len(x) == 0 {
+		return float32(math.Inf(-1))
+	}
+	done, m := asmMax(ks.isa, &x[0], len(x))
+	for _, v := range x[done:] {
 		if v > m {
 			m = v
 		}

@@ -170,15 +170,18 @@ func (t *headTask) run(_, lo, hi int) {
 
 // rangeMax is the largest of x, which starts at column j0, and its first
 // column; -Inf at j0 when nothing is larger (all -Inf, or NaN, which
-// argmax ignores).
+// argmax ignores). The vector maximum first, then a scan for where it is,
+// beats one scalar pass that tracks both.
 func rangeMax(x []float32, j0 int) unitMax {
-	m := unitMax{v: float32(math.Inf(-1)), i: int32(j0)}
-	for i, v := range x {
-		if v > m.v {
-			m = unitMax{v, int32(j0 + i)}
+	m := f32.Max(x)
+	if m > float32(math.Inf(-1)) {
+		for i, v := range x {
+			if v == m {
+				return unitMax{m, int32(j0 + i)}
+			}
 		}
 	}
-	return m
+	return unitMax{v: float32(math.Inf(-1)), i: int32(j0)}
 }
 
 // argmaxOf combines row s's unit maxima, in unit (column) order, into the
