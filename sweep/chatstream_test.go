@@ -109,6 +109,9 @@ func TestFastChatChunkAgreesWithEncodingJSON(t *testing.T) {
 		{`{"choices":[{"delta":{"content":"` + "\xff" + `"}}]}`, false},
 		{`{"choices":[{"delta":{"content":"a"}}]} trailing`, false},
 		{`{"choices":[{"delta":{"content":"a",}}]}`, false},
+		{`{"choices":[{"delta":{"content":"a"}},]}`, false},
+		{`{"choices":[{"delta":{},"finish_reason":"stop","finish_reason":null}]}`, false},
+		{`{"choices":[{"delta":{"content":"a"}}],"usage":{"completion_tokens":1,"completion_tokens":null}}`, false},
 	}
 	for _, c := range cases {
 		var fast chatChunk

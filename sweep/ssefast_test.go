@@ -47,6 +47,12 @@ func TestFastChunkAgreesWithEncodingJSON(t *testing.T) {
 		{`{"usage":{"completion_tokens":99999999999999999999}}`, false},
 		{`{"choices":[{"text":"a"}]} trailing`, false},
 		{`{"choices":[{"text":"a"}],}`, false},
+		{`{"choices":[{"text":"a"},]}`, false},
+		// A repeated key whose later value is null: encoding/json makes the
+		// pointer nil again, so the fast path must not keep the first value.
+		{`{"choices":[{"text":"a","finish_reason":"stop","finish_reason":null}]}`, false},
+		{`{"usage":{"prompt_tokens":1,"prompt_tokens":null}}`, false},
+		{`{"usage":{"completion_tokens":1,"completion_tokens":null}}`, false},
 		{`{"x":[1,]}`, false},
 		{`{"x":01}`, false},
 		{`{"x":"\x"}`, false},
