@@ -18,15 +18,19 @@ type sampler struct {
 	z     []float32 // the kept tokens' scaled logits, then their exps
 }
 
-// argmax returns the id of the largest logit, ties to the lowest id.
+// argmax returns the id of the largest logit, ties to the lowest id; NaNs
+// are skipped, and 0 is returned when nothing beats -Inf, as the CPU
+// backend's argmax does. The vector maximum, then a scan for where it is,
+// is quicker than one scalar pass over GPT-2's vocabulary.
 func argmax(logits []float32) int {
-	best := 0
-	for i, v := range logits {
-		if v > logits[best] {
-			best = i
+	if m := f32.Max(logits); m > float32(math.Inf(-1)) {
+		for i, v := range logits {
+			if v == m {
+				return i
+			}
 		}
 	}
-	return best
+	return 0
 }
 
 // sample chooses a token from logits under p, drawing from rng.

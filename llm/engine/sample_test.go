@@ -100,6 +100,21 @@ func TestGreedyTiesToLowestID(t *testing.T) {
 	if got := argmax([]float32{1, 3, 2, 3}); got != 1 {
 		t.Errorf("argmax = %d, want 1", got)
 	}
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	for _, tc := range []struct {
+		x    []float32
+		want int
+	}{
+		{[]float32{nan, 1, 2, 2}, 2}, // a NaN first is skipped, as the CPU backend skips it
+		{[]float32{-inf, -inf}, 0},
+		{[]float32{nan, -inf, nan}, 0},
+		{nil, 0},
+		{append(make([]float32, 40), 1, 0, 1), 40}, // past a vector's width
+	} {
+		if got := argmax(tc.x); got != tc.want {
+			t.Errorf("argmax(%v) = %d, want %d", tc.x, got, tc.want)
+		}
+	}
 	var s sampler
 	p := llm.SamplingParams{MaxTokens: 1, Temperature: 0.7, TopK: 1}
 	if got := s.sample([]float32{1, 3, 2, 3}, &p, rand.New(rand.NewPCG(1, 2))); got != 1 {
