@@ -341,36 +341,36 @@ func (p *fastParser) array(elem func() bool) bool {
 	}
 }
 
+// optBytes reads null (null true) or a plain string with valid UTF-8.
+func (p *fastParser) optBytes() (s []byte, null, ok bool) {
+	p.ws()
+	if p.literal("null") {
+		return nil, true, true
+	}
+	s, ok = p.plainString()
+	return s, false, ok && utf8.Valid(s)
+}
+
 // optString reads null (leaving *dst alone, as encoding/json does) or a
 // plain string with valid UTF-8 into *dst.
 func (p *fastParser) optString(dst *string) bool {
-	p.ws()
-	if p.literal("null") {
-		return true
+	s, null, ok := p.optBytes()
+	if ok && !null {
+		*dst = string(s)
 	}
-	s, ok := p.plainString()
-	if !ok || !utf8.Valid(s) {
-		return false
-	}
-	*dst = string(s)
-	return true
+	return ok
 }
 
 // optStringPtr reads null (leaving *dst alone) or a plain string with
 // valid UTF-8 into a new *dst. Nothing is allocated for null, the common
 // finish_reason.
 func (p *fastParser) optStringPtr(dst **string) bool {
-	p.ws()
-	if p.literal("null") {
-		return true
+	s, null, ok := p.optBytes()
+	if ok && !null {
+		str := string(s)
+		*dst = &str
 	}
-	s, ok := p.plainString()
-	if !ok || !utf8.Valid(s) {
-		return false
-	}
-	str := string(s)
-	*dst = &str
-	return true
+	return ok
 }
 
 // foldsToAny reports whether key equals one of names under Unicode case
