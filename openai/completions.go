@@ -158,7 +158,11 @@ func (h *handler) completions(w http.ResponseWriter, r *http.Request) {
 			lr := llm.Request{ID: fmt.Sprintf("cmpl-%s-%d", ri.id, i), PromptTokens: p.tokens, Params: params}
 			ch, err := h.eng.Generate(ctx, lr)
 			if err != nil {
-				cancel() // aborts the choices already admitted
+				// The choices already admitted are aborted and forgotten:
+				// the request was refused as a whole, as vLLM admits its n
+				// choices, so /metrics counts none of them.
+				cancel()
+				choices = nil
 				writeError(w, r, engineError(err))
 				return
 			}

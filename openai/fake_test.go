@@ -61,6 +61,10 @@ type fakeEngine struct {
 	stats  llm.Stats
 	tok    llm.Tokenizer // nil means byteTok
 	panics bool          // Generate panics
+	// admit, when positive, is how many Generate calls succeed before the
+	// rest fail with genErr: an engine whose queue fills part-way through
+	// one request's choices.
+	admit int
 
 	mu   sync.Mutex
 	reqs []llm.Request
@@ -135,8 +139,9 @@ func (f *fakeEngine) Generate(ctx context.Context, req llm.Request) (<-chan llm.
 	f.wg.Add(1) // before the request is visible, so a test's wg.Wait covers it
 	f.mu.Lock()
 	f.reqs = append(f.reqs, req)
+	refuse := f.genErr != nil && (f.admit <= 0 || len(f.reqs) > f.admit)
 	f.mu.Unlock()
-	if f.genErr != nil || f.panics {
+	if refuse || f.panics {
 		f.wg.Done()
 		if f.panics {
 			panic("fake engine: injected panic")

@@ -200,3 +200,32 @@ func TestRequestTPOTSingleToken(t *testing.T) {
 	assert.Equal(t, 0.0, sums["vllm:request_time_per_output_token_seconds"])
 	assert.Equal(t, counts["vllm:e2e_request_latency_seconds"], counts["vllm:request_time_per_output_token_seconds"])
 }
+
+// TestPartlyAdmittedRequestCountsNothing: an engine that accepts some of a
+// request's choices and refuses the next answers the client 429, and the
+// choices it had accepted (then aborted) must not show in /metrics as
+// aborted requests: for the client and in vLLM, where the n choices are
+// one request admitted whole or not at all, nothing was admitted.
+func TestPartlyAdmittedRequestCountsNothing(t *testing.T) {
+	f := newFake()
+	f.genErr, f.admit = llm.ErrOverloaded, 2
+	reg := prometheus.NewPedanticRegistry()
+	h := NewHandler(f, WithRegistry(reg, reg))
+	rec := serve(t, h, "POST", "/v1/completions", `{"prompt":"a","n":3,"max_tokens":4}`)
+	require.Equal(t, 429, rec.Code, rec.Body.String())
+	f.wg.Wait() // the two admitted choices were cancelled
+	require.Len(t, f.requests(), 3)
+
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			switch {
+			case m.GetCounter() != nil:
+				assert.Zero(t, m.GetCounter().GetValue(), "%s %v", mf.GetName(), m.GetLabel())
+			case m.GetHistogram() != nil:
+				assert.Zero(t, m.GetHistogram().GetSampleCount(), mf.GetName())
+			}
+		}
+	}
+}

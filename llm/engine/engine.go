@@ -253,7 +253,6 @@ func (e *Engine) Generate(ctx context.Context, r llm.Request) (<-chan llm.Event,
 	return s.out, nil
 }
 
-// clonePtr returns a pointer to a copy of *p, or nil.
 // cloneSeqs copies a list of token sequences, each sequence too.
 func cloneSeqs(seqs [][]int) [][]int {
 	if seqs == nil {
@@ -266,6 +265,7 @@ func cloneSeqs(seqs [][]int) [][]int {
 	return out
 }
 
+// clonePtr returns a pointer to a copy of *p, or nil.
 func clonePtr[T any](p *T) *T {
 	if p == nil {
 		return nil
