@@ -314,6 +314,50 @@ func TestMax(t *testing.T) {
 	}
 }
 
+// TestIndex checks every kernel set against the scalar search at every
+// length around the vector widths: the value first at each position, in
+// several places at once, absent, NaN (never found) and a zero of either
+// sign (found as the other).
+func TestIndex(t *testing.T) {
+	loop := func(x []float32, v float32) int {
+		for i, w := range x {
+			if w == v {
+				return i
+			}
+		}
+		return -1
+	}
+	nan := float32(math.NaN())
+	negZero := float32(math.Copysign(0, -1))
+	rng := rand.New(rand.NewPCG(23, 24))
+	for _, ks := range available() {
+		for n := range 70 {
+			x := make([]float32, n)
+			for i := range x {
+				x[i] = float32(rng.IntN(5)) // duplicates everywhere
+				if rng.IntN(9) == 0 {
+					x[i] = nan
+				}
+			}
+			vs := []float32{0, negZero, 1, 2, 3, 4, 5, nan, float32(math.Inf(1))}
+			for _, v := range vs {
+				if got, want := ks.index(x, v), loop(x, v); got != want {
+					t.Fatalf("%s: index of %v in %v = %d, want %d", ks.name, v, x, got, want)
+				}
+			}
+			// A value found only at position p, for every p: the lane and
+			// the vector it is in both count.
+			for p := range n {
+				y := make([]float32, n)
+				y[p] = 7
+				if got := ks.index(y, 7); got != p {
+					t.Fatalf("%s: index of 7 at %d of %d = %d", ks.name, p, n, got)
+				}
+			}
+		}
+	}
+}
+
 // TestDetect checks that the chosen set is one this machine can run and,
 // on amd64 with AVX2, that it is not the portable one: a plain build must
 // get the fast path.

@@ -568,6 +568,51 @@ func (g *gen) maxVec(name string, avx512 bool) {
 	g.p("")
 }
 
+// indexVec emits func name(x *float32, n int, v float32) int: the first i
+// < n with x[i] == v, or −1; n is a whole number of vectors. The compare is
+// ordered (EQ_OQ), so a NaN never matches and +0 matches −0, as Go's ==.
+func (g *gen) indexVec(name string, avx512 bool) {
+	reg, lanes := "Y", 8
+	if avx512 {
+		reg, lanes = "Z", 16
+	}
+	g.p("// func %s(x *float32, n int, v float32) int", name)
+	g.p("TEXT ·%s(SB), NOSPLIT, $0-32", name)
+	g.p("\tMOVQ x+0(FP), DI")
+	g.p("\tMOVQ n+8(FP), CX")
+	g.p("\tVBROADCASTSS v+16(FP), %s1", reg)
+	g.p("\tXORQ AX, AX")
+	g.p("%s_loop:", name)
+	g.p("\tCMPQ AX, CX")
+	g.p("\tJGE %s_none", name)
+	if avx512 {
+		g.p("\tVCMPPS $0, (DI)(AX*4), Z1, K1")
+		g.p("\tKORTESTW K1, K1")
+		g.p("\tJNZ %s_found", name)
+	} else {
+		g.p("\tVCMPPS $0, (DI)(AX*4), Y1, Y2")
+		g.p("\tVMOVMSKPS Y2, DX")
+		g.p("\tTESTL DX, DX")
+		g.p("\tJNZ %s_found", name)
+	}
+	g.p("\tADDQ $%d, AX", lanes)
+	g.p("\tJMP %s_loop", name)
+	g.p("%s_found:", name)
+	if avx512 {
+		g.p("\tKMOVW K1, DX")
+	}
+	g.p("\tBSFL DX, DX") // the lowest set lane: the first match
+	g.p("\tADDQ DX, AX")
+	g.p("\tMOVQ AX, ret+24(FP)")
+	g.p("\tVZEROUPPER")
+	g.p("\tRET")
+	g.p("%s_none:", name)
+	g.p("\tMOVQ $-1, ret+24(FP)")
+	g.p("\tVZEROUPPER")
+	g.p("\tRET")
+	g.p("")
+}
+
 // gelu emits func name(x *float32, n int): x[i] = gelu_new(x[i]) for the
 // whole vectors of x, as x / (1 + exp(−2u)), u = sqrt(2/π)(x + 0.044715x³),
 // which equals 0.5x(1 + tanh(u)) and needs one exp.
@@ -866,6 +911,8 @@ func main() {
 	g.gelu("geluAVX2", false)
 	g.maxVec("maxAVX512", true)
 	g.maxVec("maxAVX2", false)
+	g.indexVec("indexAVX512", true)
+	g.indexVec("indexAVX2", false)
 	if err := os.WriteFile("kernels_amd64.s", g.Bytes(), 0o644); err != nil {
 		log.Fatal(err)
 	}

@@ -83,6 +83,12 @@ func maxAVX2(x *float32, n int) float32
 func geluAVX2(x *float32, n int)
 
 //go:noescape
+func indexAVX512(x *float32, n int, v float32) int
+
+//go:noescape
+func indexAVX2(x *float32, n int, v float32) int
+
+//go:noescape
 func axpyRowsAVX512(y, a, w *float32, n, k int)
 
 //go:noescape
@@ -333,6 +339,20 @@ func asmMax(s isa, x *float32, n int) (int, float32) {
 		return done, maxAVX2(x, done)
 	}
 	return 0, float32(math.Inf(-1))
+}
+
+// asmIndex searches the whole vectors of x for v, returning how many
+// floats it searched and the first index holding v there (−1 for none).
+func asmIndex(s isa, x *float32, n int, v float32) (int, int) {
+	switch s {
+	case isaAVX512:
+		done := n &^ 15
+		return done, indexAVX512(x, done, v)
+	case isaAVX2:
+		done := n &^ 7
+		return done, indexAVX2(x, done, v)
+	}
+	return 0, -1
 }
 
 // asmGelu handles the whole vectors of x, returning how many floats it did.

@@ -2900,3 +2900,55 @@ maxAVX2_done:
 	VZEROUPPER
 	RET
 
+// func indexAVX512(x *float32, n int, v float32) int
+TEXT ·indexAVX512(SB), NOSPLIT, $0-32
+	MOVQ x+0(FP), DI
+	MOVQ n+8(FP), CX
+	VBROADCASTSS v+16(FP), Z1
+	XORQ AX, AX
+indexAVX512_loop:
+	CMPQ AX, CX
+	JGE indexAVX512_none
+	VCMPPS $0, (DI)(AX*4), Z1, K1
+	KORTESTW K1, K1
+	JNZ indexAVX512_found
+	ADDQ $16, AX
+	JMP indexAVX512_loop
+indexAVX512_found:
+	KMOVW K1, DX
+	BSFL DX, DX
+	ADDQ DX, AX
+	MOVQ AX, ret+24(FP)
+	VZEROUPPER
+	RET
+indexAVX512_none:
+	MOVQ $-1, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func indexAVX2(x *float32, n int, v float32) int
+TEXT ·indexAVX2(SB), NOSPLIT, $0-32
+	MOVQ x+0(FP), DI
+	MOVQ n+8(FP), CX
+	VBROADCASTSS v+16(FP), Y1
+	XORQ AX, AX
+indexAVX2_loop:
+	CMPQ AX, CX
+	JGE indexAVX2_none
+	VCMPPS $0, (DI)(AX*4), Y1, Y2
+	VMOVMSKPS Y2, DX
+	TESTL DX, DX
+	JNZ indexAVX2_found
+	ADDQ $8, AX
+	JMP indexAVX2_loop
+indexAVX2_found:
+	BSFL DX, DX
+	ADDQ DX, AX
+	MOVQ AX, ret+24(FP)
+	VZEROUPPER
+	RET
+indexAVX2_none:
+	MOVQ $-1, ret+24(FP)
+	VZEROUPPER
+	RET
+

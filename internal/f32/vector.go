@@ -30,6 +30,27 @@ func (ks *kernels) max(x []float32) float32 {
 	return m
 }
 
+// Index returns the first i with x[i] == v, or -1 when there is none (always
+// for a NaN v; +0 and -0 match each other, as with ==). The LM head's argmax
+// calls it to find where a range's maximum, from Max, stands.
+func Index(x []float32, v float32) int { return best.index(x, v) }
+
+func (ks *kernels) index(x []float32, v float32) int {
+	if len(x) == 0 {
+		return -1
+	}
+	done, i := asmIndex(ks.isa, &x[0], len(x), v)
+	if i >= 0 {
+		return i
+	}
+	for j := done; j < len(x); j++ {
+		if x[j] == v {
+			return j
+		}
+	}
+	return -1
+}
+
 // AxpyRows adds a·W to y, where W is len(a) rows of len(y) floats stored
 // row-major in w: y[j] += Σ_i a[i]·w[i·len(y)+j]. Attention's weighted sum
 // of a block of value rows is one call, with y held in registers across

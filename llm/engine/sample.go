@@ -20,15 +20,12 @@ type sampler struct {
 
 // argmax returns the id of the largest logit, ties to the lowest id; NaNs
 // are skipped, and 0 is returned when nothing beats -Inf, as the CPU
-// backend's argmax does. The vector maximum, then a scan for where it is,
-// is quicker than one scalar pass over GPT-2's vocabulary.
+// backend's argmax does. The vector maximum, then a vector search for
+// where it first is, is quicker than one scalar pass over GPT-2's
+// vocabulary.
 func argmax(logits []float32) int {
 	if m := f32.Max(logits); m > float32(math.Inf(-1)) {
-		for i, v := range logits {
-			if v == m {
-				return i
-			}
-		}
+		return f32.Index(logits, m)
 	}
 	return 0
 }

@@ -170,16 +170,11 @@ func (t *headTask) run(_, lo, hi int) {
 
 // rangeMax is the largest of x, which starts at column j0, and its first
 // column; -Inf at j0 when nothing is larger (all -Inf, or NaN, which
-// argmax ignores). The vector maximum first, then a scan for where it is,
-// beats one scalar pass that tracks both.
+// argmax ignores). Two vector passes, the maximum and then where it first
+// is, beat one scalar pass that tracks both.
 func rangeMax(x []float32, j0 int) unitMax {
-	m := f32.Max(x)
-	if m > float32(math.Inf(-1)) {
-		for i, v := range x {
-			if v == m {
-				return unitMax{m, int32(j0 + i)}
-			}
-		}
+	if m := f32.Max(x); m > float32(math.Inf(-1)) {
+		return unitMax{m, int32(j0 + f32.Index(x, m))}
 	}
 	return unitMax{v: float32(math.Inf(-1)), i: int32(j0)}
 }
