@@ -342,6 +342,48 @@ func TestChannelClosedWithoutFinalEvent(t *testing.T) {
 	}
 }
 
+// TestUnavailableClosesConnection: the OpenAI SDKs retry a 503 at once on
+// their pooled keep-alive connection (openai-node 6.49.0 sent all three
+// attempts to a draining server over one connection), so a 503 must close
+// it for the retry to reach another replica behind a connection-level
+// balancer. A 429 keeps it: retrying here after Retry-After is the point.
+func TestUnavailableClosesConnection(t *testing.T) {
+	tests := []struct {
+		err   error
+		close bool
+	}{
+		{llm.ErrDraining, true},
+		{fmt.Errorf("%w: oom", llm.ErrEngineDead), true},
+		{llm.ErrClosed, true},
+		{llm.ErrOverloaded, false},
+		{&llm.ParamError{Param: "top_k", Msg: "bad"}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.err.Error(), func(t *testing.T) {
+			f := newFake()
+			f.genErr = tc.err
+			srv := httptest.NewServer(NewHandler(f))
+			defer srv.Close()
+			for _, body := range []string{`{"prompt":"a"}`, `{"prompt":"a","stream":true}`} {
+				srv.Client().CloseIdleConnections()
+				var reused []bool
+				for range 2 {
+					trace := &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { reused = append(reused, i.Reused) }}
+					req, err := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace),
+						"POST", srv.URL+"/v1/completions", strings.NewReader(body))
+					require.NoError(t, err)
+					resp, err := srv.Client().Do(req)
+					require.NoError(t, err)
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					assert.Equal(t, tc.close, resp.Close, "%s: status %d", body, resp.StatusCode)
+				}
+				assert.Equal(t, []bool{false, !tc.close}, reused, "%s: was the connection reused for the retry?", body)
+			}
+		})
+	}
+}
+
 func TestEngineRejections(t *testing.T) {
 	tests := []struct {
 		err    error

@@ -129,6 +129,14 @@ func writeError(w http.ResponseWriter, r *http.Request, e *apiError) {
 		lg.Info("request rejected", "status", e.status, "type", e.Type, "param", e.Param, "err", e.Message)
 	}
 	body, _ := json.Marshal(errorBody{e}) // cannot fail: strings only
+	if e.status == http.StatusServiceUnavailable {
+		// This replica cannot serve (draining, dead, closed). The OpenAI
+		// SDKs retry a 503 at once on their pooled keep-alive connection,
+		// which would bring every retry back here; closing it makes the
+		// retry open a new one, which a connection-level balancer (a
+		// Kubernetes Service) may send to another replica.
+		w.Header().Set("Connection", "close")
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", fmt.Sprint(len(body)+1))
 	w.WriteHeader(e.status)
