@@ -144,11 +144,25 @@ func fmtRange(vs []*float64, format string) string {
 // before the report says a transition's verdict there may be noise.
 const noisySpread = 2
 
-// writeNoiseWarning warns about levels whose repeats disagree by more than
-// the saturation rule can resolve: the rule compares medians against a 5%
-// gain, which repeats 30% apart cannot settle.
-func writeNoiseWarning(b *strings.Builder, levels []LevelAggregate, gain float64) {
-	var noisy []string
+// NoisyLevel is a concurrency level whose repeats disagree by more than
+// the saturation rule can resolve: its fastest and slowest repeat's
+// output-token throughput (Low, High) are more than twice the rule's gain
+// threshold of the median apart (Spread, a fraction of the median).
+type NoisyLevel struct {
+	Concurrency       int
+	Low, High, Spread float64
+}
+
+// NoisyLevels returns the levels of c, in ascending concurrency, whose
+// repeats disagree by more than the saturation rule can resolve: the rule
+// compares medians against a gain of a few percent, which repeats 30% apart
+// cannot settle. Levels with fewer than two repeats are never named.
+func (c *Combined) NoisyLevels() []NoisyLevel {
+	return noisyLevels(c.ByConcurrency, c.Saturation.ThroughputGainThreshold)
+}
+
+func noisyLevels(levels []LevelAggregate, gain float64) []NoisyLevel {
+	var noisy []NoisyLevel
 	for _, a := range levels {
 		lo, hi, ok := rangeOf(a.RepeatValues.OutputTokenThroughput)
 		med := a.RepeatMedians.OutputTokenThroughput
@@ -156,16 +170,24 @@ func writeNoiseWarning(b *strings.Builder, levels []LevelAggregate, gain float64
 			continue
 		}
 		if spread := (hi - lo) / *med; spread > noisySpread*gain {
-			noisy = append(noisy, fmt.Sprintf("- concurrency %d: %.1f–%.1f output tokens/s (%.0f%% of the median).\n", a.Concurrency, lo, hi, spread*100))
+			noisy = append(noisy, NoisyLevel{Concurrency: a.Concurrency, Low: lo, High: hi, Spread: spread})
 		}
 	}
+	return noisy
+}
+
+// writeNoiseWarning names the levels noisyLevels finds, if any.
+func writeNoiseWarning(b *strings.Builder, levels []LevelAggregate, gain float64) {
+	noisy := noisyLevels(levels, gain)
 	if len(noisy) == 0 {
 		return
 	}
 	fmt.Fprintf(b, "**Warning: repeats disagree.** At these levels the fastest and slowest repeat's output-token throughput differ by more than %.0f%% of the median, "+
 		"while the rule above tests a %.0f%% gain: a transition's verdict there may be noise (other load on the machine, the client, "+
 		"frequency scaling). Add repeats, or measure on a quieter machine:\n\n", noisySpread*gain*100, gain*100)
-	b.WriteString(strings.Join(noisy, ""))
+	for _, n := range noisy {
+		fmt.Fprintf(b, "- concurrency %d: %.1f–%.1f output tokens/s (%.0f%% of the median).\n", n.Concurrency, n.Low, n.High, n.Spread*100)
+	}
 	b.WriteString("\n")
 }
 

@@ -13,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tinyserve/tinyserve/sweep"
 )
 
 func writePrompts(t *testing.T, dir string, n int) string {
@@ -133,4 +135,32 @@ func TestFlagsFirst(t *testing.T) {
 	} {
 		assert.Equal(t, tc.want, flagsFirst(tc.in, app.Flags, app.Commands), "%q", tc.in)
 	}
+}
+
+// TestPrintSaturationWarnsOfNoise: the terminal summary names the levels
+// whose repeats disagree, as the report does, and says nothing more when
+// they agree.
+func TestPrintSaturationWarnsOfNoise(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	level := func(c int, lo, med, hi float64) sweep.LevelAggregate {
+		var a sweep.LevelAggregate
+		a.Concurrency, a.Repeats = c, 3
+		a.RepeatValues.OutputTokenThroughput = []*float64{f(lo), f(med), f(hi)}
+		a.RepeatMedians.OutputTokenThroughput = f(med)
+		return a
+	}
+	four := 4
+	c := sweep.Combined{ByConcurrency: []sweep.LevelAggregate{level(1, 99, 100, 101), level(2, 150, 200, 210), level(4, 300, 400, 420)}}
+	c.Saturation.Candidate = &four
+	c.Saturation.ThroughputGainThreshold = sweep.DefaultThroughputGain
+	var b bytes.Buffer
+	printSaturation(&b, &c)
+	assert.Equal(t, "candidate saturation concurrency: 4 (client-observed)\n"+
+		"warning: repeats disagree at concurrency 2, 4 (up to 30% of the median apart, against the rule's 5% gain): the verdict may be noise; see the report\n", b.String())
+
+	c.ByConcurrency = c.ByConcurrency[:1]
+	c.Saturation.Candidate = nil
+	b.Reset()
+	printSaturation(&b, &c)
+	assert.Equal(t, "candidate saturation concurrency: not demonstrated\n", b.String())
 }
