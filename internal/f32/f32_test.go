@@ -354,6 +354,16 @@ func TestIndex(t *testing.T) {
 					t.Fatalf("%s: index of 7 at %d of %d = %d", ks.name, p, n, got)
 				}
 			}
+			// The value only past n, where the slice's array goes on: a
+			// kernel reading beyond its whole vectors (a step or a bound
+			// off by part of a vector) finds it there.
+			buf := make([]float32, n+16)
+			for i := n; i < len(buf); i++ {
+				buf[i] = 7
+			}
+			if got := ks.index(buf[:n], 7); got != -1 {
+				t.Fatalf("%s: index of 7 in %d zeros followed by 7s = %d, want -1", ks.name, n, got)
+			}
 		}
 	}
 }
