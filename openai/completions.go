@@ -132,10 +132,11 @@ func (h *handler) completions(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	choices := make([]*choice, 0, k)
 	defer func() {
-		// Every admitted choice ends in the metrics exactly once: those the
-		// event loop saw finish were observed there; the rest were cut
-		// short here (client gone, write failed, a sibling failed) and are
-		// aborts whose final event, if any, nobody reads.
+		// Every choice of an admitted request ends in the metrics exactly
+		// once: those the event loop saw finish were observed there; the
+		// rest were cut short here (client gone, write failed, a sibling
+		// failed) and are aborts whose final event, if any, nobody reads.
+		// A request refused part-way has no choices left here.
 		now := time.Now()
 		for _, c := range choices {
 			if c.finish == "" {
