@@ -88,7 +88,8 @@ type Engine interface {
 	// admitted. Otherwise the channel yields events until one with Finish set,
 	// then closes. Cancelling ctx aborts the request and frees its resources;
 	// the channel then closes, possibly without a final event. The caller must
-	// read until the channel closes or cancel ctx.
+	// read until the channel closes or cancel ctx. With ctx already done,
+	// Generate may fail with ctx's error instead (tinyserve's engine does).
 	Generate(ctx context.Context, req Request) (<-chan Event, error)
 	// Info describes the served model.
 	Info() ModelInfo

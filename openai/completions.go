@@ -164,6 +164,13 @@ func (h *handler) completions(w http.ResponseWriter, r *http.Request) {
 				// choices, so /metrics counts none of them.
 				cancel()
 				choices = nil
+				if r.Context().Err() != nil {
+					// Nobody is there to read an error: the engine
+					// refused because the client had gone, or the
+					// client went while it was refused.
+					requestLogger(r).Info("client went away before its request was admitted", "err", context.Cause(r.Context()))
+					return
+				}
 				writeError(w, r, engineError(err))
 				return
 			}

@@ -2,6 +2,7 @@ package openai
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -574,4 +575,30 @@ func TestNothingAllowedIsABadRequest(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(evs[len(evs)-2]), &e))
 	assert.Equal(t, typeInvalidRequest, e.Error.Type, e.Error.Message)
 	assert.NoError(t, ms.eng.Health())
+}
+
+// TestClientGoneBeforeAdmission: a request whose client hung up before the
+// engine saw it is refused by the engine with the context's error; the
+// handler writes nothing (nobody would read it), logs no failure, and
+// counts nothing in /metrics.
+func TestClientGoneBeforeAdmission(t *testing.T) {
+	eng, err := mock.NewEngine(mock.Config{}, engine.Config{})
+	require.NoError(t, err)
+	t.Cleanup(func() { eng.Close() })
+	var logs bytes.Buffer
+	reg := prometheus.NewPedanticRegistry()
+	h := NewHandler(eng, WithRegistry(reg, reg), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, body := range []string{`{"prompt":"a","max_tokens":3}`, `{"prompt":"a","max_tokens":3,"stream":true,"n":2}`} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("POST", "/v1/completions", strings.NewReader(body)).WithContext(ctx))
+		assert.Empty(t, rec.Body.String(), body)
+	}
+	assert.NotContains(t, logs.String(), "level=ERROR")
+	assert.Equal(t, 2, strings.Count(logs.String(), "status=499 bytes=0"), "the access log says the client left")
+	assert.Contains(t, logs.String(), "client went away before its request was admitted")
+	assert.Zero(t, counterValue(t, reg, "vllm:request_success_total"))
+	assert.Equal(t, 0, eng.Stats().Running+eng.Stats().Waiting)
 }

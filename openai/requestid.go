@@ -77,7 +77,13 @@ func withRequestID(base *slog.Logger, next http.Handler) http.Handler {
 					v = nil
 				}
 			}
-			if sw.status == 0 {
+			switch {
+			case sw.status != 0:
+			case r.Context().Err() != nil:
+				// Nothing was sent, and the client is gone: 200 would
+				// claim an answer it never got.
+				sw.status = statusClientClosed
+			default:
 				sw.status = http.StatusOK
 			}
 			lg.LogAttrs(r.Context(), slog.LevelInfo, "http request",
@@ -91,6 +97,11 @@ func withRequestID(base *slog.Logger, next http.Handler) http.Handler {
 		next.ServeHTTP(sw, r)
 	})
 }
+
+// statusClientClosed is what the access log records for a request whose
+// client went away before any answer was sent: nginx's 499, "client closed
+// request", which log tools already know. It is never sent.
+const statusClientClosed = 499
 
 func requestInfo(r *http.Request) *reqInfo {
 	if ri, ok := r.Context().Value(ctxKey{}).(*reqInfo); ok {

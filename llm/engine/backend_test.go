@@ -77,6 +77,32 @@ func TestGenerateNilContext(t *testing.T) {
 	}
 }
 
+// TestGenerateDoneContext: a caller whose context is already done (a client
+// that hung up while its request was parsed) is refused with the context's
+// error, and takes no queue place: with room for one waiting request, the
+// next caller is admitted.
+func TestGenerateDoneContext(t *testing.T) {
+	e := newEngine(t, mock.Config{}, engine.Config{MaxPending: 1})
+	for _, mk := range []func() (context.Context, context.CancelFunc){
+		func() (context.Context, context.CancelFunc) {
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			return ctx, cancel
+		},
+		func() (context.Context, context.CancelFunc) { return context.WithTimeout(context.Background(), -1) },
+	} {
+		ctx, cancel := mk()
+		ch, err := e.Generate(ctx, llm.Request{PromptTokens: []int{1}, Params: greedy(2)})
+		cancel()
+		if err == nil || !errors.Is(err, ctx.Err()) || ch != nil {
+			t.Fatalf("Generate with a done context: %v, %v; want %v and no channel", ch, err, ctx.Err())
+		}
+	}
+	if r := run(t, e, llm.Request{PromptTokens: []int{1}, Params: greedy(2)}); len(r.tokens) != 2 {
+		t.Errorf("after done contexts: %d tokens", len(r.tokens))
+	}
+}
+
 // TestPenaltiesSteerGreedyDecoding runs greedy requests with penalties on
 // a backend that returns the same row every step, so that only the
 // penalties change the choice, and checks the tokens against a plain

@@ -190,7 +190,7 @@ func (e *Engine) Health() error {
 }
 
 // Generate implements llm.Engine. A nil ctx is an error matching
-// llm.ErrInvalidRequest.
+// llm.ErrInvalidRequest; a ctx already done fails with its error.
 func (e *Engine) Generate(ctx context.Context, r llm.Request) (<-chan llm.Event, error) {
 	if ctx == nil {
 		// The stream's goroutine would dereference it later and take the
@@ -221,6 +221,12 @@ func (e *Engine) Generate(ctx context.Context, r llm.Request) (<-chan llm.Event,
 	// caller reusing its variable for the next request would race with it.
 	r.Params.Logprobs = clonePtr(r.Params.Logprobs)
 	r.Params.PromptLogprobs = clonePtr(r.Params.PromptLogprobs)
+	if err := ctx.Err(); err != nil {
+		// The caller has given up already (a client that hung up while its
+		// request was parsed): taking a queue place until the loop's next
+		// step boundary would only turn a live request away.
+		return nil, err
+	}
 	s := newStream(ctx)
 	now := e.cfg.Now()
 
