@@ -146,7 +146,8 @@ async function expectAPIError(fn, klass, want, what) {
 	ok(typeof err.error?.message === 'string' && want.message.test(err.error.message),
 		`${what}: message ${JSON.stringify(err.error?.message)} does not match ${want.message}`);
 	eq(err.message, `${want.status} ${err.error.message}`, `${what}: the SDK's message`);
-	ok(typeof err.requestID === 'string' && err.requestID.length > 0, `${what}: requestID (X-Request-ID) is ${err.requestID}`);
+	const requestID = err.requestID ?? err.request_id; // openai 4 names it request_id
+	ok(typeof requestID === 'string' && requestID.length > 0, `${what}: requestID (X-Request-ID) is ${requestID}`);
 	return err;
 }
 

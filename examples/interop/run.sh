@@ -2,13 +2,17 @@
 # Interoperability check with the official OpenAI Node SDK: installs a pinned
 # version of the npm package "openai" into a temporary folder, builds and
 # starts tinyserve-serve on a free loopback port, waits for /health, runs
-# openai-node.mjs against it and stops the server. Needs Go, Node.js (20 or
-# later) and npm with access to the npm registry; it is a developer's script,
-# not part of `go test` (the Go suite never uses the network).
+# openai-node.mjs against it and stops the server; then runs resilience.mjs,
+# which starts servers of its own from the same binary (429 retries, draining
+# 503s, error events mid-stream). Needs Go, Node.js (20 or later) and npm with
+# access to the npm registry; it is a developer's script, not part of
+# `go test` (the Go suite never uses the network). Exits 1 if either failed.
 #
 # Usage: examples/interop/run.sh [serve flags...]   (default: --model tiny-gpt2
 #        --enable-prefix-caching --api-key interop-key, and the checks of both;
-#        the checks count GPT-2 tokens, so the model needs GPT-2's tokenizer)
+#        the checks count GPT-2 tokens, so the model needs GPT-2's tokenizer;
+#        the flags are openai-node.mjs's server's: resilience.mjs always
+#        starts the built-in gpt2-124m-random with flags of its own)
 # Environment:
 #   OPENAI_NODE_VERSION  the SDK version to install (default 6.49.0, the newest
 #                        whose package.json accepts Node 20; 7.x declares
@@ -43,8 +47,8 @@ if [ ! -f "$sdk/node_modules/openai/package.json" ] ||
 	mkdir -p "$sdk"
 	npm install --prefix "$sdk" --no-audit --no-fund --loglevel=error "openai@$version" >/dev/null
 fi
-# The script imports "openai", which Node resolves from the script's folder.
-cp examples/interop/openai-node.mjs "$sdk/"
+# The scripts import "openai", which Node resolves from the script's folder.
+cp examples/interop/openai-node.mjs examples/interop/resilience.mjs "$sdk/"
 
 echo "== go build ./cmd/serve"
 go build -o "$work/tinyserve-serve" ./cmd/serve
@@ -71,4 +75,12 @@ done
 curl -fsS "http://$addr/health" >/dev/null || { cat "$log" >&2; echo "/health never answered 200" >&2; exit 1; }
 
 echo "== node openai-node.mjs http://$addr"
-node "$sdk/openai-node.mjs" "http://$addr"
+rc=0
+node "$sdk/openai-node.mjs" "http://$addr" || rc=1
+kill -TERM "$pid"
+wait "$pid" || true
+pid=
+
+echo "== node resilience.mjs"
+node "$sdk/resilience.mjs" "$work/tinyserve-serve" || rc=1
+exit $rc
