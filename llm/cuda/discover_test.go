@@ -164,3 +164,55 @@ func TestBackendLibraries(t *testing.T) {
 		}
 	}
 }
+
+// TestSameRelease: in a folder holding two CUDA releases, the companions
+// opened before a library are its own release's only, also when the
+// library was found by its unversioned name (a symlink to the versioned
+// file); an unversioned library with no versioned target keeps them all.
+func TestSameRelease(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"libcublasLt.so.12", "libcublasLt.so.12.4.5.8", "libcublasLt.so.13", "libcublasLt.so.13.0.1",
+		"libcublasLt.so.130", "libnvrtc-builtins.so.11.8", "libnvrtc-builtins.so.12.4", "libnvrtc-builtins.so.13.0"} {
+		touch(t, dir, f)
+	}
+	glob := func(path string, companions ...string) []string {
+		var got []string
+		for _, pat := range sameRelease(path, companions) {
+			m, _ := filepath.Glob(filepath.Join(dir, pat))
+			for _, f := range m {
+				got = append(got, filepath.Base(f))
+			}
+		}
+		slices.Sort(got)
+		return got
+	}
+	cases := []struct {
+		lib        string
+		companions []string
+		want       []string
+	}{
+		{"libcublas.so.13", []string{"libcublasLt.so.*"}, []string{"libcublasLt.so.13", "libcublasLt.so.13.0.1"}},
+		{"libcublas.so.12", []string{"libcublasLt.so.*"}, []string{"libcublasLt.so.12", "libcublasLt.so.12.4.5.8"}},
+		{"libnvrtc.so.11.2", []string{"libnvrtc-builtins.so.*"}, []string{"libnvrtc-builtins.so.11.8"}},
+		{"libnvrtc.so.12", []string{"libnvrtc-builtins.so.*"}, []string{"libnvrtc-builtins.so.12.4"}},
+	}
+	for _, tc := range cases {
+		if got := glob(filepath.Join(dir, tc.lib), tc.companions...); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: companions %v, want %v", tc.lib, got, tc.want)
+		}
+	}
+
+	// Found by its unversioned name: the symlink's target decides.
+	touch(t, dir, "libcublas.so.12.4.5.8")
+	if err := os.Symlink("libcublas.so.12.4.5.8", filepath.Join(dir, "libcublas.so")); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := glob(filepath.Join(dir, "libcublas.so"), "libcublasLt.so.*"), []string{"libcublasLt.so.12", "libcublasLt.so.12.4.5.8"}; !slices.Equal(got, want) {
+		t.Errorf("libcublas.so -> 12: companions %v, want %v", got, want)
+	}
+	// Unversioned through and through: every companion, as before.
+	touch(t, dir, "other/libnvrtc.so")
+	if got := sameRelease(filepath.Join(dir, "other/libnvrtc.so"), []string{"libnvrtc-builtins.so.*"}); !slices.Equal(got, []string{"libnvrtc-builtins.so.*"}) {
+		t.Errorf("unversioned: %v", got)
+	}
+}

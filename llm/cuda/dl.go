@@ -92,7 +92,7 @@ func openLibrary(lib Library, dirs []string, companions []string) (uintptr, stri
 		return 0, "", err
 	}
 	dir := filepath.Dir(path)
-	for _, pat := range companions {
+	for _, pat := range sameRelease(path, companions) {
 		m, _ := filepath.Glob(filepath.Join(dir, pat))
 		for _, c := range m {
 			_, _ = purego.Dlopen(c, purego.RTLD_NOW|purego.RTLD_GLOBAL)
@@ -103,6 +103,35 @@ func openLibrary(lib Library, dirs []string, companions []string) (uintptr, stri
 		return 0, path, fmt.Errorf("cuda: open %s (%s): %w", lib.Name, path, err)
 	}
 	return h, path, nil
+}
+
+// sameRelease narrows companion patterns of the form "libX.so.*" to the
+// major version of the library at path (followed through its symlinks when
+// its own name has none), so that a folder holding two CUDA releases, as a
+// distribution's library folder may, does not load the other release's
+// cuBLASLt or NVRTC builtins into the process before the library that needs
+// its own. Other patterns, and every pattern for an unversioned library,
+// are kept as they are.
+func sameRelease(path string, companions []string) []string {
+	major := sonameMajor(filepath.Base(path))
+	if major == 0 {
+		if real, err := filepath.EvalSymlinks(path); err == nil {
+			major = sonameMajor(filepath.Base(real))
+		}
+	}
+	if major == 0 {
+		return companions
+	}
+	var out []string
+	for _, c := range companions {
+		base, ok := strings.CutSuffix(c, ".so.*")
+		if !ok {
+			out = append(out, c)
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s.so.%d", base, major), fmt.Sprintf("%s.so.%d.*", base, major))
+	}
+	return out
 }
 
 // goString copies a NUL-terminated C string owned by a library.
