@@ -90,7 +90,7 @@ func parsePrompt(raw json.RawMessage) ([]string, [][]int, *apiError) {
 // it in messages. The ids are range-checked later, against the vocabulary.
 func tokenIDs(path string, raw json.RawMessage) ([]int, *apiError) {
 	var ptrs []*int
-	if err := json.Unmarshal(raw, &ptrs); err != nil {
+	if err := unmarshalWholeNumbers(raw, &ptrs); err != nil {
 		got := err.Error() // not expected: raw is valid JSON already
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {

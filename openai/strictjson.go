@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/big"
 	"reflect"
 	"slices"
 	"strings"
@@ -37,10 +38,91 @@ func decodeStrict(body []byte, known func(string) bool, dst any) *apiError {
 		}
 		return badRequest(unknown[0], "unknown_field", "unknown field(s) %s: tinyserve does not support them", strings.Join(quoted, ", "))
 	}
-	if err := json.Unmarshal(body, dst); err != nil {
+	if err := unmarshalWholeNumbers(body, dst); err != nil {
 		return typeError(err)
 	}
 	return nil
+}
+
+// unmarshalWholeNumbers is json.Unmarshal, except that an integer field
+// given a whole number in decimal or exponent form (10.0, 1e3) takes it,
+// as vLLM's pydantic models do: Python clients that compute a max_tokens
+// or token ids in floats send them so. 1.5 is still refused, and so is a
+// whole number too large for an int64. The common case costs nothing: raw
+// is rewritten (integralNumbers) and decoded again only after such a
+// refusal.
+func unmarshalWholeNumbers(raw []byte, dst any) error {
+	err := json.Unmarshal(raw, dst)
+	var te *json.UnmarshalTypeError
+	if err == nil || !errors.As(err, &te) || !isIntKind(te.Type) {
+		return err
+	}
+	lit, ok := strings.CutPrefix(te.Value, "number ")
+	if _, whole := wholeInt64(lit); !ok || !whole {
+		return err
+	}
+	fixed, rerr := integralNumbers(raw)
+	if rerr != nil {
+		return err
+	}
+	v := reflect.ValueOf(dst).Elem()
+	v.SetZero() // the failed pass may have filled some of it
+	return json.Unmarshal(fixed, dst)
+}
+
+// isIntKind reports whether t, through its pointers, is an integer type.
+func isIntKind(t reflect.Type) bool {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return true
+	}
+	return false
+}
+
+// wholeInt64 parses a JSON number literal exactly and returns its value in
+// plain integer form when it is a whole number that fits an int64.
+func wholeInt64(lit string) (string, bool) {
+	r, ok := new(big.Rat).SetString(lit)
+	if !ok || !r.IsInt() || !r.Num().IsInt64() {
+		return "", false
+	}
+	return r.Num().String(), true
+}
+
+// integralNumbers rewrites every number of the JSON value raw that is a
+// whole int64 written with a fraction or an exponent as a plain integer,
+// leaving everything else as it means (re-encoded: keys sorted, the same
+// strings).
+func integralNumbers(raw []byte) ([]byte, error) {
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		return nil, err
+	}
+	var walk func(v any) any
+	walk = func(v any) any {
+		switch x := v.(type) {
+		case json.Number:
+			if s, ok := wholeInt64(string(x)); ok {
+				return json.Number(s)
+			}
+		case []any:
+			for i := range x {
+				x[i] = walk(x[i])
+			}
+		case map[string]any:
+			for k := range x {
+				x[k] = walk(x[k])
+			}
+		}
+		return v
+	}
+	return json.Marshal(walk(v))
 }
 
 // typeError turns an encoding/json error into a 400 naming the field.

@@ -96,6 +96,10 @@ func TestValidation(t *testing.T) {
 		{"max_tokens float", `{"prompt":"a","max_tokens":1.5}`, 400, "max_tokens", "invalid_type", ""},
 		{"max_tokens zero", `{"prompt":"a","max_tokens":0}`, 400, "max_tokens", "invalid_value", ""},
 		{"max_tokens huge", `{"prompt":"a","max_tokens":1e30}`, 400, "max_tokens", "invalid_type", ""},
+		{"whole float with a fraction elsewhere", `{"prompt":"a","max_tokens":4.0,"n":1.5}`, 400, "n", "invalid_type", "got number 1.5"},
+		{"whole float beyond int64", `{"prompt":"a","seed":1e19}`, 400, "seed", "invalid_type", "got number 1e19"},
+		{"whole float token id beyond the vocabulary", `{"prompt":[2.57e2]}`, 400, "prompt", "invalid_value", "257"},
+		{"fractional token id after a whole one", `{"prompt":[[1.0],[2.5]]}`, 400, "prompt", "invalid_type", ""},
 		{"temperature negative", `{"prompt":"a","temperature":-1}`, 400, "temperature", "invalid_value", ""},
 		{"temperature string", `{"prompt":"a","temperature":"hot"}`, 400, "temperature", "invalid_type", "number"},
 		{"temperature overflows", `{"prompt":"a","temperature":1e400}`, 400, "temperature", "invalid_value", "temperature: the number 1e400 is out of range"},
@@ -282,6 +286,37 @@ func TestPenaltiesAndBiasReachTheEngine(t *testing.T) {
 	rec = serve(t, NewHandler(f), "POST", "/v1/completions", `{"prompt":"a","max_tokens":2,"logit_bias":{"98":-100,"0":2.5}}`)
 	require.Equal(t, 200, rec.Code, rec.Body.String())
 	assert.Equal(t, map[int]float64{98: -100, 0: 2.5}, f.requests()[1].Params.LogitBias)
+}
+
+// TestWholeFloatsAreIntegers: integer fields and token ids given as whole
+// numbers in decimal or exponent form (10.0, 1e1), as a Python client that
+// computes them in floats sends them, are taken as the integers they are,
+// as vLLM's pydantic models take them; the request is otherwise the same.
+func TestWholeFloatsAreIntegers(t *testing.T) {
+	f := newFake()
+	h := NewHandler(f)
+	rec := serve(t, h, "POST", "/v1/completions", `{"prompt":[72.0,1.05e2],"max_tokens":4.0,"n":2.0,"seed":-3.0,"logprobs":1e0,`+
+		`"stop_token_ids":[5e1],"min_tokens":1.0,"temperature":1,"top_k":2.0,"stop":"x<&>"}`)
+	require.Equal(t, 200, rec.Code, rec.Body.String())
+	rec = serve(t, h, "POST", "/v1/completions", `{"prompt":[72,105],"max_tokens":4,"n":2,"seed":-3,"logprobs":1,`+
+		`"stop_token_ids":[50],"min_tokens":1,"temperature":1,"top_k":2,"stop":"x<&>"}`)
+	require.Equal(t, 200, rec.Code, rec.Body.String())
+	reqs := f.requests()
+	require.Len(t, reqs, 4)
+	for i := range 2 {
+		got, want := reqs[i], reqs[i+2]
+		got.ID, want.ID = "", ""
+		assert.Equal(t, want, got, "choice %d", i)
+	}
+	assert.Equal(t, []int{72, 105}, reqs[0].PromptTokens)
+	assert.Equal(t, 4, reqs[0].Params.MaxTokens)
+	assert.Equal(t, []string{"x<&>"}, reqs[0].Params.Stop, "strings survive the rewrite")
+
+	rec = serve(t, h, "POST", "/tokenize", `{"prompt":"hi"}`)
+	require.Equal(t, 200, rec.Code)
+	rec = serve(t, h, "POST", "/detokenize", `{"tokens":[104.0,1.05e2]}`)
+	require.Equal(t, 200, rec.Code, rec.Body.String())
+	assert.Contains(t, rec.Body.String(), `"prompt":"hi"`)
 }
 
 // TestVLLMExtrasReachTheEngine: min_p, include_stop_str_in_output and
