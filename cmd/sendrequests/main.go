@@ -54,7 +54,7 @@ func env(name string) []string { return []string{"TINYSERVE_" + name} }
 func newApp(stdout, stderr io.Writer, getenv func(string) string) *cli.App {
 	return &cli.App{
 		Name:      "sendrequests",
-		Usage:     "measure one load condition against an OpenAI-compatible /v1/completions endpoint",
+		Usage:     "measure one load condition against an OpenAI-compatible completions or chat completions endpoint",
 		Writer:    stdout,
 		ErrWriter: stderr,
 		Flags: []cli.Flag{
