@@ -69,7 +69,7 @@ func isTerminal(w io.Writer) bool {
 func newApp(stdout, stderr io.Writer, getenv func(string) string) *cli.App {
 	return &cli.App{
 		Name:      "sweep",
-		Usage:     "measure a completions server over concurrency levels and find where throughput stops growing",
+		Usage:     "measure an OpenAI-compatible server (completions or chat) over concurrency levels and find where throughput stops growing",
 		ArgsUsage: "CONFIG",
 		Writer:    stdout,
 		ErrWriter: stderr,
