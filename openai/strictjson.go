@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/big"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -83,14 +83,58 @@ func isIntKind(t reflect.Type) bool {
 	return false
 }
 
-// wholeInt64 parses a JSON number literal exactly and returns its value in
-// plain integer form when it is a whole number that fits an int64.
+// wholeInt64 reads a JSON number literal exactly and returns its value in
+// plain integer form when it is a whole number that fits an int64. It works
+// on the literal's digits, in time linear in its length: exact arithmetic
+// (big.Rat) would build 1e999999 as a million-digit integer, 20 ms of CPU
+// for 10 bytes of a body whose every number is read here.
 func wholeInt64(lit string) (string, bool) {
-	r, ok := new(big.Rat).SetString(lit)
-	if !ok || !r.IsInt() || !r.Num().IsInt64() {
+	neg := strings.HasPrefix(lit, "-")
+	mant, exp, hasExp := strings.Cut(strings.TrimPrefix(lit, "-"), "e")
+	if !hasExp {
+		mant, exp, hasExp = strings.Cut(mant, "E")
+	}
+	intPart, frac, hasFrac := strings.Cut(mant, ".")
+	if intPart == "" || !allDigits(intPart) || hasFrac && (frac == "" || !allDigits(frac)) {
 		return "", false
 	}
-	return r.Num().String(), true
+	// The value is digits times 10^e, digits without leading or trailing
+	// zeros.
+	digits := strings.TrimLeft(intPart+frac, "0")
+	if digits == "" {
+		return "0", true // -0.0 and 0e999 too
+	}
+	var e int64
+	if hasExp {
+		unsigned := strings.TrimLeft(exp, "+-")
+		if unsigned == "" || len(exp)-len(unsigned) > 1 || !allDigits(unsigned) {
+			return "", false
+		}
+		// Out of range, ParseInt gives the int64 of the sign's side;
+		// clamped to ±2^40, beyond any length a literal can have, the sums
+		// below cannot overflow and still say "not a whole int64".
+		n, _ := strconv.ParseInt(exp, 10, 64)
+		e = max(min(n, 1<<40), -1<<40)
+	}
+	trimmed := strings.TrimRight(digits, "0")
+	e += int64(len(digits) - len(trimmed) - len(frac))
+	if e < 0 || int64(len(trimmed))+e > 19 {
+		return "", false // a fraction, or more than 19 digits
+	}
+	plain := trimmed + strings.Repeat("0", int(e))
+	if neg {
+		plain = "-" + plain
+	}
+	v, err := strconv.ParseInt(plain, 10, 64)
+	if err != nil {
+		return "", false
+	}
+	return strconv.FormatInt(v, 10), true
+}
+
+// allDigits reports whether s is empty or only ASCII digits.
+func allDigits(s string) bool {
+	return strings.Trim(s, "0123456789") == ""
 }
 
 // integralNumbers rewrites every number of the JSON value raw that is a

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -317,6 +318,32 @@ func TestWholeFloatsAreIntegers(t *testing.T) {
 	rec = serve(t, h, "POST", "/detokenize", `{"tokens":[104.0,1.05e2]}`)
 	require.Equal(t, 200, rec.Code, rec.Body.String())
 	assert.Contains(t, rec.Body.String(), `"prompt":"hi"`)
+}
+
+// TestWholeNumbersCostLinearTime: the retry that takes 10.0 for 10 reads
+// every number of the body, so a number whose exact value is huge (1e999999
+// is a million-digit integer) must cost no more than its few bytes to
+// refuse; a body of them, or one literal of a million digits, is decoded
+// in far less than a second, as it was before such numbers were taken.
+func TestWholeNumbersCostLinearTime(t *testing.T) {
+	many := strings.Repeat(",1e999999,-1e-999999", 500)
+	for _, tc := range []struct{ body, param, got string }{
+		{`{"prompt":[1.0` + many + `]}`, "prompt", "got number 1e999999"},
+		{`{"prompt":"a","max_tokens":4.0,"stop_token_ids":[1` + many + `]}`, "stop_token_ids", "got number 1e999999"},
+		{`{"prompt":"a","max_tokens":1` + strings.Repeat("0", 1<<20) + `.0}`, "max_tokens", "expected an integer"},
+		{`{"prompt":"a","max_tokens":0.` + strings.Repeat("0", 1<<20) + `1e1048576}`, "max_tokens", "expected an integer"},
+	} {
+		start := time.Now()
+		_, e := decodeCompletion([]byte(tc.body))
+		require.NotNil(t, e)
+		assert.Equal(t, tc.param, e.Param)
+		assert.Contains(t, e.Message, tc.got)
+		assert.Less(t, time.Since(start), time.Second, "%.60s...", tc.body)
+	}
+	// Exactly 1, however it is written.
+	req, e := decodeCompletion([]byte(`{"prompt":"a","max_tokens":0.` + strings.Repeat("0", 1<<20) + `1e1048577}`))
+	require.Nil(t, e)
+	assert.Equal(t, 1, req.params.MaxTokens)
 }
 
 // TestVLLMExtrasReachTheEngine: min_p, include_stop_str_in_output and
