@@ -139,34 +139,45 @@ func allDigits(s string) bool {
 
 // integralNumbers rewrites every number of the JSON value raw that is a
 // whole int64 written with a fraction or an exponent as a plain integer,
-// leaving everything else as it means (re-encoded: keys sorted, the same
-// strings).
+// in place: every other byte is kept, so that the second decode sees the
+// body's own order (the first wrong field is the one reported), its
+// duplicate keys (an earlier one's wrong value still refused) and its
+// strings as written. A re-encoding through map[string]any would lose the
+// first two.
 func integralNumbers(raw []byte) ([]byte, error) {
-	d := json.NewDecoder(bytes.NewReader(raw))
-	d.UseNumber()
-	var v any
-	if err := d.Decode(&v); err != nil {
-		return nil, err
+	if !json.Valid(raw) {
+		return nil, errors.New("not valid JSON") // the scan below relies on it
 	}
-	var walk func(v any) any
-	walk = func(v any) any {
-		switch x := v.(type) {
-		case json.Number:
-			if s, ok := wholeInt64(string(x)); ok {
-				return json.Number(s)
+	out := make([]byte, 0, len(raw))
+	for i := 0; i < len(raw); {
+		switch c := raw[i]; {
+		case c == '"':
+			j := i + 1
+			for raw[j] != '"' {
+				if raw[j] == '\\' {
+					j++ // an escaped byte, a quote maybe; \uXXXX's are hex
+				}
+				j++
 			}
-		case []any:
-			for i := range x {
-				x[i] = walk(x[i])
+			out = append(out, raw[i:j+1]...)
+			i = j + 1
+		case c == '-' || '0' <= c && c <= '9':
+			j := i + 1
+			for j < len(raw) && strings.IndexByte("0123456789.eE+-", raw[j]) >= 0 {
+				j++
 			}
-		case map[string]any:
-			for k := range x {
-				x[k] = walk(x[k])
+			if s, ok := wholeInt64(string(raw[i:j])); ok {
+				out = append(out, s...)
+			} else {
+				out = append(out, raw[i:j]...)
 			}
+			i = j
+		default:
+			out = append(out, c)
+			i++
 		}
-		return v
 	}
-	return json.Marshal(walk(v))
+	return out, nil
 }
 
 // typeError turns an encoding/json error into a 400 naming the field.

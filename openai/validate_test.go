@@ -320,6 +320,24 @@ func TestWholeFloatsAreIntegers(t *testing.T) {
 	assert.Contains(t, rec.Body.String(), `"prompt":"hi"`)
 }
 
+// TestWholeFloatsChangeNothingElse: a body with max_tokens 4.0 is
+// answered as its twin with 4 in every other respect: the same field's
+// error first, in the body's order, when several are wrong; a duplicate
+// key's earlier value refused as it is there; strings as written.
+func TestWholeFloatsChangeNothingElse(t *testing.T) {
+	for _, rest := range []string{
+		`"temperature":"hot","n":"x"`,
+		`"top_k":1e400,"seed":1e19`,
+		`"n":1.5,"n":2`,
+		`"stop":["1.0","\"2.0\"","\u00e9\\3.0"],"user":"1e3 \ud83d\ude00"`,
+	} {
+		whole, e1 := decodeCompletion([]byte(`{"prompt":"a","max_tokens":4.0,` + rest + `}`))
+		plain, e2 := decodeCompletion([]byte(`{"prompt":"a","max_tokens":4,` + rest + `}`))
+		assert.Equal(t, e2, e1, rest)
+		assert.Equal(t, plain, whole, rest)
+	}
+}
+
 // TestWholeNumbersCostLinearTime: the retry that takes 10.0 for 10 reads
 // every number of the body, so a number whose exact value is huge (1e999999
 // is a million-digit integer) must cost no more than its few bytes to
