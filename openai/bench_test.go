@@ -139,3 +139,29 @@ func BenchmarkCompletionsVsBare(b *testing.B) {
 		b.ReportMetric(bareT.Seconds()/tinyT.Seconds(), "ratio_to_bare")
 	})
 }
+
+// BenchmarkDecodeWholeNumbers decodes a body whose numbers take the slow
+// path of unmarshalWholeNumbers (a 4.0 for an integer, then a thousand
+// numbers of huge exponent, each refused by its bytes alone) and, as the
+// baseline, a plain body of the same length, and reports the ratio of
+// their times: a few, not the thousands that exact arithmetic on 1e999999
+// cost.
+//
+//	go test -run XXX -bench DecodeWholeNumbers ./openai
+func BenchmarkDecodeWholeNumbers(b *testing.B) {
+	huge := `{"prompt":"a","max_tokens":4.0,"stop_token_ids":[1` + strings.Repeat(",1e999999,-1e-999999", 500) + `]}`
+	plain := `{"prompt":"a","max_tokens":4,"stop_token_ids":[1` + strings.Repeat(",1000000,2000000000", 500) + `]}`
+	timeOf := func(body string) time.Duration {
+		start := time.Now()
+		for range 20 {
+			_, _ = decodeCompletion([]byte(body))
+		}
+		return time.Since(start)
+	}
+	var hugeT, plainT time.Duration
+	for b.Loop() {
+		plainT += timeOf(plain)
+		hugeT += timeOf(huge)
+	}
+	b.ReportMetric(hugeT.Seconds()/plainT.Seconds(), "ratio_to_plain")
+}

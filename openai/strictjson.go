@@ -189,11 +189,22 @@ func typeError(err error) *apiError {
 			param = param[:i]
 		}
 		if lit, ok := strings.CutPrefix(te.Value, "number "); ok && outOfRange(te.Type, lit) {
-			return badRequest(param, "invalid_value", "%s: the number %s is out of range", param, lit)
+			return badRequest(param, "invalid_value", "%s: the number %s is out of range", param, shorten(lit))
 		}
-		return badRequest(param, "invalid_type", "%s: expected %s, got %s", param, typeName(te.Type), te.Value)
+		return badRequest(param, "invalid_type", "%s: expected %s, got %s", param, typeName(te.Type), shorten(te.Value))
 	}
 	return badRequest("", "invalid_json", "request body is not valid JSON: %v", err)
+}
+
+// shorten cuts a value quoted from the request to 64 bytes: a number a
+// megabyte long would otherwise come back whole in the error body and in
+// the server's log line about it.
+func shorten(v string) string {
+	const most = 64
+	if len(v) <= most {
+		return v
+	}
+	return v[:most-3] + "..."
 }
 
 // outOfRange reports whether a JSON number that encoding/json could not
