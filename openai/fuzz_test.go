@@ -1,8 +1,11 @@
 package openai
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -202,4 +205,49 @@ func checkCompletionBody(t *testing.T, contentType, body string) {
 			t.Fatalf("not a completion chunk: %s", ev)
 		}
 	}
+}
+
+// FuzzTokenIDs checks tokenIDs, which scans a JSON array of token ids
+// itself, against the decoding it replaced (encoding/json into []*int,
+// whole numbers such as 1.0 taken, then nulls refused): for every valid
+// JSON array both give the same ids, or both refuse it with the same
+// message.
+func FuzzTokenIDs(f *testing.F) {
+	for _, s := range []string{`[]`, `[1,2,3]`, ` [ 1 , -0 , 2.0e0 ] `, `[null]`, `[1,null,"a"]`, `[null,"a"]`, `[1.5]`,
+		`[1e19]`, `[9223372036854775807]`, `[-9223372036854775808.0]`, `[[1]]`, `[{}]`, `[true]`, "[1,\n\t2]", `[1E+2,0.1e1]`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		raw = bytes.TrimSpace(raw)
+		if !json.Valid(raw) || len(raw) == 0 || raw[0] != '[' {
+			return
+		}
+		got, gerr := tokenIDs("p", "p", raw)
+		want, werr := referenceTokenIDs(raw)
+		switch {
+		case gerr == nil && werr == nil:
+			if !slices.Equal(got, want) && !(len(got) == 0 && len(want) == 0) {
+				t.Fatalf("%s: ids %v, want %v", raw, got, want)
+			}
+		case gerr == nil || werr == nil:
+			t.Fatalf("%s: error %v, want %v", raw, gerr, werr)
+		case gerr.Message != werr.Message:
+			t.Fatalf("%s: message %q, want %q", raw, gerr.Message, werr.Message)
+		}
+	})
+}
+
+// referenceTokenIDs is the decoding tokenIDs replaced, for FuzzTokenIDs and
+// BenchmarkTokenIDs: encoding/json into []*int, whole numbers such as 1.0
+// taken, then nulls refused; its field is called p.
+func referenceTokenIDs(raw []byte) ([]int, *apiError) {
+	var ptrs []*int
+	if err := unmarshalWholeNumbers(raw, &ptrs); err != nil {
+		var te *json.UnmarshalTypeError
+		if !errors.As(err, &te) {
+			return nil, &apiError{Message: "not a type error: " + err.Error()}
+		}
+		return nil, badRequest("p", "invalid_type", "p: token ids must be integers, got %s", shorten(te.Value))
+	}
+	return notNull("p", "p", ptrs)
 }

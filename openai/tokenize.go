@@ -1,6 +1,8 @@
 package openai
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -26,8 +28,10 @@ type tokenizeResponse struct {
 }
 
 type detokenizeRequest struct {
-	Model  *string `json:"model"`
-	Tokens []*int  `json:"tokens"`
+	Model *string `json:"model"`
+	// Tokens is read by tokenIDs, which takes a long list in a fraction of
+	// the memory encoding/json would.
+	Tokens json.RawMessage `json:"tokens"`
 }
 
 type detokenizeResponse struct {
@@ -97,11 +101,16 @@ func (h *handler) detokenize(w http.ResponseWriter, r *http.Request) {
 	if req.Model != nil && !h.checkModel(w, r, *req.Model) {
 		return
 	}
-	if req.Tokens == nil {
+	tokens := bytes.TrimSpace(req.Tokens)
+	if len(tokens) == 0 || bytes.Equal(tokens, []byte("null")) {
 		writeError(w, r, badRequest("tokens", "missing_required_parameter", "tokens is required"))
 		return
 	}
-	ids, e := notNull("tokens", "tokens", req.Tokens)
+	if tokens[0] != '[' {
+		writeError(w, r, badRequest("tokens", "invalid_type", "tokens: expected an array of integers, got %s", jsonKind(tokens)))
+		return
+	}
+	ids, e := tokenIDs("tokens", "tokens", tokens)
 	if e != nil {
 		writeError(w, r, e)
 		return
