@@ -127,9 +127,7 @@ func tokenIDs(param, path string, raw []byte) ([]int, *apiError) {
 			ids = append(ids, 0)
 			end = i + len("null")
 		case c == '-' || '0' <= c && c <= '9':
-			for end < len(raw) && strings.IndexByte("0123456789.eE+-", raw[end]) >= 0 {
-				end++
-			}
+			end = numberEnd(raw, i)
 			v, ok := intBytes(raw[i:end])
 			if !ok {
 				return nil, typeErr("number " + string(raw[i:end]))

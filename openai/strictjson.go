@@ -162,10 +162,7 @@ func integralNumbers(raw []byte) ([]byte, error) {
 			out = append(out, raw[i:j+1]...)
 			i = j + 1
 		case c == '-' || '0' <= c && c <= '9':
-			j := i + 1
-			for j < len(raw) && strings.IndexByte("0123456789.eE+-", raw[j]) >= 0 {
-				j++
-			}
+			j := numberEnd(raw, i)
 			if s, ok := wholeInt64(string(raw[i:j])); ok {
 				out = append(out, s...)
 			} else {
@@ -178,6 +175,16 @@ func integralNumbers(raw []byte) ([]byte, error) {
 		}
 	}
 	return out, nil
+}
+
+// numberEnd returns the index just past the JSON number literal that
+// starts at raw[i] (valid JSON: the literal is well formed).
+func numberEnd(raw []byte, i int) int {
+	j := i + 1
+	for j < len(raw) && strings.IndexByte("0123456789.eE+-", raw[j]) >= 0 {
+		j++
+	}
+	return j
 }
 
 // typeError turns an encoding/json error into a 400 naming the field.
