@@ -1,5 +1,6 @@
 // Package gpt2 is GPT-2 for tinyserve: Hugging Face checkpoint loading
-// (config.json plus safetensors, memory-mapped, float32/float16/bfloat16),
+// (config.json plus safetensors or PyTorch's pytorch_model.bin, read as
+// data with no pickle code run, memory-mapped, float32/float16/bfloat16),
 // the built-in random-weight models, and a CPU implementation of the
 // engine's Backend with attention read through paged-KV block tables.
 //

@@ -1,7 +1,9 @@
 package gpt2
 
 import (
+	"archive/zip"
 	"encoding/binary"
+	"strings"
 	"testing"
 
 	"github.com/tinyserve/tinyserve/internal/fuzzseed"
@@ -82,5 +84,73 @@ func FuzzParseConfig(f *testing.F) {
 		if back != c {
 			t.Fatalf("round trip changed the config:\n%+v\n%+v", c, back)
 		}
+	})
+}
+
+// FuzzParseTorch feeds arbitrary bytes to the PyTorch checkpoint reader
+// (both torch.save formats and the pickle machine under them): it must
+// never panic, and every tensor it accepts must lie inside the file, so
+// that reading it (gathering a strided view included) cannot go out of
+// bounds. Seeds: small files torch.save wrote (testdata/torch/small-*.bin,
+// see make.py there) and testdata/fuzz/FuzzParseTorch.
+func FuzzParseTorch(f *testing.F) {
+	if fuzzseed.AddFiles(f, "testdata/torch/small-*.bin") == 0 {
+		f.Fatal("no seed files")
+	}
+	f.Add([]byte("\x80\x02}q\x00."))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		h, err := parseTorch(b)
+		if err != nil {
+			return
+		}
+		for name, ti := range h.Tensors {
+			if ti.Begin < 0 || ti.End < ti.Begin || ti.End > int64(len(b)) {
+				t.Fatalf("tensor %q: bytes [%d, %d) outside the file of %d", name, ti.Begin, ti.End, len(b))
+			}
+			es := dtypeSizes[ti.DType]
+			n := int64(1)
+			for _, d := range ti.Shape {
+				n *= d
+			}
+			raw := b[ti.Begin:ti.End]
+			if ti.Stride != nil {
+				raw = gather(raw, ti.Shape, ti.Stride, es)
+			}
+			if int64(len(raw)) != n*es {
+				t.Fatalf("tensor %q: %d bytes for shape %v of %s", name, len(raw), ti.Shape, ti.DType)
+			}
+		}
+	})
+}
+
+// FuzzUnpickle runs arbitrary bytes on the pickle machine with the hooks a
+// state dict is read with: it must never panic or run away, whatever the
+// opcodes. Seeds: the pickle of testdata/torch/small-zip.bin, and
+// testdata/fuzz/FuzzUnpickle.
+func FuzzUnpickle(f *testing.F) {
+	zr, err := zip.OpenReader("testdata/torch/small-zip.bin")
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, e := range zr.File {
+		if strings.HasSuffix(e.Name, "data.pkl") {
+			b, err := readZipEntry(e, 1<<20)
+			if err != nil {
+				f.Fatal(err)
+			}
+			f.Add(b)
+		}
+	}
+	zr.Close()
+	f.Fuzz(func(t *testing.T, b []byte) {
+		u := &torchUnpickler{storages: map[string]*torchStorage{}}
+		v, end, err := unpickle(b, 0, u.hooks())
+		if err != nil {
+			return
+		}
+		if end < 1 || end > len(b) || b[end-1] != opStop {
+			t.Fatalf("unpickle ended at %d of %d bytes, not after a STOP", end, len(b))
+		}
+		_, _ = torchHeader(v)
 	})
 }

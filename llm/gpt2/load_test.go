@@ -324,11 +324,15 @@ func TestLoadFolderErrors(t *testing.T) {
 			os.WriteFile(filepath.Join(dir, "config.json"), []byte(`{"model_type":"gpt2","vocab_size":10,"n_positions":8,"n_embd":6,"n_layer":1,"n_head":4}`), 0o644)
 		}, []string{"config.json", "not a multiple of n_head"}},
 		{"no weights", func(t *testing.T, dir string) { writeConfig(t, dir, m.Config) },
-			[]string{"neither model.safetensors nor model.safetensors.index.json"}},
-		{"pytorch only", func(t *testing.T, dir string) {
+			[]string{"no weights", "model.safetensors.index.json", "pytorch_model.bin.index.json"}},
+		{"pytorch_model.bin not a checkpoint", func(t *testing.T, dir string) {
 			writeConfig(t, dir, m.Config)
 			os.WriteFile(filepath.Join(dir, "pytorch_model.bin"), []byte("x"), 0o644)
-		}, []string{"pytorch_model.bin is not supported"}},
+		}, []string{"pytorch_model.bin", "not a PyTorch checkpoint"}},
+		{"pytorch shard missing", func(t *testing.T, dir string) {
+			writeConfig(t, dir, m.Config)
+			os.WriteFile(filepath.Join(dir, "pytorch_model.bin.index.json"), []byte(`{"weight_map":{"wte.weight":"pytorch_model-00001-of-00002.bin"}}`), 0o644)
+		}, []string{"pytorch_model-00001-of-00002.bin", "no such file"}},
 		{"shard missing", func(t *testing.T, dir string) {
 			writeConfig(t, dir, m.Config)
 			os.WriteFile(filepath.Join(dir, "model.safetensors.index.json"), []byte(`{"weight_map":{"wte.weight":"model-00001-of-00002.safetensors"}}`), 0o644)

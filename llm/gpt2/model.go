@@ -176,8 +176,10 @@ func specs(c Config, w *Weights) []tensorSpec {
 }
 
 // Load reads a Hugging Face GPT-2 checkpoint folder: config.json plus
-// model.safetensors, or shards listed in model.safetensors.index.json.
-// Tensors may be float32, float16 or bfloat16 (computed in float32), named
+// model.safetensors, or shards listed in model.safetensors.index.json, or
+// else PyTorch's pytorch_model.bin or the shards its
+// pytorch_model.bin.index.json lists (read as data: nothing in a pickle is
+// run; see torchfile.go). Tensors may be float32, float16 or bfloat16 (computed in float32), named
 // with or without the "transformer." prefix; legacy attn.bias and
 // attn.masked_bias buffers are ignored. The LM head is tied to wte unless
 // config.json sets tie_word_embeddings false, when lm_head.weight must be
@@ -237,7 +239,7 @@ func Load(dir string) (*Model, error) {
 	return m, nil
 }
 
-// checkpointFiles is the set of safetensors files of one checkpoint and,
+// checkpointFiles is the set of weight files of one checkpoint and,
 // for sharded checkpoints, which file holds which tensor.
 type checkpointFiles struct {
 	dir      string
@@ -247,34 +249,48 @@ type checkpointFiles struct {
 	indexErr string             // the index file's path, for errors
 }
 
+// weightFormats are the ways a folder may hold its weights, in the order
+// transformers looks for them: safetensors (one file, then shards), then
+// PyTorch's pytorch_model.bin (one file, then shards).
+var weightFormats = []struct {
+	single, index string
+	open          func(path string) (*stFile, error)
+}{
+	{"model.safetensors", "model.safetensors.index.json", openSafetensors},
+	{"pytorch_model.bin", "pytorch_model.bin.index.json", openTorch},
+}
+
 func openCheckpointFiles(dir string) (*checkpointFiles, error) {
+	for _, wf := range weightFormats {
+		single := filepath.Join(dir, wf.single)
+		if _, err := os.Stat(single); err == nil {
+			f, err := wf.open(single)
+			if err != nil {
+				return nil, err
+			}
+			return &checkpointFiles{dir: dir, files: map[string]*stFile{wf.single: f}, single: wf.single}, nil
+		}
+		indexPath := filepath.Join(dir, wf.index)
+		data, err := os.ReadFile(indexPath)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("gpt2: %w", err)
+		}
+		return openShards(dir, indexPath, data, wf.open)
+	}
+	return nil, fmt.Errorf("%w: %s: no weights: none of model.safetensors, model.safetensors.index.json, pytorch_model.bin or pytorch_model.bin.index.json is there", ErrBadCheckpoint, dir)
+}
+
+// openShards opens the files a sharded checkpoint's index (its bytes are
+// data) lists, each with open.
+func openShards(dir, indexPath string, data []byte, open func(string) (*stFile, error)) (*checkpointFiles, error) {
 	cf := &checkpointFiles{dir: dir, files: map[string]*stFile{}}
 	closeAll := func() {
 		for _, f := range cf.files {
 			_ = f.close()
 		}
-	}
-	single := filepath.Join(dir, "model.safetensors")
-	if _, err := os.Stat(single); err == nil {
-		f, err := openSafetensors(single)
-		if err != nil {
-			return nil, err
-		}
-		cf.files["model.safetensors"] = f
-		cf.single = "model.safetensors"
-		return cf, nil
-	}
-	indexPath := filepath.Join(dir, "model.safetensors.index.json")
-	data, err := os.ReadFile(indexPath)
-	if errors.Is(err, os.ErrNotExist) {
-		hint := ""
-		if _, err := os.Stat(filepath.Join(dir, "pytorch_model.bin")); err == nil {
-			hint = " (pytorch_model.bin is not supported: convert it to safetensors)"
-		}
-		return nil, fmt.Errorf("%w: %s: neither model.safetensors nor model.safetensors.index.json found%s", ErrBadCheckpoint, dir, hint)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("gpt2: %w", err)
 	}
 	var idx struct {
 		WeightMap map[string]string `json:"weight_map"`
@@ -300,7 +316,7 @@ func openCheckpointFiles(dir string) (*checkpointFiles, error) {
 			closeAll()
 			return nil, fmt.Errorf("%w: %s: shard %q is not a file name in the checkpoint folder", ErrBadCheckpoint, indexPath, file)
 		}
-		f, err := openSafetensors(filepath.Join(dir, file))
+		f, err := open(filepath.Join(dir, file))
 		if err != nil {
 			closeAll()
 			return nil, err

@@ -30,18 +30,23 @@ var dtypeSizes = map[string]int64{
 }
 
 // tensorInfo is one header entry. Begin and End are byte offsets into the
-// data section (which starts right after the header).
+// data section (which starts right after the header). Stride is nil for
+// row-major tensors, which fill [Begin, End); a PyTorch checkpoint may
+// store a view with other strides (in elements), whose elements lie in
+// [Begin, End) and are gathered when read.
 type tensorInfo struct {
-	Name  string
-	DType string
-	Shape []int64
-	Begin int64
-	End   int64
+	Name   string
+	DType  string
+	Shape  []int64
+	Begin  int64
+	End    int64
+	Stride []int64
 }
 
-// stHeader is a parsed and validated safetensors header.
+// stHeader is a parsed and validated weights file header: a safetensors
+// header, or the layout of a PyTorch checkpoint (torchfile.go).
 type stHeader struct {
-	DataStart int64 // offset of the data section in the file: 8 + header length
+	DataStart int64 // offset of the data section in the file: 8 + header length (0 for PyTorch)
 	Tensors   map[string]tensorInfo
 }
 
@@ -207,6 +212,26 @@ type stFile struct {
 // openSafetensors maps path and parses its header. The caller must call
 // close when no tensor that aliases the file is in use any more.
 func openSafetensors(path string) (*stFile, error) {
+	// Check the header length before mapping or reading the whole file, so
+	// that an absurd prefix is reported as such.
+	precheck := func(f *os.File) error {
+		var prefix [8]byte
+		if n, _ := f.ReadAt(prefix[:], 0); n == 8 {
+			if hl := binary.LittleEndian.Uint64(prefix[:]); hl > maxHeaderBytes {
+				return fmt.Errorf("header of %d bytes exceeds the %d-byte (100 MB) limit", hl, maxHeaderBytes)
+			}
+		}
+		return nil
+	}
+	return openWeightsFile(path, "safetensors file", precheck, func(data []byte) (*stHeader, error) {
+		return parseSafetensors(data, int64(len(data)))
+	})
+}
+
+// openWeightsFile maps the weights file at path (kind names its format in
+// errors), runs precheck on the open file when there is one, and reads
+// the header with parse.
+func openWeightsFile(path, kind string, precheck func(*os.File) error, parse func([]byte) (*stHeader, error)) (*stFile, error) {
 	// A file that is missing or unreadable (a shard the index names, say)
 	// is a fault of the checkpoint too: every error here matches
 	// ErrBadCheckpoint.
@@ -220,24 +245,21 @@ func openSafetensors(path string) (*stFile, error) {
 		return nil, fmt.Errorf("%w: %w", ErrBadCheckpoint, err)
 	}
 	if st.IsDir() {
-		return nil, fmt.Errorf("%w: %s is a folder, not a safetensors file", ErrBadCheckpoint, path)
+		return nil, fmt.Errorf("%w: %s is a folder, not a %s", ErrBadCheckpoint, path, kind)
 	}
 	if st.Size() > math.MaxInt {
 		return nil, fmt.Errorf("%w: %s: file of %d bytes is too large for this platform", ErrBadCheckpoint, path, st.Size())
 	}
-	// Check the header length before mapping or reading the whole file, so
-	// that an absurd prefix is reported as such.
-	var prefix [8]byte
-	if n, _ := f.ReadAt(prefix[:], 0); n == 8 {
-		if hl := binary.LittleEndian.Uint64(prefix[:]); hl > maxHeaderBytes {
-			return nil, fmt.Errorf("%w: %s: header of %d bytes exceeds the %d-byte (100 MB) limit", ErrBadCheckpoint, path, hl, maxHeaderBytes)
+	if precheck != nil {
+		if err := precheck(f); err != nil {
+			return nil, fmt.Errorf("%w: %s: %w", ErrBadCheckpoint, path, err)
 		}
 	}
 	data, release, err := mapFile(f, st.Size())
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrBadCheckpoint, path, err)
 	}
-	h, err := parseSafetensors(data, int64(len(data)))
+	h, err := parse(data)
 	if err != nil {
 		_ = release()
 		return nil, fmt.Errorf("%w: %s: %w", ErrBadCheckpoint, path, err)
@@ -268,7 +290,10 @@ func (f *stFile) float32s(name string, shape []int64) ([]float32, error) {
 		return nil, fmt.Errorf("%w: %s: tensor %q has shape %v, want %v", ErrBadCheckpoint, f.path, name, t.Shape, shape)
 	}
 	raw := f.data[f.header.DataStart+t.Begin : f.header.DataStart+t.End]
-	n := int(t.End-t.Begin) / max(1, int(dtypeSizes[t.DType]))
+	if t.Stride != nil {
+		raw = gather(raw, t.Shape, t.Stride, dtypeSizes[t.DType])
+	}
+	n := len(raw) / max(1, int(dtypeSizes[t.DType]))
 	switch t.DType {
 	case "F32":
 		if len(raw) == 0 {

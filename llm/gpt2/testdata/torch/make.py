@@ -1,0 +1,151 @@
+"""Writes the PyTorch checkpoint fixtures of llm/gpt2's loader tests.
+
+Run with a Python that has torch (Debian 12's python3-torch, 1.13.1, was used):
+
+    /usr/bin/python3 llm/gpt2/testdata/torch/make.py
+
+Every file holds the same random GPT-2 (seed 7, the shape in config.json) as
+GPT2LMHeadModel.state_dict() lays it out: the "transformer." prefix, the
+attn.bias / attn.masked_bias buffers, and lm_head.weight sharing wte's
+storage. The *.safetensors twins hold the same values, so a test can compare
+what the loader reads from each format. Nothing here runs transformers.
+"""
+
+import json
+import os
+import struct
+from collections import OrderedDict
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CFG = json.load(open(os.path.join(HERE, "config.json")))
+V, P, D, L = CFG["vocab_size"], CFG["n_positions"], CFG["n_embd"], CFG["n_layer"]
+
+
+def state_dict():
+    g = torch.Generator().manual_seed(7)
+
+    def rand(*shape):
+        return (torch.randn(*shape, generator=g) * 0.3).float()
+
+    sd = OrderedDict()
+    sd["transformer.wte.weight"] = rand(V, D)
+    sd["transformer.wpe.weight"] = rand(P, D)
+    for i in range(L):
+        h = f"transformer.h.{i}."
+        sd[h + "ln_1.weight"] = 1 + rand(D)
+        sd[h + "ln_1.bias"] = rand(D)
+        sd[h + "attn.bias"] = torch.tril(torch.ones(P, P)).view(1, 1, P, P)
+        sd[h + "attn.masked_bias"] = torch.tensor(-1e4)
+        sd[h + "attn.c_attn.weight"] = rand(D, 3 * D)
+        sd[h + "attn.c_attn.bias"] = rand(3 * D)
+        sd[h + "attn.c_proj.weight"] = rand(D, D)
+        sd[h + "attn.c_proj.bias"] = rand(D)
+        sd[h + "ln_2.weight"] = 1 + rand(D)
+        sd[h + "ln_2.bias"] = rand(D)
+        sd[h + "mlp.c_fc.weight"] = rand(D, 4 * D)
+        sd[h + "mlp.c_fc.bias"] = rand(4 * D)
+        sd[h + "mlp.c_proj.weight"] = rand(4 * D, D)
+        sd[h + "mlp.c_proj.bias"] = rand(D)
+    sd["transformer.ln_f.weight"] = 1 + rand(D)
+    sd["transformer.ln_f.bias"] = rand(D)
+    sd["lm_head.weight"] = sd["transformer.wte.weight"]  # tied: one storage
+    with_metadata(sd)
+    return sd
+
+
+def with_metadata(sd):
+    """Module.state_dict() sets _metadata, which pickle writes as BUILD state."""
+    sd._metadata = OrderedDict([("", {"version": 1}), ("transformer", {"version": 1}),
+                                ("transformer.h.0.attn", {"version": 1})])
+    return sd
+
+
+def cast(sd, dtype):
+    out = OrderedDict((k, v.to(dtype)) for k, v in sd.items() if not k.startswith("lm_head"))
+    out["lm_head.weight"] = out["transformer.wte.weight"]
+    return with_metadata(out)
+
+
+def write_safetensors(path, sd):
+    """A plain safetensors writer (the safetensors package is not in Debian 12)."""
+    names = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16"}
+    header, blobs, offset = OrderedDict(), [], 0
+    for k, v in sd.items():
+        if k == "lm_head.weight" or k.endswith(".attn.bias") or k.endswith(".attn.masked_bias"):
+            continue
+        raw = v.contiguous().view(torch.uint8).numpy().tobytes() if v.dtype == torch.bfloat16 \
+            else v.contiguous().numpy().tobytes()
+        header[k] = {"dtype": names[v.dtype], "shape": list(v.shape),
+                     "data_offsets": [offset, offset + len(raw)]}
+        blobs.append(raw)
+        offset += len(raw)
+    js = json.dumps(header, separators=(",", ":")).encode()
+    js += b" " * (-len(js) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(js)))
+        f.write(js)
+        for b in blobs:
+            f.write(b)
+
+
+def main():
+    sd = state_dict()
+    for name, dtype in (("f32", torch.float32), ("f16", torch.float16), ("bf16", torch.bfloat16)):
+        c = cast(sd, dtype)
+        torch.save(c, os.path.join(HERE, f"zip-{name}.bin"))
+        write_safetensors(os.path.join(HERE, f"{name}.safetensors"), c)
+    torch.save(sd, os.path.join(HERE, "legacy-f32.bin"), _use_new_zipfile_serialization=False)
+    # Pickle protocol 4 (torch.save's pickle_protocol): FRAME, MEMOIZE,
+    # SHORT_BINUNICODE and STACK_GLOBAL instead of protocol 2's opcodes.
+    torch.save(sd, os.path.join(HERE, "zip-f32-protocol4.bin"), pickle_protocol=4)
+
+    # Views that are not contiguous: the Conv1D weights stored transposed
+    # and read back through strides, and a bias cut from the middle of a
+    # longer storage.
+    strided = OrderedDict()
+    for k, v in sd.items():
+        if k.endswith("c_fc.weight") or k.endswith("c_attn.weight"):
+            v = v.t().contiguous().t()
+        elif k.endswith("c_proj.bias"):
+            v = torch.cat([torch.zeros(3), v, torch.zeros(2)])[3:3 + v.numel()]
+        strided[k] = v
+    assert not strided["transformer.h.0.mlp.c_fc.weight"].is_contiguous()
+    torch.save(strided, os.path.join(HERE, "strided-f32.bin"))
+
+    # A pickle that runs a program when Python unpickles it: the loader
+    # must refuse it without running anything.
+    class Evil:
+        def __reduce__(self):
+            return (os.system, ("echo this command ran",))
+
+    torch.save(OrderedDict([("transformer.wte.weight", Evil())]), os.path.join(HERE, "evil.bin"))
+
+    # Small files for the fuzz target's seed corpus (FuzzParseTorch).
+    small = OrderedDict([("a", torch.arange(6.0).view(2, 3)), ("b", torch.arange(6.0).view(2, 3).t()),
+                         ("c", torch.tensor([1.5, -2.0], dtype=torch.float16)), ("d", torch.tensor(3.0))])
+    small["e"] = small["a"]
+    with_metadata(small)
+    torch.save(small, os.path.join(HERE, "small-zip.bin"))
+    torch.save(small, os.path.join(HERE, "small-legacy.bin"), _use_new_zipfile_serialization=False)
+
+    # Two shards and their index, as save_pretrained writes them.
+    shard_dir = os.path.join(HERE, "sharded")
+    os.makedirs(shard_dir, exist_ok=True)
+    keys = list(sd.keys())
+    half = len(keys) // 2
+    weight_map = OrderedDict()
+    for n, part in enumerate((keys[:half], keys[half:]), start=1):
+        fname = f"pytorch_model-0000{n}-of-00002.bin"
+        torch.save(OrderedDict((k, sd[k]) for k in part), os.path.join(shard_dir, fname))
+        for k in part:
+            weight_map[k] = fname
+    with open(os.path.join(shard_dir, "pytorch_model.bin.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": 0}, "weight_map": weight_map}, f, indent=2)
+    with open(os.path.join(shard_dir, "config.json"), "w") as f:
+        json.dump(CFG, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,511 @@
+package gpt2
+
+import (
+	"archive/zip"
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"math/big"
+	"slices"
+	"strings"
+)
+
+// This file reads PyTorch checkpoints (torch.save of a state dict, as in
+// pytorch_model.bin) in both of torch.save's formats:
+//
+//   - the zip archive of PyTorch 1.6 and later: <folder>/data.pkl is the
+//     pickled state dict, and each storage is the uncompressed entry
+//     <folder>/data/<key>;
+//   - the legacy format of earlier versions (and of
+//     _use_new_zipfile_serialization=False): five pickles in a row (a magic
+//     number, a protocol version, system information, the state dict, the
+//     list of storage keys), then each storage as an 8-byte element count
+//     and its bytes.
+//
+// The state dict's pickle is read by pickle.go's data-only machine, with
+// hooks that know exactly the names torch.save writes for tensors; any
+// other name fails the load rather than run. The result is a header like a
+// safetensors file's (tensor name, dtype, shape and byte range in the
+// file), so the rest of the loader is the same for both formats and
+// float32 weights are used in place from the mapped file.
+
+// torchStorageDTypes maps torch's storage classes to safetensors dtype
+// names (whose element sizes dtypeSizes has).
+var torchStorageDTypes = map[string]string{
+	"FloatStorage": "F32", "HalfStorage": "F16", "BFloat16Storage": "BF16",
+	"DoubleStorage": "F64", "LongStorage": "I64", "IntStorage": "I32",
+	"ShortStorage": "I16", "CharStorage": "I8", "ByteStorage": "U8",
+	"BoolStorage": "BOOL",
+}
+
+// torchLegacyMagic is the first pickle of a legacy torch.save file.
+var torchLegacyMagic, _ = new(big.Int).SetString("1950a86a20f9469cfc6c", 16)
+
+// torchStorage is one storage a persistent id names. base is its byte
+// offset in the file, known once the file's layout has been read; err says
+// why its bytes are not all there (reported with the first tensor that
+// uses it).
+type torchStorage struct {
+	key    string
+	dtype  string
+	numel  int64
+	base   int64
+	placed bool
+	err    error
+}
+
+// torchTensor is what _rebuild_tensor_v2 describes: a view of a storage.
+type torchTensor struct {
+	storage *torchStorage
+	offset  int64
+	shape   []int64
+	stride  []int64
+}
+
+// torchUnpickler holds the storages one pickle names, by key.
+type torchUnpickler struct {
+	storages map[string]*torchStorage
+	legacy   bool
+}
+
+func (u *torchUnpickler) hooks() pickleHooks {
+	return pickleHooks{call: u.call, build: u.build, persistentLoad: u.persistentLoad}
+}
+
+// persistentLoad reads ('storage', torch.XStorage, key, location, numel),
+// with a sixth element (a view, which must be None) in the legacy format.
+func (u *torchUnpickler) persistentLoad(pid any) (any, error) {
+	t, ok := pid.(pyTuple)
+	want := 5
+	if u.legacy {
+		want = 6
+	}
+	if !ok || len(t) != want || t[0] != "storage" {
+		return nil, fmt.Errorf("persistent id %s is not a storage reference", describePy(pid))
+	}
+	g, ok := t[1].(pyGlobal)
+	dtype := torchStorageDTypes[g.name]
+	if !ok || g.module != "torch" || dtype == "" {
+		return nil, fmt.Errorf("storage type %s is not supported", describePy(t[1]))
+	}
+	key, ok1 := t[2].(string)
+	numel, ok2 := t[4].(int64)
+	if !ok1 || !ok2 || numel < 0 || numel > math.MaxInt64/8 {
+		return nil, fmt.Errorf("storage reference %s: want a string key and an element count", describePy(pid))
+	}
+	if u.legacy && t[5] != nil {
+		return nil, fmt.Errorf("storage %q is a view of another storage (torch before 1.0); re-save the checkpoint", key)
+	}
+	if s, ok := u.storages[key]; ok {
+		if s.dtype != dtype || s.numel != numel {
+			return nil, fmt.Errorf("storage %q is named as %s of %d and as %s of %d elements", key, s.dtype, s.numel, dtype, numel)
+		}
+		return s, nil
+	}
+	s := &torchStorage{key: key, dtype: dtype, numel: numel}
+	u.storages[key] = s
+	return s, nil
+}
+
+// call allows the callables torch.save writes for a state dict and
+// nothing else.
+func (u *torchUnpickler) call(g pyGlobal, args pyTuple) (any, error) {
+	switch g.String() {
+	case "collections.OrderedDict":
+		if len(args) != 0 {
+			return nil, fmt.Errorf("OrderedDict with arguments is not supported")
+		}
+		return &pyDict{}, nil
+	case "torch._utils._rebuild_tensor_v2", "torch._utils._rebuild_tensor":
+		// (storage, storage_offset, size, stride, requires_grad, backward_hooks[, metadata])
+		if len(args) < 4 {
+			return nil, fmt.Errorf("%s with %d arguments, want at least 4", g, len(args))
+		}
+		s, ok := args[0].(*torchStorage)
+		if !ok {
+			return nil, fmt.Errorf("%s of a %s, not a storage", g, pyTypeName(args[0]))
+		}
+		offset, ok := args[1].(int64)
+		shape, err1 := pyInts(args[2])
+		stride, err2 := pyInts(args[3])
+		if !ok || err1 != nil || err2 != nil || len(shape) != len(stride) {
+			return nil, fmt.Errorf("%s: storage offset %s, size %s and stride %s are not integers of one rank",
+				g, describePy(args[1]), describePy(args[2]), describePy(args[3]))
+		}
+		return &torchTensor{storage: s, offset: offset, shape: shape, stride: stride}, nil
+	case "torch._utils._rebuild_parameter", "torch._utils._rebuild_parameter_with_state":
+		if len(args) < 1 {
+			return nil, fmt.Errorf("%s without arguments", g)
+		}
+		if _, ok := args[0].(*torchTensor); !ok {
+			return nil, fmt.Errorf("%s of a %s, not a tensor", g, pyTypeName(args[0]))
+		}
+		return args[0], nil
+	}
+	return nil, fmt.Errorf("refusing to call %s: a checkpoint is read as data, and only tensors, dicts and OrderedDicts are allowed (nothing in the file is run)", g)
+}
+
+// build accepts the state an OrderedDict carries (a state dict's
+// _metadata, the module versions), which the loader does not need.
+func (u *torchUnpickler) build(obj, state any) (any, error) {
+	if d, ok := obj.(*pyDict); ok {
+		return d, nil
+	}
+	return nil, fmt.Errorf("BUILD of a %s is not supported", pyTypeName(obj))
+}
+
+func pyInts(v any) ([]int64, error) {
+	t, ok := v.(pyTuple)
+	if !ok {
+		return nil, fmt.Errorf("not a tuple")
+	}
+	out := make([]int64, len(t))
+	for i, x := range t {
+		n, ok := x.(int64)
+		if !ok {
+			return nil, fmt.Errorf("not an int")
+		}
+		out[i] = n
+	}
+	return out, nil
+}
+
+// describePy prints a short Python-like form of a pickled value for errors.
+func describePy(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "None"
+	case string:
+		return shortQuote(x)
+	case int64, bool, float64:
+		return fmt.Sprint(x)
+	case pyGlobal:
+		return x.String()
+	case pyTuple:
+		parts := make([]string, 0, min(len(x), 8))
+		for i, e := range x {
+			if i == 8 {
+				parts = append(parts, "...")
+				break
+			}
+			parts = append(parts, describePy(e))
+		}
+		return "(" + strings.Join(parts, ", ") + ")"
+	}
+	return pyTypeName(v)
+}
+
+func shortQuote(s string) string {
+	if len(s) > 64 {
+		return fmt.Sprintf("%q...", s[:64])
+	}
+	return fmt.Sprintf("%q", s)
+}
+
+// parseTorch reads the layout of a torch.save file whose bytes are data:
+// every tensor of the state dict with its byte range in data. Like
+// parseSafetensors it reads no tensor values and checks every range
+// against the file, and its errors do not name the file.
+func parseTorch(data []byte) (*stHeader, error) {
+	if bytes.HasPrefix(data, []byte("PK\x03\x04")) {
+		return parseTorchZip(data)
+	}
+	if len(data) > 262 && string(data[257:262]) == "ustar" {
+		return nil, fmt.Errorf("this is torch.save's tar format of PyTorch before 0.4, which is not supported: load and save it again with a current PyTorch")
+	}
+	if len(data) > 1 && data[0] == opProto {
+		return parseTorchLegacy(data)
+	}
+	return nil, fmt.Errorf("not a PyTorch checkpoint: neither a zip archive nor a pickle")
+}
+
+func parseTorchZip(data []byte) (*stHeader, error) {
+	zr, err := zip.NewReader(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		return nil, fmt.Errorf("zip archive: %w", err)
+	}
+	entries := map[string]*zip.File{}
+	var pkl *zip.File
+	for _, f := range zr.File {
+		entries[f.Name] = f
+		if dir, ok := strings.CutSuffix(f.Name, "/data.pkl"); ok && !strings.Contains(dir, "/") {
+			if pkl != nil {
+				return nil, fmt.Errorf("zip archive holds two pickles, %s and %s", pkl.Name, f.Name)
+			}
+			pkl = f
+		}
+	}
+	if pkl == nil {
+		return nil, fmt.Errorf("zip archive without <folder>/data.pkl: not a torch.save file")
+	}
+	prefix := strings.TrimSuffix(pkl.Name, "data.pkl")
+	if bo, ok := entries[prefix+"byteorder"]; ok {
+		b, err := readZipEntry(bo, 16)
+		if err != nil {
+			return nil, err
+		}
+		if string(b) != "little" {
+			return nil, fmt.Errorf("byte order %q is not supported (only little-endian checkpoints are)", b)
+		}
+	}
+	if pkl.UncompressedSize64 > maxHeaderBytes {
+		return nil, fmt.Errorf("%s of %d bytes exceeds the %d-byte (100 MB) limit", pkl.Name, pkl.UncompressedSize64, maxHeaderBytes)
+	}
+	p, err := readZipEntry(pkl, maxHeaderBytes)
+	if err != nil {
+		return nil, err
+	}
+	u := &torchUnpickler{storages: map[string]*torchStorage{}}
+	v, _, err := unpickle(p, 0, u.hooks())
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", pkl.Name, err)
+	}
+	for _, s := range u.storages {
+		name := prefix + "data/" + s.key
+		f, ok := entries[name]
+		if !ok {
+			s.err = fmt.Errorf("storage %q: no entry %s in the archive", s.key, name)
+			continue
+		}
+		if f.Method != zip.Store || f.CompressedSize64 != f.UncompressedSize64 {
+			s.err = fmt.Errorf("storage %q: entry %s is compressed (method %d); torch.save stores storages uncompressed", s.key, name, f.Method)
+			continue
+		}
+		off, err := f.DataOffset()
+		if err != nil {
+			s.err = fmt.Errorf("storage %q: %w", s.key, err)
+			continue
+		}
+		s.place(off, f.UncompressedSize64, int64(len(data)))
+	}
+	return torchHeader(v)
+}
+
+func readZipEntry(f *zip.File, limit int64) ([]byte, error) {
+	r, err := f.Open()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", f.Name, err)
+	}
+	defer r.Close()
+	b, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", f.Name, err)
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%s: longer than %d bytes", f.Name, limit)
+	}
+	return b, nil
+}
+
+func parseTorchLegacy(data []byte) (*stHeader, error) {
+	plain := pickleHooks{
+		call: func(g pyGlobal, _ pyTuple) (any, error) {
+			return nil, fmt.Errorf("refusing to call %s in a legacy checkpoint's preamble", g)
+		},
+		build:          func(obj, _ any) (any, error) { return nil, fmt.Errorf("BUILD in a legacy checkpoint's preamble") },
+		persistentLoad: func(any) (any, error) { return nil, fmt.Errorf("persistent id in a legacy checkpoint's preamble") },
+	}
+	magic, pos, err := unpickle(data, 0, plain)
+	if err != nil {
+		return nil, fmt.Errorf("legacy format: %w", err)
+	}
+	if b, ok := magic.(*big.Int); !ok || b.Cmp(torchLegacyMagic) != 0 {
+		return nil, fmt.Errorf("a pickle that does not start with torch.save's magic number: not a PyTorch checkpoint")
+	}
+	version, pos, err := unpickle(data, pos, plain)
+	if err != nil {
+		return nil, fmt.Errorf("legacy format: %w", err)
+	}
+	if version != int64(1001) {
+		return nil, fmt.Errorf("legacy format version %s is not supported (1001 is)", describePy(version))
+	}
+	sysInfo, pos, err := unpickle(data, pos, plain)
+	if err != nil {
+		return nil, fmt.Errorf("legacy format: %w", err)
+	}
+	if d, ok := sysInfo.(*pyDict); ok {
+		for i, k := range d.keys {
+			if k == "little_endian" && d.vals[i] != true {
+				return nil, fmt.Errorf("a big-endian checkpoint is not supported")
+			}
+		}
+	}
+	u := &torchUnpickler{storages: map[string]*torchStorage{}, legacy: true}
+	v, pos, err := unpickle(data, pos, u.hooks())
+	if err != nil {
+		return nil, fmt.Errorf("legacy format: %w", err)
+	}
+	keys, pos, err := unpickle(data, pos, plain)
+	if err != nil {
+		return nil, fmt.Errorf("legacy format: storage keys: %w", err)
+	}
+	list, ok := keys.(*pyList)
+	if !ok {
+		return nil, fmt.Errorf("legacy format: storage keys are a %s, not a list", pyTypeName(keys))
+	}
+	off := int64(pos)
+	for _, k := range list.items {
+		key, ok := k.(string)
+		s := u.storages[key]
+		if !ok || s == nil {
+			return nil, fmt.Errorf("legacy format: storage key %s is not one the state dict uses", describePy(k))
+		}
+		if s.placed || s.err != nil {
+			return nil, fmt.Errorf("legacy format: storage %q is listed twice", key)
+		}
+		if off > int64(len(data))-8 {
+			s.err = fmt.Errorf("storage %q: its element count at byte %d is past the end of the file (%d bytes; truncated file?)", key, off, len(data))
+			off = math.MaxInt64 - 8 // every later storage is missing too
+			continue
+		}
+		n := binary.LittleEndian.Uint64(data[off:])
+		if n != uint64(s.numel) {
+			return nil, fmt.Errorf("storage %q: %d elements in the file, %d in the state dict", key, n, s.numel)
+		}
+		size := s.numel * dtypeSizes[s.dtype] // no overflow: persistentLoad bounds numel
+		s.place(off+8, uint64(size), int64(len(data)))
+		off = min(off+8+size, math.MaxInt64-8)
+	}
+	return torchHeader(v)
+}
+
+// place records that storage s's bytes start at off in a file of fileSize
+// bytes, in a region of size bytes, or why its elements do not fit there.
+func (s *torchStorage) place(off int64, size uint64, fileSize int64) {
+	need := uint64(s.numel) * uint64(dtypeSizes[s.dtype])
+	switch {
+	case need > size:
+		s.err = fmt.Errorf("storage %q: %d elements of %s need %d bytes, its entry holds %d", s.key, s.numel, s.dtype, need, size)
+	case off < 0 || off > fileSize || need > uint64(fileSize-off):
+		s.err = fmt.Errorf("storage %q: %d bytes at byte %d run past the end of the file (%d bytes; truncated file?)", s.key, need, off, fileSize)
+	default:
+		s.base, s.placed = off, true
+	}
+}
+
+// torchHeader turns an unpickled state dict into tensor ranges. A tensor
+// that is a contiguous view gets the byte range of its elements; any
+// other view (transposed, sliced with a step) gets its strides, and its
+// values are gathered when read.
+func torchHeader(v any) (*stHeader, error) {
+	d, ok := v.(*pyDict)
+	if !ok {
+		return nil, fmt.Errorf("the checkpoint holds a %s, not a state dict", pyTypeName(v))
+	}
+	tensors := map[string]*torchTensor{}
+	for i, k := range d.keys {
+		name, ok := k.(string)
+		if !ok {
+			return nil, fmt.Errorf("state dict key %s is not a string", describePy(k))
+		}
+		t, ok := d.vals[i].(*torchTensor)
+		if !ok {
+			return nil, fmt.Errorf("state dict entry %q is a %s, not a tensor", name, pyTypeName(d.vals[i]))
+		}
+		tensors[name] = t
+	}
+	// In name order, so that of several faults the same one is reported
+	// whatever order the file lists them in (as for safetensors).
+	h := &stHeader{Tensors: map[string]tensorInfo{}}
+	for _, name := range slices.Sorted(maps.Keys(tensors)) {
+		ti, err := tensors[name].info(name)
+		if err != nil {
+			return nil, err
+		}
+		h.Tensors[name] = ti
+	}
+	return h, nil
+}
+
+// info checks that every element of t lies inside its storage and returns
+// its range in the file.
+func (t *torchTensor) info(name string) (tensorInfo, error) {
+	s := t.storage
+	if !s.placed {
+		if s.err == nil {
+			return tensorInfo{}, fmt.Errorf("tensor %q: storage %q has no data in the file", name, s.key)
+		}
+		return tensorInfo{}, fmt.Errorf("tensor %q: %w", name, s.err)
+	}
+	es := dtypeSizes[s.dtype]
+	count, last := int64(1), t.offset // elements, and the index of the last one
+	for i, n := range t.shape {
+		if n < 0 || t.stride[i] < 0 {
+			return tensorInfo{}, fmt.Errorf("tensor %q: negative size or stride (size %v, stride %v)", name, t.shape, t.stride)
+		}
+		if n > 0 && count > math.MaxInt64/n {
+			return tensorInfo{}, fmt.Errorf("tensor %q: size %v overflows", name, t.shape)
+		}
+		count *= n
+		if n > 1 && t.stride[i] > 0 {
+			if t.stride[i] > (math.MaxInt64-last)/(n-1) {
+				return tensorInfo{}, fmt.Errorf("tensor %q: stride %v overflows", name, t.stride)
+			}
+			last += (n - 1) * t.stride[i]
+		}
+	}
+	if t.offset < 0 || count > 0 && last >= s.numel {
+		return tensorInfo{}, fmt.Errorf("tensor %q: offset %d, size %v and stride %v reach past its storage of %d elements",
+			name, t.offset, t.shape, t.stride, s.numel)
+	}
+	ti := tensorInfo{Name: name, DType: s.dtype, Shape: slices.Clone(t.shape), Begin: s.base + t.offset*es}
+	if count == 0 {
+		ti.End = ti.Begin
+		return ti, nil
+	}
+	if contiguous(t.shape, t.stride) {
+		ti.End = ti.Begin + count*es
+	} else {
+		ti.Stride = slices.Clone(t.stride)
+		ti.End = s.base + (last+1)*es
+	}
+	return ti, nil
+}
+
+// contiguous reports whether stride is the row-major layout of shape
+// (dimensions of size 1 may have any stride).
+func contiguous(shape, stride []int64) bool {
+	want := int64(1)
+	for i := len(shape) - 1; i >= 0; i-- {
+		if shape[i] != 1 && stride[i] != want {
+			return false
+		}
+		want *= shape[i]
+	}
+	return true
+}
+
+// gather copies the elements of a strided tensor whose first element is
+// at raw[0] into a new row-major buffer.
+func gather(raw []byte, shape, stride []int64, es int64) []byte {
+	count := int64(1)
+	for _, n := range shape {
+		count *= n
+	}
+	out := make([]byte, 0, count*es)
+	idx := make([]int64, len(shape))
+	for range count {
+		var off int64
+		for i, k := range idx {
+			off += k * stride[i]
+		}
+		out = append(out, raw[off*es:(off+1)*es]...)
+		for i := len(idx) - 1; i >= 0; i-- {
+			if idx[i]++; idx[i] < shape[i] {
+				break
+			}
+			idx[i] = 0
+		}
+	}
+	return out
+}
+
+// openTorch maps a torch.save file and reads its layout. Errors name the
+// file; the caller must call close when no tensor that aliases the file is
+// in use.
+func openTorch(path string) (*stFile, error) {
+	return openWeightsFile(path, "PyTorch checkpoint", nil, parseTorch)
+}

@@ -1,0 +1,272 @@
+package gpt2
+
+import (
+	"archive/zip"
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"unsafe"
+)
+
+// The fixtures in testdata/torch were written by PyTorch itself
+// (testdata/torch/make.py): one small random GPT-2 as torch.save writes
+// GPT2LMHeadModel's state dict in each format, and safetensors twins that
+// hold the same values.
+const torchFixtures = "testdata/torch"
+
+// torchDir makes a checkpoint folder from the fixtures' config.json and
+// one of their weight files (none if fixture is ""), under the name the
+// loader looks for.
+func torchDir(t testing.TB, fixture, as string) string {
+	t.Helper()
+	dir := t.TempDir()
+	files := map[string]string{"config.json": "config.json"}
+	if fixture != "" {
+		files[fixture] = as
+	}
+	for src, dst := range files {
+		b, err := os.ReadFile(filepath.Join(torchFixtures, src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, dst), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func loadTorchFixture(t testing.TB, fixture, as string) *Model {
+	t.Helper()
+	m, err := Load(torchDir(t, fixture, as))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	return m
+}
+
+// TestLoadPyTorchCheckpoints: every torch.save format gives exactly the
+// weights of its safetensors twin.
+func TestLoadPyTorchCheckpoints(t *testing.T) {
+	tests := []struct{ name, bin, twin string }{
+		{"zip float32", "zip-f32.bin", "f32.safetensors"},
+		{"legacy float32", "legacy-f32.bin", "f32.safetensors"},
+		{"pickle protocol 4", "zip-f32-protocol4.bin", "f32.safetensors"},
+		{"strided views", "strided-f32.bin", "f32.safetensors"},
+		{"zip float16", "zip-f16.bin", "f16.safetensors"},
+		{"zip bfloat16", "zip-bf16.bin", "bf16.safetensors"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := loadTorchFixture(t, tt.bin, "pytorch_model.bin")
+			want := loadTorchFixture(t, tt.twin, "model.safetensors")
+			if err := equalWeights(got.Weights, want.Weights); err != nil {
+				t.Fatal(err)
+			}
+			if !got.Weights.TiedHead() {
+				t.Error("lm_head.weight was used instead of the tied wte")
+			}
+		})
+	}
+	t.Run("sharded", func(t *testing.T) {
+		got, err := Load(filepath.Join(torchFixtures, "sharded"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer got.Close()
+		want := loadTorchFixture(t, "f32.safetensors", "model.safetensors")
+		if err := equalWeights(got.Weights, want.Weights); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestPyTorchFloat32InPlace: float32 storages of a zip checkpoint are used
+// from the file's mapping, as safetensors tensors are, not copied.
+func TestPyTorchFloat32InPlace(t *testing.T) {
+	f, err := openTorch(filepath.Join(torchFixtures, "zip-f32.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.close()
+	v, err := f.float32s("transformer.wte.weight", []int64{96, 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := uintptr(unsafe.Pointer(&f.data[0]))
+	if p := uintptr(unsafe.Pointer(&v[0])); p < start || p >= start+uintptr(len(f.data)) {
+		t.Error("wte was copied out of the mapped file")
+	}
+	// A strided view cannot alias: its values are gathered.
+	g, err := openTorch(filepath.Join(torchFixtures, "strided-f32.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.close()
+	if ti := g.header.Tensors["transformer.h.0.mlp.c_fc.weight"]; ti.Stride == nil {
+		t.Fatalf("the transposed view was read as contiguous: %+v", ti)
+	}
+}
+
+// TestPyTorchPreferSafetensors: with both formats in a folder the
+// safetensors file is read, as transformers does.
+func TestPyTorchPreferSafetensors(t *testing.T) {
+	dir := torchDir(t, "f16.safetensors", "model.safetensors")
+	broken := []byte("not a checkpoint")
+	if err := os.WriteFile(filepath.Join(dir, "pytorch_model.bin"), broken, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, err := Load(dir)
+	if err != nil {
+		t.Fatalf("the pytorch_model.bin beside model.safetensors was read: %v", err)
+	}
+	m.Close()
+}
+
+// TestPyTorchRefusesCode: a pickle that would run a program when Python
+// loads it (evil.bin: os.system through __reduce__, written by torch.save)
+// fails to load, naming the function, and nothing is run.
+func TestPyTorchRefusesCode(t *testing.T) {
+	_, err := Load(torchDir(t, "evil.bin", "pytorch_model.bin"))
+	if err == nil || !errors.Is(err, ErrBadCheckpoint) {
+		t.Fatalf("err = %v, want a bad checkpoint", err)
+	}
+	for _, want := range []string{"pytorch_model.bin", "refusing to call posix.system", "nothing in the file is run"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not contain %q", err, want)
+		}
+	}
+}
+
+// rezip rewrites the fixture zip-f32.bin with edit applied to each entry
+// (name, method, contents), leaving out the entries edit drops, and adds
+// the extra entries (name, contents).
+func rezip(t *testing.T, edit func(name string, method *uint16, body []byte) ([]byte, bool), extra ...string) []byte {
+	t.Helper()
+	src, err := zip.OpenReader(filepath.Join(torchFixtures, "zip-f32.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	var buf bytes.Buffer
+	w := zip.NewWriter(&buf)
+	for _, f := range src.File {
+		r, err := f.Open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body bytes.Buffer
+		if _, err := body.ReadFrom(r); err != nil {
+			t.Fatal(err)
+		}
+		r.Close()
+		method := zip.Store
+		b, keep := edit(f.Name, &method, body.Bytes())
+		if !keep {
+			continue
+		}
+		out, err := w.CreateHeader(&zip.FileHeader{Name: f.Name, Method: method})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := out.Write(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i+1 < len(extra); i += 2 {
+		out, err := w.CreateHeader(&zip.FileHeader{Name: extra[i], Method: zip.Store})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := out.Write([]byte(extra[i+1])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// TestPyTorchErrors: a damaged checkpoint fails at load with an error that
+// names the file and, where there is one, the tensor.
+func TestPyTorchErrors(t *testing.T) {
+	read := func(name string) []byte {
+		b, err := os.ReadFile(filepath.Join(torchFixtures, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	zipF32, legacy := read("zip-f32.bin"), read("legacy-f32.bin")
+	// The storage of transformer.h.0.mlp.c_fc.weight in zip-f32.bin, from
+	// its pickle (make.py saves the tensors in state-dict order).
+	const fcStorage = "zip-f32/data/12"
+	unchanged := func(_ string, _ *uint16, b []byte) ([]byte, bool) { return b, true }
+	tests := []struct {
+		name string
+		file []byte
+		want []string
+	}{
+		{"not a checkpoint", []byte("hello"), []string{"not a PyTorch checkpoint"}},
+		{"empty", nil, []string{"not a PyTorch checkpoint"}},
+		{"truncated zip", zipF32[:len(zipF32)/2], []string{"zip archive"}},
+		{"truncated legacy", legacy[:len(legacy)-100], []string{`tensor "transformer.`, "past the end of the file", "truncated file?"}},
+		{"legacy pickle cut", legacy[:200], []string{"legacy format", "truncated"}},
+		{"storage entry missing", rezip(t, func(name string, _ *uint16, b []byte) ([]byte, bool) {
+			return b, name != fcStorage
+		}), []string{`tensor "transformer.h.0.mlp.c_fc.weight"`, "no entry " + fcStorage}},
+		{"storage entry short", rezip(t, func(name string, _ *uint16, b []byte) ([]byte, bool) {
+			if name == fcStorage {
+				return b[:len(b)-4], true
+			}
+			return b, true
+		}), []string{`tensor "transformer.h.0.mlp.c_fc.weight"`, "need 4096 bytes, its entry holds 4092"}},
+		{"storage compressed", rezip(t, func(name string, m *uint16, b []byte) ([]byte, bool) {
+			if name == fcStorage {
+				*m = zip.Deflate
+			}
+			return b, true
+		}), []string{`tensor "transformer.h.0.mlp.c_fc.weight"`, "compressed"}},
+		{"no data.pkl", rezip(t, func(name string, _ *uint16, b []byte) ([]byte, bool) {
+			return b, !strings.HasSuffix(name, "data.pkl")
+		}), []string{"without <folder>/data.pkl"}},
+		{"big-endian", rezip(t, unchanged, "zip-f32/byteorder", "big"), []string{`byte order "big" is not supported`}},
+		{"two pickles", rezip(t, unchanged, "other/data.pkl", "\x80\x02}."), []string{"two pickles"}},
+		{"wrong shape", rezip(t, func(name string, _ *uint16, b []byte) ([]byte, bool) {
+			if strings.HasSuffix(name, "data.pkl") {
+				// (96, 16) -> (16, 96) in wte's size tuple: K 96 K 16 -> K 16 K 96.
+				return bytes.Replace(b, []byte("K`K\x10\x86"), []byte("K\x10K`\x86"), 1), true
+			}
+			return b, true
+		}), []string{`tensor "transformer.wte.weight" has shape [16 96], want [96 16]`}},
+		{"past its storage", rezip(t, func(name string, _ *uint16, b []byte) ([]byte, bool) {
+			if strings.HasSuffix(name, "data.pkl") {
+				// wte's storage offset 0 -> 1: its last element is then outside.
+				return bytes.Replace(b, []byte("QK\x00K`K\x10\x86"), []byte("QK\x01K`K\x10\x86"), 1), true
+			}
+			return b, true
+		}), []string{`tensor "lm_head.weight"`, "reach past its storage of 1536 elements"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := torchDir(t, "", "")
+			if err := os.WriteFile(filepath.Join(dir, "pytorch_model.bin"), tt.file, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Load(dir)
+			if err == nil || !errors.Is(err, ErrBadCheckpoint) {
+				t.Fatalf("err = %v, want a bad checkpoint", err)
+			}
+			for _, want := range append(tt.want, "pytorch_model.bin") {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not contain %q", err, want)
+				}
+			}
+		})
+	}
+}
