@@ -56,7 +56,8 @@ type Config struct {
 	// matrix weights (computed in float32, half the bytes per decode step).
 	DType string `json:"dtype,omitempty"`
 	// Tokenizer overrides the model's tokenizer: gpt2, a tokenizer.json
-	// path, a model folder or a Hugging Face id found in the local cache.
+	// path, a model folder (tokenizer.json, or vocab.json and merges.txt)
+	// or a Hugging Face id found in the local cache.
 	Tokenizer string `json:"tokenizer,omitempty"`
 	// TokenizerDir is an extra folder searched for Hugging Face ids.
 	TokenizerDir string `json:"tokenizer_dir,omitempty"`
@@ -299,12 +300,16 @@ func (w withModel) Close() error {
 }
 
 // modelTokenizer is --tokenizer when given, else the checkpoint folder's
-// tokenizer.json when it has one, else GPT-2's built-in BPE.
+// tokenizer.json, or its vocab.json and merges.txt, when it has them, else
+// GPT-2's built-in BPE.
 func modelTokenizer(cfg Config, model string, builtin bool) (llm.Tokenizer, error) {
 	spec := cfg.Tokenizer
 	if spec == "" && !builtin {
-		if _, err := os.Stat(filepath.Join(model, "tokenizer.json")); err == nil {
-			spec = filepath.Join(model, "tokenizer.json")
+		for _, name := range []string{"tokenizer.json", "vocab.json"} {
+			if _, err := os.Stat(filepath.Join(model, name)); err == nil {
+				spec = model // tokenizer.Load reads either kind of folder
+				break
+			}
 		}
 	}
 	if spec == "" {

@@ -110,10 +110,22 @@ func TestOpenErrors(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The same checkpoint with a slow tokenizer's files: they are read, and
+	// their 3 tokens do not fit the model (not GPT-2's built-in BPE).
+	slow := filepath.Join(dir, "slow")
+	if err := os.CopyFS(slow, os.DirFS(ckpt)); err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range map[string]string{"vocab.json": `{"a": 0, "b": 1, "ab": 2}`, "merges.txt": "#version: 0.2\na b\n"} {
+		if err := os.WriteFile(filepath.Join(slow, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	cases := []struct {
 		cfg  Config
 		want string
 	}{
+		{Config{Model: slow}, "tokenizer has 3 tokens but the model's config.json says vocab_size 50257"},
 		{Config{Backend: "tpu"}, "unknown backend"},
 		{Config{DType: "int4"}, "dtype"},
 		{Config{Backend: BackendCUDA}, "backend cuda"}, // no GPU in CI: a clear error, not a panic

@@ -18,6 +18,28 @@ import (
 // pre-tokenizer's regex path, which the Qwen goldens do not use.
 func gpt2HFJSON(tb testing.TB) []byte {
 	tb.Helper()
+	vocab, merges := gpt2VocabMerges(tb)
+	vocab[GPT2EOSText] = GPT2EOS
+	doc := map[string]any{
+		"version":        "1.0",
+		"added_tokens":   []any{map[string]any{"id": GPT2EOS, "content": GPT2EOSText, "special": true, "normalized": false}},
+		"normalizer":     nil,
+		"pre_tokenizer":  map[string]any{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true},
+		"post_processor": map[string]any{"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": false},
+		"decoder":        map[string]any{"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true},
+		"model":          map[string]any{"type": "BPE", "vocab": vocab, "merges": merges},
+	}
+	b, err := json.Marshal(doc)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}
+
+// gpt2VocabMerges derives GPT-2's byte-level vocabulary (without
+// <|endoftext|>) and its merges, in rank order, from tiktoken's r50k ranks.
+func gpt2VocabMerges(tb testing.TB) (map[string]int, [][2]string) {
+	tb.Helper()
 	ranks, err := tiktokenloader.NewOfflineLoader().LoadTiktokenBpe("r50k_base.tiktoken")
 	if err != nil {
 		tb.Fatal(err)
@@ -46,21 +68,7 @@ func gpt2HFJSON(tb testing.TB) []byte {
 		}
 		merges = append(merges, [2]string{toByteLevel(parts[0]), toByteLevel(parts[1])})
 	}
-	vocab[GPT2EOSText] = GPT2EOS
-	doc := map[string]any{
-		"version":        "1.0",
-		"added_tokens":   []any{map[string]any{"id": GPT2EOS, "content": GPT2EOSText, "special": true, "normalized": false}},
-		"normalizer":     nil,
-		"pre_tokenizer":  map[string]any{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true},
-		"post_processor": map[string]any{"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": false},
-		"decoder":        map[string]any{"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true},
-		"model":          map[string]any{"type": "BPE", "vocab": vocab, "merges": merges},
-	}
-	b, err := json.Marshal(doc)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return b
+	return vocab, merges
 }
 
 // rankedBPE is tiktoken's algorithm restricted to tokens ranked below limit:

@@ -105,7 +105,9 @@ func (e *NotFoundError) Error() string {
 
 // Locate finds the tokenizer.json that spec names without loading it. spec
 // is "gpt2" (built in: builtin is true and path empty), a path to a
-// tokenizer.json, a model folder containing one, or a Hugging Face id such as
+// tokenizer.json, a model folder containing one (or, lacking it, a slow
+// tokenizer's vocab.json and merges.txt: path is then the vocab.json), or a
+// Hugging Face id such as
 // Qwen/Qwen2.5-0.5B-Instruct, looked up under opts.TokenizerDir and in the
 // local hub cache. A relative path is relative to the working directory. When
 // nothing is found the error is a *NotFoundError.
@@ -125,7 +127,10 @@ func Locate(spec string, opts LoadOptions) (path string, builtin bool, err error
 		if isFile(p) {
 			return p, false, nil
 		}
-		nf.Looked = append(nf.Looked, p)
+		if hasVocabMerges(spec) {
+			return filepath.Join(spec, "vocab.json"), false, nil
+		}
+		nf.Looked = append(nf.Looked, p, filepath.Join(spec, "vocab.json")+" + merges.txt")
 	} else {
 		nf.Looked = append(nf.Looked, spec+" (no such file or folder)")
 	}
@@ -202,7 +207,8 @@ func isFile(p string) bool {
 // Load returns the tokenizer spec names (see [Locate] for what spec may be):
 // the built-in GPT-2 BPE for "gpt2", otherwise the Hugging Face tokenizer.json
 // found, with the end-of-sequence token from a tokenizer_config.json beside
-// it. It reads only local files.
+// it, or the vocab.json and merges.txt found (see [LoadVocabMerges]). It
+// reads only local files.
 func Load(spec string, opts LoadOptions) (llm.Tokenizer, error) {
 	path, builtin, err := Locate(spec, opts)
 	if err != nil {
@@ -210,6 +216,9 @@ func Load(spec string, opts LoadOptions) (llm.Tokenizer, error) {
 	}
 	if builtin {
 		return GPT2()
+	}
+	if filepath.Base(path) == "vocab.json" && hasVocabMerges(filepath.Dir(path)) {
+		return LoadVocabMerges(filepath.Dir(path))
 	}
 	return LoadHF(path)
 }
