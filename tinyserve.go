@@ -40,8 +40,10 @@ const (
 // tiny-gpt2 on the CPU with vLLM's scheduler defaults. JSON keys are the
 // flag names with underscores (the sweep's embedded target uses them).
 type Config struct {
-	// Model is a built-in model name (tiny-gpt2, gpt2-124m-random) or a
-	// Hugging Face GPT-2 checkpoint folder. Empty means DefaultModel.
+	// Model is a built-in model name (tiny-gpt2, gpt2-124m-random), a
+	// Hugging Face GPT-2 checkpoint folder, or the id of one in the local
+	// Hugging Face cache (openai-community/gpt2; nothing is downloaded).
+	// Empty means DefaultModel.
 	Model string `json:"model,omitempty"`
 	// Backend is cpu, cuda or mock. Empty means cpu. The mock serves its
 	// own model with a byte tokenizer and refuses Model (other than mock).
@@ -99,8 +101,9 @@ type Config struct {
 
 	// Logger receives logs; nil discards them.
 	Logger *slog.Logger `json:"-"`
-	// Getenv reads the environment for the tokenizer search (HF_HOME, ...);
-	// nil means os.Getenv.
+	// Getenv reads the environment for the Hugging Face cache's location
+	// (HF_HOME, ...: models and tokenizers named by id are looked up there)
+	// and the CUDA libraries'; nil means os.Getenv.
 	Getenv func(string) string `json:"-"`
 }
 
@@ -201,11 +204,11 @@ func load(cfg Config) (engine.Backend, llm.Tokenizer, llm.ModelInfo, error) {
 	if name == "" {
 		name = DefaultModel
 	}
-	m, err := gpt2.Open(name)
+	m, err := gpt2.OpenWithEnv(name, cfg.Getenv)
 	if err != nil {
 		return nil, nil, llm.ModelInfo{}, err
 	}
-	tok, err := modelTokenizer(cfg, name, gpt2.IsBuiltin(name))
+	tok, err := modelTokenizer(cfg, m.Dir, gpt2.IsBuiltin(name))
 	if err != nil {
 		m.Close()
 		return nil, nil, llm.ModelInfo{}, err

@@ -304,3 +304,62 @@ func parseEngineFlagsEnv(t *testing.T, env map[string]string, args ...string) Co
 	}
 	return cfg
 }
+
+// TestOpenFromHubCache: a Hugging Face id found in the local hub cache is
+// served under that id, with the snapshot's own tokenizer files; a
+// snapshot without weights (only the tokenizer was fetched) is skipped;
+// nothing found lists where it looked.
+func TestOpenFromHubCache(t *testing.T) {
+	hub := t.TempDir()
+	repo := filepath.Join(hub, "models--openai-community--gpt2")
+	blobs := filepath.Join(repo, "blobs")
+	if err := os.MkdirAll(blobs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// As huggingface_hub lays it out: snapshot files are links to blobs.
+	link := func(snap, name, src string) {
+		data, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		blob := filepath.Join(blobs, snap+"-"+name)
+		if err := os.WriteFile(blob, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		d := filepath.Join(repo, "snapshots", snap)
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(filepath.Join("..", "..", "blobs", snap+"-"+name), filepath.Join(d, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	link("aaa", "tokenizer_config.json", "testdata/gpt2-tiny/config.json") // a snapshot with no weights
+	link("bbb", "config.json", "testdata/gpt2-tiny/config.json")
+	link("bbb", "model.safetensors", "testdata/gpt2-tiny/model.safetensors")
+	env := func(k string) string {
+		if k == "HF_HUB_CACHE" {
+			return hub
+		}
+		return ""
+	}
+	for _, id := range []string{"openai-community/gpt2", "gpt2"} { // gpt2 is the same repository's old id
+		e, err := Open(context.Background(), Config{Model: id, Getenv: env})
+		if err != nil {
+			t.Fatalf("%s: %v", id, err)
+		}
+		if got := e.Info().ID; got != id {
+			t.Errorf("served as %q, want %q", got, id)
+		}
+		e.Close()
+	}
+	_, err := Open(context.Background(), Config{Model: "openai-community/gpt2-medium", Getenv: env})
+	if err == nil {
+		t.Fatal("a model missing from the cache was opened")
+	}
+	for _, want := range []string{"nothing is downloaded", filepath.Join(hub, "models--openai-community--gpt2-medium", "snapshots", "*"), "huggingface-cli download openai-community/gpt2-medium"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+}

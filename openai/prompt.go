@@ -118,7 +118,7 @@ func tokenIDs(param, path string, raw []byte) ([]int, *apiError) {
 	}
 	for n := 0; ; n++ {
 		i = skipSpace(raw, i)
-		end := i + 1
+		var end int // just past the element
 		switch c := raw[i]; {
 		case c == 'n':
 			if firstNull < 0 {

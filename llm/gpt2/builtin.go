@@ -1,10 +1,8 @@
 package gpt2
 
 import (
-	"errors"
 	"fmt"
 	"hash/crc32"
-	"io/fs"
 	"math/rand/v2"
 	"os"
 	"runtime"
@@ -131,16 +129,26 @@ func isLayerNormWeight(name string) bool {
 
 // Open returns the model a --model flag names: a built-in model
 // (BuiltinTiny, Builtin124M) by name, otherwise the checkpoint folder at
-// that path (see Load). A folder that happens to be called like a built-in
-// model can be opened as "./tiny-gpt2".
-func Open(model string) (*Model, error) {
+// that path, otherwise a Hugging Face id found in the local hub cache (see
+// Locate; the environment says where the cache is). A folder that happens
+// to be called like a built-in model can be opened as "./tiny-gpt2".
+func Open(model string) (*Model, error) { return OpenWithEnv(model, os.Getenv) }
+
+// OpenWithEnv is Open with the environment read through getenv.
+func OpenWithEnv(model string, getenv func(string) string) (*Model, error) {
 	if IsBuiltin(model) {
 		return Builtin(model)
 	}
-	if _, err := os.Stat(model); errors.Is(err, fs.ErrNotExist) {
-		// Most likely a mistyped built-in name, or a hub id (no download).
-		return nil, fmt.Errorf("gpt2: model %q is neither a built-in model (%s) nor an existing checkpoint folder",
-			model, strings.Join(BuiltinNames(), ", "))
+	dir, err := Locate(model, getenv)
+	if err != nil {
+		return nil, err
 	}
-	return Load(model)
+	m, err := Load(dir)
+	if err != nil {
+		return nil, err
+	}
+	if dir != model {
+		m.Name = model // served as the id asked for, not as the snapshot's revision hash
+	}
+	return m, nil
 }

@@ -54,9 +54,12 @@ type LayerWeights struct {
 // once built, so one Model may back several backends. Call Close when done
 // with a loaded model to unmap its files.
 type Model struct {
-	// Name is the model's id: the built-in name, or a checkpoint folder's
-	// base name.
+	// Name is the model's id: the built-in name, a checkpoint folder's
+	// base name, or the Hugging Face id it was found under (OpenWithEnv).
 	Name string
+	// Dir is the checkpoint folder the model was loaded from ("" for a
+	// built-in model); its tokenizer files, if any, are there.
+	Dir string
 	// Config is the model's shape and numerical settings.
 	Config Config
 	// RandomWeights is true for the built-in models, whose weights are
@@ -201,7 +204,7 @@ func Load(dir string) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Model{Name: filepath.Base(filepath.Clean(dir)), Config: cfg}
+	m := &Model{Name: filepath.Base(filepath.Clean(dir)), Dir: dir, Config: cfg}
 	for _, f := range files.files {
 		m.release = append(m.release, f.close)
 	}

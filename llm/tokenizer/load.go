@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
+	"github.com/tinyserve/tinyserve/internal/hfhub"
 	"github.com/tinyserve/tinyserve/llm"
 )
 
@@ -66,17 +66,19 @@ func LoadOptionsFromEnv(getenv func(string) string, tokenizerDir string) LoadOpt
 // hubCache returns the Hugging Face hub cache folder the options point at,
 // or "" when they point nowhere.
 func (o LoadOptions) hubCache() string {
-	switch {
-	case o.HFHubCache != "":
-		return o.HFHubCache
-	case o.HFHome != "":
-		return filepath.Join(o.HFHome, "hub")
-	case o.XDGCacheHome != "":
-		return filepath.Join(o.XDGCacheHome, "huggingface", "hub")
-	case o.Home != "":
-		return filepath.Join(o.Home, ".cache", "huggingface", "hub")
-	}
-	return ""
+	return hfhub.CacheDir(func(name string) string {
+		switch name {
+		case "HF_HUB_CACHE":
+			return o.HFHubCache
+		case "HF_HOME":
+			return o.HFHome
+		case "XDG_CACHE_HOME":
+			return o.XDGCacheHome
+		case "HOME":
+			return o.Home
+		}
+		return ""
+	})
 }
 
 // NotFoundError says that a tokenizer could not be found, where Load looked
@@ -95,7 +97,7 @@ func (e *NotFoundError) Error() string {
 		b.WriteString(l)
 	}
 	b.WriteString("\nprovide it by passing the path of a tokenizer.json or of a model folder that has one")
-	if isHFID(e.Spec) {
+	if hfhub.IsRepoID(e.Spec) {
 		fmt.Fprintf(&b, ", by putting it at <tokenizer-dir>/%s/tokenizer.json and passing --tokenizer-dir,", e.Spec)
 		fmt.Fprintf(&b, " or by fetching it into the Hugging Face cache once: huggingface-cli download %s tokenizer.json tokenizer_config.json", e.Spec)
 	}
@@ -136,13 +138,8 @@ func Locate(spec string, opts LoadOptions) (path string, builtin bool, err error
 	}
 	// A folder that happens to share an id's name (and lacks the file) does
 	// not stop the lookup of the id.
-	if !isHFID(spec) {
+	if !hfhub.IsRepoID(spec) {
 		return "", false, nf
-	}
-	org, name, _ := strings.Cut(spec, "/")
-	cacheName := "models--" + org
-	if name != "" {
-		cacheName += "--" + name
 	}
 	if opts.TokenizerDir != "" {
 		p := filepath.Join(opts.TokenizerDir, filepath.FromSlash(spec), "tokenizer.json")
@@ -150,59 +147,30 @@ func Locate(spec string, opts LoadOptions) (path string, builtin bool, err error
 			return p, false, nil
 		}
 		nf.Looked = append(nf.Looked, p)
-		if p, ok := inHubCache(filepath.Join(opts.TokenizerDir, cacheName)); ok {
+		repo := hfhub.RepoDir(opts.TokenizerDir, spec)
+		if p, ok := inHubCache(repo); ok {
 			return p, false, nil
 		}
-		nf.Looked = append(nf.Looked, filepath.Join(opts.TokenizerDir, cacheName, "snapshots", "*", "tokenizer.json"))
+		nf.Looked = append(nf.Looked, filepath.Join(repo, "snapshots", "*", "tokenizer.json"))
 	}
 	if hub := opts.hubCache(); hub != "" {
-		if p, ok := inHubCache(filepath.Join(hub, cacheName)); ok {
+		repo := hfhub.RepoDir(hub, spec)
+		if p, ok := inHubCache(repo); ok {
 			return p, false, nil
 		}
-		nf.Looked = append(nf.Looked, filepath.Join(hub, cacheName, "snapshots", "*", "tokenizer.json"))
+		nf.Looked = append(nf.Looked, filepath.Join(repo, "snapshots", "*", "tokenizer.json"))
 	}
 	return "", false, nf
 }
 
 // inHubCache finds tokenizer.json in one repository folder of a Hugging Face
-// hub cache: the snapshot refs/main points at when it has the file, else the
-// first snapshot (in name order) that does, so the choice is deterministic.
+// hub cache (see hfhub.Snapshot for which snapshot).
 func inHubCache(repoDir string) (string, bool) {
-	if ref, err := os.ReadFile(filepath.Join(repoDir, "refs", "main")); err == nil {
-		p := filepath.Join(repoDir, "snapshots", strings.TrimSpace(string(ref)), "tokenizer.json")
-		if isFile(p) {
-			return p, true
-		}
-	}
-	matches, _ := filepath.Glob(filepath.Join(repoDir, "snapshots", "*", "tokenizer.json"))
-	slices.Sort(matches)
-	for _, p := range matches {
-		if isFile(p) {
-			return p, true
-		}
-	}
-	return "", false
+	d, ok := hfhub.Snapshot(repoDir, func(d string) bool { return isFile(filepath.Join(d, "tokenizer.json")) })
+	return filepath.Join(d, "tokenizer.json"), ok
 }
 
-// isHFID reports whether s looks like a Hugging Face repository id (NAME or
-// ORG/NAME) rather than a file path.
-func isHFID(s string) bool {
-	if s == "" || strings.HasPrefix(s, ".") || strings.HasPrefix(s, "/") || strings.Contains(s, `\`) ||
-		strings.Count(s, "/") > 1 || strings.HasSuffix(s, "/") || strings.HasSuffix(s, ".json") {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./", r)) {
-			return false
-		}
-	}
-	return true
-}
-
-func isFile(p string) bool {
-	fi, err := os.Stat(p)
-	return err == nil && fi.Mode().IsRegular()
-}
+func isFile(p string) bool { return hfhub.IsFile(p) }
 
 // Load returns the tokenizer spec names (see [Locate] for what spec may be):
 // the built-in GPT-2 BPE for "gpt2", otherwise the Hugging Face tokenizer.json

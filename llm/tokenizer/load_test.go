@@ -183,21 +183,3 @@ func TestLoadOptionsFromEnv(t *testing.T) {
 		t.Fatalf("hubCache = %q", got)
 	}
 }
-
-func TestIsHFID(t *testing.T) {
-	tests := map[string]bool{
-		"Qwen/Qwen2.5-0.5B-Instruct": true,
-		"gpt2-medium":                true,
-		"./model":                    false,
-		"/abs/path":                  false,
-		"a/b/c":                      false,
-		"tokenizer.json":             false,
-		"org/":                       false,
-		"has space/x":                false,
-	}
-	for in, want := range tests {
-		if got := isHFID(in); got != want {
-			t.Errorf("isHFID(%q) = %v, want %v", in, got, want)
-		}
-	}
-}

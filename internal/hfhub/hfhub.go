@@ -1,0 +1,97 @@
+// Package hfhub finds things in a local Hugging Face hub cache, laid out as
+// huggingface_hub lays it out (CACHE/models--ORG--NAME/snapshots/REVISION/,
+// with refs/main naming the revision last fetched). It reads only local
+// folders: nothing is ever downloaded.
+package hfhub
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// CacheDir returns the hub cache folder as huggingface_hub resolves it from
+// the environment (read through getenv): $HF_HUB_CACHE, else the older
+// $HUGGINGFACE_HUB_CACHE, else $HF_HOME/hub, else
+// $XDG_CACHE_HOME/huggingface/hub, else ~/.cache/huggingface/hub ($HOME,
+// or $USERPROFILE on Windows). "" when none of them is set.
+func CacheDir(getenv func(string) string) string {
+	for _, v := range []string{"HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"} {
+		if d := getenv(v); d != "" {
+			return d
+		}
+	}
+	if d := getenv("HF_HOME"); d != "" {
+		return filepath.Join(d, "hub")
+	}
+	if d := getenv("XDG_CACHE_HOME"); d != "" {
+		return filepath.Join(d, "huggingface", "hub")
+	}
+	for _, v := range []string{"HOME", "USERPROFILE"} {
+		if d := getenv(v); d != "" {
+			return filepath.Join(d, ".cache", "huggingface", "hub")
+		}
+	}
+	return ""
+}
+
+// RepoDir is the folder of model repository id (ORG/NAME, or a bare NAME
+// such as gpt2) in the cache folder cache.
+func RepoDir(cache, id string) string {
+	return filepath.Join(cache, "models--"+strings.ReplaceAll(id, "/", "--"))
+}
+
+// IsRepoID reports whether s looks like a Hugging Face repository id (NAME
+// or ORG/NAME) rather than a file path.
+func IsRepoID(s string) bool {
+	if s == "" || strings.HasPrefix(s, ".") || strings.HasPrefix(s, "/") || strings.Contains(s, `\`) ||
+		strings.Count(s, "/") > 1 || strings.HasSuffix(s, "/") || strings.HasSuffix(s, ".json") {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./", r)) {
+			return false
+		}
+	}
+	return true
+}
+
+// Snapshot returns the snapshot folder of repoDir that has what the caller
+// needs (ok reports it): the one refs/main names when it does, else the
+// first in name order that does, so that the choice is deterministic. A
+// snapshot may hold only some of a repository's files (a program fetched
+// just the tokenizer, say), hence ok.
+func Snapshot(repoDir string, ok func(dir string) bool) (string, bool) {
+	if ref, err := os.ReadFile(filepath.Join(repoDir, "refs", "main")); err == nil {
+		if rev := strings.TrimSpace(string(ref)); rev != "" && !strings.ContainsAny(rev, `/\`) && rev != ".." {
+			d := filepath.Join(repoDir, "snapshots", rev)
+			if ok(d) {
+				return d, true
+			}
+		}
+	}
+	entries, err := os.ReadDir(filepath.Join(repoDir, "snapshots"))
+	if err != nil {
+		return "", false
+	}
+	names := make([]string, 0, len(entries))
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		d := filepath.Join(repoDir, "snapshots", n)
+		if ok(d) {
+			return d, true
+		}
+	}
+	return "", false
+}
+
+// IsFile reports whether p is a regular file (following symbolic links, as
+// a cache's snapshot files are links into its blobs folder).
+func IsFile(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular()
+}

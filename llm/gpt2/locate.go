@@ -1,0 +1,91 @@
+package gpt2
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/tinyserve/tinyserve/internal/hfhub"
+)
+
+// NotFoundError says that a --model value is neither a built-in model, nor
+// a checkpoint folder, nor in the local Hugging Face cache, where Locate
+// looked, and how to provide it. Nothing is ever downloaded.
+type NotFoundError struct {
+	Model  string   // what was asked for
+	Looked []string // folders and patterns checked, in order
+}
+
+func (e *NotFoundError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "gpt2: model %q is neither a built-in model (%s) nor a checkpoint folder", e.Model, strings.Join(BuiltinNames(), ", "))
+	if len(e.Looked) > 1 {
+		b.WriteString(", nor in the local Hugging Face cache (nothing is downloaded)")
+	}
+	b.WriteString("; looked in:")
+	for _, l := range e.Looked {
+		b.WriteString("\n  " + l)
+	}
+	if hfhub.IsRepoID(e.Model) {
+		fmt.Fprintf(&b, "\nfetch it into the cache once with: huggingface-cli download %s config.json model.safetensors tokenizer.json", e.Model)
+	}
+	return b.String()
+}
+
+// hubAliases are the ids under which the hub cache may hold one model:
+// GPT-2's repositories moved to openai-community/, and huggingface_hub
+// names the cache folder after the id a program asked for.
+var hubAliases = map[string][]string{
+	"gpt2": {"gpt2", "openai-community/gpt2"}, "openai-community/gpt2": {"openai-community/gpt2", "gpt2"},
+	"gpt2-medium": {"gpt2-medium", "openai-community/gpt2-medium"}, "openai-community/gpt2-medium": {"openai-community/gpt2-medium", "gpt2-medium"},
+	"gpt2-large": {"gpt2-large", "openai-community/gpt2-large"}, "openai-community/gpt2-large": {"openai-community/gpt2-large", "gpt2-large"},
+	"gpt2-xl": {"gpt2-xl", "openai-community/gpt2-xl"}, "openai-community/gpt2-xl": {"openai-community/gpt2-xl", "gpt2-xl"},
+	"distilgpt2": {"distilgpt2", "distilbert/distilgpt2"}, "distilbert/distilgpt2": {"distilbert/distilgpt2", "distilgpt2"},
+}
+
+// Locate finds the checkpoint folder a --model value names (not a built-in
+// model: see IsBuiltin): the path itself when it exists, else, for a
+// Hugging Face id such as openai-community/gpt2, the snapshot of the local
+// hub cache (hfhub.CacheDir(getenv)) that refs/main names, or else the
+// first by name, that has config.json and weights. When nothing is found
+// the error is a *NotFoundError.
+func Locate(model string, getenv func(string) string) (string, error) {
+	if _, err := os.Stat(model); !errors.Is(err, fs.ErrNotExist) {
+		return model, nil // a folder (Load reports what is wrong with it), or unreadable
+	}
+	nf := &NotFoundError{Model: model, Looked: []string{model + " (no such folder)"}}
+	cache := hfhub.CacheDir(getenv)
+	if !hfhub.IsRepoID(model) || cache == "" {
+		return "", nf
+	}
+	ids := hubAliases[model]
+	if ids == nil {
+		ids = []string{model}
+	}
+	for _, id := range ids {
+		repo := hfhub.RepoDir(cache, id)
+		if dir, ok := hfhub.Snapshot(repo, hasCheckpoint); ok {
+			return dir, nil
+		}
+		nf.Looked = append(nf.Looked, filepath.Join(repo, "snapshots", "*")+" (with config.json and weights)")
+	}
+	return "", nf
+}
+
+// hasCheckpoint reports whether dir holds config.json and weights in one of
+// the forms Load reads. A hub snapshot may hold only some files of its
+// repository (the tokenizer's, say).
+func hasCheckpoint(dir string) bool {
+	if !hfhub.IsFile(filepath.Join(dir, "config.json")) {
+		return false
+	}
+	for _, wf := range weightFormats {
+		if hfhub.IsFile(filepath.Join(dir, wf.single)) || hfhub.IsFile(filepath.Join(dir, wf.index)) {
+			return true
+		}
+	}
+	return false
+}
