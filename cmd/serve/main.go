@@ -4,6 +4,7 @@
 //
 //	go run ./cmd/serve                         # built-in tiny GPT-2 on the CPU
 //	go run ./cmd/serve --backend mock --port 8001
+//	go run ./cmd/serve gpt2 --port 8000        # the model first, as vllm serve takes it
 //
 // Every flag can also be set from a TINYSERVE_* environment variable (the
 // flag name in upper case with underscores: TINYSERVE_MAX_NUM_SEQS). On
@@ -58,10 +59,34 @@ const (
 )
 
 func main() {
-	if err := newApp(os.Stderr).Run(os.Args); err != nil {
+	args, err := modelFirst(os.Args)
+	if err == nil {
+		err = newApp(os.Stderr).Run(args)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "tinyserve-serve:", err)
 		os.Exit(1)
 	}
+}
+
+// modelFirst lets the model come first, before the flags, as `vllm serve
+// MODEL [flags]` takes it: the command line's first argument, when it is
+// neither a flag nor a command, becomes --model. (The flag parser would
+// stop at it and leave every flag after it unread.) The model given both
+// ways is an error rather than a silent choice.
+func modelFirst(args []string) ([]string, error) {
+	if len(args) < 2 || strings.HasPrefix(args[1], "-") || args[1] == "health" || args[1] == "help" || args[1] == "h" {
+		return args, nil
+	}
+	for _, a := range args[2:] {
+		if a == "--" {
+			break
+		}
+		if a == "--model" || a == "-model" || strings.HasPrefix(a, "--model=") || strings.HasPrefix(a, "-model=") {
+			return nil, fmt.Errorf("the model is given twice: %q first and %s", args[1], a)
+		}
+	}
+	return slices.Concat(args[:1], []string{"--model", args[1]}, args[2:]), nil
 }
 
 // serveOptions are the flags of this binary beyond the engine's.
@@ -89,8 +114,10 @@ func newApp(stderr io.Writer) *cli.App {
 		&cli.StringSliceFlag{Name: "api-key", EnvVars: env("api-key"), Usage: "require \"Authorization: Bearer <key>\" on /v1/ routes (repeat for several keys; the variable takes them comma-separated)"},
 	)
 	return &cli.App{
-		Name:    "tinyserve-serve",
-		Usage:   "serve a model over the OpenAI completions API",
+		Name:  "tinyserve-serve",
+		Usage: "serve a model over the OpenAI completions API",
+		UsageText: "tinyserve-serve [MODEL] [options]     (MODEL first, as in vllm serve MODEL, or as --model)\n" +
+			"tinyserve-serve [options] health     (exit 0 when the server answers GET /health)",
 		Version: openai.Version(), // --version, and GET /version
 
 		Flags:     flags,
@@ -125,7 +152,7 @@ func newApp(stderr io.Writer) *cli.App {
 			// An unknown command name lands here as an argument: a typo of
 			// health must not start a server.
 			if c.NArg() > 0 {
-				return fmt.Errorf("unexpected arguments %q (the only command is health)", c.Args().Slice())
+				return fmt.Errorf("unexpected arguments %q (the only command is health; a model goes first, before the options, or as --model)", c.Args().Slice())
 			}
 			cfg, err := tinyserve.ConfigFromFlags(c)
 			if err != nil {

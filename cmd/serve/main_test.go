@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -401,4 +402,39 @@ func TestEnvironmentSettingsNamed(t *testing.T) {
 	}
 	assert.NotContains(t, logs.String(), "s3cret")
 	assert.NotContains(t, logs.String(), "TINYSERVE_SWEEP_ENGINE")
+}
+
+// TestModelFirst: `tinyserve-serve MODEL [flags]`, as `vllm serve MODEL`,
+// reads every flag after the model; the model given twice is refused.
+func TestModelFirst(t *testing.T) {
+	tests := []struct {
+		in, want []string
+		err      string
+	}{
+		{[]string{"s"}, []string{"s"}, ""},
+		{[]string{"s", "gpt2", "--port", "8001"}, []string{"s", "--model", "gpt2", "--port", "8001"}, ""},
+		{[]string{"s", "--port", "8001", "gpt2"}, []string{"s", "--port", "8001", "gpt2"}, ""}, // left to the parser: a stray argument
+		{[]string{"s", "health", "--port", "1"}, []string{"s", "health", "--port", "1"}, ""},
+		{[]string{"s", "help"}, []string{"s", "help"}, ""},
+		{[]string{"s", "gpt2", "--model", "tiny-gpt2"}, nil, `the model is given twice: "gpt2" first and --model`},
+		{[]string{"s", "gpt2", "--model=tiny-gpt2"}, nil, "given twice"},
+	}
+	for _, tt := range tests {
+		got, err := modelFirst(tt.in)
+		if tt.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("modelFirst(%q) error %v, want %q", tt.in, err, tt.err)
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(got, tt.want) {
+			t.Errorf("modelFirst(%q) = %q, %v; want %q", tt.in, got, err, tt.want)
+		}
+	}
+	// The flags after the model are read: a bad one among them is refused.
+	args, err := modelFirst([]string{"tinyserve-serve", "tiny-gpt2", "--port", "0", "--log-format", "xml"})
+	require.NoError(t, err)
+	err = newApp(io.Discard).Run(args)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "--log-format")
 }
