@@ -50,7 +50,7 @@ func CheckReachable(ctx context.Context, client *http.Client, base, apiKey strin
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return fmt.Errorf("%w: %s did not answer (%v); nothing was measured: start the server (the config records its flags) and run the sweep again", ErrUnreachable, base, err)
+		return fmt.Errorf("%w: %s did not answer (%v); nothing was measured", ErrUnreachable, base, err)
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 	return resp.Body.Close()

@@ -237,7 +237,7 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 	// first, as vLLM's benchmark sends one test prompt before measuring.
 	if err := CheckReachable(ctx, client, base, opts.APIKey); err != nil {
 		abandon = true
-		return nil, err
+		return nil, fmt.Errorf("%w: start the server (the config records its flags) and run the sweep again", err)
 	}
 
 	s := &sweeper{cfg: rc, root: root, rows: rows, workloadSHA: workloadSHA, timeout: timeout, opts: opts, client: client, base: base, now: now}

@@ -550,6 +550,7 @@ func TestSweepUnreachableServer(t *testing.T) {
 	_, err := runTestSweep(t, context.Background(), cfgJSON, dir, nil)
 	require.ErrorIs(t, err, ErrUnreachable)
 	assert.Contains(t, err.Error(), "nothing was measured")
+	assert.Contains(t, err.Error(), "run the sweep again")
 	assert.NoDirExists(t, filepath.Join(dir, "results", "test-sweep"))
 
 	f := newFakeServer(t, &fakeServer{})

@@ -159,7 +159,7 @@ func run(c *cli.Context, stdout, stderr io.Writer, getenv func(string) string) e
 		// output file of failed requests that --output then refuses to
 		// replace.
 		if err := sweep.CheckReachable(c.Context, client, base, apiKey); err != nil {
-			return err
+			return fmt.Errorf("%w: start the server and run the same command again", err)
 		}
 	}
 	opts.ServerVersion = sweep.ServerVersion(c.Context, client, base, apiKey)

@@ -254,5 +254,8 @@ func TestSendRequestsUnreachableServer(t *testing.T) {
 	_, err := runApp(t, nil, "--prompts", writePrompts(t, dir, 2), "--num-requests", "2", "--url", "http://127.0.0.1:1/v1/completions",
 		"--model", "m", "--output", filepath.Join(dir, "r.jsonl"))
 	require.ErrorIs(t, err, sweep.ErrUnreachable)
+	// The advice is this command's, not the sweep's (which has a config).
+	assert.NotContains(t, err.Error(), "sweep")
+	assert.NotContains(t, err.Error(), "config")
 	assert.NoFileExists(t, filepath.Join(dir, "r.jsonl"))
 }
