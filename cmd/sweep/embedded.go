@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/tinyserve/tinyserve"
+	"github.com/tinyserve/tinyserve/llm/cuda"
 	"github.com/tinyserve/tinyserve/openai"
 	"github.com/tinyserve/tinyserve/sweep"
 )
@@ -39,7 +40,7 @@ func startEmbedded(ctx context.Context, target *sweep.Target, logger *slog.Logge
 	cfg.Logger = logger
 	eng, err := tinyserve.Open(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("target.engine: %w", err)
+		return nil, fmt.Errorf("target.engine: %w%s", err, noGPUHint(err))
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -70,4 +71,17 @@ func startEmbedded(ctx context.Context, target *sweep.Target, logger *slog.Logge
 		Model: eng.Info().ID,
 		stop:  stop,
 	}, nil
+}
+
+// noGPUHint is what to add to an engine's start-up error when the cuda
+// backend found no driver or no device: the committed scenario configs name
+// cuda, and the way to run one on a machine without a GPU is an --engine
+// override, which the error would otherwise leave the user to find in the
+// docs.
+func noGPUHint(err error) string {
+	var nf *cuda.NotFoundError
+	if errors.As(err, &nf) || errors.Is(err, cuda.ErrNoDevice) {
+		return "\nno usable GPU here: --engine backend=cpu runs the same sweep on the CPU"
+	}
+	return ""
 }

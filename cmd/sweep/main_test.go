@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tinyserve/tinyserve/llm/cuda"
 	"github.com/tinyserve/tinyserve/sweep"
 )
 
@@ -163,4 +165,16 @@ func TestPrintSaturationWarnsOfNoise(t *testing.T) {
 	b.Reset()
 	printSaturation(&b, &c)
 	assert.Equal(t, "candidate saturation concurrency: not demonstrated\n", b.String())
+}
+
+// TestNoGPUHint: an embedded cuda target that finds no driver or no device
+// says how to run the sweep on the CPU (the committed scenario configs name
+// cuda); other start-up errors get no such hint.
+func TestNoGPUHint(t *testing.T) {
+	notFound := fmt.Errorf("backend cuda: %w", &cuda.NotFoundError{Lib: cuda.Library{Name: "CUDA driver"}})
+	noDevice := fmt.Errorf("backend cuda: %w", cuda.ErrNoDevice)
+	for _, err := range []error{notFound, noDevice} {
+		assert.Contains(t, noGPUHint(err), "--engine backend=cpu", err.Error())
+	}
+	assert.Empty(t, noGPUHint(errors.New(`dtype "int8" is not supported by the cuda backend`)))
 }
