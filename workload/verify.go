@@ -148,7 +148,13 @@ func checkShape(rows []Row, cfg *Config) error {
 		if !padded && strings.HasPrefix(src, r.Prompt) {
 			continue
 		}
-		return fmt.Errorf("row %d (%s): the prompt is not its source text %s", i+1, r.ID, textDiff(r.Prompt, src))
+		want := src
+		if padded {
+			// The source is all there: what departs is a filler, so show
+			// fillers as what was expected rather than the source's end.
+			want += strings.Repeat(Filler, len(rest)/len(Filler)+1)
+		}
+		return fmt.Errorf("row %d (%s): the prompt is not its source text %s", i+1, r.ID, textDiff(r.Prompt, want))
 	}
 	return nil
 }

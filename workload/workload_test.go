@@ -279,6 +279,9 @@ func TestVerifyRecomputedDigest(t *testing.T) {
 		{"filler dropped within tolerance", func(t *testing.T, p Paths) {
 			replaceIn(t, p.Data, "reasoning. "+strings.Repeat(filler, 5)+`"`, "reasoning. "+strings.Repeat(filler, 4)+`"`)
 		}, "row 2 (unit_000001): the prompt differs from the regenerated one", ""},
+		{"filler misspelled", func(t *testing.T, p Paths) {
+			replaceIn(t, p.Data, "reasoning. "+filler+filler, "reasoning. "+filler+" benchmarx")
+		}, `file "x benchmark benchmark benchmark benchmar...", expected "k benchmark`, `expected "k benchmark`},
 		{"layout changed", func(t *testing.T, p Paths) { replaceIn(t, p.Data, `"workload":"unit"}`, `"workload": "unit"}`) },
 			"line 1 is not written as the generator writes it", ""},
 	}
