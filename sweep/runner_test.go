@@ -117,11 +117,15 @@ func TestSweepFindsStructuralPlateau(t *testing.T) {
 	require.Len(t, tr, 4, "report:\n%s", RenderReport(c))
 	assert.False(t, tr[0].Qualifies, "1->2 doubles throughput")
 	assert.False(t, tr[1].Qualifies, "2->8 doubles throughput")
-	assert.GreaterOrEqual(t, *tr[3].P99Change, 0.2, "16->32 doubles the queue")
 	if cand := c.Saturation.Candidate; cand != nil {
 		assert.Equal(t, 16, *cand)
 	}
 	require.Len(t, c.ByConcurrency, 5)
+	// 16->32 doubles the queue. Pooled medians, not p99: a p99 of 64
+	// requests is their slowest but one, which one stall of a loaded
+	// machine at level 16 can push past level 32's.
+	p50 := func(i int) float64 { return *c.ByConcurrency[i].LatencyS.P50 }
+	assert.GreaterOrEqual(t, p50(4)/p50(3), 1.2, "16->32 doubles the queue: median latency %v -> %v", p50(3), p50(4))
 	for i, a := range c.ByConcurrency {
 		assert.Equal(t, []int{1, 2, 8, 16, 32}[i], a.Concurrency)
 		assert.Equal(t, 2, a.Repeats, "warmups excluded")
