@@ -121,11 +121,12 @@ func TestSweepFindsStructuralPlateau(t *testing.T) {
 		assert.Equal(t, 16, *cand)
 	}
 	require.Len(t, c.ByConcurrency, 5)
-	// 16->32 doubles the queue. Pooled medians, not p99: a p99 of 64
-	// requests is their slowest but one, which one stall of a loaded
-	// machine at level 16 can push past level 32's.
-	p50 := func(i int) float64 { return *c.ByConcurrency[i].LatencyS.P50 }
-	assert.GreaterOrEqual(t, p50(4)/p50(3), 1.2, "16->32 doubles the queue: median latency %v -> %v", p50(3), p50(4))
+	// At 32 the queue is 8 deep: all 32 requests are sent at once to 4
+	// slots of 20 ms each, so the last to be served take at least 160 ms.
+	// A lower bound, which load cannot break; the p99 change from 16
+	// (structurally 2x) can be inverted by one stall of a busy machine at
+	// level 16, so it is not asserted.
+	assert.GreaterOrEqual(t, *c.ByConcurrency[4].LatencyS.P99, 0.12, "the queue at 32 is 8 deep")
 	for i, a := range c.ByConcurrency {
 		assert.Equal(t, []int{1, 2, 8, 16, 32}[i], a.Concurrency)
 		assert.Equal(t, 2, a.Repeats, "warmups excluded")
