@@ -62,3 +62,27 @@ func TestUnpickleRefuses(t *testing.T) {
 		})
 	}
 }
+
+// TestUnpickleErrorsAreShort: an error that quotes a pickled value (here a
+// persistent id that is not a storage reference) stays short however the
+// value is built. Eight references to one tuple, nested, cost 20 bytes a
+// level in the pickle and 8^depth elements to print in full (5 levels:
+// a 140 KB error; 10 levels, 200 bytes of pickle: gigabytes), and a tuple
+// nested a million deep costs a byte a level.
+func TestUnpickleErrorsAreShort(t *testing.T) {
+	fanOut := "\x80\x02)q\x00" + strings.Repeat("("+strings.Repeat("h\x00", 8)+"tq\x00", 5) + "Q."
+	deep := "\x80\x02)" + strings.Repeat("\x85", 100000) + "Q." // ((((...),),),)
+	for name, p := range map[string]string{"fan-out": fanOut, "deep": deep} {
+		t.Run(name, func(t *testing.T) {
+			u := &torchUnpickler{storages: map[string]*torchStorage{}}
+			_, _, err := unpickle([]byte(p), 0, u.hooks())
+			if err == nil || !strings.Contains(err.Error(), "is not a storage reference") {
+				t.Fatalf("err = %.200v, want a persistent id that is not a storage reference", err)
+			}
+			if len(err.Error()) > 2000 {
+				t.Fatalf("error of %d bytes: %.200s...", len(err.Error()), err)
+			}
+			t.Log(err)
+		})
+	}
+}

@@ -174,28 +174,52 @@ func pyInts(v any) ([]int64, error) {
 }
 
 // describePy prints a short Python-like form of a pickled value for errors.
+// Tuples are shown to a depth of describeDepth and the whole to about
+// describeBytes: a pickle builds a tuple of eight references to a tuple
+// of eight references ... in a few bytes a level (MARK, BINGETs, TUPLE,
+// BINPUT), so printing every element would cost 8^depth, and the nesting
+// itself may be millions deep.
 func describePy(v any) string {
+	var b strings.Builder
+	describePyTo(&b, v, 0)
+	return b.String()
+}
+
+const (
+	describeDepth = 3
+	describeBytes = 256
+)
+
+func describePyTo(b *strings.Builder, v any, depth int) {
 	switch x := v.(type) {
 	case nil:
-		return "None"
+		b.WriteString("None")
 	case string:
-		return shortQuote(x)
+		b.WriteString(shortQuote(x))
 	case int64, bool, float64:
-		return fmt.Sprint(x)
+		fmt.Fprint(b, x)
 	case pyGlobal:
-		return x.String()
+		b.WriteString(x.String())
 	case pyTuple:
-		parts := make([]string, 0, min(len(x), 8))
+		if depth == describeDepth {
+			b.WriteString("(...)")
+			return
+		}
+		b.WriteByte('(')
 		for i, e := range x {
-			if i == 8 {
-				parts = append(parts, "...")
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			if i == 8 || b.Len() > describeBytes {
+				b.WriteString("...")
 				break
 			}
-			parts = append(parts, describePy(e))
+			describePyTo(b, e, depth+1)
 		}
-		return "(" + strings.Join(parts, ", ") + ")"
+		b.WriteByte(')')
+	default:
+		b.WriteString(pyTypeName(v))
 	}
-	return pyTypeName(v)
 }
 
 func shortQuote(s string) string {
