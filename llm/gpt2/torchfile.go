@@ -455,6 +455,9 @@ func (t *torchTensor) info(name string) (tensorInfo, error) {
 		return tensorInfo{}, fmt.Errorf("tensor %q: %w", name, s.err)
 	}
 	es := dtypeSizes[s.dtype]
+	if t.offset < 0 {
+		return tensorInfo{}, fmt.Errorf("tensor %q: negative storage offset %d", name, t.offset)
+	}
 	count, last := int64(1), t.offset // elements, and the index of the last one
 	for i, n := range t.shape {
 		if n < 0 || t.stride[i] < 0 {
@@ -471,15 +474,18 @@ func (t *torchTensor) info(name string) (tensorInfo, error) {
 			last += (n - 1) * t.stride[i]
 		}
 	}
-	if t.offset < 0 || count > 0 && last >= s.numel {
+	ti := tensorInfo{Name: name, DType: s.dtype, Shape: slices.Clone(t.shape)}
+	if count == 0 {
+		// torch checks no offset of an empty tensor (it may lie past the
+		// storage, or overflow a byte offset): it has no bytes to read.
+		ti.Begin, ti.End = s.base, s.base
+		return ti, nil
+	}
+	if last >= s.numel {
 		return tensorInfo{}, fmt.Errorf("tensor %q: offset %d, size %v and stride %v reach past its storage of %d elements",
 			name, t.offset, t.shape, t.stride, s.numel)
 	}
-	ti := tensorInfo{Name: name, DType: s.dtype, Shape: slices.Clone(t.shape), Begin: s.base + t.offset*es}
-	if count == 0 {
-		ti.End = ti.Begin
-		return ti, nil
-	}
+	ti.Begin = s.base + t.offset*es
 	if contiguous(t.shape, t.stride) {
 		ti.End = ti.Begin + count*es
 	} else {

@@ -251,6 +251,13 @@ func TestPyTorchErrors(t *testing.T) {
 			}
 			return b, true
 		}), []string{`tensor "lm_head.weight"`, "reach past its storage of 1536 elements"}},
+		{"negative offset", rezip(t, func(name string, _ *uint16, b []byte) ([]byte, bool) {
+			if strings.HasSuffix(name, "data.pkl") {
+				// wte's storage offset 0 -> -1 (BININT).
+				return bytes.Replace(b, []byte("QK\x00K`K\x10\x86"), []byte("QJ\xff\xff\xff\xffK`K\x10\x86"), 1), true
+			}
+			return b, true
+		}), []string{`tensor "lm_head.weight"`, "negative storage offset -1"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -268,5 +275,30 @@ func TestPyTorchErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPyTorchEmptyViews: torch checks no storage offset of an empty
+// tensor, so torch.save writes (and torch.load reads) empty views whose
+// offset lies past their storage, 2**61 elements even (empty-views.bin,
+// see make.py). They are accepted, and their byte range is an empty one
+// inside the file, as for every tensor.
+func TestPyTorchEmptyViews(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(torchFixtures, "empty-views.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := parseTorch(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"far", "huge"} {
+		ti := h.Tensors[name]
+		if ti.Begin != ti.End || ti.Begin < 0 || ti.End > int64(len(b)) {
+			t.Errorf("empty tensor %q: bytes [%d, %d), want an empty range inside the file of %d", name, ti.Begin, ti.End, len(b))
+		}
+	}
+	if ti := h.Tensors["one"]; ti.End-ti.Begin != 8 {
+		t.Errorf("tensor \"one\": %+v", ti)
 	}
 }

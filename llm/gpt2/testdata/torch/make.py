@@ -130,6 +130,13 @@ def main():
     torch.save(small, os.path.join(HERE, "small-zip.bin"))
     torch.save(small, os.path.join(HERE, "small-legacy.bin"), _use_new_zipfile_serialization=False)
 
+    # Empty views whose storage offset lies past their storage: torch
+    # checks no offset of an empty tensor, and writes and loads these.
+    one = torch.tensor([1.0, 2.0])
+    far = torch.empty(0).set_(one.storage(), 1000, (0,), (1,))
+    huge = torch.empty(0).set_(one.storage(), 2**61, (0, 3), (3, 1))
+    torch.save(OrderedDict([("far", far), ("huge", huge), ("one", one)]), os.path.join(HERE, "empty-views.bin"))
+
     # Two shards and their index, as save_pretrained writes them.
     shard_dir = os.path.join(HERE, "sharded")
     os.makedirs(shard_dir, exist_ok=True)
