@@ -151,6 +151,6 @@ func FuzzUnpickle(f *testing.F) {
 		if end < 1 || end > len(b) || b[end-1] != opStop {
 			t.Fatalf("unpickle ended at %d of %d bytes, not after a STOP", end, len(b))
 		}
-		_, _ = torchHeader(v)
+		_, _ = torchHeader(v, int64(len(b)))
 	})
 }

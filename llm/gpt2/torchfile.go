@@ -305,7 +305,7 @@ func parseTorchZip(data []byte) (*stHeader, error) {
 		}
 		s.place(off, f.UncompressedSize64, int64(len(data)))
 	}
-	return torchHeader(v)
+	return torchHeader(v, int64(len(data)))
 }
 
 func readZipEntry(f *zip.File, limit int64) ([]byte, error) {
@@ -393,7 +393,7 @@ func parseTorchLegacy(data []byte) (*stHeader, error) {
 		s.place(off+8, uint64(size), int64(len(data)))
 		off = min(off+8+size, math.MaxInt64-8)
 	}
-	return torchHeader(v)
+	return torchHeader(v, int64(len(data)))
 }
 
 // place records that storage s's bytes start at off in a file of fileSize
@@ -413,8 +413,8 @@ func (s *torchStorage) place(off int64, size uint64, fileSize int64) {
 // torchHeader turns an unpickled state dict into tensor ranges. A tensor
 // that is a contiguous view gets the byte range of its elements; any
 // other view (transposed, sliced with a step) gets its strides, and its
-// values are gathered when read.
-func torchHeader(v any) (*stHeader, error) {
+// values are gathered when read, into at most fileSize bytes.
+func torchHeader(v any, fileSize int64) (*stHeader, error) {
 	d, ok := v.(*pyDict)
 	if !ok {
 		return nil, fmt.Errorf("the checkpoint holds a %s, not a state dict", pyTypeName(v))
@@ -435,7 +435,7 @@ func torchHeader(v any) (*stHeader, error) {
 	// whatever order the file lists them in (as for safetensors).
 	h := &stHeader{Tensors: map[string]tensorInfo{}}
 	for _, name := range slices.Sorted(maps.Keys(tensors)) {
-		ti, err := tensors[name].info(name)
+		ti, err := tensors[name].info(name, fileSize)
 		if err != nil {
 			return nil, err
 		}
@@ -445,8 +445,11 @@ func torchHeader(v any) (*stHeader, error) {
 }
 
 // info checks that every element of t lies inside its storage and returns
-// its range in the file.
-func (t *torchTensor) info(name string) (tensorInfo, error) {
+// its range in the file. A view that is not contiguous may hold more
+// elements than its storage (an expanded tensor has strides 0); gathered,
+// it may not take more bytes than the file of fileSize bytes, so that a
+// small file cannot make the loader allocate without bound.
+func (t *torchTensor) info(name string, fileSize int64) (tensorInfo, error) {
 	s := t.storage
 	if !s.placed {
 		if s.err == nil {
@@ -489,6 +492,10 @@ func (t *torchTensor) info(name string) (tensorInfo, error) {
 	if contiguous(t.shape, t.stride) {
 		ti.End = ti.Begin + count*es
 	} else {
+		if count > fileSize/es {
+			return tensorInfo{}, fmt.Errorf("tensor %q: a view of size %v and stride %v would take %d elements of %s, more than the whole file of %d bytes holds (an expanded tensor?); save it with .contiguous()",
+				name, t.shape, t.stride, count, s.dtype, fileSize)
+		}
 		ti.Stride = slices.Clone(t.stride)
 		ti.End = s.base + (last+1)*es
 	}

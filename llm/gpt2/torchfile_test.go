@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"unsafe"
@@ -300,5 +301,46 @@ func TestPyTorchEmptyViews(t *testing.T) {
 	}
 	if ti := h.Tensors["one"]; ti.End-ti.Begin != 8 {
 		t.Errorf("tensor \"one\": %+v", ti)
+	}
+}
+
+// TestPyTorchExpandedView: a view with strides 0 may name far more
+// elements than its storage holds. expanded.bin (make.py), 750 bytes that
+// torch.save wrote, holds one element expanded to a 2**20 x 2**20 matrix:
+// gathered, 4 TiB. It is refused when the file is read, before anything
+// is allocated, rather than read into a copy the size of its shape.
+func TestPyTorchExpandedView(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(torchFixtures, "expanded.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := parseTorch(b)
+	if err == nil {
+		t.Fatalf("accepted: %+v", h.Tensors["w"])
+	}
+	for _, want := range []string{`tensor "w"`, "size [1048576 1048576] and stride [0 0]", "more than the whole file of 750 bytes"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not contain %q", err, want)
+		}
+	}
+	// A small expanded view (no fixture holds one) is still read.
+	small := rezip(t, func(name string, _ *uint16, b []byte) ([]byte, bool) {
+		if strings.HasSuffix(name, "data.pkl") {
+			// wte (96, 16) with strides (16, 1) -> (0, 1): every row is row 0.
+			return bytes.Replace(b, []byte("K`K\x10\x86q\tK\x10K\x01"), []byte("K`K\x10\x86q\tK\x00K\x01"), 1), true
+		}
+		return b, true
+	})
+	h, err = parseTorch(small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ti := h.Tensors["transformer.wte.weight"]
+	if !slices.Equal(ti.Stride, []int64{0, 1}) {
+		t.Fatalf("wte: %+v, want strides [0 1]", ti)
+	}
+	rows := gather(small[ti.Begin:ti.End], ti.Shape, ti.Stride, 4)
+	if len(rows) != 96*16*4 || !bytes.Equal(rows[:64], small[ti.Begin:ti.Begin+64]) || !bytes.Equal(rows[95*64:], rows[:64]) {
+		t.Fatalf("wte gathered as %d bytes, not row 0 96 times", len(rows))
 	}
 }

@@ -137,6 +137,10 @@ def main():
     huge = torch.empty(0).set_(one.storage(), 2**61, (0, 3), (3, 1))
     torch.save(OrderedDict([("far", far), ("huge", huge), ("one", one)]), os.path.join(HERE, "empty-views.bin"))
 
+    # An expanded view: one element as a 2**20 x 2**20 matrix (strides 0),
+    # which a 750-byte file holds and which is 4 TiB once gathered.
+    torch.save(OrderedDict([("w", torch.tensor([1.0]).expand(2**20, 2**20))]), os.path.join(HERE, "expanded.bin"))
+
     # Two shards and their index, as save_pretrained writes them.
     shard_dir = os.path.join(HERE, "sharded")
     os.makedirs(shard_dir, exist_ok=True)
