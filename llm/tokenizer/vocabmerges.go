@@ -27,8 +27,9 @@ import (
 // and merges, and as added tokens tokenizer_config.json's
 // added_tokens_decoder, added_tokens.json's entries and the named special
 // tokens (bos, eos, unk, pad, ..., additional_special_tokens) of
-// special_tokens_map.json and tokenizer_config.json. The end-of-sequence
-// token is eos_token.
+// special_tokens_map.json and tokenizer_config.json; bos, eos and unk
+// tokens that neither file names are <|endoftext|>, as GPT2Tokenizer's
+// defaults. The end-of-sequence token is eos_token.
 func LoadVocabMerges(dir string) (*HFTokenizer, error) {
 	doc, eos, err := vocabMergesDoc(dir)
 	if err != nil {
@@ -149,6 +150,15 @@ func vocabMergesDoc(dir string) (map[string]any, string, error) {
 		if err != nil {
 			return nil, "", fmt.Errorf("%s: %w", key, err)
 		}
+		if _, set := cfg[key]; !set && content == "" && (key == "bos_token" || key == "eos_token" || key == "unk_token") {
+			if _, set := specialMap[key]; !set {
+				// GPT2Tokenizer's default for each of the three: <|endoftext|>,
+				// special even when another token is the eos_token.
+				if _, ok := idOf(GPT2EOSText); ok {
+					content = GPT2EOSText
+				}
+			}
+		}
 		if content == "" {
 			continue
 		}
@@ -170,14 +180,6 @@ func vocabMergesDoc(dir string) (map[string]any, string, error) {
 				return nil, "", fmt.Errorf("additional_special_tokens: %s is not a token", r)
 			}
 			if err := markSpecial("additional_special_tokens", content); err != nil {
-				return nil, "", err
-			}
-		}
-	}
-	if eos == "" {
-		if _, ok := idOf(GPT2EOSText); ok {
-			// GPT2Tokenizer's default bos, eos and unk token.
-			if err := markSpecial("eos_token", GPT2EOSText); err != nil {
 				return nil, "", err
 			}
 		}

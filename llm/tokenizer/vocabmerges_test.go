@@ -146,3 +146,40 @@ func TestVocabMergesErrors(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// TestVocabMergesDefaultSpecials: GPT2Tokenizer's bos_token, eos_token and
+// unk_token each default to <|endoftext|>, so a tokenizer_config.json that
+// names only another eos_token still leaves <|endoftext|> special (as bos
+// and unk) in transformers' converted tokenizer: matched whole, skipped
+// when decoding without special tokens. A key set to null has no default.
+func TestVocabMergesDefaultSpecials(t *testing.T) {
+	dir := writeSlowGPT2(t, map[string]string{
+		"added_tokens.json":     `{"<|im_end|>": 50257}`,
+		"tokenizer_config.json": `{"eos_token": "<|im_end|>"}`,
+	})
+	tok, err := Load(dir, LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok.EOSTokenID() != 50257 || !tok.IsSpecial(50257) {
+		t.Errorf("eos %d (special %v), want <|im_end|> = 50257", tok.EOSTokenID(), tok.IsSpecial(50257))
+	}
+	if !tok.IsSpecial(GPT2EOS) {
+		t.Error("<|endoftext|> (the default bos and unk token) is not special")
+	}
+	if got := tok.Encode("a<|endoftext|>", true); !equalIDs(got, []int{64, GPT2EOS}) {
+		t.Errorf("Encode = %v, want [64 %d]", got, GPT2EOS)
+	}
+
+	dir = writeSlowGPT2(t, map[string]string{
+		"added_tokens.json":     `{"<|im_end|>": 50257}`,
+		"tokenizer_config.json": `{"eos_token": "<|im_end|>", "bos_token": null, "unk_token": null}`,
+	})
+	tok, err = Load(dir, LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok.IsSpecial(GPT2EOS) {
+		t.Error("<|endoftext|> is special although bos_token and unk_token are null and eos_token is another")
+	}
+}
