@@ -206,13 +206,16 @@ func vocabMergesDoc(dir string) (map[string]any, string, error) {
 }
 
 // readMerges reads merges.txt: an optional "#version" first line, then one
-// merge per line as two tokens separated by a space.
+// merge per line as two tokens separated by a space. A merge listed again
+// keeps its first place, as in transformers' converter, which takes the
+// keys of GPT2Tokenizer's bpe_ranks dict (in first-insertion order).
 func readMerges(path string) ([][2]string, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
 	var out [][2]string
+	seen := map[[2]string]bool{}
 	for i, line := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
 		line = strings.TrimSuffix(line, "\r")
 		if i == 0 && strings.HasPrefix(line, "#version") || line == "" {
@@ -222,7 +225,11 @@ func readMerges(path string) ([][2]string, error) {
 		if len(parts) != 2 {
 			return nil, fmt.Errorf("merges.txt line %d %q is not two tokens separated by a space", i+1, shorten(line))
 		}
-		out = append(out, [2]string{parts[0], parts[1]})
+		m := [2]string{parts[0], parts[1]}
+		if !seen[m] {
+			seen[m] = true
+			out = append(out, m)
+		}
 	}
 	return out, nil
 }

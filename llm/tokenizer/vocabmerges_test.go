@@ -183,3 +183,28 @@ func TestVocabMergesDefaultSpecials(t *testing.T) {
 		t.Error("<|endoftext|> is special although bos_token and unk_token are null and eos_token is another")
 	}
 }
+
+// TestVocabMergesRepeatedMerge: a merge listed twice keeps its first
+// place. transformers' converter takes list(GPT2Tokenizer.bpe_ranks), a
+// dict's keys in first-insertion order, so "a b", "b c", "a b" are the
+// fast tokenizer's merges "a b" (rank 0) and "b c" (rank 1): "abc" is
+// "ab" "c". (A tokenizer.json lists merges after conversion, and a pair
+// repeated there keeps its last rank, as the Rust library's map does.)
+func TestVocabMergesRepeatedMerge(t *testing.T) {
+	dir := t.TempDir()
+	for name, body := range map[string]string{
+		"vocab.json": `{"a": 0, "b": 1, "c": 2, "ab": 3, "bc": 4}`,
+		"merges.txt": "#version: 0.2\na b\nb c\na b\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tok, err := LoadVocabMerges(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tok.Encode("abc", false); !equalIDs(got, []int{3, 2}) {
+		t.Errorf("Encode(abc) = %v, want [3 2] (ab c)", got)
+	}
+}
