@@ -308,8 +308,14 @@ func (w withModel) Close() error {
 func modelTokenizer(cfg Config, model string, builtin bool) (llm.Tokenizer, error) {
 	spec := cfg.Tokenizer
 	if spec == "" && !builtin {
-		for _, name := range []string{"tokenizer.json", "vocab.json"} {
-			if _, err := os.Stat(filepath.Join(model, name)); err == nil {
+		for _, names := range [][]string{{"tokenizer.json"}, {"vocab.json", "merges.txt"}} {
+			found := true
+			for _, name := range names {
+				if _, err := os.Stat(filepath.Join(model, name)); err != nil {
+					found = false
+				}
+			}
+			if found {
 				spec = model // tokenizer.Load reads either kind of folder
 				break
 			}

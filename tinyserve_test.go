@@ -363,3 +363,23 @@ func TestOpenFromHubCache(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenVocabWithoutMerges: a checkpoint folder with a vocab.json but no
+// merges.txt (and no tokenizer.json) has no tokenizer of its own, so it
+// gets GPT-2's built-in BPE, as docs/gpt2.md says, rather than a "no
+// tokenizer found" error.
+func TestOpenVocabWithoutMerges(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS("testdata/gpt2-tiny")); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(filepath.Join(dir, "tokenizer.json"))
+	if err := os.WriteFile(filepath.Join(dir, "vocab.json"), []byte(`{"a": 0}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e, err := Open(context.Background(), Config{Model: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Close()
+}
