@@ -74,11 +74,18 @@ type pickleHooks struct {
 // a hostile LONG4 from costing quadratic time in big.Int.
 const pickleMaxLongBytes = 64
 
+// pickleMaxBytes bounds one pickle, as maxHeaderBytes bounds a safetensors
+// header and a zip checkpoint's data.pkl: a legacy torch.save file has its
+// pickles inline, and without a bound a hostile one of any size would be
+// run (each byte of it may become a stack slot and an object, some 50
+// bytes of memory). A variable for tests.
+var pickleMaxBytes = maxHeaderBytes
+
 // unpickle runs the pickle that starts at data[pos] up to its STOP and
 // returns the value it leaves and the offset just past the STOP. Errors
 // name the byte offset (in data) of the opcode that failed.
 func unpickle(data []byte, pos int, hooks pickleHooks) (any, int, error) {
-	m := &pickleMachine{data: data, pos: pos, hooks: hooks, memo: map[uint64]any{}}
+	m := &pickleMachine{data: data, pos: pos, start: pos, hooks: hooks, memo: map[uint64]any{}}
 	v, err := m.run()
 	if err != nil {
 		return nil, 0, fmt.Errorf("pickle at byte %d: %w", m.op, err)
@@ -89,6 +96,7 @@ func unpickle(data []byte, pos int, hooks pickleHooks) (any, int, error) {
 type pickleMachine struct {
 	data  []byte
 	pos   int // next byte to read
+	start int // where the pickle starts
 	op    int // offset of the opcode being run, for errors
 	hooks pickleHooks
 	stack []any
@@ -450,6 +458,9 @@ func (m *pickleMachine) run() (any, error) {
 func (m *pickleMachine) read(n int) ([]byte, error) {
 	if n < 0 || n > len(m.data)-m.pos {
 		return nil, fmt.Errorf("truncated: %d bytes needed, %d left", n, len(m.data)-m.pos)
+	}
+	if m.pos+n-m.start > pickleMaxBytes {
+		return nil, fmt.Errorf("pickle longer than the %d-byte limit", pickleMaxBytes)
 	}
 	b := m.data[m.pos : m.pos+n]
 	m.pos += n

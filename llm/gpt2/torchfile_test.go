@@ -344,3 +344,21 @@ func TestPyTorchExpandedView(t *testing.T) {
 		t.Fatalf("wte gathered as %d bytes, not row 0 96 times", len(rows))
 	}
 }
+
+// TestPyTorchLegacyPickleBound: the legacy format's pickles lie inline in
+// the file, unlike the zip format's data.pkl (at most 100 MB); each is held
+// to the same bound, so a hostile file of gigabytes of opcodes is refused
+// rather than run. The bound is lowered here to below legacy-f32.bin's
+// state dict pickle.
+func TestPyTorchLegacyPickleBound(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(torchFixtures, "legacy-f32.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func(n int) { pickleMaxBytes = n }(pickleMaxBytes)
+	pickleMaxBytes = 1000
+	_, err = parseTorch(b)
+	if err == nil || !strings.Contains(err.Error(), "pickle longer than the 1000-byte") {
+		t.Fatalf("err = %v, want the pickle's length refused", err)
+	}
+}
