@@ -450,6 +450,12 @@ func (m *pickleMachine) run() (any, error) {
 			}
 			m.push(v)
 		default:
+			if m.data[m.start] != opProto {
+				// Protocols 0 and 1 have no PROTO opcode, and write text
+				// opcodes (INT for a bool, LONG, PUT, ...) that 2 and later
+				// replace; torch.save writes them with pickle_protocol=1.
+				return nil, fmt.Errorf("opcode 0x%02x of a pickle of protocol 0 or 1 (no PROTO opcode at its start) is not supported: protocols 2 to 5 are (torch.save's default is 2)", c[0])
+			}
 			return nil, fmt.Errorf("opcode 0x%02x is not supported (a checkpoint of tensors needs only data opcodes)", c[0])
 		}
 	}

@@ -48,6 +48,7 @@ func TestUnpickleRefuses(t *testing.T) {
 		{"values left", "\x80\x02K\x01K\x02.", "STOP with 2 values"},
 		{"no STOP", "\x80\x02K\x01", "truncated"},
 		{"protocol 1", "\x80\x01K\x01.", "pickle protocol 1"},
+		{"protocol 1 without PROTO", "(I01\nt.", "opcode 0x49 of a pickle of protocol 0 or 1"},
 		{"dict key a tuple", "\x80\x02}(K\x01\x85K\x02u.", "dict key of type tuple"},
 		{"string past the end", "\x80\x02X\xff\x00\x00\x00ab.", "truncated"},
 		{"huge integer", "\x80\x02\x8b\x00\x00\x01\x00" + strings.Repeat("\x01", 65536) + ".", "integer of 65536 bytes"},

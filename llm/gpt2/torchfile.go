@@ -243,6 +243,9 @@ func parseTorch(data []byte) (*stHeader, error) {
 	if len(data) > 1 && data[0] == opProto {
 		return parseTorchLegacy(data)
 	}
+	if bytes.HasPrefix(data, []byte("L119547037146038801333356L\n")) { // the legacy magic number, pickled as text
+		return nil, fmt.Errorf("this is torch.save's legacy format with pickle protocol 0 or 1, which is not supported (2 to 5 are): load and save it again with torch.save's default protocol")
+	}
 	return nil, fmt.Errorf("not a PyTorch checkpoint: neither a zip archive nor a pickle")
 }
 
