@@ -102,7 +102,17 @@ type pickleMachine struct {
 	stack []any
 	marks []int // stack heights at each MARK
 	memo  map[uint64]any
+	// pushes counts the values put on the stack, which bounds what the
+	// pickle can make the machine hold (see pickleMaxValues).
+	pushes int
 }
+
+// pickleMaxValues bounds the values one pickle may build. A state dict
+// pickle pushes about a dozen per tensor (the largest models have some
+// thousands of tensors); the bound keeps a hostile pickle of one-byte
+// opcodes (each a new list, say) from allocating some GB within the size
+// limit.
+var pickleMaxValues = 1 << 22 // a variable for its test
 
 // pickle opcodes, by name as in CPython's pickletools.
 const (
@@ -157,6 +167,9 @@ const (
 
 func (m *pickleMachine) run() (any, error) {
 	for {
+		if m.pushes > pickleMaxValues {
+			return nil, fmt.Errorf("the pickle builds more than %d values: not a state dict of tensors", pickleMaxValues)
+		}
 		m.op = m.pos
 		c, err := m.read(1)
 		if err != nil {
@@ -515,7 +528,10 @@ func (m *pickleMachine) line() (string, error) {
 	return s, nil
 }
 
-func (m *pickleMachine) push(v any) { m.stack = append(m.stack, v) }
+func (m *pickleMachine) push(v any) {
+	m.stack = append(m.stack, v)
+	m.pushes++
+}
 
 // floor is the stack height below which the innermost MARK protects values.
 func (m *pickleMachine) floor() int {

@@ -87,3 +87,17 @@ func TestUnpickleErrorsAreShort(t *testing.T) {
 		})
 	}
 }
+
+// TestUnpickleValueBound: a pickle of nothing but one-byte EMPTY_LIST
+// opcodes (50 bytes of memory each) is refused once it has built
+// pickleMaxValues values, not after some GB.
+func TestUnpickleValueBound(t *testing.T) {
+	defer func(n int) { pickleMaxValues = n }(pickleMaxValues)
+	pickleMaxValues = 1000
+	p := "\x80\x02" + strings.Repeat("]", pickleMaxValues+10) + "."
+	u := &torchUnpickler{storages: map[string]*torchStorage{}}
+	_, _, err := unpickle([]byte(p), 0, u.hooks())
+	if err == nil || !strings.Contains(err.Error(), "builds more than") {
+		t.Fatalf("err = %v", err)
+	}
+}
