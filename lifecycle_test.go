@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tinyserve/tinyserve/llm"
+
 	"go.uber.org/goleak"
 
 	"github.com/tinyserve/tinyserve/openai"
@@ -93,11 +95,13 @@ func TestCPUBackendHostileClients(t *testing.T) {
 	}
 	t.Logf("stats %+v", eng.Stats())
 
-	// A last wave, closed under the clients' feet.
+	// A last wave, closed under the clients' feet: Close comes once all six
+	// are in the engine and have generated, each long enough (90 tokens,
+	// nearly the whole pool: they take turns) that none can finish first.
 	results := make(chan string, 6)
 	for i := range 6 {
 		go func() {
-			resp, err := post(context.Background(), fmt.Sprintf(`{"prompt":"late %d","max_tokens":60,"ignore_eos":true,"stream":true}`, i))
+			resp, err := post(context.Background(), fmt.Sprintf(`{"prompt":"late %d","max_tokens":90,"ignore_eos":true,"stream":true}`, i))
 			if err != nil {
 				results <- err.Error()
 				return
@@ -108,7 +112,8 @@ func TestCPUBackendHostileClients(t *testing.T) {
 		}()
 	}
 	generated := eng.Stats().GenerationTokens
-	for deadline := time.Now().Add(10 * time.Second); eng.Stats().GenerationTokens < generated+6 || eng.Stats().Running == 0; time.Sleep(time.Millisecond) {
+	inEngine := func(s llm.Stats) bool { return s.Running+s.Waiting == 6 && s.GenerationTokens >= generated+6 }
+	for deadline := time.Now().Add(10 * time.Second); !inEngine(eng.Stats()); time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the last wave never ran: %+v", eng.Stats())
 		}
