@@ -2,9 +2,7 @@ package gpt2
 
 import (
 	"bytes"
-	"encoding/binary"
 	"fmt"
-	"math"
 	"math/big"
 )
 
@@ -114,57 +112,6 @@ type pickleMachine struct {
 // limit.
 var pickleMaxValues = 1 << 22 // a variable for its test
 
-// pickle opcodes, by name as in CPython's pickletools.
-const (
-	opMark           = '('
-	opStop           = '.'
-	opPop            = '0'
-	opPopMark        = '1'
-	opDup            = '2'
-	opBinFloat       = 'G'
-	opBinInt         = 'J'
-	opBinInt1        = 'K'
-	opBinInt2        = 'M'
-	opNone           = 'N'
-	opBinPersID      = 'Q'
-	opReduce         = 'R'
-	opBinString      = 'T'
-	opShortBinString = 'U'
-	opBinUnicode     = 'X'
-	opAppend         = 'a'
-	opBuild          = 'b'
-	opGlobal         = 'c'
-	opDict           = 'd'
-	opAppends        = 'e'
-	opBinGet         = 'h'
-	opLongBinGet     = 'j'
-	opList           = 'l'
-	opBinPut         = 'q'
-	opLongBinPut     = 'r'
-	opSetItem        = 's'
-	opTuple          = 't'
-	opSetItems       = 'u'
-	opEmptyDict      = '}'
-	opEmptyList      = ']'
-	opEmptyTuple     = ')'
-	opBinBytes       = 'B'
-	opShortBinBytes  = 'C'
-	opProto          = 0x80
-	opTuple1         = 0x85
-	opTuple2         = 0x86
-	opTuple3         = 0x87
-	opNewTrue        = 0x88
-	opNewFalse       = 0x89
-	opLong1          = 0x8a
-	opLong4          = 0x8b
-	opShortBinUni    = 0x8c
-	opBinUnicode8    = 0x8d
-	opBinBytes8      = 0x8e
-	opStackGlobal    = 0x93
-	opMemoize        = 0x94
-	opFrame          = 0x95
-)
-
 func (m *pickleMachine) run() (any, error) {
 	for {
 		if m.pushes > pickleMaxValues {
@@ -175,8 +122,8 @@ func (m *pickleMachine) run() (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		switch c[0] {
-		case opStop:
+		op := c[0]
+		if op == opStop {
 			if len(m.marks) > 0 {
 				return nil, fmt.Errorf("STOP inside an unclosed MARK")
 			}
@@ -184,292 +131,19 @@ func (m *pickleMachine) run() (any, error) {
 				return nil, fmt.Errorf("STOP with %d values on the stack, want 1", len(m.stack))
 			}
 			return m.stack[0], nil
-		case opProto:
-			v, err := m.read(1)
-			if err != nil {
-				return nil, err
-			}
-			if v[0] < 2 || v[0] > 5 {
-				return nil, fmt.Errorf("pickle protocol %d is not supported (2 to 5 are)", v[0])
-			}
-		case opFrame:
-			if _, err := m.read(8); err != nil { // a hint for buffered readers
-				return nil, err
-			}
-		case opMark:
-			m.marks = append(m.marks, len(m.stack))
-		case opPop:
-			if _, err := m.pop(); err != nil {
-				return nil, err
-			}
-		case opPopMark:
-			if _, err := m.popMark(); err != nil {
-				return nil, err
-			}
-		case opDup:
-			v, err := m.top()
-			if err != nil {
-				return nil, err
-			}
-			m.push(v)
-		case opNone:
-			m.push(nil)
-		case opNewTrue:
-			m.push(true)
-		case opNewFalse:
-			m.push(false)
-		case opBinInt:
-			b, err := m.read(4)
-			if err != nil {
-				return nil, err
-			}
-			m.push(int64(int32(binary.LittleEndian.Uint32(b))))
-		case opBinInt1:
-			b, err := m.read(1)
-			if err != nil {
-				return nil, err
-			}
-			m.push(int64(b[0]))
-		case opBinInt2:
-			b, err := m.read(2)
-			if err != nil {
-				return nil, err
-			}
-			m.push(int64(binary.LittleEndian.Uint16(b)))
-		case opLong1, opLong4:
-			n, err := m.length(lengthWidth[c[0]])
-			if err != nil {
-				return nil, err
-			}
-			if n > pickleMaxLongBytes {
-				return nil, fmt.Errorf("integer of %d bytes is too long (at most %d)", n, pickleMaxLongBytes)
-			}
-			b, err := m.read(n)
-			if err != nil {
-				return nil, err
-			}
-			m.push(decodeLong(b))
-		case opBinFloat:
-			b, err := m.read(8)
-			if err != nil {
-				return nil, err
-			}
-			m.push(math.Float64frombits(binary.BigEndian.Uint64(b)))
-		case opShortBinUni, opBinUnicode, opBinUnicode8:
-			n, err := m.length(lengthWidth[c[0]])
-			if err != nil {
-				return nil, err
-			}
-			b, err := m.read(n)
-			if err != nil {
-				return nil, err
-			}
-			m.push(string(b))
-		case opShortBinString, opBinString, opShortBinBytes, opBinBytes, opBinBytes8:
-			n, err := m.length(lengthWidth[c[0]])
-			if err != nil {
-				return nil, err
-			}
-			b, err := m.read(n)
-			if err != nil {
-				return nil, err
-			}
-			if c[0] == opShortBinString || c[0] == opBinString {
-				m.push(string(b)) // Python 2 str: torch reads it as text too
-			} else {
-				m.push(bytes.Clone(b))
-			}
-		case opEmptyTuple:
-			m.push(pyTuple{})
-		case opTuple:
-			items, err := m.popMark()
-			if err != nil {
-				return nil, err
-			}
-			m.push(pyTuple(items))
-		case opTuple1, opTuple2, opTuple3:
-			n := int(c[0]-opTuple1) + 1
-			if len(m.stack)-m.floor() < n {
-				return nil, fmt.Errorf("TUPLE%d with %d values on the stack", n, len(m.stack)-m.floor())
-			}
-			items := append(pyTuple{}, m.stack[len(m.stack)-n:]...)
-			m.stack = m.stack[:len(m.stack)-n]
-			m.push(items)
-		case opEmptyList:
-			m.push(&pyList{})
-		case opList:
-			items, err := m.popMark()
-			if err != nil {
-				return nil, err
-			}
-			m.push(&pyList{items: items})
-		case opAppend, opAppends:
-			var items []any
-			if c[0] == opAppend {
-				v, err := m.pop()
-				if err != nil {
-					return nil, err
-				}
-				items = []any{v}
-			} else if items, err = m.popMark(); err != nil {
-				return nil, err
-			}
-			t, err := m.top()
-			if err != nil {
-				return nil, err
-			}
-			l, ok := t.(*pyList)
-			if !ok {
-				return nil, fmt.Errorf("APPEND to a %s, not a list", pyTypeName(t))
-			}
-			l.items = append(l.items, items...)
-		case opEmptyDict:
-			m.push(&pyDict{})
-		case opDict:
-			items, err := m.popMark()
-			if err != nil {
-				return nil, err
-			}
-			d := &pyDict{}
-			if err := setItems(d, items); err != nil {
-				return nil, err
-			}
-			m.push(d)
-		case opSetItem, opSetItems:
-			var items []any
-			if c[0] == opSetItem {
-				if len(m.stack)-m.floor() < 3 {
-					return nil, fmt.Errorf("SETITEM with %d values on the stack", len(m.stack)-m.floor())
-				}
-				items = append([]any{}, m.stack[len(m.stack)-2:]...)
-				m.stack = m.stack[:len(m.stack)-2]
-			} else if items, err = m.popMark(); err != nil {
-				return nil, err
-			}
-			t, err := m.top()
-			if err != nil {
-				return nil, err
-			}
-			d, ok := t.(*pyDict)
-			if !ok {
-				return nil, fmt.Errorf("SETITEM on a %s, not a dict", pyTypeName(t))
-			}
-			if err := setItems(d, items); err != nil {
-				return nil, err
-			}
-		case opBinPut, opLongBinPut, opMemoize:
-			var idx uint64
-			switch c[0] {
-			case opBinPut:
-				b, err := m.read(1)
-				if err != nil {
-					return nil, err
-				}
-				idx = uint64(b[0])
-			case opLongBinPut:
-				b, err := m.read(4)
-				if err != nil {
-					return nil, err
-				}
-				idx = uint64(binary.LittleEndian.Uint32(b))
-			default:
-				idx = uint64(len(m.memo))
-			}
-			v, err := m.top()
-			if err != nil {
-				return nil, err
-			}
-			m.memo[idx] = v
-		case opBinGet, opLongBinGet:
-			var idx uint64
-			if c[0] == opBinGet {
-				b, err := m.read(1)
-				if err != nil {
-					return nil, err
-				}
-				idx = uint64(b[0])
-			} else {
-				b, err := m.read(4)
-				if err != nil {
-					return nil, err
-				}
-				idx = uint64(binary.LittleEndian.Uint32(b))
-			}
-			v, ok := m.memo[idx]
-			if !ok {
-				return nil, fmt.Errorf("memo entry %d was never stored", idx)
-			}
-			m.push(v)
-		case opGlobal:
-			module, err := m.line()
-			if err != nil {
-				return nil, err
-			}
-			name, err := m.line()
-			if err != nil {
-				return nil, err
-			}
-			m.push(pyGlobal{module, name})
-		case opStackGlobal:
-			name, err1 := m.pop()
-			module, err2 := m.pop()
-			if err1 != nil || err2 != nil {
-				return nil, fmt.Errorf("STACK_GLOBAL needs two values on the stack")
-			}
-			ms, ok1 := module.(string)
-			ns, ok2 := name.(string)
-			if !ok1 || !ok2 {
-				return nil, fmt.Errorf("STACK_GLOBAL of a %s and a %s, not two strings", pyTypeName(module), pyTypeName(name))
-			}
-			m.push(pyGlobal{ms, ns})
-		case opReduce:
-			args, err1 := m.pop()
-			fn, err2 := m.pop()
-			if err1 != nil || err2 != nil {
-				return nil, fmt.Errorf("REDUCE needs two values on the stack")
-			}
-			g, ok := fn.(pyGlobal)
-			if !ok {
-				return nil, fmt.Errorf("REDUCE calls a %s, not a global", pyTypeName(fn))
-			}
-			t, ok := args.(pyTuple)
-			if !ok {
-				return nil, fmt.Errorf("REDUCE of %s with a %s, not a tuple of arguments", g, pyTypeName(args))
-			}
-			v, err := m.hooks.call(g, t)
-			if err != nil {
-				return nil, err
-			}
-			m.push(v)
-		case opBuild:
-			state, err1 := m.pop()
-			obj, err2 := m.pop()
-			if err1 != nil || err2 != nil {
-				return nil, fmt.Errorf("BUILD needs two values on the stack")
-			}
-			v, err := m.hooks.build(obj, state)
-			if err != nil {
-				return nil, err
-			}
-			m.push(v)
-		case opBinPersID:
-			pid, err := m.pop()
-			if err != nil {
-				return nil, err
-			}
-			v, err := m.hooks.persistentLoad(pid)
-			if err != nil {
-				return nil, err
-			}
-			m.push(v)
-		default:
+		}
+		run := pickleOps[op]
+		if run == nil {
 			if m.data[m.start] != opProto {
 				// Protocols 0 and 1 have no PROTO opcode, and write text
 				// opcodes (INT for a bool, LONG, PUT, ...) that 2 and later
 				// replace; torch.save writes them with pickle_protocol=1.
-				return nil, fmt.Errorf("opcode 0x%02x of a pickle of protocol 0 or 1 (no PROTO opcode at its start) is not supported: protocols 2 to 5 are (torch.save's default is 2)", c[0])
+				return nil, fmt.Errorf("opcode 0x%02x of a pickle of protocol 0 or 1 (no PROTO opcode at its start) is not supported: protocols 2 to 5 are (torch.save's default is 2)", op)
 			}
-			return nil, fmt.Errorf("opcode 0x%02x is not supported (a checkpoint of tensors needs only data opcodes)", c[0])
+			return nil, fmt.Errorf("opcode 0x%02x is not supported (a checkpoint of tensors needs only data opcodes)", op)
+		}
+		if err := run(m, op); err != nil {
+			return nil, err
 		}
 	}
 }
@@ -486,30 +160,34 @@ func (m *pickleMachine) read(n int) ([]byte, error) {
 	return b, nil
 }
 
-// lengthWidth is the size in bytes of the length that precedes the value
-// of each length-prefixed opcode.
-var lengthWidth = map[byte]int{
-	opLong1: 1, opLong4: 4,
-	opShortBinUni: 1, opBinUnicode: 4, opBinUnicode8: 8,
-	opShortBinString: 1, opBinString: 4,
-	opShortBinBytes: 1, opBinBytes: 4, opBinBytes8: 8,
+// uint reads a little-endian unsigned integer of width bytes (1, 2, 4 or 8).
+func (m *pickleMachine) uint(width int) (uint64, error) {
+	b, err := m.read(width)
+	if err != nil {
+		return 0, err
+	}
+	var v uint64
+	for i := width - 1; i >= 0; i-- {
+		v = v<<8 | uint64(b[i])
+	}
+	return v, nil
+}
+
+// prefixed reads the length-prefixed value of opcode op (a string or bytes).
+func (m *pickleMachine) prefixed(op byte) ([]byte, error) {
+	n, err := m.length(lengthWidth[op])
+	if err != nil {
+		return nil, err
+	}
+	return m.read(n)
 }
 
 // length reads a little-endian length of width bytes (1, 4 or 8) and
 // checks that that many bytes follow.
 func (m *pickleMachine) length(width int) (int, error) {
-	b, err := m.read(width)
+	n, err := m.uint(width)
 	if err != nil {
 		return 0, err
-	}
-	var n uint64
-	switch width {
-	case 1:
-		n = uint64(b[0])
-	case 4:
-		n = uint64(binary.LittleEndian.Uint32(b))
-	default:
-		n = binary.LittleEndian.Uint64(b)
 	}
 	if n > uint64(len(m.data)-m.pos) {
 		return 0, fmt.Errorf("truncated: a value of %d bytes, %d left", n, len(m.data)-m.pos)
