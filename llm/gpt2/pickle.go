@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math/big"
+	"strings"
 )
 
 // This file reads Python pickles as data. A PyTorch checkpoint
@@ -312,4 +313,60 @@ func pyTypeName(v any) string {
 		return "global " + v.String()
 	}
 	return fmt.Sprintf("%T", v)
+}
+
+// describePy prints a short Python-like form of a pickled value for errors.
+// Tuples are shown to a depth of describeDepth and the whole to about
+// describeBytes: a pickle builds a tuple of eight references to a tuple
+// of eight references ... in a few bytes a level (MARK, BINGETs, TUPLE,
+// BINPUT), so printing every element would cost 8^depth, and the nesting
+// itself may be millions deep.
+func describePy(v any) string {
+	var b strings.Builder
+	describePyTo(&b, v, 0)
+	return b.String()
+}
+
+const (
+	describeDepth = 3
+	describeBytes = 256
+)
+
+func describePyTo(b *strings.Builder, v any, depth int) {
+	switch x := v.(type) {
+	case nil:
+		b.WriteString("None")
+	case string:
+		b.WriteString(shortQuote(x))
+	case int64, bool, float64:
+		fmt.Fprint(b, x)
+	case pyGlobal:
+		b.WriteString(x.String())
+	case pyTuple:
+		if depth == describeDepth {
+			b.WriteString("(...)")
+			return
+		}
+		b.WriteByte('(')
+		for i, e := range x {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			if i == 8 || b.Len() > describeBytes {
+				b.WriteString("...")
+				break
+			}
+			describePyTo(b, e, depth+1)
+		}
+		b.WriteByte(')')
+	default:
+		b.WriteString(pyTypeName(v))
+	}
+}
+
+func shortQuote(s string) string {
+	if len(s) > 64 {
+		return fmt.Sprintf("%q...", s[:64])
+	}
+	return fmt.Sprintf("%q", s)
 }
