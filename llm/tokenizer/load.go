@@ -151,23 +151,30 @@ func Locate(spec string, opts LoadOptions) (path string, builtin bool, err error
 		if p, ok := inHubCache(repo); ok {
 			return p, false, nil
 		}
-		nf.Looked = append(nf.Looked, filepath.Join(repo, "snapshots", "*", "tokenizer.json"))
+		nf.Looked = append(nf.Looked, filepath.Join(repo, "snapshots", "*", "tokenizer.json")+" (or vocab.json + merges.txt)")
 	}
 	if hub := opts.hubCache(); hub != "" {
 		repo := hfhub.RepoDir(hub, spec)
 		if p, ok := inHubCache(repo); ok {
 			return p, false, nil
 		}
-		nf.Looked = append(nf.Looked, filepath.Join(repo, "snapshots", "*", "tokenizer.json"))
+		nf.Looked = append(nf.Looked, filepath.Join(repo, "snapshots", "*", "tokenizer.json")+" (or vocab.json + merges.txt)")
 	}
 	return "", false, nf
 }
 
-// inHubCache finds tokenizer.json in one repository folder of a Hugging Face
-// hub cache (see hfhub.Snapshot for which snapshot).
+// inHubCache finds tokenizer.json, or lacking it vocab.json with
+// merges.txt, in one repository folder of a Hugging Face hub cache (see
+// hfhub.Snapshot for which snapshot).
 func inHubCache(repoDir string) (string, bool) {
-	d, ok := hfhub.Snapshot(repoDir, func(d string) bool { return isFile(filepath.Join(d, "tokenizer.json")) })
-	return filepath.Join(d, "tokenizer.json"), ok
+	d, ok := hfhub.Snapshot(repoDir, func(d string) bool { return isFile(filepath.Join(d, "tokenizer.json")) || hasVocabMerges(d) })
+	if !ok {
+		return "", false
+	}
+	if isFile(filepath.Join(d, "tokenizer.json")) {
+		return filepath.Join(d, "tokenizer.json"), true
+	}
+	return filepath.Join(d, "vocab.json"), true
 }
 
 func isFile(p string) bool { return hfhub.IsFile(p) }

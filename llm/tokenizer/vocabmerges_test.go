@@ -208,3 +208,24 @@ func TestVocabMergesRepeatedMerge(t *testing.T) {
 		t.Errorf("Encode(abc) = %v, want [3 2] (ab c)", got)
 	}
 }
+
+// TestVocabMergesInHubCache: a Hugging Face id whose cached snapshot has
+// only vocab.json and merges.txt (no tokenizer.json) is found by id.
+func TestVocabMergesInHubCache(t *testing.T) {
+	slow := writeSlowGPT2(t, nil)
+	hub := t.TempDir()
+	snap := filepath.Join(hub, "models--org--slow-gpt2", "snapshots", "abc")
+	if err := os.MkdirAll(filepath.Dir(snap), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(slow, snap); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := Load("org/slow-gpt2", LoadOptions{HFHubCache: hub})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := tok.Encode("Hello world", false), gpt2(t).Encode("Hello world", false); !equalIDs(got, want) {
+		t.Errorf("Encode = %v, want %v", got, want)
+	}
+}
