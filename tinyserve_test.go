@@ -357,7 +357,7 @@ func TestOpenFromHubCache(t *testing.T) {
 	if err == nil {
 		t.Fatal("a model missing from the cache was opened")
 	}
-	for _, want := range []string{"nothing is downloaded", filepath.Join(hub, "models--openai-community--gpt2-medium", "snapshots", "*"), "huggingface-cli download openai-community/gpt2-medium"} {
+	for _, want := range []string{"nothing is downloaded", filepath.Join(hub, "models--openai-community--gpt2-medium", "snapshots", "*"), "hf download openai-community/gpt2-medium config.json model.safetensors tokenizer.json"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %q", err, want)
 		}

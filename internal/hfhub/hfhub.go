@@ -89,6 +89,14 @@ func Snapshot(repoDir string, ok func(dir string) bool) (string, bool) {
 	return "", false
 }
 
+// DownloadCommand is the command line that fetches files of repository id
+// into the hub cache: `hf download`, the CLI of huggingface_hub 0.34 and
+// later (1.0 removed huggingface-cli, whose download subcommand an older
+// huggingface_hub has instead, with the same arguments).
+func DownloadCommand(id string, files ...string) string {
+	return strings.Join(append([]string{"hf", "download", id}, files...), " ")
+}
+
 // IsFile reports whether p is a regular file (following symbolic links, as
 // a cache's snapshot files are links into its blobs folder).
 func IsFile(p string) bool {

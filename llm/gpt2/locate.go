@@ -30,7 +30,8 @@ func (e *NotFoundError) Error() string {
 		b.WriteString("\n  " + l)
 	}
 	if hfhub.IsRepoID(e.Model) {
-		fmt.Fprintf(&b, "\nfetch it into the cache once with: huggingface-cli download %s config.json model.safetensors tokenizer.json", e.Model)
+		fmt.Fprintf(&b, "\nfetch it into the cache once with: %s (huggingface_hub before 0.34: huggingface-cli download, same arguments)",
+			hfhub.DownloadCommand(e.Model, "config.json", "model.safetensors", "tokenizer.json"))
 	}
 	return b.String()
 }

@@ -99,7 +99,8 @@ func (e *NotFoundError) Error() string {
 	b.WriteString("\nprovide it by passing the path of a tokenizer.json or of a model folder that has one")
 	if hfhub.IsRepoID(e.Spec) {
 		fmt.Fprintf(&b, ", by putting it at <tokenizer-dir>/%s/tokenizer.json and passing --tokenizer-dir,", e.Spec)
-		fmt.Fprintf(&b, " or by fetching it into the Hugging Face cache once: huggingface-cli download %s tokenizer.json tokenizer_config.json", e.Spec)
+		fmt.Fprintf(&b, " or by fetching it into the Hugging Face cache once: %s (huggingface_hub before 0.34: huggingface-cli download, same arguments)",
+			hfhub.DownloadCommand(e.Spec, "tokenizer.json", "tokenizer_config.json"))
 	}
 	b.WriteString(`; "gpt2" is built in`)
 	return b.String()

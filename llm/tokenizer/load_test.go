@@ -125,7 +125,7 @@ func TestNotFoundMessage(t *testing.T) {
 	for _, want := range []string{
 		filepath.Join(hub, "models--Qwen--Qwen2.5-0.5B-Instruct", "snapshots", "*", "tokenizer.json"),
 		filepath.Join(tokDir, "Qwen", "Qwen2.5-0.5B-Instruct", "tokenizer.json"),
-		"huggingface-cli download Qwen/Qwen2.5-0.5B-Instruct",
+		"hf download Qwen/Qwen2.5-0.5B-Instruct tokenizer.json tokenizer_config.json",
 		"--tokenizer-dir",
 		"nothing is downloaded",
 	} {
