@@ -316,7 +316,11 @@ func modelTokenizer(cfg Config, model string, builtin bool) (llm.Tokenizer, erro
 				}
 			}
 			if found {
-				spec = model // tokenizer.Load reads either kind of folder
+				// The file, not the folder: a folder called gpt2 (or
+				// openai-community/gpt2) would name the built-in BPE.
+				// tokenizer.Load reads a vocab.json with the merges.txt
+				// beside it.
+				spec = filepath.Join(model, names[0])
 				break
 			}
 		}

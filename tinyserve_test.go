@@ -383,3 +383,35 @@ func TestOpenVocabWithoutMerges(t *testing.T) {
 	}
 	e.Close()
 }
+
+// TestOpenFolderNamedGPT2: a checkpoint folder whose relative path is also
+// the built-in tokenizer's name (gpt2, openai-community/gpt2: what
+// `hf download gpt2 --local-dir gpt2` makes) is read with its own
+// tokenizer files, not GPT-2's built-in BPE: here a slow tokenizer of 3
+// tokens, which the model's vocabulary refuses.
+func TestOpenFolderNamedGPT2(t *testing.T) {
+	wd := t.TempDir()
+	for _, name := range []string{"gpt2", filepath.Join("openai-community", "gpt2")} {
+		dir := filepath.Join(wd, name)
+		if err := os.CopyFS(dir, os.DirFS("testdata/gpt2-tiny")); err != nil {
+			t.Fatal(err)
+		}
+		for f, body := range map[string]string{"vocab.json": `{"a": 0, "b": 1, "ab": 2}`, "merges.txt": "#version: 0.2\na b\n"} {
+			if err := os.WriteFile(filepath.Join(dir, f), []byte(body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	t.Chdir(wd)
+	for _, model := range []string{"gpt2", "openai-community/gpt2"} {
+		e, err := Open(context.Background(), Config{Model: model, Getenv: func(string) string { return "" }})
+		if err == nil {
+			e.Close()
+			t.Errorf("%s: opened with GPT-2's built-in tokenizer, not the folder's", model)
+			continue
+		}
+		if want := "tokenizer has 3 tokens"; !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %q does not mention %q", model, err, want)
+		}
+	}
+}
