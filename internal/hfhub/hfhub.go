@@ -15,25 +15,80 @@ import (
 // the environment (read through getenv): $HF_HUB_CACHE, else the older
 // $HUGGINGFACE_HUB_CACHE, else $HF_HOME/hub, else
 // $XDG_CACHE_HOME/huggingface/hub, else ~/.cache/huggingface/hub ($HOME,
-// or $USERPROFILE on Windows). "" when none of them is set.
+// or $USERPROFILE on Windows). "" when none of them is set. A leading ~
+// and $VAR or ${VAR} in the value are expanded (see ExpandPath), as
+// huggingface_hub expands them: HF_HOME=~/hf in a .env file or a
+// container's environment, where no shell expands it, is ~/hf.
 func CacheDir(getenv func(string) string) string {
 	for _, v := range []string{"HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"} {
+		if d := getenv(v); d != "" {
+			return ExpandPath(d, getenv)
+		}
+	}
+	if d := getenv("HF_HOME"); d != "" {
+		return filepath.Join(ExpandPath(d, getenv), "hub")
+	}
+	if d := getenv("XDG_CACHE_HOME"); d != "" {
+		return filepath.Join(ExpandPath(d, getenv), "huggingface", "hub")
+	}
+	if d := home(getenv); d != "" {
+		return filepath.Join(d, ".cache", "huggingface", "hub")
+	}
+	return ""
+}
+
+// home is the user's home folder: $HOME, or $USERPROFILE on Windows.
+func home(getenv func(string) string) string {
+	for _, v := range []string{"HOME", "USERPROFILE"} {
 		if d := getenv(v); d != "" {
 			return d
 		}
 	}
-	if d := getenv("HF_HOME"); d != "" {
-		return filepath.Join(d, "hub")
-	}
-	if d := getenv("XDG_CACHE_HOME"); d != "" {
-		return filepath.Join(d, "huggingface", "hub")
-	}
-	for _, v := range []string{"HOME", "USERPROFILE"} {
-		if d := getenv(v); d != "" {
-			return filepath.Join(d, ".cache", "huggingface", "hub")
+	return ""
+}
+
+// ExpandPath expands p as huggingface_hub expands its cache variables
+// (Python's os.path.expandvars(os.path.expanduser(p))): a leading ~ (alone,
+// or before a path separator) becomes the home folder, then $NAME and
+// ${NAME} become the variable's value read through getenv. A variable that
+// is unset (or empty), like a ~ without a home folder, is left as written.
+func ExpandPath(p string, getenv func(string) string) string {
+	if p == "~" || strings.HasPrefix(p, "~/") || strings.HasPrefix(p, `~\`) {
+		if h := home(getenv); h != "" {
+			p = h + p[1:]
 		}
 	}
-	return ""
+	var b strings.Builder
+	for {
+		i := strings.IndexByte(p, '$')
+		if i < 0 {
+			b.WriteString(p)
+			return b.String()
+		}
+		b.WriteString(p[:i])
+		p = p[i:]
+		name, n := "", 0 // the variable's name, and the length of its reference
+		if strings.HasPrefix(p, "${") {
+			if j := strings.IndexByte(p, '}'); j > 2 && !strings.ContainsRune(p[2:j], '/') {
+				name, n = p[2:j], j+1
+			}
+		} else {
+			for n = 1; n < len(p) && isNameByte(p[n]); n++ {
+			}
+			name = p[1:n]
+		}
+		if v := getenv(name); name != "" && v != "" {
+			b.WriteString(v)
+			p = p[n:]
+			continue
+		}
+		b.WriteByte('$') // not a reference, or to a variable not set
+		p = p[1:]
+	}
+}
+
+func isNameByte(c byte) bool {
+	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 }
 
 // RepoDir is the folder of model repository id (ORG/NAME, or a bare NAME

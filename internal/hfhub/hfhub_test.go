@@ -36,6 +36,11 @@ func TestCacheDir(t *testing.T) {
 		{map[string]string{"HOME": "/h"}, filepath.Join("/h", ".cache", "huggingface", "hub")},
 		{map[string]string{"USERPROFILE": `C:\u`}, filepath.Join(`C:\u`, ".cache", "huggingface", "hub")},
 		{map[string]string{}, ""},
+		// Expanded as huggingface_hub expands them, where no shell did.
+		{map[string]string{"HF_HOME": "~/hf", "HOME": "/h"}, filepath.Join("/h", "hf", "hub")},
+		{map[string]string{"HF_HUB_CACHE": "$SCRATCH/hub", "SCRATCH": "/s"}, filepath.Join("/s", "hub")},
+		{map[string]string{"HUGGINGFACE_HUB_CACHE": "~", "HOME": "/h"}, "/h"},
+		{map[string]string{"XDG_CACHE_HOME": "${HOME}/c", "HOME": "/h"}, filepath.Join("/h", "c", "huggingface", "hub")},
 	}
 	for _, tt := range tests {
 		if got := CacheDir(func(k string) string { return tt.env[k] }); got != tt.want {
@@ -96,5 +101,35 @@ func TestSnapshot(t *testing.T) {
 	writeRef("../../x") // not a revision: ignored
 	if got, ok := Snapshot(repo, func(d string) bool { return filepath.Base(d) != "x" && has(d) }); !ok || got != snap("bbb") {
 		t.Errorf("refs/main outside snapshots: %q %v", got, ok)
+	}
+}
+
+func TestExpandPath(t *testing.T) {
+	env := map[string]string{"HOME": "/h", "A": "/a", "A_1": "x"}
+	getenv := func(k string) string { return env[k] }
+	for in, want := range map[string]string{
+		"":              "",
+		"/plain":        "/plain",
+		"~":             "/h",
+		"~/x":           "/h/x",
+		"~x/y":          "~x/y", // another user's home: left as written
+		"/x/~/y":        "/x/~/y",
+		"$A/b":          "/a/b",
+		"${A}b":         "/ab",
+		"$A_1-$A":       "x-/a",
+		"$UNSET/b":      "$UNSET/b",
+		"${UNSET}/b":    "${UNSET}/b",
+		"${}/b":         "${}/b",
+		"${A/b}":        "${A/b}",
+		"cost$":         "cost$",
+		"$$A":           "$/a",
+		"~/$A/${HOME}/": "/h//a//h/",
+	} {
+		if got := ExpandPath(in, getenv); got != want {
+			t.Errorf("ExpandPath(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if got := ExpandPath("~/x", func(string) string { return "" }); got != "~/x" {
+		t.Errorf("without a home folder: %q", got)
 	}
 }

@@ -44,7 +44,9 @@ type LoadOptions struct {
 
 // LoadOptionsFromEnv builds LoadOptions from environment variables read with
 // getenv (normally os.Getenv), the way huggingface_hub resolves its cache.
-// tokenizerDir is the --tokenizer-dir flag.
+// tokenizerDir is the --tokenizer-dir flag. A leading ~ and $VAR in the
+// cache variables are expanded, as huggingface_hub expands them (see
+// hfhub.ExpandPath).
 func LoadOptionsFromEnv(getenv func(string) string, tokenizerDir string) LoadOptions {
 	hub := getenv("HF_HUB_CACHE")
 	if hub == "" {
@@ -54,11 +56,12 @@ func LoadOptionsFromEnv(getenv func(string) string, tokenizerDir string) LoadOpt
 	if home == "" {
 		home = getenv("USERPROFILE")
 	}
+	expand := func(p string) string { return hfhub.ExpandPath(p, getenv) }
 	return LoadOptions{
 		TokenizerDir: tokenizerDir,
-		HFHubCache:   hub,
-		HFHome:       getenv("HF_HOME"),
-		XDGCacheHome: getenv("XDG_CACHE_HOME"),
+		HFHubCache:   expand(hub),
+		HFHome:       expand(getenv("HF_HOME")),
+		XDGCacheHome: expand(getenv("XDG_CACHE_HOME")),
 		Home:         home,
 	}
 }

@@ -182,4 +182,10 @@ func TestLoadOptionsFromEnv(t *testing.T) {
 	if got := (LoadOptions{HFHome: "/h", Home: "/u"}).hubCache(); got != filepath.Join("/h", "hub") {
 		t.Fatalf("hubCache = %q", got)
 	}
+	// ~ and $VAR are expanded, as huggingface_hub expands them.
+	env = map[string]string{"HF_HOME": "~/hf", "XDG_CACHE_HOME": "$SCRATCH/c", "SCRATCH": "/s", "HOME": "/home/u"}
+	o = LoadOptionsFromEnv(func(k string) string { return env[k] }, "")
+	if o.HFHome != "/home/u/hf" || o.XDGCacheHome != "/s/c" || o.hubCache() != filepath.Join("/home/u/hf", "hub") {
+		t.Fatalf("not expanded: %+v, hubCache %q", o, o.hubCache())
+	}
 }
