@@ -59,7 +59,7 @@ const (
 )
 
 func main() {
-	args, err := modelFirst(os.Args)
+	args, err := modelFirst(os.Args, newApp(io.Discard).Flags)
 	if err == nil {
 		err = newApp(os.Stderr).Run(args)
 	}
@@ -69,24 +69,47 @@ func main() {
 	}
 }
 
-// modelFirst lets the model come first, before the flags, as `vllm serve
-// MODEL [flags]` takes it: the command line's first argument, when it is
-// neither a flag nor a command, becomes --model. (The flag parser would
-// stop at it and leave every flag after it unread.) The model given both
-// ways is an error rather than a silent choice.
-func modelFirst(args []string) ([]string, error) {
-	if len(args) < 2 || strings.HasPrefix(args[1], "-") || args[1] == "health" || args[1] == "help" || args[1] == "h" {
+// modelFirst lets the model be given as `vllm serve MODEL [flags]` takes
+// it: the command line's first argument that is neither a flag nor a
+// flag's value, when it is not a command, becomes --model, wherever it is
+// (before the flags, as vLLM's help shows it, or after some or all of
+// them, which vLLM's argument parser also takes). The flag parser would
+// stop at it and leave every flag after it unread. flags are the app's,
+// to tell the flags that take a value from the boolean ones. The model
+// given both ways is an error rather than a silent choice.
+func modelFirst(args []string, flags []cli.Flag) ([]string, error) {
+	boolean := map[string]bool{"help": true, "h": true, "version": true, "v": true}
+	for _, f := range flags {
+		if _, ok := f.(*cli.BoolFlag); ok {
+			for _, n := range f.Names() {
+				boolean[n] = true
+			}
+		}
+	}
+	i := 1
+	for ; i < len(args); i++ {
+		a := args[i]
+		if a == "--" || !strings.HasPrefix(a, "-") || a == "-" {
+			break
+		}
+		if name := strings.TrimLeft(a, "-"); !strings.Contains(name, "=") && !boolean[name] {
+			i++ // its value
+		}
+	}
+	if i >= len(args) || args[i] == "--" || args[i] == "health" || args[i] == "help" || args[i] == "h" {
 		return args, nil
 	}
-	for _, a := range args[2:] {
+	model := args[i]
+	rest := slices.Concat(args[1:i], args[i+1:])
+	for _, a := range rest {
 		if a == "--" {
 			break
 		}
 		if a == "--model" || a == "-model" || strings.HasPrefix(a, "--model=") || strings.HasPrefix(a, "-model=") {
-			return nil, fmt.Errorf("the model is given twice: %q first and %s", args[1], a)
+			return nil, fmt.Errorf("the model is given twice: %q and %s", model, a)
 		}
 	}
-	return slices.Concat(args[:1], []string{"--model", args[1]}, args[2:]), nil
+	return slices.Concat(args[:1], []string{"--model", model}, rest), nil
 }
 
 // serveOptions are the flags of this binary beyond the engine's.
@@ -116,7 +139,7 @@ func newApp(stderr io.Writer) *cli.App {
 	return &cli.App{
 		Name:  "tinyserve-serve",
 		Usage: "serve a model over the OpenAI completions API",
-		UsageText: "tinyserve-serve [MODEL] [options]     (MODEL first, as in vllm serve MODEL, or as --model)\n" +
+		UsageText: "tinyserve-serve [MODEL] [options]     (MODEL as in vllm serve MODEL, or as --model)\n" +
 			"tinyserve-serve [options] health     (exit 0 when the server answers GET /health)",
 		Version: openai.Version(), // --version, and GET /version
 
@@ -152,7 +175,7 @@ func newApp(stderr io.Writer) *cli.App {
 			// An unknown command name lands here as an argument: a typo of
 			// health must not start a server.
 			if c.NArg() > 0 {
-				return fmt.Errorf("unexpected arguments %q (the only command is health; a model goes first, before the options, or as --model)", c.Args().Slice())
+				return fmt.Errorf("unexpected arguments %q (the only command is health; one model may be given, as an argument or as --model)", c.Args().Slice())
 			}
 			cfg, err := tinyserve.ConfigFromFlags(c)
 			if err != nil {

@@ -405,22 +405,32 @@ func TestEnvironmentSettingsNamed(t *testing.T) {
 }
 
 // TestModelFirst: `tinyserve-serve MODEL [flags]`, as `vllm serve MODEL`,
-// reads every flag after the model; the model given twice is refused.
+// reads every flag after the model; so does a model after some or all of
+// the flags, which vllm serve also takes; the model given twice is
+// refused.
 func TestModelFirst(t *testing.T) {
+	flags := newApp(io.Discard).Flags
 	tests := []struct {
 		in, want []string
 		err      string
 	}{
 		{[]string{"s"}, []string{"s"}, ""},
 		{[]string{"s", "gpt2", "--port", "8001"}, []string{"s", "--model", "gpt2", "--port", "8001"}, ""},
-		{[]string{"s", "--port", "8001", "gpt2"}, []string{"s", "--port", "8001", "gpt2"}, ""}, // left to the parser: a stray argument
+		{[]string{"s", "--port", "8001", "gpt2"}, []string{"s", "--model", "gpt2", "--port", "8001"}, ""},
+		{[]string{"s", "--port", "8001", "gpt2", "--max-num-seqs", "4"}, []string{"s", "--model", "gpt2", "--port", "8001", "--max-num-seqs", "4"}, ""},
+		{[]string{"s", "--port=8001", "--enable-prefix-caching", "gpt2"}, []string{"s", "--model", "gpt2", "--port=8001", "--enable-prefix-caching"}, ""},
+		{[]string{"s", "--served-model-name", "m", "-port", "1"}, []string{"s", "--served-model-name", "m", "-port", "1"}, ""}, // flag values are not the model
 		{[]string{"s", "health", "--port", "1"}, []string{"s", "health", "--port", "1"}, ""},
+		{[]string{"s", "--port", "8001", "health"}, []string{"s", "--port", "8001", "health"}, ""},
+		{[]string{"s", "--cuda-graphs", "health"}, []string{"s", "--cuda-graphs", "health"}, ""},
 		{[]string{"s", "help"}, []string{"s", "help"}, ""},
-		{[]string{"s", "gpt2", "--model", "tiny-gpt2"}, nil, `the model is given twice: "gpt2" first and --model`},
+		{[]string{"s", "--help"}, []string{"s", "--help"}, ""},
+		{[]string{"s", "gpt2", "--model", "tiny-gpt2"}, nil, `the model is given twice: "gpt2" and --model`},
 		{[]string{"s", "gpt2", "--model=tiny-gpt2"}, nil, "given twice"},
+		{[]string{"s", "--model", "tiny-gpt2", "gpt2"}, nil, "given twice"},
 	}
 	for _, tt := range tests {
-		got, err := modelFirst(tt.in)
+		got, err := modelFirst(tt.in, flags)
 		if tt.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tt.err) {
 				t.Errorf("modelFirst(%q) error %v, want %q", tt.in, err, tt.err)
@@ -432,9 +442,14 @@ func TestModelFirst(t *testing.T) {
 		}
 	}
 	// The flags after the model are read: a bad one among them is refused.
-	args, err := modelFirst([]string{"tinyserve-serve", "tiny-gpt2", "--port", "0", "--log-format", "xml"})
-	require.NoError(t, err)
-	err = newApp(io.Discard).Run(args)
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "--log-format")
+	for _, in := range [][]string{
+		{"tinyserve-serve", "tiny-gpt2", "--port", "0", "--log-format", "xml"},
+		{"tinyserve-serve", "--port", "0", "tiny-gpt2", "--log-format", "xml"},
+	} {
+		args, err := modelFirst(in, flags)
+		require.NoError(t, err)
+		err = newApp(io.Discard).Run(args)
+		require.Error(t, err, "%q", in)
+		assert.Contains(t, err.Error(), "--log-format", "%q", in)
+	}
 }
