@@ -236,6 +236,17 @@ func (m *pickleMachine) pop() (any, error) {
 	return v, nil
 }
 
+// popN removes and returns the top n values, which must be above the
+// innermost MARK.
+func (m *pickleMachine) popN(n int) ([]any, error) {
+	if len(m.stack)-m.floor() < n {
+		return nil, fmt.Errorf("%d values needed on the stack, %d there", n, len(m.stack)-m.floor())
+	}
+	items := append([]any{}, m.stack[len(m.stack)-n:]...)
+	m.stack = m.stack[:len(m.stack)-n]
+	return items, nil
+}
+
 // popMark removes and returns the values pushed since the innermost MARK.
 func (m *pickleMachine) popMark() ([]any, error) {
 	if len(m.marks) == 0 {

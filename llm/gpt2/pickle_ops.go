@@ -234,12 +234,10 @@ func opMakeTuple(m *pickleMachine, op byte) error {
 			return err
 		}
 	default: // TUPLE1, TUPLE2, TUPLE3
-		n := int(op-opTuple1) + 1
-		if len(m.stack)-m.floor() < n {
-			return fmt.Errorf("TUPLE%d with %d values on the stack", n, len(m.stack)-m.floor())
+		var err error
+		if items, err = m.popN(int(op-opTuple1) + 1); err != nil {
+			return err
 		}
-		items = append([]any{}, m.stack[len(m.stack)-n:]...)
-		m.stack = m.stack[:len(m.stack)-n]
 	}
 	m.push(pyTuple(items))
 	return nil
@@ -257,19 +255,19 @@ func opMakeList(m *pickleMachine, op byte) error {
 	return nil
 }
 
+// itemsFor pops what APPEND/SETITEM (n values) or APPENDS/SETITEMS (the
+// values since the last MARK) add to a container.
+func (m *pickleMachine) itemsFor(single bool, n int) ([]any, error) {
+	if single {
+		return m.popN(n)
+	}
+	return m.popMark()
+}
+
 func opAppendTo(m *pickleMachine, op byte) error {
-	var items []any
-	if op == opAppend {
-		v, err := m.pop()
-		if err != nil {
-			return err
-		}
-		items = []any{v}
-	} else {
-		var err error
-		if items, err = m.popMark(); err != nil {
-			return err
-		}
+	items, err := m.itemsFor(op == opAppend, 1)
+	if err != nil {
+		return err
 	}
 	t, err := m.top()
 	if err != nil {
@@ -299,18 +297,9 @@ func opMakeDict(m *pickleMachine, op byte) error {
 }
 
 func opSetItemsOf(m *pickleMachine, op byte) error {
-	var items []any
-	if op == opSetItem {
-		if len(m.stack)-m.floor() < 3 {
-			return fmt.Errorf("SETITEM with %d values on the stack", len(m.stack)-m.floor())
-		}
-		items = append([]any{}, m.stack[len(m.stack)-2:]...)
-		m.stack = m.stack[:len(m.stack)-2]
-	} else {
-		var err error
-		if items, err = m.popMark(); err != nil {
-			return err
-		}
+	items, err := m.itemsFor(op == opSetItem, 2)
+	if err != nil {
+		return err
 	}
 	t, err := m.top()
 	if err != nil {
