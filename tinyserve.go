@@ -65,6 +65,12 @@ type Config struct {
 	TokenizerDir string `json:"tokenizer_dir,omitempty"`
 	// ServedModelName is the name clients use; empty means the model's id.
 	ServedModelName string `json:"served_model_name,omitempty"`
+	// GenerationConfig says where the defaults come from for the sampling
+	// fields a request leaves out (temperature, top_p, top_k, min_p,
+	// repetition_penalty), as vLLM's --generation-config: "auto" or empty,
+	// the checkpoint's generation_config.json; "vllm", the API's own
+	// defaults; otherwise a folder holding a generation_config.json.
+	GenerationConfig string `json:"generation_config,omitempty"`
 	// MaxNumSeqs caps the running sequences; 0 means 256.
 	MaxNumSeqs int `json:"max_num_seqs,omitempty"`
 	// MaxNumBatchedTokens is the token budget of one step; 0 means 2048.
@@ -217,6 +223,10 @@ func load(cfg Config) (engine.Backend, llm.Tokenizer, llm.ModelInfo, error) {
 		m.Close()
 		return nil, nil, llm.ModelInfo{}, fmt.Errorf("tokenizer has %d tokens but the model's config.json says vocab_size %d", tok.VocabSize(), m.Config.VocabSize)
 	}
+	if err := setSamplingDefaults(cfg, m); err != nil {
+		m.Close()
+		return nil, nil, llm.ModelInfo{}, err
+	}
 	if cfg.Backend == BackendCUDA {
 		dtype := cfg.DType
 		if dtype == "half" {
@@ -246,6 +256,32 @@ func load(cfg Config) (engine.Backend, llm.Tokenizer, llm.ModelInfo, error) {
 	return withModel{backend, m}, tok, info, nil
 }
 
+// setSamplingDefaults applies cfg.GenerationConfig to m.Defaults (which
+// Load read from the checkpoint's generation_config.json) and logs the
+// defaults in force, as vLLM warns of them: a request without temperature
+// then samples at the model's, which surprises a client that expects 1.
+func setSamplingDefaults(cfg Config, m *gpt2.Model) error {
+	switch g := cfg.GenerationConfig; g {
+	case "", "auto":
+	case "vllm":
+		m.Defaults = llm.SamplingDefaults{}
+	default:
+		if _, err := os.Stat(filepath.Join(g, gpt2.GenerationConfigFile)); err != nil {
+			return fmt.Errorf("generation_config %q: want auto, vllm or a folder holding %s: %w", g, gpt2.GenerationConfigFile, err)
+		}
+		d, err := gpt2.ReadGenerationConfig(g)
+		if err != nil {
+			return fmt.Errorf("generation_config: %w", err)
+		}
+		m.Defaults = d
+	}
+	if !m.Defaults.IsZero() {
+		cfg.Logger.Warn("sampling defaults for what a request leaves out come from the model's generation_config.json, as in vLLM; --generation-config vllm uses the API's own",
+			"defaults", m.Defaults.String())
+	}
+	return nil
+}
+
 // refuseIgnored returns an error naming the first option set in cfg that
 // its backend would ignore: a run that silently ignored --tokenizer on the
 // mock would report byte counts as the named tokenizer's, and one that
@@ -268,6 +304,7 @@ func refuseIgnored(cfg Config) error {
 		{"gpu_memory_utilization (--gpu-memory-utilization)", cfg.GPUMemoryUtilization != 0, cfg.GPUMemoryUtilization, []string{BackendCUDA}},
 		{"cuda_graphs (--cuda-graphs)", cfg.CUDAGraphs, cfg.CUDAGraphs, []string{BackendCUDA}},
 		{"mock latency", cfg.MockLatency != (mock.Latency{}), cfg.MockLatency, []string{BackendMock}},
+		{"generation_config (--generation-config)", cfg.GenerationConfig != "" && cfg.GenerationConfig != "auto", cfg.GenerationConfig, []string{BackendCPU, BackendCUDA}},
 	} {
 		if o.set && !slices.Contains(o.honoured, backend) {
 			return fmt.Errorf("%s %v does not apply to the %s backend (only to %s)", o.name, o.v, backend, strings.Join(o.honoured, ", "))

@@ -415,3 +415,56 @@ func TestOpenFolderNamedGPT2(t *testing.T) {
 		}
 	}
 }
+
+// TestGenerationConfig: a checkpoint's generation_config.json gives the
+// engine's sampling defaults (auto), vllm drops them, and a folder's file
+// replaces them; the mock refuses the setting.
+func TestGenerationConfig(t *testing.T) {
+	dir := t.TempDir()
+	ckpt := filepath.Join(dir, "ckpt")
+	if err := os.CopyFS(ckpt, os.DirFS("testdata/gpt2-tiny")); err != nil {
+		t.Fatal(err)
+	}
+	write := func(folder, body string) {
+		if err := os.MkdirAll(folder, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(folder, "generation_config.json"), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(ckpt, `{"do_sample": true, "temperature": 0.7, "top_k": 40}`)
+	other := filepath.Join(dir, "other")
+	write(other, `{"top_p": 0.9}`)
+	for _, c := range []struct{ setting, want string }{
+		{"", "temperature=0.7 top_k=40"},
+		{"auto", "temperature=0.7 top_k=40"},
+		{"vllm", ""},
+		{other, "top_p=0.9"},
+	} {
+		e, err := Open(context.Background(), Config{Model: ckpt, GenerationConfig: c.setting})
+		if err != nil {
+			t.Fatalf("%q: %v", c.setting, err)
+		}
+		if got := e.Info().Defaults.String(); got != c.want {
+			t.Errorf("generation_config %q: defaults %q, want %q", c.setting, got, c.want)
+		}
+		e.Close()
+	}
+	for _, c := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{Model: ckpt, GenerationConfig: filepath.Join(dir, "none")}, "want auto, vllm or a folder holding generation_config.json"},
+		{Config{Backend: BackendMock, GenerationConfig: "vllm"}, "generation_config (--generation-config) vllm does not apply to the mock backend"},
+	} {
+		e, err := Open(context.Background(), c.cfg)
+		if err == nil {
+			e.Close()
+			t.Fatalf("%+v: no error", c.cfg)
+		}
+		if !strings.Contains(err.Error(), c.want) {
+			t.Errorf("error %q does not mention %q", err, c.want)
+		}
+	}
+}

@@ -1,6 +1,10 @@
 package llm
 
-import "context"
+import (
+	"context"
+	"fmt"
+	"strings"
+)
 
 // ModelInfo describes the model an engine serves.
 type ModelInfo struct {
@@ -23,6 +27,49 @@ type ModelInfo struct {
 	RandomWeights bool
 	// Backend names the backend running the model (cpu, cuda, mock).
 	Backend string
+	// Defaults are the model's own sampling defaults (a checkpoint's
+	// generation_config.json), which a server uses for the fields a request
+	// leaves out, as vLLM does.
+	Defaults SamplingDefaults
+}
+
+// SamplingDefaults are a model's recommended sampling settings, used in
+// place of the API's defaults for what a request leaves out. A nil field
+// leaves the API's default (temperature 1, top_p 1, no top_k, no min_p,
+// repetition_penalty 1).
+type SamplingDefaults struct {
+	Temperature       *float64
+	TopP              *float64
+	TopK              *int
+	MinP              *float64
+	RepetitionPenalty *float64
+}
+
+// IsZero reports whether d sets nothing.
+func (d SamplingDefaults) IsZero() bool {
+	return d.Temperature == nil && d.TopP == nil && d.TopK == nil && d.MinP == nil && d.RepetitionPenalty == nil
+}
+
+// String lists what d sets, as "temperature=0.7 top_k=40", for logs.
+func (d SamplingDefaults) String() string {
+	var parts []string
+	add := func(name string, v any) { parts = append(parts, fmt.Sprintf("%s=%v", name, v)) }
+	if d.Temperature != nil {
+		add("temperature", *d.Temperature)
+	}
+	if d.TopP != nil {
+		add("top_p", *d.TopP)
+	}
+	if d.TopK != nil {
+		add("top_k", *d.TopK)
+	}
+	if d.MinP != nil {
+		add("min_p", *d.MinP)
+	}
+	if d.RepetitionPenalty != nil {
+		add("repetition_penalty", *d.RepetitionPenalty)
+	}
+	return strings.Join(parts, " ")
 }
 
 // Stats is a snapshot of an engine's state, for metrics and tests.

@@ -99,6 +99,7 @@ func (h *handler) completions(w http.ResponseWriter, r *http.Request) {
 	if !h.checkModel(w, r, req.model) {
 		return
 	}
+	req.withModelDefaults(h.info.Defaults)
 	prompts, e := h.preparePrompts(req)
 	if e != nil {
 		writeError(w, r, e)

@@ -49,6 +49,36 @@ type completionRequest struct {
 	// carries vLLM's prompt_logprobs list (not streamed).
 	promptLogprobs bool
 	user           string
+	// leftOut is the sampling fields the request did not set, which the
+	// model's defaults may fill (withModelDefaults).
+	leftOut leftOutFields
+}
+
+// leftOutFields says which defaultable sampling fields a request left out.
+type leftOutFields struct {
+	temperature, topP, topK, minP, repetitionPenalty bool
+}
+
+// withModelDefaults gives the sampling fields the request left out the
+// model's defaults (its generation_config.json), where it has them, as
+// vLLM does; the fields the request set stay as set.
+func (c *completionRequest) withModelDefaults(d llm.SamplingDefaults) {
+	p := &c.params
+	if c.leftOut.temperature && d.Temperature != nil {
+		p.Temperature = *d.Temperature
+	}
+	if c.leftOut.topP && d.TopP != nil {
+		p.TopP = *d.TopP
+	}
+	if c.leftOut.topK && d.TopK != nil {
+		p.TopK = *d.TopK
+	}
+	if c.leftOut.minP && d.MinP != nil {
+		p.MinP = *d.MinP
+	}
+	if c.leftOut.repetitionPenalty && d.RepetitionPenalty != nil {
+		p.RepetitionPenalty = *d.RepetitionPenalty
+	}
 }
 
 func (c *completionRequest) numPrompts() int { return len(c.texts) + len(c.tokenLists) }
@@ -154,6 +184,13 @@ func decodeCompletion(body []byte) (*completionRequest, *apiError) {
 	p.Temperature = defaultTemperature
 	if raw.Temperature != nil {
 		p.Temperature = *raw.Temperature
+	}
+	c.leftOut = leftOutFields{
+		temperature:       raw.Temperature == nil,
+		topP:              raw.TopP == nil,
+		topK:              raw.TopK == nil,
+		minP:              raw.MinP == nil,
+		repetitionPenalty: raw.RepetitionPenalty == nil,
 	}
 	p.TopP = defaultTopP
 	if raw.TopP != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/tinyserve/tinyserve/llm"
 )
 
 type errJSON struct {
@@ -442,4 +443,41 @@ func TestLongValuesAreShortenedInErrors(t *testing.T) {
 		assert.Contains(t, msg, "number "+lit[:40])
 		assert.Contains(t, msg, "...")
 	}
+}
+
+// TestModelSamplingDefaults: the fields a request leaves out (or sends as
+// null) take the model's defaults (its generation_config.json, in
+// ModelInfo.Defaults), as vLLM's --generation-config auto does; the fields
+// it sets keep their values, and the rest keep the API's defaults.
+func TestModelSamplingDefaults(t *testing.T) {
+	f := newFake()
+	temp, topP, minP, rep, topK := 0.7, 0.9, 0.05, 1.2, 40
+	f.info.Defaults = llm.SamplingDefaults{Temperature: &temp, TopP: &topP, TopK: &topK, MinP: &minP, RepetitionPenalty: &rep}
+	h := NewHandler(f)
+	for _, body := range []string{
+		`{"prompt":"a"}`,
+		`{"prompt":"a","temperature":null,"top_p":null,"top_k":null,"min_p":null,"repetition_penalty":null}`,
+		`{"prompt":"a","temperature":0.2,"top_k":5}`,
+		`{"prompt":"a","temperature":1,"top_p":1,"top_k":-1,"min_p":0,"repetition_penalty":1}`,
+	} {
+		rec := serve(t, h, "POST", "/v1/completions", body)
+		require.Equal(t, 200, rec.Code, rec.Body.String())
+	}
+	reqs := f.requests()
+	require.Len(t, reqs, 4)
+	type got struct {
+		temp, topP, minP, rep float64
+		topK                  int
+	}
+	view := func(p llm.SamplingParams) got { return got{p.Temperature, p.TopP, p.MinP, p.RepetitionPenalty, p.TopK} }
+	assert.Equal(t, got{0.7, 0.9, 0.05, 1.2, 40}, view(reqs[0].Params), "all left out")
+	assert.Equal(t, got{0.7, 0.9, 0.05, 1.2, 40}, view(reqs[1].Params), "all null")
+	assert.Equal(t, got{0.2, 0.9, 0.05, 1.2, 5}, view(reqs[2].Params), "two set")
+	assert.Equal(t, got{1, 1, 0, 1, -1}, view(reqs[3].Params), "all set to the API's defaults")
+	assert.Equal(t, 16, reqs[0].Params.MaxTokens, "max_tokens keeps the API's default")
+
+	// Without model defaults, a request that leaves them out gets the API's.
+	g := newFake()
+	require.Equal(t, 200, serve(t, NewHandler(g), "POST", "/v1/completions", `{"prompt":"a"}`).Code)
+	assert.Equal(t, got{1, 1, 0, 0, 0}, view(g.requests()[0].Params))
 }

@@ -65,6 +65,10 @@ type Model struct {
 	// RandomWeights is true for the built-in models, whose weights are
 	// generated: their text is meaningless.
 	RandomWeights bool
+	// Defaults are the sampling defaults of the checkpoint's
+	// generation_config.json (ReadGenerationConfig); a server uses them for
+	// what a request leaves out. Set them to zero to use the API's.
+	Defaults llm.SamplingDefaults
 	// Weights are the parameters.
 	Weights Weights
 
@@ -80,6 +84,7 @@ func (m *Model) Info() llm.ModelInfo {
 		VocabSize:     m.Config.VocabSize,
 		EOSTokenID:    m.Config.EOSTokenID,
 		RandomWeights: m.RandomWeights,
+		Defaults:      m.Defaults,
 	}
 }
 
@@ -200,11 +205,15 @@ func Load(dir string) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
+	defaults, err := ReadGenerationConfig(dir)
+	if err != nil {
+		return nil, err
+	}
 	files, err := openCheckpointFiles(dir)
 	if err != nil {
 		return nil, err
 	}
-	m := &Model{Name: filepath.Base(filepath.Clean(dir)), Dir: dir, Config: cfg}
+	m := &Model{Name: filepath.Base(filepath.Clean(dir)), Dir: dir, Config: cfg, Defaults: defaults}
 	for _, f := range files.files {
 		m.release = append(m.release, f.close)
 	}

@@ -1,0 +1,86 @@
+package gpt2
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/tinyserve/tinyserve/llm"
+)
+
+// GenerationConfigFile is the file of a checkpoint folder that holds the
+// model's recommended generation settings (transformers' GenerationConfig).
+const GenerationConfigFile = "generation_config.json"
+
+// ReadGenerationConfig reads the sampling defaults of the
+// generation_config.json in dir, as vLLM's --generation-config auto reads
+// them: temperature, top_p, top_k, min_p and repetition_penalty, each only
+// where it differs from transformers' own default (temperature 1, top_p 1,
+// top_k 50, repetition_penalty 1; min_p has none), because vLLM takes the
+// file's difference from those defaults (GenerationConfig.to_diff_dict). A
+// folder without the file has no defaults. max_new_tokens is not read: the
+// completions API's max_tokens default (16) stays. Errors match
+// ErrBadCheckpoint and name the file and the field.
+func ReadGenerationConfig(dir string) (llm.SamplingDefaults, error) {
+	path := filepath.Join(dir, GenerationConfigFile)
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return llm.SamplingDefaults{}, nil
+	}
+	if err != nil {
+		return llm.SamplingDefaults{}, fmt.Errorf("%w: %w", ErrBadCheckpoint, err)
+	}
+	var raw struct {
+		Temperature       *float64 `json:"temperature"`
+		TopP              *float64 `json:"top_p"`
+		TopK              *int     `json:"top_k"`
+		MinP              *float64 `json:"min_p"`
+		RepetitionPenalty *float64 `json:"repetition_penalty"`
+	}
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return llm.SamplingDefaults{}, fmt.Errorf("%w: %s: %w", ErrBadCheckpoint, path, err)
+	}
+	differs := func(v *float64, hfDefault float64) *float64 {
+		if v == nil || *v == hfDefault {
+			return nil
+		}
+		return v
+	}
+	d := llm.SamplingDefaults{
+		Temperature:       differs(raw.Temperature, 1),
+		TopP:              differs(raw.TopP, 1),
+		MinP:              raw.MinP,
+		RepetitionPenalty: differs(raw.RepetitionPenalty, 1),
+	}
+	if raw.TopK != nil && *raw.TopK != 50 {
+		d.TopK = raw.TopK
+	}
+	// Checked once here rather than in every request that would use them.
+	p := llm.SamplingParams{MaxTokens: 1, Temperature: 1, TopP: 1}
+	applyDefaults(&p, d)
+	if err := p.Validate(); err != nil {
+		return llm.SamplingDefaults{}, fmt.Errorf("%w: %s: %w", ErrBadCheckpoint, path, err)
+	}
+	return d, nil
+}
+
+// applyDefaults sets in p every field d sets.
+func applyDefaults(p *llm.SamplingParams, d llm.SamplingDefaults) {
+	if d.Temperature != nil {
+		p.Temperature = *d.Temperature
+	}
+	if d.TopP != nil {
+		p.TopP = *d.TopP
+	}
+	if d.TopK != nil {
+		p.TopK = *d.TopK
+	}
+	if d.MinP != nil {
+		p.MinP = *d.MinP
+	}
+	if d.RepetitionPenalty != nil {
+		p.RepetitionPenalty = *d.RepetitionPenalty
+	}
+}
