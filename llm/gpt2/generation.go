@@ -57,6 +57,15 @@ func ReadGenerationConfig(dir string) (llm.SamplingDefaults, error) {
 	if raw.TopK != nil && *raw.TopK != 50 {
 		d.TopK = raw.TopK
 	}
+	// The engine reads top_p 0 and repetition_penalty 0 as "off", the
+	// opposite of what the file says; vLLM refuses both (as the server
+	// refuses them in a request), so the file is refused here.
+	if d.TopP != nil && *d.TopP == 0 {
+		return llm.SamplingDefaults{}, fmt.Errorf("%w: %s: top_p must be in (0, 1], got 0", ErrBadCheckpoint, path)
+	}
+	if d.RepetitionPenalty != nil && *d.RepetitionPenalty == 0 {
+		return llm.SamplingDefaults{}, fmt.Errorf("%w: %s: repetition_penalty must be greater than zero, got 0", ErrBadCheckpoint, path)
+	}
 	// Checked once here rather than in every request that would use them.
 	p := llm.SamplingParams{MaxTokens: 1, Temperature: 1, TopP: 1}
 	applyDefaults(&p, d)

@@ -29,6 +29,11 @@ func TestReadGenerationConfig(t *testing.T) {
 		{"not JSON", `{"temperature":`, llm.SamplingDefaults{}, "generation_config.json"},
 		{"wrong type", `{"temperature": "hot"}`, llm.SamplingDefaults{}, "temperature"},
 		{"out of range", `{"top_p": 1.5}`, llm.SamplingDefaults{}, "top_p"},
+		// The engine reads 0 as "off" for these two; vLLM refuses 0 (a
+		// request sending it gets a 400), so the file is refused rather
+		// than its 0 turned into the opposite of what it says.
+		{"top_p 0", `{"top_p": 0}`, llm.SamplingDefaults{}, "top_p"},
+		{"repetition_penalty 0", `{"repetition_penalty": 0.0}`, llm.SamplingDefaults{}, "repetition_penalty"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
