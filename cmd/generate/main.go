@@ -63,6 +63,17 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			if err != nil {
 				return err
 			}
+			if c.IsSet(tinyserve.FlagGenerationConfig) {
+				// Refused rather than ignored: the sampling below comes
+				// from generate's own flags, whatever the model's defaults.
+				return fmt.Errorf("--generation-config does not apply to generate: its sampling comes from its own flags (--temperature, --top-k, --top-p, --min-p, --repetition-penalty)")
+			}
+			// The server's defaults for what a request leaves out are not
+			// used here, so the engine must not log them as in force (the
+			// mock has none, and refuses the setting).
+			if cfg.Backend != tinyserve.BackendMock {
+				cfg.GenerationConfig = "vllm"
+			}
 			level := slog.LevelWarn
 			if c.Bool("verbose") {
 				level = slog.LevelInfo

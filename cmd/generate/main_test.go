@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -189,5 +191,34 @@ func TestGenerateRefusesArguments(t *testing.T) {
 	err := newApp(&out, &errs).Run([]string{"generate", "extra-arg", "--max-tokens", "1"})
 	if err == nil || !strings.Contains(err.Error(), `unexpected arguments ["extra-arg" "--max-tokens" "1"]`) {
 		t.Errorf("err = %v, want the arguments named; output:\n%s", err, out.String())
+	}
+}
+
+// TestGenerateIgnoresGenerationConfig: generate takes its sampling from
+// its own flags, not from a checkpoint's generation_config.json, so it
+// must not log that the file's defaults are in force, and it refuses
+// --generation-config rather than ignore it.
+func TestGenerateIgnoresGenerationConfig(t *testing.T) {
+	ckpt := filepath.Join(t.TempDir(), "ckpt")
+	if err := os.CopyFS(ckpt, os.DirFS("../../testdata/gpt2-tiny")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ckpt, "generation_config.json"), []byte(`{"temperature": 0.7, "top_k": 40}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errs bytes.Buffer
+	if err := newApp(&out, &errs).Run([]string{"generate", "--model", ckpt, "-p", "hi", "--max-tokens", "1"}); err != nil {
+		t.Fatalf("%v\n%s", err, errs.String())
+	}
+	if strings.Contains(errs.String(), "sampling defaults") {
+		t.Errorf("generate logs defaults it does not apply:\n%s", errs.String())
+	}
+	for _, v := range []string{"vllm", ckpt} {
+		out.Reset()
+		errs.Reset()
+		err := newApp(&out, &errs).Run([]string{"generate", "--model", ckpt, "-p", "hi", "--max-tokens", "1", "--generation-config", v})
+		if err == nil || !strings.Contains(err.Error(), "--generation-config") {
+			t.Errorf("--generation-config %s: err = %v, want a refusal naming the flag", v, err)
+		}
 	}
 }
