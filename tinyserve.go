@@ -68,8 +68,9 @@ type Config struct {
 	// GenerationConfig says where the defaults come from for the sampling
 	// fields a request leaves out (temperature, top_p, top_k, min_p,
 	// repetition_penalty), as vLLM's --generation-config: "auto" or empty,
-	// the checkpoint's generation_config.json; "vllm", the API's own
-	// defaults; otherwise a folder holding a generation_config.json.
+	// the checkpoint's generation_config.json (else its config.json);
+	// "vllm", the API's own defaults; otherwise a folder holding a
+	// generation_config.json.
 	GenerationConfig string `json:"generation_config,omitempty"`
 	// MaxNumSeqs caps the running sequences; 0 means 256.
 	MaxNumSeqs int `json:"max_num_seqs,omitempty"`
@@ -276,7 +277,7 @@ func setSamplingDefaults(cfg Config, m *gpt2.Model) error {
 		m.Defaults = d
 	}
 	if !m.Defaults.IsZero() {
-		cfg.Logger.Warn("sampling defaults for what a request leaves out come from the model's generation_config.json, as in vLLM; --generation-config vllm uses the API's own",
+		cfg.Logger.Warn("sampling defaults for what a request leaves out come from the model's generation config, as in vLLM; --generation-config vllm uses the API's own",
 			"defaults", m.Defaults.String())
 	}
 	return nil

@@ -20,12 +20,20 @@ const GenerationConfigFile = "generation_config.json"
 // where it differs from transformers' own default (temperature 1, top_p 1,
 // top_k 50, repetition_penalty 1; min_p has none), because vLLM takes the
 // file's difference from those defaults (GenerationConfig.to_diff_dict). A
-// folder without the file has no defaults. max_new_tokens is not read: the
-// completions API's max_tokens default (16) stays. Errors match
-// ErrBadCheckpoint and name the file and the field.
+// folder without the file takes the same keys from its config.json, as vLLM
+// then builds the generation config from the model's config
+// (GenerationConfig.from_model_config; checkpoints saved before
+// generation_config.json existed kept them there); a folder with neither has
+// no defaults. max_new_tokens is not read: the completions API's max_tokens
+// default (16) stays. Errors match ErrBadCheckpoint and name the file and
+// the field.
 func ReadGenerationConfig(dir string) (llm.SamplingDefaults, error) {
 	path := filepath.Join(dir, GenerationConfigFile)
 	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		path = filepath.Join(dir, "config.json")
+		data, err = os.ReadFile(path)
+	}
 	if errors.Is(err, os.ErrNotExist) {
 		return llm.SamplingDefaults{}, nil
 	}

@@ -76,3 +76,30 @@ func TestLoadReadsGenerationConfig(t *testing.T) {
 		t.Errorf("Info().Defaults = %q", got)
 	}
 }
+
+// TestReadGenerationConfigFallsBackToConfigJSON: without a
+// generation_config.json, vLLM builds the generation config from
+// config.json (transformers' GenerationConfig.from_model_config), so a
+// sampling key set there, as checkpoints saved before generation_config.json
+// existed set them, is a default too; with the file, config.json's keys do
+// not count.
+func TestReadGenerationConfigFallsBackToConfigJSON(t *testing.T) {
+	dir := t.TempDir()
+	cfg := `{"n_embd": 8, "temperature": 0.7, "top_k": 50, "repetition_penalty": 1.3, "task_specific_params": {"text-generation": {"do_sample": true, "max_length": 50}}}`
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadGenerationConfig(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "temperature=0.7 repetition_penalty=1.3"; got.String() != want {
+		t.Errorf("without generation_config.json: %q, want %q", got, want)
+	}
+	if err := os.WriteFile(filepath.Join(dir, GenerationConfigFile), []byte(`{"top_p": 0.9}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ReadGenerationConfig(dir); err != nil || got.String() != "top_p=0.9" {
+		t.Errorf("with generation_config.json: %q, %v; want only its top_p=0.9", got, err)
+	}
+}
