@@ -45,6 +45,25 @@ type SamplingDefaults struct {
 	RepetitionPenalty *float64
 }
 
+// Apply sets in p every field d sets.
+func (d SamplingDefaults) Apply(p *SamplingParams) {
+	if d.Temperature != nil {
+		p.Temperature = *d.Temperature
+	}
+	if d.TopP != nil {
+		p.TopP = *d.TopP
+	}
+	if d.TopK != nil {
+		p.TopK = *d.TopK
+	}
+	if d.MinP != nil {
+		p.MinP = *d.MinP
+	}
+	if d.RepetitionPenalty != nil {
+		p.RepetitionPenalty = *d.RepetitionPenalty
+	}
+}
+
 // IsZero reports whether d sets nothing.
 func (d SamplingDefaults) IsZero() bool {
 	return d.Temperature == nil && d.TopP == nil && d.TopK == nil && d.MinP == nil && d.RepetitionPenalty == nil

@@ -63,22 +63,22 @@ type leftOutFields struct {
 // model's defaults (its generation_config.json), where it has them, as
 // vLLM does; the fields the request set stay as set.
 func (c *completionRequest) withModelDefaults(d llm.SamplingDefaults) {
-	p := &c.params
-	if c.leftOut.temperature && d.Temperature != nil {
-		p.Temperature = *d.Temperature
+	if !c.leftOut.temperature {
+		d.Temperature = nil
 	}
-	if c.leftOut.topP && d.TopP != nil {
-		p.TopP = *d.TopP
+	if !c.leftOut.topP {
+		d.TopP = nil
 	}
-	if c.leftOut.topK && d.TopK != nil {
-		p.TopK = *d.TopK
+	if !c.leftOut.topK {
+		d.TopK = nil
 	}
-	if c.leftOut.minP && d.MinP != nil {
-		p.MinP = *d.MinP
+	if !c.leftOut.minP {
+		d.MinP = nil
 	}
-	if c.leftOut.repetitionPenalty && d.RepetitionPenalty != nil {
-		p.RepetitionPenalty = *d.RepetitionPenalty
+	if !c.leftOut.repetitionPenalty {
+		d.RepetitionPenalty = nil
 	}
+	d.Apply(&c.params)
 }
 
 func (c *completionRequest) numPrompts() int { return len(c.texts) + len(c.tokenLists) }

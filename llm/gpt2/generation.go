@@ -76,28 +76,9 @@ func ReadGenerationConfig(dir string) (llm.SamplingDefaults, error) {
 	}
 	// Checked once here rather than in every request that would use them.
 	p := llm.SamplingParams{MaxTokens: 1, Temperature: 1, TopP: 1}
-	applyDefaults(&p, d)
+	d.Apply(&p)
 	if err := p.Validate(); err != nil {
 		return llm.SamplingDefaults{}, fmt.Errorf("%w: %s: %w", ErrBadCheckpoint, path, err)
 	}
 	return d, nil
-}
-
-// applyDefaults sets in p every field d sets.
-func applyDefaults(p *llm.SamplingParams, d llm.SamplingDefaults) {
-	if d.Temperature != nil {
-		p.Temperature = *d.Temperature
-	}
-	if d.TopP != nil {
-		p.TopP = *d.TopP
-	}
-	if d.TopK != nil {
-		p.TopK = *d.TopK
-	}
-	if d.MinP != nil {
-		p.MinP = *d.MinP
-	}
-	if d.RepetitionPenalty != nil {
-		p.RepetitionPenalty = *d.RepetitionPenalty
-	}
 }
