@@ -19,6 +19,8 @@ type NotFoundError struct {
 	Looked []string // folders and patterns checked, in order
 }
 
+// Error lists the places Locate looked and, for a hub id, the command that
+// would put the model there.
 func (e *NotFoundError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "gpt2: model %q is neither a built-in model (%s) nor a checkpoint folder", e.Model, strings.Join(BuiltinNames(), ", "))

@@ -55,6 +55,7 @@ func (d *pyDict) set(k, v any) error {
 // imported.
 type pyGlobal struct{ module, name string }
 
+// String is the name as Python writes it: module.name.
 func (g pyGlobal) String() string { return g.module + "." + g.name }
 
 // pickleHooks decide what the names in a pickle mean. Each returns an error
