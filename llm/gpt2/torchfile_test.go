@@ -216,7 +216,8 @@ func TestPyTorchErrors(t *testing.T) {
 		{"not a checkpoint", []byte("hello"), []string{"not a PyTorch checkpoint"}},
 		{"empty", nil, []string{"not a PyTorch checkpoint"}},
 		{"legacy protocol 1", []byte("L119547037146038801333356L\n.M\xe9\x03.}q\x00(X"), []string{"legacy format with pickle protocol 0 or 1"}},
-		{"truncated zip", zipF32[:len(zipF32)/2], []string{"zip archive"}},
+		{"truncated zip", zipF32[:len(zipF32)/2], []string{"zip archive", "truncated file?"}},
+		{"zip cut near its end", zipF32[:len(zipF32)-10], []string{"zip archive", "truncated file?"}},
 		{"truncated legacy", legacy[:len(legacy)-100], []string{`tensor "transformer.`, "past the end of the file", "truncated file?"}},
 		{"legacy pickle cut", legacy[:200], []string{"legacy format", "truncated"}},
 		{"storage entry missing", rezip(t, func(name string, _ *uint16, b []byte) ([]byte, bool) {

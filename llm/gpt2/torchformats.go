@@ -4,6 +4,7 @@ import (
 	"archive/zip"
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -22,6 +23,12 @@ var torchLegacyMagic, _ = new(big.Int).SetString("1950a86a20f9469cfc6c", 16)
 // storages.
 func parseTorchZip(data []byte) (*stHeader, error) {
 	zr, err := zip.NewReader(bytes.NewReader(data), int64(len(data)))
+	if errors.Is(err, zip.ErrFormat) {
+		// The file starts as a zip (parseTorch checked) but its central
+		// directory, at the very end, is not there: what an interrupted
+		// download or copy leaves.
+		return nil, fmt.Errorf("zip archive: %w: the file starts as a zip but its directory, at the end of the file, is missing or damaged (truncated file?)", err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("zip archive: %w", err)
 	}
