@@ -539,6 +539,27 @@ func equalWeights(got, want Weights) error {
 	return nil
 }
 
+// TestLoadDotIsTheFolderName checks that a checkpoint loaded as "." or
+// "../gpt2-tiny/." is named after its folder, as the docs say the id is the
+// checkpoint folder's name, not "." or "..".
+func TestLoadDotIsTheFolderName(t *testing.T) {
+	dir, err := filepath.Abs(filepath.Join(fixtures, "gpt2-tiny"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(dir)
+	for _, p := range []string{".", "./", "../gpt2-tiny/."} {
+		m, err := Load(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := m.Info().ID; got != "gpt2-tiny" {
+			t.Errorf("Load(%q): id %q, want gpt2-tiny", p, got)
+		}
+		m.Close()
+	}
+}
+
 // TestLoadFixtureMapsInPlace checks that float32 tensors alias the memory
 // mapping (no copy) where the platform maps files, and that the head is
 // tied to wte.

@@ -213,7 +213,14 @@ func Load(dir string) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Model{Name: filepath.Base(filepath.Clean(dir)), Dir: dir, Config: cfg, Defaults: defaults}
+	name := filepath.Base(filepath.Clean(dir))
+	if name == "." || name == ".." || name == string(filepath.Separator) {
+		// "." or "../": the folder's own name, not the path's last element.
+		if abs, err := filepath.Abs(dir); err == nil && filepath.Base(abs) != string(filepath.Separator) {
+			name = filepath.Base(abs)
+		}
+	}
+	m := &Model{Name: name, Dir: dir, Config: cfg, Defaults: defaults}
 	for _, f := range files.files {
 		m.release = append(m.release, f.close)
 	}
