@@ -150,7 +150,10 @@ func Locate(spec string, opts LoadOptions) (path string, builtin bool, err error
 		if isFile(p) {
 			return p, false, nil
 		}
-		nf.Looked = append(nf.Looked, p)
+		if d := filepath.Dir(p); hasVocabMerges(d) {
+			return filepath.Join(d, "vocab.json"), false, nil
+		}
+		nf.Looked = append(nf.Looked, p+" (or vocab.json + merges.txt)")
 		repo := hfhub.RepoDir(opts.TokenizerDir, spec)
 		if p, ok := inHubCache(repo); ok {
 			return p, false, nil

@@ -229,3 +229,24 @@ func TestVocabMergesInHubCache(t *testing.T) {
 		t.Errorf("Encode = %v, want %v", got, want)
 	}
 }
+
+// TestVocabMergesInTokenizerDir: --tokenizer-dir's DIR/ORG/NAME folder may
+// hold vocab.json and merges.txt instead of a tokenizer.json, as a model
+// folder and a hub-cache snapshot may.
+func TestVocabMergesInTokenizerDir(t *testing.T) {
+	slow := writeSlowGPT2(t, nil)
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "org"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(slow, filepath.Join(dir, "org", "slow-gpt2")); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := Load("org/slow-gpt2", LoadOptions{TokenizerDir: dir, HFHubCache: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := tok.Encode("Hello world", false), gpt2(t).Encode("Hello world", false); !equalIDs(got, want) {
+		t.Errorf("Encode = %v, want %v", got, want)
+	}
+}
