@@ -42,7 +42,7 @@ func EngineFlags(envPrefix string) []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: FlagModel, Value: DefaultModel, EnvVars: env(FlagModel), Usage: "built-in model (tiny-gpt2, gpt2-124m-random; random weights), a Hugging Face GPT-2 checkpoint folder, or its id in the local Hugging Face cache (gpt2, openai-community/gpt2; never downloaded)"},
 		&cli.StringFlag{Name: FlagBackend, Value: BackendCPU, EnvVars: env(FlagBackend), Usage: "cpu, cuda or mock"},
-		&cli.StringFlag{Name: FlagDType, Value: "auto", EnvVars: env(FlagDType), Usage: "weight type: auto (cpu: float32, cuda: float16), float16 (cuda), bfloat16, float32"},
+		&cli.StringFlag{Name: FlagDType, Value: "auto", EnvVars: env(FlagDType), Usage: "weight type: auto (cpu: float32, cuda: float16), float16 or half (cuda), bfloat16, float32 or float"},
 		&cli.StringFlag{Name: FlagTokenizer, EnvVars: env(FlagTokenizer), Usage: "tokenizer override: gpt2, a tokenizer.json, a model folder or a Hugging Face id in the local cache"},
 		&cli.StringFlag{Name: FlagTokenizerDir, EnvVars: env(FlagTokenizerDir), Usage: "extra folder searched for Hugging Face tokenizer ids"},
 		&cli.StringFlag{Name: FlagServedModelName, EnvVars: env(FlagServedModelName), Usage: "model name clients use (default: the model's id)"},

@@ -193,13 +193,13 @@ func load(cfg Config) (engine.Backend, llm.Tokenizer, llm.ModelInfo, error) {
 		return mock.NewBackend(mock.Config{Latency: cfg.MockLatency}), mock.NewTokenizer(), mock.Info(), nil
 	case "", BackendCPU:
 		switch cfg.DType {
-		case "", "auto", "float32", "bfloat16":
+		case "", "auto", "float32", "float", "bfloat16": // "float": vLLM's name for float32
 		default:
 			return nil, nil, llm.ModelInfo{}, fmt.Errorf("dtype %q is not supported by the cpu backend (auto/float32, bfloat16)", cfg.DType)
 		}
 	case BackendCUDA:
 		switch cfg.DType {
-		case "", "auto", "float16", "half", "bfloat16", "float32":
+		case "", "auto", "float16", "half", "bfloat16", "float32", "float": // half, float: vLLM's names
 		default:
 			return nil, nil, llm.ModelInfo{}, fmt.Errorf("dtype %q is not supported by the cuda backend (auto, float16, bfloat16, float32)", cfg.DType)
 		}

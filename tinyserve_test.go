@@ -159,6 +159,19 @@ func TestOpenErrors(t *testing.T) {
 			t.Errorf("%+v: error %q does not mention %q", c.cfg, err, c.want)
 		}
 	}
+	// vLLM's --dtype float is float32: the cpu backend opens with it, and
+	// the cuda backend gets past the dtype check (failing only for want of
+	// a GPU here).
+	if e, err := Open(context.Background(), Config{DType: "float"}); err != nil {
+		t.Errorf("dtype float: %v", err)
+	} else {
+		e.Close()
+	}
+	if e, err := Open(context.Background(), Config{Backend: BackendCUDA, DType: "float"}); err == nil {
+		e.Close()
+	} else if strings.Contains(err.Error(), "dtype") {
+		t.Errorf("cuda, dtype float: %v", err)
+	}
 	// The mock takes its own model's name and the default dtype.
 	for _, cfg := range []Config{{Backend: BackendMock, Model: "mock", DType: "auto"}, {Backend: BackendMock}} {
 		e, err := Open(context.Background(), cfg)
