@@ -215,14 +215,18 @@ func load(cfg Config) (engine.Backend, llm.Tokenizer, llm.ModelInfo, error) {
 	if err != nil {
 		return nil, nil, llm.ModelInfo{}, err
 	}
-	tok, err := modelTokenizer(cfg, m.Dir, gpt2.IsBuiltin(name))
+	tok, tokSpec, err := modelTokenizer(cfg, m.Dir, gpt2.IsBuiltin(name))
 	if err != nil {
 		m.Close()
 		return nil, nil, llm.ModelInfo{}, err
 	}
 	if tok.VocabSize() != m.Config.VocabSize {
 		m.Close()
-		return nil, nil, llm.ModelInfo{}, fmt.Errorf("tokenizer has %d tokens but the model's config.json says vocab_size %d", tok.VocabSize(), m.Config.VocabSize)
+		which := tokSpec
+		if cfg.Tokenizer == "" && tokSpec == tokenizer.BuiltinGPT2 && !gpt2.IsBuiltin(name) {
+			which = "GPT-2's built-in BPE (the model folder has no tokenizer.json, nor vocab.json with merges.txt)"
+		}
+		return nil, nil, llm.ModelInfo{}, fmt.Errorf("tokenizer has %d tokens but the model's config.json says vocab_size %d; the tokenizer is %s", tok.VocabSize(), m.Config.VocabSize, which)
 	}
 	if err := setSamplingDefaults(cfg, m); err != nil {
 		m.Close()
@@ -342,8 +346,8 @@ func (w withModel) Close() error {
 
 // modelTokenizer is --tokenizer when given, else the checkpoint folder's
 // tokenizer.json, or its vocab.json and merges.txt, when it has them, else
-// GPT-2's built-in BPE.
-func modelTokenizer(cfg Config, model string, builtin bool) (llm.Tokenizer, error) {
+// GPT-2's built-in BPE; it also returns the tokenizer spec it loaded.
+func modelTokenizer(cfg Config, model string, builtin bool) (llm.Tokenizer, string, error) {
 	spec := cfg.Tokenizer
 	if spec == "" && !builtin {
 		for _, names := range [][]string{{"tokenizer.json"}, {"vocab.json", "merges.txt"}} {
@@ -369,7 +373,7 @@ func modelTokenizer(cfg Config, model string, builtin bool) (llm.Tokenizer, erro
 	opts := tokenizer.LoadOptionsFromEnv(cfg.Getenv, cfg.TokenizerDir)
 	tok, err := tokenizer.Load(spec, opts)
 	if err != nil {
-		return nil, fmt.Errorf("tokenizer: %w", err)
+		return nil, "", fmt.Errorf("tokenizer: %w", err)
 	}
-	return tok, nil
+	return tok, spec, nil
 }

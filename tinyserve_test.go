@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/tinyserve/tinyserve/llm"
+	"github.com/tinyserve/tinyserve/llm/gpt2"
 	"github.com/tinyserve/tinyserve/llm/mock"
 	"github.com/tinyserve/tinyserve/openai"
 )
@@ -171,6 +172,27 @@ func TestOpenErrors(t *testing.T) {
 		e.Close()
 	} else if strings.Contains(err.Error(), "dtype") {
 		t.Errorf("cuda, dtype float: %v", err)
+	}
+	// A folder without tokenizer files gets GPT-2's built-in BPE; when its
+	// vocabulary does not fit, the error says where the tokenizer came from
+	// (a vocab.json lost from a slow tokenizer's pair looks like this).
+	small := gpt2.Config{VocabSize: 261, NPositions: 16, NEmbd: 8, NLayer: 1, NHead: 2, LayerNormEpsilon: 1e-5, Activation: gpt2.GeluTanh, ScaleAttnWeights: true, BOSTokenID: 260, EOSTokenID: 260}
+	sm, err := gpt2.NewRandom("small", small, 1, 0.02)
+	if err != nil {
+		t.Fatal(err)
+	}
+	smallDir := filepath.Join(dir, "small")
+	if err := sm.WriteCheckpoint(smallDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(smallDir, "merges.txt"), []byte("#version: 0.2\na b\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if e, err := Open(context.Background(), Config{Model: smallDir}); err == nil {
+		e.Close()
+		t.Error("a 261-token model opened with GPT-2's built-in BPE")
+	} else if want := "vocab_size 261; the tokenizer is GPT-2's built-in BPE (the model folder has no tokenizer.json, nor vocab.json with merges.txt)"; !strings.Contains(err.Error(), want) {
+		t.Errorf("error %q does not mention %q", err, want)
 	}
 	// The mock takes its own model's name and the default dtype.
 	for _, cfg := range []Config{{Backend: BackendMock, Model: "mock", DType: "auto"}, {Backend: BackendMock}} {
