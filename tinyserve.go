@@ -220,6 +220,14 @@ func load(cfg Config) (engine.Backend, llm.Tokenizer, llm.ModelInfo, error) {
 		m.Close()
 		return nil, nil, llm.ModelInfo{}, err
 	}
+	if tv, mv := tok.VocabSize(), m.Config.VocabSize; tv < mv && mv-tv <= maxVocabPadding && m.TrimVocab(tv) == nil {
+		// A vocabulary padded past the tokenizer's (nanoGPT's 50304): the
+		// extra ids are padding that no text maps to, so they are dropped
+		// rather than ever sampled. A bigger gap is a tokenizer that does
+		// not belong to the model, refused below.
+		cfg.Logger.Info("the model's vocabulary is padded past its tokenizer's: the extra ids are never produced",
+			"model_vocab_size", mv, "tokenizer_vocab_size", tv)
+	}
 	if tok.VocabSize() != m.Config.VocabSize {
 		m.Close()
 		which := tokSpec
@@ -260,6 +268,11 @@ func load(cfg Config) (engine.Backend, llm.Tokenizer, llm.ModelInfo, error) {
 	info.Backend = BackendCPU
 	return withModel{backend, m}, tok, info, nil
 }
+
+// maxVocabPadding is the most ids a model's vocabulary may have past its
+// tokenizer's and be taken as padding: vocabularies are padded to a
+// multiple of 64 (nanoGPT) or 128 (Megatron), so by fewer than 128 ids.
+const maxVocabPadding = 127
 
 // setSamplingDefaults applies cfg.GenerationConfig to m.Defaults (which
 // Load read from the checkpoint's generation_config.json) and logs the

@@ -6,10 +6,13 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"github.com/urfave/cli/v2"
 
 	"github.com/tinyserve/tinyserve/llm"
@@ -502,4 +505,50 @@ func TestGenerationConfig(t *testing.T) {
 			t.Errorf("error %q does not mention %q", err, c.want)
 		}
 	}
+}
+
+// TestPaddedVocabulary: a checkpoint whose vocabulary is padded past its
+// tokenizer's (nanoGPT pads GPT-2's 50257 to 50304) is served with the
+// padding dropped: it opens, reports the tokenizer's size, and never
+// produces a padded id even where the padded rows would win every argmax.
+func TestPaddedVocabulary(t *testing.T) {
+	greedy := func(e llm.Engine) []int {
+		t.Helper()
+		ch, err := e.Generate(context.Background(), llm.Request{PromptTokens: []int{464, 3290}, Params: llm.SamplingParams{MaxTokens: 6, IgnoreEOS: true}})
+		require.NoError(t, err)
+		var ids []int
+		for ev := range ch {
+			require.NoError(t, ev.Err)
+			ids = append(ids, ev.TokenIDs...)
+		}
+		return ids
+	}
+	base, err := Open(context.Background(), Config{})
+	require.NoError(t, err)
+	want := greedy(base)
+	base.Close()
+
+	m, err := gpt2.Builtin(gpt2.BuiltinTiny)
+	require.NoError(t, err)
+	c := m.Config.NEmbd
+	// 47 padded rows, each 10 times the row of the first token greedy
+	// picks: untrimmed, a padded id would beat it.
+	wte := slices.Clone(m.Weights.WTE)
+	row := wte[want[0]*c : (want[0]+1)*c]
+	for range 47 {
+		for _, v := range row {
+			wte = append(wte, 10*v)
+		}
+	}
+	padded := &gpt2.Model{Name: "padded", Config: m.Config, Weights: m.Weights}
+	padded.Config.VocabSize = 50304
+	padded.Weights.WTE, padded.Weights.LMHead = wte, wte
+	dir := t.TempDir()
+	require.NoError(t, padded.WriteCheckpoint(dir))
+
+	e, err := Open(context.Background(), Config{Model: dir})
+	require.NoError(t, err)
+	defer e.Close()
+	assert.Equal(t, 50257, e.Info().VocabSize, "the tokenizer's size")
+	assert.Equal(t, want, greedy(e), "the same tokens as without the padding")
 }

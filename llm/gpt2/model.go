@@ -136,6 +136,31 @@ func (m *Model) checkWeights() error {
 	return nil
 }
 
+// TrimVocab makes the model use only its first n token ids, dropping the
+// rest of wte and of the LM head (views, no copy). A checkpoint trained
+// with its vocabulary padded past the tokenizer's (nanoGPT pads GPT-2's
+// 50257 to 50304, a multiple of 64) has rows for ids no tokenizer can
+// produce or decode; with them gone the model never samples one. Call it
+// before a backend is made from the model.
+func (m *Model) TrimVocab(n int) error {
+	if n < 1 || n > m.Config.VocabSize {
+		return fmt.Errorf("gpt2: cannot trim a vocabulary of %d ids to %d", m.Config.VocabSize, n)
+	}
+	if m.Config.EOSTokenID >= n || m.Config.BOSTokenID >= n {
+		return fmt.Errorf("gpt2: the bos/eos token id (%d/%d) is past the first %d ids, which the tokenizer has", m.Config.BOSTokenID, m.Config.EOSTokenID, n)
+	}
+	c := m.Config.NEmbd
+	tied := m.Weights.TiedHead()
+	m.Weights.WTE = m.Weights.WTE[:n*c]
+	if tied {
+		m.Weights.LMHead = m.Weights.WTE
+	} else {
+		m.Weights.LMHead = m.Weights.LMHead[:n*c]
+	}
+	m.Config.VocabSize = n
+	return nil
+}
+
 // TiedHead reports whether the LM head is wte itself (the same memory), as
 // in every released GPT-2, rather than a separate lm_head.weight.
 func (w *Weights) TiedHead() bool { return sameSlice(w.LMHead, w.WTE) }
