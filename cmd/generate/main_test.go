@@ -222,3 +222,18 @@ func TestGenerateIgnoresGenerationConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestSpecialTokensInPrompts: a special token written in a prompt is that
+// token, as the server's completions and /tokenize read it (and vLLM, with
+// Hugging Face's tokenizers), not its characters: generate and --score
+// see the same ids a request would.
+func TestSpecialTokensInPrompts(t *testing.T) {
+	var out, errs bytes.Buffer
+	args := []string{"generate", "--score", "--prompt", "Hi<|endoftext|>there"}
+	if err := newApp(&out, &errs).Run(args); err != nil {
+		t.Fatalf("%v\n%s", err, errs.String())
+	}
+	if got := out.String(); !strings.Contains(got, "3 tokens") || !strings.Contains(got, `"<|endoftext|>"`) {
+		t.Errorf("<|endoftext|> was not one token:\n%s", got)
+	}
+}
