@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 
 	"github.com/tinyserve/tinyserve/llm"
 )
@@ -48,6 +49,16 @@ func ReadGenerationConfig(dir string) (llm.SamplingDefaults, error) {
 		RepetitionPenalty *float64 `json:"repetition_penalty"`
 	}
 	if err := json.Unmarshal(data, &raw); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			// Said in the file's terms, not Go's ("cannot unmarshal string
+			// into Go struct field .temperature of type float64").
+			want := "a number"
+			if te.Type != nil && te.Type.Kind() == reflect.Int {
+				want = "an integer"
+			}
+			return llm.SamplingDefaults{}, fmt.Errorf("%w: %s: %s must be %s, not a JSON %s", ErrBadCheckpoint, path, te.Field, want, te.Value)
+		}
 		return llm.SamplingDefaults{}, fmt.Errorf("%w: %s: %w", ErrBadCheckpoint, path, err)
 	}
 	differs := func(v *float64, hfDefault float64) *float64 {

@@ -27,7 +27,8 @@ func TestReadGenerationConfig(t *testing.T) {
 			llm.SamplingDefaults{Temperature: f(0.7), TopP: f(0.95), TopK: i(40), MinP: f(0.05), RepetitionPenalty: f(1.1)}, ""},
 		{"top_k 0 turns the default 50 off", `{"top_k": 0}`, llm.SamplingDefaults{TopK: i(0)}, ""},
 		{"not JSON", `{"temperature":`, llm.SamplingDefaults{}, "generation_config.json"},
-		{"wrong type", `{"temperature": "hot"}`, llm.SamplingDefaults{}, "temperature"},
+		{"wrong type", `{"temperature": "hot"}`, llm.SamplingDefaults{}, "temperature must be a number, not a JSON string"},
+		{"wrong type for an integer", `{"top_k": 4.5}`, llm.SamplingDefaults{}, "top_k must be an integer, not a JSON number 4.5"},
 		{"out of range", `{"top_p": 1.5}`, llm.SamplingDefaults{}, "top_p"},
 		// The engine reads 0 as "off" for these two; vLLM refuses 0 (a
 		// request sending it gets a 400), so the file is refused rather
