@@ -215,6 +215,10 @@ func load(cfg Config) (engine.Backend, llm.Tokenizer, llm.ModelInfo, error) {
 	if err != nil {
 		return nil, nil, llm.ModelInfo{}, err
 	}
+	if m.Dir != "" && m.Dir != name {
+		// A Hugging Face id: say which snapshot of the cache was loaded.
+		cfg.Logger.Info("model found in the Hugging Face cache", "model", name, "folder", m.Dir)
+	}
 	tok, tokSpec, err := modelTokenizer(cfg, m.Dir, gpt2.IsBuiltin(name))
 	if err != nil {
 		m.Close()

@@ -3,6 +3,7 @@ package tinyserve
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/urfave/cli/v2"
 
+	"github.com/tinyserve/tinyserve/internal/syncbuf"
 	"github.com/tinyserve/tinyserve/llm"
 	"github.com/tinyserve/tinyserve/llm/gpt2"
 	"github.com/tinyserve/tinyserve/llm/mock"
@@ -382,12 +384,16 @@ func TestOpenFromHubCache(t *testing.T) {
 		return ""
 	}
 	for _, id := range []string{"openai-community/gpt2", "gpt2"} { // gpt2 is the same repository's old id
-		e, err := Open(context.Background(), Config{Model: id, Getenv: env})
+		var logs syncbuf.Buffer
+		e, err := Open(context.Background(), Config{Model: id, Getenv: env, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 		if err != nil {
 			t.Fatalf("%s: %v", id, err)
 		}
 		if got := e.Info().ID; got != id {
 			t.Errorf("served as %q, want %q", got, id)
+		}
+		if want := filepath.Join(repo, "snapshots", "bbb"); !strings.Contains(logs.String(), want) {
+			t.Errorf("the log does not say which snapshot was loaded (%s):\n%s", want, logs.String())
 		}
 		e.Close()
 	}
