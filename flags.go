@@ -9,6 +9,8 @@ import (
 // Engine flag names, as vllm serve spells them where the concept is the same.
 const (
 	FlagModel                = "model"
+	FlagRevision             = "revision"
+	FlagTokenizerRevision    = "tokenizer-revision"
 	FlagBackend              = "backend"
 	FlagDType                = "dtype"
 	FlagTokenizer            = "tokenizer"
@@ -41,9 +43,11 @@ func EngineFlags(envPrefix string) []cli.Flag {
 	}
 	return []cli.Flag{
 		&cli.StringFlag{Name: FlagModel, Value: DefaultModel, EnvVars: env(FlagModel), Usage: "built-in model (tiny-gpt2, gpt2-124m-random; random weights), a Hugging Face GPT-2 checkpoint folder, or its id in the local Hugging Face cache (gpt2, openai-community/gpt2; never downloaded)"},
+		&cli.StringFlag{Name: FlagRevision, EnvVars: env(FlagRevision), Usage: "branch, tag or commit hash of a --model given as a Hugging Face id (default: the cache's main)"},
 		&cli.StringFlag{Name: FlagBackend, Value: BackendCPU, EnvVars: env(FlagBackend), Usage: "cpu, cuda or mock"},
 		&cli.StringFlag{Name: FlagDType, Value: "auto", EnvVars: env(FlagDType), Usage: "weight type: auto (cpu: float32, cuda: float16), float16 or half (cuda), bfloat16, float32 or float"},
 		&cli.StringFlag{Name: FlagTokenizer, EnvVars: env(FlagTokenizer), Usage: "tokenizer override: gpt2, a tokenizer.json, a model folder or a Hugging Face id in the local cache"},
+		&cli.StringFlag{Name: FlagTokenizerRevision, EnvVars: env(FlagTokenizerRevision), Usage: "branch, tag or commit hash of the tokenizer's Hugging Face id (--tokenizer, else --model's)"},
 		&cli.StringFlag{Name: FlagTokenizerDir, EnvVars: env(FlagTokenizerDir), Usage: "extra folder searched for Hugging Face tokenizer ids"},
 		&cli.StringFlag{Name: FlagServedModelName, EnvVars: env(FlagServedModelName), Usage: "model name clients use (default: the model's id)"},
 		&cli.IntFlag{Name: FlagMaxNumSeqs, EnvVars: env(FlagMaxNumSeqs), Usage: "most sequences running at once (0: 256)"},
@@ -80,6 +84,8 @@ func EnvName(flag string) string {
 func ConfigFromFlags(c *cli.Context) (Config, error) {
 	cfg := Config{
 		Model:                c.String(FlagModel),
+		Revision:             c.String(FlagRevision),
+		TokenizerRevision:    c.String(FlagTokenizerRevision),
 		Backend:              c.String(FlagBackend),
 		DType:                c.String(FlagDType),
 		Tokenizer:            c.String(FlagTokenizer),

@@ -45,6 +45,11 @@ type Config struct {
 	// Hugging Face cache (openai-community/gpt2; nothing is downloaded).
 	// Empty means DefaultModel.
 	Model string `json:"model,omitempty"`
+	// Revision is the branch, tag or commit hash of a Model given as a
+	// Hugging Face id (vLLM's --revision), which the local cache must
+	// hold; empty means the snapshot refs/main names. A folder or a
+	// built-in model refuses it.
+	Revision string `json:"revision,omitempty"`
 	// Backend is cpu, cuda or mock. Empty means cpu. The mock serves its
 	// own model with a byte tokenizer and refuses Model (other than mock).
 	// Each backend refuses the options it would ignore rather than ignore
@@ -61,6 +66,10 @@ type Config struct {
 	// path, a model folder (tokenizer.json, or vocab.json and merges.txt)
 	// or a Hugging Face id found in the local cache.
 	Tokenizer string `json:"tokenizer,omitempty"`
+	// TokenizerRevision is the branch, tag or commit hash of the
+	// tokenizer's Hugging Face id (vLLM's --tokenizer-revision): Tokenizer
+	// when given, else Model's, which must then be an id.
+	TokenizerRevision string `json:"tokenizer_revision,omitempty"`
 	// TokenizerDir is an extra folder searched for Hugging Face ids.
 	TokenizerDir string `json:"tokenizer_dir,omitempty"`
 	// ServedModelName is the name clients use; empty means the model's id.
@@ -211,15 +220,15 @@ func load(cfg Config) (engine.Backend, llm.Tokenizer, llm.ModelInfo, error) {
 	if name == "" {
 		name = DefaultModel
 	}
-	m, err := gpt2.OpenWithEnv(name, cfg.Getenv)
+	m, err := gpt2.OpenAt(name, cfg.Revision, cfg.Getenv)
 	if err != nil {
 		return nil, nil, llm.ModelInfo{}, err
 	}
-	if m.Dir != "" && m.Dir != name {
+	if m.HubID != "" {
 		// A Hugging Face id: say which snapshot of the cache was loaded.
-		cfg.Logger.Info("model found in the Hugging Face cache", "model", name, "folder", m.Dir)
+		cfg.Logger.Info("model found in the Hugging Face cache", "model", name, "revision", m.Revision, "folder", m.Dir)
 	}
-	tok, tokSpec, err := modelTokenizer(cfg, m.Dir, gpt2.IsBuiltin(name))
+	tok, tokSpec, err := modelTokenizer(cfg, m)
 	if err != nil {
 		m.Close()
 		return nil, nil, llm.ModelInfo{}, err
@@ -321,6 +330,8 @@ func refuseIgnored(cfg Config) error {
 	}{
 		{"dtype (--dtype)", cfg.DType != "" && cfg.DType != "auto", cfg.DType, []string{BackendCPU, BackendCUDA}},
 		{"tokenizer (--tokenizer)", cfg.Tokenizer != "", cfg.Tokenizer, []string{BackendCPU, BackendCUDA}},
+		{"revision (--revision)", cfg.Revision != "", cfg.Revision, []string{BackendCPU, BackendCUDA}},
+		{"tokenizer_revision (--tokenizer-revision)", cfg.TokenizerRevision != "", cfg.TokenizerRevision, []string{BackendCPU, BackendCUDA}},
 		{"kv_cache_bytes (--kv-cache-bytes)", cfg.KVCacheBytes != 0, cfg.KVCacheBytes, []string{BackendCPU}},
 		{"threads (--threads)", cfg.Threads != 0, cfg.Threads, []string{BackendCPU}},
 		{"gpu_memory_utilization (--gpu-memory-utilization)", cfg.GPUMemoryUtilization != 0, cfg.GPUMemoryUtilization, []string{BackendCUDA}},
@@ -364,9 +375,16 @@ func (w withModel) Close() error {
 // modelTokenizer is --tokenizer when given, else the checkpoint folder's
 // tokenizer.json, or its vocab.json and merges.txt, when it has them, else
 // GPT-2's built-in BPE; it also returns the tokenizer spec it loaded.
-func modelTokenizer(cfg Config, model string, builtin bool) (llm.Tokenizer, string, error) {
-	spec := cfg.Tokenizer
-	if spec == "" && !builtin {
+func modelTokenizer(cfg Config, m *gpt2.Model) (llm.Tokenizer, string, error) {
+	spec, model := cfg.Tokenizer, m.Dir
+	if spec == "" && cfg.TokenizerRevision != "" {
+		// The model's own tokenizer at another revision: its id's.
+		if m.HubID == "" {
+			return nil, "", fmt.Errorf("tokenizer_revision (--tokenizer-revision) %q applies to a tokenizer named by its Hugging Face id, and the model %q is not one: give --tokenizer", cfg.TokenizerRevision, cfg.Model)
+		}
+		spec = m.HubID
+	}
+	if spec == "" && model != "" {
 		for _, names := range [][]string{{"tokenizer.json"}, {"vocab.json", "merges.txt"}} {
 			found := true
 			for _, name := range names {
@@ -388,6 +406,7 @@ func modelTokenizer(cfg Config, model string, builtin bool) (llm.Tokenizer, stri
 		spec = tokenizer.BuiltinGPT2
 	}
 	opts := tokenizer.LoadOptionsFromEnv(cfg.Getenv, cfg.TokenizerDir)
+	opts.Revision = cfg.TokenizerRevision
 	tok, err := tokenizer.Load(spec, opts)
 	if err != nil {
 		return nil, "", fmt.Errorf("tokenizer: %w", err)

@@ -408,6 +408,127 @@ func TestOpenFromHubCache(t *testing.T) {
 	}
 }
 
+// TestOpenHubRevision: --revision picks a snapshot of the hub cache by
+// branch, tag or commit hash, and Info().Source records which; a revision
+// the cache lacks lists those it holds; a folder, a built-in model and the
+// mock refuse a revision; --tokenizer-revision loads the model id's
+// tokenizer at that revision.
+func TestOpenHubRevision(t *testing.T) {
+	const c1, c2 = "1111111111111111111111111111111111111111", "2222222222222222222222222222222222222222"
+	hub := t.TempDir()
+	repo := filepath.Join(hub, "models--openai-community--gpt2")
+	put := func(rel string, data []byte) {
+		p := filepath.Join(repo, filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []string{c1, c2} {
+		for _, f := range []string{"config.json", "model.safetensors"} {
+			data, err := os.ReadFile(filepath.Join("testdata/gpt2-tiny", f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			put("snapshots/"+c+"/"+f, data)
+		}
+	}
+	put("snapshots/"+c2+"/generation_config.json", []byte(`{"temperature": 0.5}`))
+	// A tokenizer of 3 tokens, which the model refuses: its error shows
+	// that this revision's tokenizer was the one loaded.
+	put("snapshots/"+c2+"/vocab.json", []byte(`{"a": 0, "b": 1, "ab": 2}`))
+	put("snapshots/"+c2+"/merges.txt", []byte("#version: 0.2\na b\n"))
+	put("refs/main", []byte(c1))
+	put("refs/v2", []byte(c2))
+	env := func(k string) string {
+		if k == "HF_HUB_CACHE" {
+			return hub
+		}
+		return ""
+	}
+	open := func(cfg Config) (llm.ModelInfo, error) {
+		t.Helper()
+		cfg.Getenv = env
+		e, err := Open(context.Background(), cfg)
+		if err != nil {
+			return llm.ModelInfo{}, err
+		}
+		defer e.Close()
+		return e.Info(), nil
+	}
+	for _, c := range []struct {
+		revision, commit string
+		temperature      bool
+	}{{"", c1, false}, {"main", c1, false}, {c1, c1, false}, {"v2", c2, true}, {c2, c2, true}} {
+		// The model's own tokenizer files are not used here: c2's would be
+		// refused (see below).
+		info, err := open(Config{Model: "openai-community/gpt2", Revision: c.revision, Tokenizer: "gpt2"})
+		if err != nil {
+			t.Fatalf("revision %q: %v", c.revision, err)
+		}
+		src := info.Source
+		if src == nil || src.Revision != c.commit || src.HubID != "openai-community/gpt2" || src.Dir != filepath.Join(repo, "snapshots", c.commit) {
+			t.Errorf("revision %q: source %+v, want commit %s of openai-community/gpt2", c.revision, src, c.commit)
+			continue
+		}
+		wantFiles := []string{"config.json", "model.safetensors"}
+		if c.temperature {
+			wantFiles = []string{"config.json", "generation_config.json", "model.safetensors"}
+		}
+		if !slices.Equal(src.Files, wantFiles) {
+			t.Errorf("revision %q: files %q, want %q", c.revision, src.Files, wantFiles)
+		}
+		if got := info.Defaults.Temperature != nil; got != c.temperature {
+			t.Errorf("revision %q: generation_config.json read: %v, want %v", c.revision, got, c.temperature)
+		}
+	}
+	// The old id finds the same repository, and the source names it.
+	if info, err := open(Config{Model: "gpt2", Revision: "v2", Tokenizer: "gpt2"}); err != nil || info.Source == nil || info.Source.HubID != "openai-community/gpt2" || info.ID != "gpt2" {
+		t.Errorf("gpt2 at v2: %+v, %v", info.Source, err)
+	}
+	// Without --tokenizer, the snapshot's own tokenizer files are read.
+	if _, err := open(Config{Model: "openai-community/gpt2", Revision: "v2"}); err == nil || !strings.Contains(err.Error(), "tokenizer has 3 tokens") {
+		t.Errorf("v2 with its own tokenizer: %v, want the 3-token tokenizer refused", err)
+	}
+	// --tokenizer-revision without --tokenizer: the model id's tokenizer
+	// at that revision, while the weights stay at main.
+	_, err := open(Config{Model: "openai-community/gpt2", TokenizerRevision: "v2"})
+	if err == nil || !strings.Contains(err.Error(), "tokenizer has 3 tokens") {
+		t.Errorf("--tokenizer-revision v2: %v, want v2's 3-token tokenizer refused", err)
+	}
+	if info, err := open(Config{Model: "openai-community/gpt2", Revision: "v2", Tokenizer: "openai-community/gpt2", TokenizerRevision: c1}); err == nil {
+		t.Errorf("a tokenizer at %s, which has no tokenizer files, was found: %+v", c1, info.Source)
+	} else if !strings.Contains(err.Error(), "at revision") {
+		t.Errorf("tokenizer at a revision without one: %v", err)
+	}
+
+	for _, c := range []struct {
+		cfg  Config
+		want []string
+	}{
+		{Config{Model: "openai-community/gpt2", Revision: "dev"}, []string{`at revision "dev"`, "main -> " + c1, "v2 -> " + c2, "hf download openai-community/gpt2 --revision dev"}},
+		{Config{Model: "openai-community/gpt2", Revision: c1[:7]}, []string{"in full"}},
+		{Config{Model: "testdata/gpt2-tiny", Revision: "main"}, []string{"is a folder"}},
+		{Config{Model: "tiny-gpt2", Revision: "main"}, []string{"built in"}},
+		{Config{Backend: BackendMock, Revision: "main"}, []string{"revision (--revision)"}},
+		{Config{Model: "testdata/gpt2-tiny", TokenizerRevision: "main"}, []string{"give --tokenizer"}},
+		{Config{Model: "testdata/gpt2-tiny", Tokenizer: "testdata/gpt2-tiny", TokenizerRevision: "main"}, []string{"applies to a tokenizer named by its Hugging Face id"}},
+	} {
+		_, err := open(c.cfg)
+		if err == nil {
+			t.Errorf("%+v: opened", c.cfg)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%+v: error %q does not mention %q", c.cfg, err, w)
+			}
+		}
+	}
+}
+
 // TestOpenVocabWithoutMerges: a checkpoint folder with a vocab.json but no
 // merges.txt (and no tokenizer.json) has no tokenizer of its own, so it
 // gets GPT-2's built-in BPE, as docs/gpt2.md says, rather than a "no

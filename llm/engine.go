@@ -31,6 +31,24 @@ type ModelInfo struct {
 	// generation_config.json), which a server uses for the fields a request
 	// leaves out, as vLLM does.
 	Defaults SamplingDefaults
+	// Source says which files the model was loaded from; nil for models
+	// made in memory (the built-in and mock models).
+	Source *ModelSource
+}
+
+// ModelSource identifies a loaded checkpoint, so that a benchmark can
+// record exactly which weights it measured.
+type ModelSource struct {
+	// Dir is the checkpoint folder.
+	Dir string
+	// HubID and Revision name the Hugging Face repository and the commit
+	// of the snapshot when Dir was found in the local hub cache; both are
+	// empty for a folder named by its path.
+	HubID, Revision string
+	// Files are the files of Dir that were read, relative to it and
+	// sorted: config.json, generation_config.json, the weights and their
+	// index.
+	Files []string
 }
 
 // SamplingDefaults are a model's recommended sampling settings, used in

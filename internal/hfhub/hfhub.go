@@ -5,6 +5,8 @@
 package hfhub
 
 import (
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -142,6 +144,74 @@ func Snapshot(repoDir string, ok func(dir string) bool) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// SnapshotAt returns the snapshot folder of repoDir that revision names,
+// resolved as huggingface_hub resolves a revision without the network:
+// refs/REVISION, when the cache has it, holds the commit that branch or tag
+// (or pull request, "refs/pr/1") was fetched at; otherwise REVISION is
+// taken as a commit hash, which must be a snapshot folder's full name. The
+// folder is returned whatever it holds (see Snapshot). When the cache does
+// not hold the revision, the error lists the revisions it does.
+func SnapshotAt(repoDir, revision string) (string, error) {
+	if revision == "" || strings.Contains(revision, `\`) || strings.HasPrefix(revision, "/") || slices.Contains(strings.Split(revision, "/"), "..") {
+		return "", fmt.Errorf("revision %q: want a branch, tag or commit hash", revision)
+	}
+	commit := revision
+	if ref, err := os.ReadFile(filepath.Join(repoDir, "refs", filepath.FromSlash(revision))); err == nil {
+		commit = strings.TrimSpace(string(ref))
+		if commit == "" || strings.ContainsAny(commit, `/\`) || commit == ".." {
+			return "", fmt.Errorf("revision %q: %s does not hold a commit hash", revision, filepath.Join(repoDir, "refs", filepath.FromSlash(revision)))
+		}
+	} else if strings.Contains(revision, "/") {
+		return "", noRevision(repoDir, revision)
+	}
+	d := filepath.Join(repoDir, "snapshots", commit)
+	if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
+		if commit != revision {
+			return "", fmt.Errorf("revision %q names commit %s, whose snapshot %s is not in the cache", revision, commit, d)
+		}
+		return "", noRevision(repoDir, revision)
+	}
+	return d, nil
+}
+
+// noRevision is the error for a revision that repoDir does not hold.
+func noRevision(repoDir, revision string) error {
+	refs, snapshots := Revisions(repoDir)
+	held := append(refs, snapshots...)
+	if len(held) == 0 {
+		return fmt.Errorf("revision %q: %s holds no snapshots", revision, repoDir)
+	}
+	return fmt.Errorf("revision %q is not in %s, which holds %s (a commit hash must be given in full)", revision, repoDir, strings.Join(held, ", "))
+}
+
+// Revisions lists what repoDir holds: the refs it records (branches, tags
+// and pull requests, as "name -> commit") and its snapshot folders (commit
+// hashes), each sorted.
+func Revisions(repoDir string) (refs, snapshots []string) {
+	refsDir := filepath.Join(repoDir, "refs")
+	_ = filepath.WalkDir(refsDir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil
+		}
+		name, _ := filepath.Rel(refsDir, p)
+		refs = append(refs, filepath.ToSlash(name)+" -> "+strings.TrimSpace(string(b)))
+		return nil
+	})
+	entries, _ := os.ReadDir(filepath.Join(repoDir, "snapshots"))
+	for _, e := range entries {
+		if e.IsDir() || e.Type()&fs.ModeSymlink != 0 {
+			snapshots = append(snapshots, e.Name())
+		}
+	}
+	slices.Sort(refs)
+	slices.Sort(snapshots)
+	return refs, snapshots
 }
 
 // DownloadCommand is the command line that fetches files of repository id

@@ -3,6 +3,7 @@ package hfhub
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -131,5 +132,54 @@ func TestExpandPath(t *testing.T) {
 	}
 	if got := ExpandPath("~/x", func(string) string { return "" }); got != "~/x" {
 		t.Errorf("without a home folder: %q", got)
+	}
+}
+
+func TestSnapshotAt(t *testing.T) {
+	repo := t.TempDir()
+	write := func(rel, content string) {
+		p := filepath.Join(repo, filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const c1, c2, c3 = "1111111111111111111111111111111111111111", "2222222222222222222222222222222222222222", "3333333333333333333333333333333333333333"
+	write("snapshots/"+c1+"/config.json", "{}")
+	write("snapshots/"+c2+"/config.json", "{}")
+	write("refs/main", c2+"\n")
+	write("refs/v1.0", c1)
+	write("refs/refs/pr/3", c1) // huggingface_hub keeps "refs/pr/3" at refs/refs/pr/3
+	write("refs/gone", c3)      // a ref whose snapshot was deleted
+	snap := func(c string) string { return filepath.Join(repo, "snapshots", c) }
+	for rev, want := range map[string]string{"main": snap(c2), "v1.0": snap(c1), "refs/pr/3": snap(c1), c1: snap(c1), c2: snap(c2)} {
+		if got, err := SnapshotAt(repo, rev); err != nil || got != want {
+			t.Errorf("SnapshotAt(%q) = %q, %v; want %q", rev, got, err, want)
+		}
+	}
+	for rev, wantIn := range map[string][]string{
+		"dev":       {`revision "dev" is not in`, "main -> " + c2, "refs/pr/3 -> " + c1, "v1.0 -> " + c1, c2, "in full"},
+		c1[:7]:     {"is not in", "in full"}, // short hashes are not resolved offline
+		"gone":      {"names commit " + c3, "not in the cache"},
+		"refs/pr/9": {`revision "refs/pr/9" is not in`},
+		"../x":      {"want a branch, tag or commit hash"},
+		"/abs":      {"want a branch, tag or commit hash"},
+		"":          {"want a branch, tag or commit hash"},
+	} {
+		_, err := SnapshotAt(repo, rev)
+		if err == nil {
+			t.Errorf("SnapshotAt(%q): no error", rev)
+			continue
+		}
+		for _, w := range wantIn {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("SnapshotAt(%q) = %v; want it to contain %q", rev, err, w)
+			}
+		}
+	}
+	if _, err := SnapshotAt(t.TempDir(), "main"); err == nil || !strings.Contains(err.Error(), "holds no snapshots") {
+		t.Errorf("an empty repository: %v", err)
 	}
 }

@@ -136,10 +136,21 @@ func Open(model string) (*Model, error) { return OpenWithEnv(model, os.Getenv) }
 
 // OpenWithEnv is Open with the environment read through getenv.
 func OpenWithEnv(model string, getenv func(string) string) (*Model, error) {
+	return OpenAt(model, "", getenv)
+}
+
+// OpenAt is OpenWithEnv at a revision of a Hugging Face id (see LocateAt);
+// an empty revision is OpenWithEnv's choice. A model found in the hub cache
+// records the repository and the snapshot's commit (Model.HubID,
+// Model.Revision).
+func OpenAt(model, revision string, getenv func(string) string) (*Model, error) {
 	if IsBuiltin(model) {
+		if revision != "" {
+			return nil, fmt.Errorf("gpt2: revision %q applies to a model named by its Hugging Face id, and %s is built in", revision, model)
+		}
 		return Builtin(model)
 	}
-	dir, err := Locate(model, getenv)
+	dir, hub, err := locate(model, revision, getenv)
 	if err != nil {
 		return nil, err
 	}
@@ -147,8 +158,9 @@ func OpenWithEnv(model string, getenv func(string) string) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	if dir != model {
+	if hub != nil {
 		m.Name = model // served as the id asked for, not as the snapshot's revision hash
+		m.HubID, m.Revision = hub.id, hub.commit
 	}
 	return m, nil
 }

@@ -15,8 +15,12 @@ import (
 // a checkpoint folder, nor in the local Hugging Face cache, where Locate
 // looked, and how to provide it. Nothing is ever downloaded.
 type NotFoundError struct {
-	Model  string   // what was asked for
-	Looked []string // folders and patterns checked, in order
+	Model    string   // what was asked for
+	Revision string   // the revision asked for, if any
+	Looked   []string // folders and patterns checked, in order
+	// RevisionErrors say, for each cached repository that lacks Revision,
+	// which revisions it holds.
+	RevisionErrors []string
 }
 
 // Error lists the places Locate looked and, for a hub id, the command that
@@ -26,14 +30,24 @@ func (e *NotFoundError) Error() string {
 	fmt.Fprintf(&b, "gpt2: model %q is neither a built-in model (%s) nor a checkpoint folder", e.Model, strings.Join(BuiltinNames(), ", "))
 	if len(e.Looked) > 1 {
 		b.WriteString(", nor in the local Hugging Face cache (nothing is downloaded)")
+		if e.Revision != "" {
+			fmt.Fprintf(&b, " at revision %q", e.Revision)
+		}
 	}
 	b.WriteString("; looked in:")
 	for _, l := range e.Looked {
 		b.WriteString("\n  " + l)
 	}
+	for _, r := range e.RevisionErrors {
+		b.WriteString("\n" + r)
+	}
 	if hfhub.IsRepoID(e.Model) {
+		files := []string{"config.json", "model.safetensors", "tokenizer.json"}
+		if e.Revision != "" {
+			files = append([]string{"--revision", e.Revision}, files...)
+		}
 		fmt.Fprintf(&b, "\nfetch it into the cache once with: %s (huggingface_hub before 0.34: huggingface-cli download, same arguments)",
-			hfhub.DownloadCommand(e.Model, "config.json", "model.safetensors", "tokenizer.json"))
+			hfhub.DownloadCommand(e.Model, files...))
 	}
 	return b.String()
 }
@@ -56,26 +70,67 @@ var hubAliases = map[string][]string{
 // first by name, that has config.json and weights. When nothing is found
 // the error is a *NotFoundError.
 func Locate(model string, getenv func(string) string) (string, error) {
+	dir, _, err := locate(model, "", getenv)
+	return dir, err
+}
+
+// LocateAt is Locate at a revision of a Hugging Face id (vLLM's
+// --revision): a branch, tag or commit hash the local cache holds (see
+// hfhub.SnapshotAt), whose snapshot must have config.json and weights.
+// An empty revision is Locate's choice. A revision for a folder is an
+// error: a folder has no revisions.
+func LocateAt(model, revision string, getenv func(string) string) (string, error) {
+	dir, _, err := locate(model, revision, getenv)
+	return dir, err
+}
+
+// hubRef says where in the hub cache a model was found.
+type hubRef struct {
+	id     string // the repository id whose folder held it (an alias of the id asked for)
+	commit string // the snapshot's commit hash
+}
+
+func locate(model, revision string, getenv func(string) string) (string, *hubRef, error) {
 	if _, err := os.Stat(model); !errors.Is(err, fs.ErrNotExist) {
-		return model, nil // a folder (Load reports what is wrong with it), or unreadable
+		if revision != "" {
+			return "", nil, fmt.Errorf("gpt2: revision %q applies to a model named by its Hugging Face id, and %q is a folder", revision, model)
+		}
+		return model, nil, nil // a folder (Load reports what is wrong with it), or unreadable
 	}
-	nf := &NotFoundError{Model: model, Looked: []string{model + " (no such folder)"}}
+	nf := &NotFoundError{Model: model, Revision: revision, Looked: []string{model + " (no such folder)"}}
 	cache := hfhub.CacheDir(getenv)
 	if !hfhub.IsRepoID(model) || cache == "" {
-		return "", nf
+		return "", nil, nf
 	}
 	ids := hubAliases[model]
 	if ids == nil {
 		ids = []string{model}
 	}
+	var revErrs []string
 	for _, id := range ids {
 		repo := hfhub.RepoDir(cache, id)
-		if dir, ok := hfhub.Snapshot(repo, hasCheckpoint); ok {
-			return dir, nil
+		if revision == "" {
+			if dir, ok := hfhub.Snapshot(repo, hasCheckpoint); ok {
+				return dir, &hubRef{id: id, commit: filepath.Base(dir)}, nil
+			}
+			nf.Looked = append(nf.Looked, filepath.Join(repo, "snapshots", "*")+" (with config.json and weights)")
+			continue
 		}
-		nf.Looked = append(nf.Looked, filepath.Join(repo, "snapshots", "*")+" (with config.json and weights)")
+		dir, err := hfhub.SnapshotAt(repo, revision)
+		switch {
+		case err == nil && hasCheckpoint(dir):
+			return dir, &hubRef{id: id, commit: filepath.Base(dir)}, nil
+		case err == nil:
+			nf.Looked = append(nf.Looked, dir+" (revision "+revision+": no config.json and weights; only part of the repository was fetched)")
+		default:
+			if _, serr := os.Stat(repo); serr == nil {
+				revErrs = append(revErrs, err.Error())
+			}
+			nf.Looked = append(nf.Looked, filepath.Join(repo, "snapshots")+" (revision "+revision+")")
+		}
 	}
-	return "", nf
+	nf.RevisionErrors = revErrs
+	return "", nil, nf
 }
 
 // hasCheckpoint reports whether dir holds config.json and weights in one of

@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tinyserve/tinyserve/internal/hfhub"
+
 	"github.com/tinyserve/tinyserve/llm"
 )
 
@@ -60,6 +62,15 @@ type Model struct {
 	// Dir is the checkpoint folder the model was loaded from ("" for a
 	// built-in model); its tokenizer files, if any, are there.
 	Dir string
+	// HubID and Revision say where in the local Hugging Face cache the
+	// model was found (OpenAt): the repository id whose folder held it and
+	// the snapshot's commit hash. Both are empty for a folder or a
+	// built-in model.
+	HubID, Revision string
+	// Files are the files of Dir that Load read, relative to it and sorted:
+	// config.json, generation_config.json when there is one, the weights
+	// and their index. Together they determine the model.
+	Files []string
 	// Config is the model's shape and numerical settings.
 	Config Config
 	// RandomWeights is true for the built-in models, whose weights are
@@ -78,7 +89,7 @@ type Model struct {
 // Info describes the model for an engine. Backend is left empty: the
 // engine's backend fills it in (CPUBackend.Info does).
 func (m *Model) Info() llm.ModelInfo {
-	return llm.ModelInfo{
+	info := llm.ModelInfo{
 		ID:            m.Name,
 		MaxModelLen:   m.Config.NPositions,
 		VocabSize:     m.Config.VocabSize,
@@ -86,6 +97,10 @@ func (m *Model) Info() llm.ModelInfo {
 		RandomWeights: m.RandomWeights,
 		Defaults:      m.Defaults,
 	}
+	if m.Dir != "" {
+		info.Source = &llm.ModelSource{Dir: m.Dir, HubID: m.HubID, Revision: m.Revision, Files: slices.Clone(m.Files)}
+	}
+	return info
 }
 
 // NumParams is the number of distinct parameters (a tied LM head counts
@@ -245,7 +260,12 @@ func Load(dir string) (*Model, error) {
 			name = filepath.Base(abs)
 		}
 	}
-	m := &Model{Name: name, Dir: dir, Config: cfg, Defaults: defaults}
+	m := &Model{Name: name, Dir: dir, Config: cfg, Defaults: defaults, Files: files.names()}
+	if hfhub.IsFile(filepath.Join(dir, GenerationConfigFile)) {
+		m.Files = append(m.Files, GenerationConfigFile)
+	}
+	m.Files = append(m.Files, "config.json")
+	sort.Strings(m.Files)
 	for _, f := range files.files {
 		m.release = append(m.release, f.close)
 	}
@@ -368,6 +388,19 @@ func openShards(dir, indexPath string, data []byte, open func(string) (*stFile, 
 		cf.files[file] = f
 	}
 	return cf, nil
+}
+
+// names are the files read, relative to the folder: the weight files and,
+// for shards, their index.
+func (cf *checkpointFiles) names() []string {
+	var n []string
+	for name := range cf.files {
+		n = append(n, name)
+	}
+	if cf.indexErr != "" {
+		n = append(n, filepath.Base(cf.indexErr))
+	}
+	return n
 }
 
 // lookup finds which file holds the tensor called name, with or without the

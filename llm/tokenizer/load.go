@@ -25,6 +25,12 @@ func isGPT2Alias(spec string) bool {
 // embedding programs decide what is searched; [LoadOptionsFromEnv] fills them
 // the usual way.
 type LoadOptions struct {
+	// Revision, when set, is the branch, tag or commit hash of a Hugging
+	// Face id to load (vLLM's --tokenizer-revision): only hub cache layouts
+	// are searched (see hfhub.SnapshotAt), and a path or the built-in
+	// "gpt2" is an error, having no revisions; "gpt2" and
+	// "openai-community/gpt2" are then looked up in the cache like any id.
+	Revision string
 	// TokenizerDir is an extra folder searched first for ids, as
 	// DIR/ORG/NAME/tokenizer.json or as a Hugging Face cache layout
 	// (DIR/models--ORG--NAME/snapshots/*/tokenizer.json). Empty: none.
@@ -87,17 +93,33 @@ func (o LoadOptions) hubCache() string {
 // NotFoundError says that a tokenizer could not be found, where Load looked
 // and how to provide it.
 type NotFoundError struct {
-	Spec   string   // what the caller asked for
-	Looked []string // paths and patterns that were checked, in order
+	Spec     string   // what the caller asked for
+	Revision string   // the revision asked for, if any
+	Looked   []string // paths and patterns that were checked, in order
+	// RevisionErrors say, for each cached repository that lacks Revision,
+	// which revisions it holds.
+	RevisionErrors []string
 }
 
 // Error lists the places searched and the ways to provide the file.
 func (e *NotFoundError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "tokenizer %q not found (nothing is downloaded); looked in:", e.Spec)
+	if e.Revision != "" {
+		fmt.Fprintf(&b, "tokenizer %q at revision %q not found (nothing is downloaded); looked in:", e.Spec, e.Revision)
+	} else {
+		fmt.Fprintf(&b, "tokenizer %q not found (nothing is downloaded); looked in:", e.Spec)
+	}
 	for _, l := range e.Looked {
 		b.WriteString("\n  ")
 		b.WriteString(l)
+	}
+	for _, r := range e.RevisionErrors {
+		b.WriteString("\n" + r)
+	}
+	if e.Revision != "" {
+		fmt.Fprintf(&b, "\nfetch it into the Hugging Face cache once with: %s (huggingface_hub before 0.34: huggingface-cli download, same arguments)",
+			hfhub.DownloadCommand(e.Spec, "--revision", e.Revision, "tokenizer.json", "tokenizer_config.json"))
+		return b.String()
 	}
 	b.WriteString("\nprovide it by passing the path of a tokenizer.json or of a model folder that has one")
 	if hfhub.IsRepoID(e.Spec) {
@@ -120,6 +142,9 @@ func (e *NotFoundError) Error() string {
 func Locate(spec string, opts LoadOptions) (path string, builtin bool, err error) {
 	if spec == "" {
 		return "", false, errors.New("tokenizer: empty name")
+	}
+	if opts.Revision != "" {
+		return locateRevision(spec, opts)
 	}
 	if isGPT2Alias(spec) {
 		return "", true, nil
@@ -166,6 +191,40 @@ func Locate(spec string, opts LoadOptions) (path string, builtin bool, err error
 			return p, false, nil
 		}
 		nf.Looked = append(nf.Looked, filepath.Join(repo, "snapshots", "*", "tokenizer.json")+" (or vocab.json + merges.txt)")
+	}
+	return "", false, nf
+}
+
+// locateRevision is Locate with opts.Revision set: spec must be a
+// Hugging Face id, found at that revision in a hub cache layout under
+// opts.TokenizerDir or in the hub cache.
+func locateRevision(spec string, opts LoadOptions) (string, bool, error) {
+	if _, err := os.Stat(spec); err == nil || !hfhub.IsRepoID(spec) {
+		// A path has no revisions; one that also reads as an id is taken
+		// as the path, as everywhere else.
+		return "", false, fmt.Errorf("tokenizer revision %q applies to a tokenizer named by its Hugging Face id, and %q is a path", opts.Revision, spec)
+	}
+	nf := &NotFoundError{Spec: spec, Revision: opts.Revision}
+	for _, root := range []string{opts.TokenizerDir, opts.hubCache()} {
+		if root == "" {
+			continue
+		}
+		repo := hfhub.RepoDir(root, spec)
+		d, err := hfhub.SnapshotAt(repo, opts.Revision)
+		if err != nil {
+			nf.Looked = append(nf.Looked, filepath.Join(repo, "snapshots")+" (revision "+opts.Revision+")")
+			if _, serr := os.Stat(repo); serr == nil {
+				nf.RevisionErrors = append(nf.RevisionErrors, err.Error())
+			}
+			continue
+		}
+		if p := filepath.Join(d, "tokenizer.json"); isFile(p) {
+			return p, false, nil
+		}
+		if hasVocabMerges(d) {
+			return filepath.Join(d, "vocab.json"), false, nil
+		}
+		nf.Looked = append(nf.Looked, filepath.Join(d, "tokenizer.json")+" (or vocab.json + merges.txt)")
 	}
 	return "", false, nf
 }

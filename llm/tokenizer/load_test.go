@@ -114,6 +114,61 @@ func TestLocate(t *testing.T) {
 	}
 }
 
+// TestLocateRevision: with LoadOptions.Revision only hub cache layouts are
+// searched, at that revision (the built-in gpt2 names included); paths
+// refuse a revision; a revision the cache lacks is a *NotFoundError that
+// lists what the cache holds.
+func TestLocateRevision(t *testing.T) {
+	root := t.TempDir()
+	hub := filepath.Join(root, "hub")
+	tokDir := filepath.Join(root, "toks")
+	v1 := copyTiny(t, filepath.Join(hub, "models--openai-community--gpt2", "snapshots", "c1"))
+	v2 := copyTiny(t, filepath.Join(hub, "models--openai-community--gpt2", "snapshots", "c2"))
+	inDir := copyTiny(t, filepath.Join(tokDir, "models--Org--T", "snapshots", "c9"))
+	for path, ref := range map[string]string{
+		filepath.Join(hub, "models--openai-community--gpt2", "refs", "main"): "c1",
+		filepath.Join(hub, "models--openai-community--gpt2", "refs", "v2"):   "c2",
+		filepath.Join(tokDir, "models--Org--T", "refs", "stable"):            "c9",
+	} {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(ref), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	opts := LoadOptions{HFHubCache: hub, TokenizerDir: tokDir}
+	for _, c := range []struct{ spec, rev, want string }{
+		{"openai-community/gpt2", "main", v1},
+		{"openai-community/gpt2", "v2", v2},
+		{"openai-community/gpt2", "c2", v2},
+		{"Org/T", "stable", inDir},
+	} {
+		o := opts
+		o.Revision = c.rev
+		got, builtin, err := Locate(c.spec, o)
+		if err != nil || builtin || got != c.want {
+			t.Errorf("%s at %s: %q, %v, %v; want %q", c.spec, c.rev, got, builtin, err, c.want)
+		}
+	}
+	o := opts
+	o.Revision = "dev"
+	_, _, err := Locate("openai-community/gpt2", o)
+	var nf *NotFoundError
+	if !errors.As(err, &nf) {
+		t.Fatalf("a revision not in the cache: %v, want *NotFoundError", err)
+	}
+	for _, w := range []string{`at revision "dev"`, "main -> c1", "v2 -> c2", "hf download openai-community/gpt2 --revision dev"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not mention %q", err, w)
+		}
+	}
+	o.Revision = "main"
+	if _, _, err := Locate(v1, o); err == nil || !strings.Contains(err.Error(), "is a path") {
+		t.Errorf("a path at a revision: %v", err)
+	}
+}
+
 func TestNotFoundMessage(t *testing.T) {
 	hub := t.TempDir()
 	tokDir := t.TempDir()
