@@ -95,6 +95,9 @@ type Combined struct {
 	// every run measured the same software, none when the server does not
 	// say. More than one means a resumed sweep mixed server versions.
 	ServerVersions []string `json:"server_versions,omitempty"`
+	// Checkpoint is the model files an embedded target loaded, by content
+	// (manifest.json's); nil for a remote server or a model made in memory.
+	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
 	// SessionChanges says how the invocations that measured the repeats
 	// differ from the earliest of them in source revision, Go, OS, CPU or
 	// GPUs (manifest.json's resumes describe them); empty when they do not,

@@ -39,6 +39,9 @@ type ManifestResume struct {
 	StartedAtUTC string         `json:"started_at_utc"`
 	Source       ManifestSource `json:"source"`
 	Environment  Environment    `json:"environment"`
+	// Checkpoint is what this session's embedded target loaded (the same
+	// files as the first session's: a resume with others refuses).
+	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
 }
 
 // provenance is what session n ran on: the first invocation's source and
@@ -168,6 +171,9 @@ type ManifestServing struct {
 	Server any `json:"server"`
 	// Target is the embedded engine's settings, when there is one.
 	Target any `json:"target,omitempty"`
+	// Checkpoint is the files the embedded engine loaded, by content;
+	// absent for a remote server or a model made in memory.
+	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
 }
 
 // Environment describes the machine the client ran on.
@@ -208,7 +214,7 @@ type Accelerator struct {
 // startManifest writes the manifest for this invocation: a resumed sweep's
 // is marked running again with one more session; a new one records the
 // config, workload, source, environment and serving details.
-func startManifest(ctx context.Context, root, wd string, orig, rc *Config, sha string, opts SweepOptions, now func() time.Time) (*Manifest, error) {
+func startManifest(ctx context.Context, root, wd string, orig, rc *Config, sha string, ck *Checkpoint, opts SweepOptions, now func() time.Time) (*Manifest, error) {
 	path := filepath.Join(root, ManifestFile)
 	var m Manifest
 	env := opts.Environment
@@ -230,6 +236,7 @@ func startManifest(ctx context.Context, root, wd string, orig, rc *Config, sha s
 			StartedAtUTC: now().UTC().Format(time.RFC3339Nano),
 			Source:       ManifestSource{Git: *git},
 			Environment:  *env,
+			Checkpoint:   ck,
 		})
 		return &m, writeManifest(root, &m)
 	}
@@ -261,7 +268,7 @@ func startManifest(ctx context.Context, root, wd string, orig, rc *Config, sha s
 		Workload:    ManifestWorkload{Path: rc.Prompts, SHA256: sha},
 		Source:      ManifestSource{Git: *git},
 		Environment: *env,
-		Serving:     ManifestServing{Model: Sanitize(model), Server: Sanitize(server), Target: Sanitize(target)},
+		Serving:     ManifestServing{Model: Sanitize(model), Server: Sanitize(server), Target: Sanitize(target), Checkpoint: ck},
 	}
 	return &m, writeManifest(root, &m)
 }

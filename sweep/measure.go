@@ -157,6 +157,7 @@ func (s *sweeper) report(m *Manifest, order []RunSpec) (*Combined, ReportPaths, 
 	}
 	c := Aggregate(Sanitize(s.cfg.resolvedView()), order, s.cfg.Concurrency, runs)
 	c.Workload = &ManifestWorkload{Path: s.cfg.Prompts, SHA256: s.workloadSHA}
+	c.Checkpoint = m.Serving.Checkpoint
 	var sessions []int
 	for _, r := range runs {
 		sessions = append(sessions, r.Summary.session())

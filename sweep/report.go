@@ -288,6 +288,9 @@ func RenderReport(c *Combined) string {
 			"these rows mix measurements of different software; measure afresh with --output-root.\n\n", strings.Join(vs, ", "))
 	}
 	b.WriteString(apiLine(c))
+	if c.Checkpoint != nil {
+		fmt.Fprintf(&b, "Model files (the embedded target's): %s.\n\n", c.Checkpoint.describe())
+	}
 	if len(c.SessionChanges) > 0 {
 		fmt.Fprintf(&b, "**Warning: the sweep was resumed with different software or hardware** (%s): "+
 			"these rows mix measurements of different set-ups (each run summary's config.session says which invocation measured it, and manifest.json's resumes describe them); measure afresh with --output-root.\n\n",

@@ -43,10 +43,10 @@ type SweepOptions struct {
 	Model string
 	// Target, when set, starts the server the first time the sweep needs
 	// it (never when every run is already complete or the sweep refuses)
-	// and returns its completions URL and served model name, which replace
-	// URL and Model. cmd/sweep uses it for an embedded target; stopping the
-	// server after RunSweep returns is the caller's job.
-	Target func(ctx context.Context) (url, model string, err error)
+	// and says what it started: its completions URL and served model name
+	// replace URL and Model. cmd/sweep uses it for an embedded target;
+	// stopping the server after RunSweep returns is the caller's job.
+	Target func(ctx context.Context) (TargetInfo, error)
 	// APIKey is sent as a bearer token; never written anywhere.
 	APIKey string
 	// WorkDir resolves relative paths; empty means the working directory.
@@ -68,6 +68,15 @@ type SweepOptions struct {
 	// MetricsInterval is how often /metrics is scraped while a run is in
 	// flight; zero means every second, negative means only before and after.
 	MetricsInterval time.Duration
+}
+
+// TargetInfo is what SweepOptions.Target started.
+type TargetInfo struct {
+	URL   string // the completions endpoint
+	Model string // the served model's name
+	// Checkpoint is the model's files, recorded in manifest.json; a sweep
+	// resumed with other files refuses. Nil for a model made in memory.
+	Checkpoint *Checkpoint
 }
 
 // SweepResult says what a sweep did and where its reports are.
@@ -203,15 +212,19 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 		res.AlreadyComplete, res.Kept, res.Reports = true, len(order), reports
 		return res, nil
 	}
+	var checkpoint *Checkpoint
 	if opts.Target != nil {
-		url, model, err := opts.Target(ctx)
+		ti, err := opts.Target(ctx)
 		if err != nil {
 			abandon = true
 			return nil, err
 		}
-		rc.URL = url
+		if err := checkCheckpoint(root, ti.Checkpoint); err != nil {
+			return nil, err
+		}
+		rc.URL, checkpoint = ti.URL, ti.Checkpoint
 		if rc.Model == "" {
-			rc.Model = model
+			rc.Model = ti.Model
 		}
 		if err := validate(); err != nil {
 			abandon = true
@@ -248,7 +261,7 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 		}
 	}
 
-	m, err := startManifest(ctx, root, wd, cfg, rc, workloadSHA, opts, now)
+	m, err := startManifest(ctx, root, wd, cfg, rc, workloadSHA, checkpoint, opts, now)
 	if err != nil {
 		return nil, err
 	}

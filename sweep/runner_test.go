@@ -468,7 +468,10 @@ func TestSweepRefusals(t *testing.T) {
 			before := snapshot(t, root)
 			started := 0
 			_, err := runTestSweep(t, context.Background(), cfgJSON, dir, func(o *SweepOptions) {
-				o.Target = func(context.Context) (string, string, error) { started++; return f.URL(), "fake-model", nil }
+				o.Target = func(context.Context) (TargetInfo, error) {
+					started++
+					return TargetInfo{URL: f.URL(), Model: "fake-model"}, nil
+				}
 			})
 			require.Error(t, err)
 			assert.Zero(t, started, "the target is never started when refusing")
@@ -502,7 +505,7 @@ func TestSweepTargetFailsLeavesNoFolder(t *testing.T) {
 	root := filepath.Join(dir, "results", "test-sweep")
 	broken := errors.New("target: unknown backend")
 	fail := func(o *SweepOptions) {
-		o.Target = func(context.Context) (string, string, error) { return "", "", broken }
+		o.Target = func(context.Context) (TargetInfo, error) { return TargetInfo{}, broken }
 	}
 	_, err := runTestSweep(t, context.Background(), sweepConfigJSON(f.URL(), prompts, []int{1}, 2, 0, 1), dir, fail)
 	require.ErrorIs(t, err, broken)

@@ -150,15 +150,15 @@ func runSweep(c *cli.Context, stdout, stderr io.Writer, getenv func(string) stri
 		}()
 		// Started only when a run needs it: a complete or refused sweep
 		// never loads the model.
-		opts.Target = func(ctx context.Context) (string, string, error) {
+		opts.Target = func(ctx context.Context) (sweep.TargetInfo, error) {
 			fmt.Fprintln(stderr, "starting embedded tinyserve target...")
 			s, err := startEmbedded(ctx, cfg.Target, logger)
 			if err != nil {
-				return "", "", err
+				return sweep.TargetInfo{}, err
 			}
 			srv = s
 			fmt.Fprintf(stderr, "embedded target serving %s at %s\n", s.Model, s.URL)
-			return s.URL, s.Model, nil
+			return sweep.TargetInfo{URL: s.URL, Model: s.Model, Checkpoint: s.Checkpoint}, nil
 		}
 	}
 	start := time.Now()

@@ -90,6 +90,39 @@ func TestEmbeddedSweepAndCompare(t *testing.T) {
 	assert.NotContains(t, out, "warning:", "same workload and settings: comparable")
 }
 
+// TestEmbeddedCheckpointRecorded: an embedded target serving a checkpoint
+// folder records its files' SHA-256 in manifest.json (checked here against
+// the files themselves); the mock, made in memory, records none.
+func TestEmbeddedCheckpointRecorded(t *testing.T) {
+	dir := t.TempDir()
+	cfgPath := embeddedConfig(t, dir)
+	ckpt, err := filepath.Abs(filepath.Join("..", "..", "testdata", "gpt2-tiny"))
+	require.NoError(t, err)
+	_, errOut, err := runApp(cfgPath, "--engine", "backend=cpu", "--engine", "model="+ckpt, "--engine", "max_num_seqs=2")
+	require.NoError(t, err, errOut)
+	var m sweep.Manifest
+	b, err := os.ReadFile(filepath.Join(dir, "results", "embedded-mock", "manifest.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &m))
+	ck := m.Serving.Checkpoint
+	require.NotNil(t, ck, "no checkpoint in the manifest")
+	assert.Equal(t, ckpt, ck.Dir)
+	var names []string
+	for _, f := range ck.Files {
+		names = append(names, f.Name)
+		want, err := sweep.FileSHA256(filepath.Join(ckpt, f.Name))
+		require.NoError(t, err)
+		assert.Equal(t, want, f.SHA256, f.Name)
+	}
+	assert.Equal(t, []string{"config.json", "model.safetensors"}, names)
+
+	_, errOut, err = runApp(cfgPath, "--output-root", filepath.Join(dir, "mock"))
+	require.NoError(t, err, errOut)
+	b, err = os.ReadFile(filepath.Join(dir, "mock", "embedded-mock", "manifest.json"))
+	require.NoError(t, err)
+	assert.NotContains(t, string(b), `"checkpoint"`)
+}
+
 func TestSweepArgs(t *testing.T) {
 	_, _, err := runApp()
 	assert.ErrorContains(t, err, "want one CONFIG")

@@ -1,0 +1,109 @@
+package sweep
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestHashCheckpointFiles: sizes and SHA-256 of the named files, in order;
+// a missing file is an error.
+func TestHashCheckpointFiles(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.json"), []byte("{}"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "model.safetensors"), []byte("abc"), 0o644))
+	files, err := HashCheckpointFiles(dir, []string{"model.safetensors", "config.json"})
+	require.NoError(t, err)
+	assert.Equal(t, []CheckpointFile{
+		{Name: "model.safetensors", Bytes: 3, SHA256: "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"},
+		{Name: "config.json", Bytes: 2, SHA256: "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"},
+	}, files)
+	_, err = HashCheckpointFiles(dir, []string{"pytorch_model.bin"})
+	assert.ErrorIs(t, err, os.ErrNotExist)
+}
+
+// TestSweepRecordsCheckpoint: the files an embedded target loaded are
+// recorded in manifest.json and named in report.md; a resume that loads
+// other files (here config.json changed) refuses before sending anything
+// and writes nothing, while the same files from another folder resume.
+func TestSweepRecordsCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	f := newFakeServer(t, &fakeServer{})
+	prompts := writePrompts(t, dir, 2, 1)
+	cfgJSON := sweepConfigJSON(f.URL(), prompts, []int{1, 2}, 2, 0, 1)
+	root := filepath.Join(dir, "results", "test-sweep")
+	model := func(name, config string) *Checkpoint {
+		d := filepath.Join(dir, name)
+		require.NoError(t, os.MkdirAll(d, 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(d, "config.json"), []byte(config), 0o644))
+		require.NoError(t, os.WriteFile(filepath.Join(d, "model.safetensors"), []byte("weights"), 0o644))
+		files, err := HashCheckpointFiles(d, []string{"config.json", "model.safetensors"})
+		require.NoError(t, err)
+		return &Checkpoint{Dir: d, HubID: "org/m", Revision: "c0ffee", Files: files}
+	}
+	first := model("m1", `{"n_layer": 2}`)
+	target := func(ck *Checkpoint) func(*SweepOptions) {
+		return func(o *SweepOptions) {
+			o.Target = func(context.Context) (TargetInfo, error) {
+				return TargetInfo{URL: f.URL(), Model: "fake-model", Checkpoint: ck}, nil
+			}
+		}
+	}
+	_, err := runTestSweep(t, context.Background(), cfgJSON, dir, target(first))
+	require.NoError(t, err)
+	var m Manifest
+	b, err := os.ReadFile(filepath.Join(root, ManifestFile))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &m))
+	assert.Equal(t, first, m.Serving.Checkpoint)
+	report, err := os.ReadFile(filepath.Join(root, ReportFile))
+	require.NoError(t, err)
+	assert.Contains(t, string(report), "Model files (the embedded target's): `org/m` at commit `c0ffee` (`config.json` SHA-256 "+first.Files[0].SHA256[:16]+"…")
+
+	// Undo the last run, so that the next invocation resumes.
+	last := Order(20260729, []int{1, 2}, 0, 1)[1]
+	require.NoError(t, os.Remove(last.RawPath(root)))
+	require.NoError(t, os.Remove(last.SummaryPath(root)))
+	require.NoError(t, os.Remove(filepath.Join(root, SummaryFile)))
+
+	changed := model("m2", `{"n_layer": 3}`)
+	sent := f.requests.Load()
+	before := snapshot(t, root)
+	_, err = runTestSweep(t, context.Background(), cfgJSON, dir, target(changed))
+	require.Error(t, err)
+	assert.True(t, errors.Is(err, ErrRefused), "%v", err)
+	assert.Contains(t, err.Error(), "config.json has SHA-256 "+changed.Files[0].SHA256+", was "+first.Files[0].SHA256)
+	assert.Equal(t, sent, f.requests.Load(), "nothing is sent when refusing")
+	assert.Equal(t, before, snapshot(t, root), "nothing is written when refusing")
+
+	_, err = runTestSweep(t, context.Background(), cfgJSON, dir, target(nil))
+	require.ErrorIs(t, err, ErrRefused, "a model made in memory after one loaded from files")
+
+	same := model("m3", `{"n_layer": 2}`) // the same files in another folder
+	_, err = runTestSweep(t, context.Background(), cfgJSON, dir, target(same))
+	require.NoError(t, err)
+	b, err = os.ReadFile(filepath.Join(root, ManifestFile))
+	require.NoError(t, err)
+	m = Manifest{}
+	require.NoError(t, json.Unmarshal(b, &m))
+	require.Len(t, m.Resumes, 1)
+	assert.Equal(t, same, m.Resumes[0].Checkpoint)
+	assert.Equal(t, first, m.Serving.Checkpoint, "the first session's record stays")
+}
+
+// TestCheckpointDifferences lists new, changed and missing files.
+func TestCheckpointDifferences(t *testing.T) {
+	was := &Checkpoint{Files: []CheckpointFile{{Name: "a", SHA256: "1"}, {Name: "b", SHA256: "2"}}}
+	now := &Checkpoint{Files: []CheckpointFile{{Name: "a", SHA256: "1"}, {Name: "b", SHA256: "3"}, {Name: "c", SHA256: "4"}}}
+	assert.Equal(t, []string{"b has SHA-256 3, was 2", "c is new"}, now.differences(was))
+	assert.Equal(t, []string{"b has SHA-256 2, was 3", "c is gone"}, was.differences(now))
+	assert.Empty(t, was.differences(was))
+	assert.True(t, strings.HasPrefix(now.describe(), "`"), now.describe())
+}
