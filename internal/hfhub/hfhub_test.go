@@ -161,7 +161,7 @@ func TestSnapshotAt(t *testing.T) {
 	}
 	for rev, wantIn := range map[string][]string{
 		"dev":       {`revision "dev" is not in`, "main -> " + c2, "refs/pr/3 -> " + c1, "v1.0 -> " + c1, c2, "in full"},
-		c1[:7]:     {"is not in", "in full"}, // short hashes are not resolved offline
+		c1[:7]:      {"is not in", "in full"}, // short hashes are not resolved offline
 		"gone":      {"names commit " + c3, "not in the cache"},
 		"refs/pr/9": {`revision "refs/pr/9" is not in`},
 		"../x":      {"want a branch, tag or commit hash"},
