@@ -1,10 +1,7 @@
 package sweep
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -104,16 +101,9 @@ func (c *Checkpoint) describe() string {
 // invocation has not written one, or served a model made in memory)
 // accepts any.
 func checkCheckpoint(root string, ck *Checkpoint) error {
-	path := filepath.Join(root, ManifestFile)
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	} else if err != nil {
+	m, err := existingManifest(root)
+	if m == nil {
 		return err
-	}
-	var m Manifest
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil // checkWorkload has refused a manifest that does not parse
 	}
 	was := m.Serving.Checkpoint
 	switch {
@@ -121,7 +111,7 @@ func checkCheckpoint(root string, ck *Checkpoint) error {
 		return nil
 	case ck == nil:
 		return fmt.Errorf("%w: %s records the checkpoint files the runs there measured, but the embedded target now loaded none; resuming would mix two models: measure afresh with a new name or --output-root",
-			ErrRefused, path)
+			ErrRefused, filepath.Join(root, ManifestFile))
 	}
 	if diffs := ck.differences(was); len(diffs) > 0 {
 		return fmt.Errorf("%w: the embedded target loaded other files than the runs in %s measured (%s; now from %s); resuming would mix two models: restore them, or measure afresh with a new name or --output-root",

@@ -226,23 +226,34 @@ func writeConfig(root string, original any) error {
 // under one config. A manifest that cannot be read is refused too, since
 // starting a fresh one would overwrite it.
 func checkWorkload(root, prompts, sha string) error {
-	path := filepath.Join(root, ManifestFile)
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	} else if err != nil {
+	m, err := existingManifest(root)
+	if m == nil {
 		return err
-	}
-	var m Manifest
-	if err := json.Unmarshal(b, &m); err != nil {
-		return fmt.Errorf("%w: %s is not a valid manifest (%v); it is kept as evidence: choose a new name or --output-root", ErrRefused, path, err)
-	}
-	if m.SchemaVersion != ManifestSchemaVersion {
-		return fmt.Errorf("%w: %s has schema_version %q, not %q; it is kept as evidence: choose a new name or --output-root", ErrRefused, path, m.SchemaVersion, ManifestSchemaVersion)
 	}
 	if got := m.Workload.SHA256; got != "" && got != sha {
 		return fmt.Errorf("%w: the prompt file %s has SHA-256 %s, but %s records SHA-256 %s for the runs already there; resuming would mix two workloads: restore the prompt file, or measure afresh with a new name or --output-root",
-			ErrRefused, prompts, sha, path, got)
+			ErrRefused, prompts, sha, filepath.Join(root, ManifestFile), got)
 	}
 	return nil
+}
+
+// existingManifest reads root's manifest.json: nil without an error when
+// there is none, and an error wrapping ErrRefused when it does not parse or
+// has another schema version.
+func existingManifest(root string) (*Manifest, error) {
+	path := filepath.Join(root, ManifestFile)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	var m Manifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("%w: %s is not a valid manifest (%v); it is kept as evidence: choose a new name or --output-root", ErrRefused, path, err)
+	}
+	if m.SchemaVersion != ManifestSchemaVersion {
+		return nil, fmt.Errorf("%w: %s has schema_version %q, not %q; it is kept as evidence: choose a new name or --output-root", ErrRefused, path, m.SchemaVersion, ManifestSchemaVersion)
+	}
+	return &m, nil
 }
