@@ -14,6 +14,7 @@ what the loader reads from each format. Nothing here runs transformers.
 import json
 import os
 import struct
+import zipfile
 from collections import OrderedDict
 
 import torch
@@ -90,12 +91,81 @@ def write_safetensors(path, sd):
             f.write(b)
 
 
+def torch2_layout(src, dst, alignment=64):
+    """Re-packs the torch.save zip src into the record layout of torch 2.x.
+
+    No torch 2.x can be installed here, so this is the 1.13 file's records
+    laid out as torch 2.x's torch/serialization.py (_save) and its C++
+    writer (caffe2/serialize/inline_container.cc, PyTorchStreamWriter) lay
+    them out, with torch>=2.6's
+    torch.utils.serialization.config.save.compute_crc32 = False:
+
+      - the folder is "archive" (torch 2.x names it so; 1.13 used the
+        file's stem);
+      - records in torch 2.x's order: data.pkl, .format_version ("1"),
+        .storage_alignment (str(alignment)), byteorder ("little"), the
+        storages data/<key> in the order the pickle first names them
+        (numeric: 0, 1, 2, ..., 10, 11, not 1.13's 0, 1, 10, 11, 2),
+        then what the writer adds when it closes: version ("3\n") and
+        .data/serialization_id (40 digits; torch's are two 20-digit
+        hashes, this one is a fixed stand-in);
+      - every record's data starts at a multiple of alignment, padded with
+        an "FB" extra field in its local header (as torch's getPadding);
+      - each entry as miniz writes it: local header with sizes and CRC-32
+        0 and general purpose flags 0x0808 (data descriptor, UTF-8), the
+        data, a data descriptor (signature, CRC-32, 32-bit sizes); no
+        timestamps (0), so the bytes are the same on every run; ZIP64
+        end records, as torch writes them;
+      - CRC-32 0 in every data descriptor and central directory entry, as
+        compute_crc32=False leaves them (torch reads without checking any
+        CRC-32; Python's zipfile refuses to read such entries).
+
+    data.pkl and the storages' bytes are src's own, unchanged.
+    """
+    with zipfile.ZipFile(src) as z:
+        folder = z.namelist()[0].split("/")[0]
+        read = lambda name: z.read(f"{folder}/{name}")
+        keys = sorted((n.rsplit("/", 1)[1] for n in z.namelist() if n.startswith(f"{folder}/data/")), key=int)
+        records = [("data.pkl", read("data.pkl")), (".format_version", b"1"),
+                   (".storage_alignment", str(alignment).encode()), ("byteorder", b"little")]
+        records += [(f"data/{k}", read(f"data/{k}")) for k in keys]
+        records += [("version", read("version")), (".data/serialization_id", b"%020d%020d" % (7, 7))]
+    out, central = bytearray(), []
+    for name, body in records:
+        name = f"archive/{name}".encode()
+        pad = -(len(out) + 30 + len(name) + 4) % alignment
+        extra = b"FB" + struct.pack("<H", pad) + b"Z" * pad
+        central.append((name, len(body), len(out)))
+        out += struct.pack("<IHHHHHIIIHH", 0x04034B50, 0, 0x0808, 0, 0, 0, 0, 0, 0, len(name), len(extra))
+        out += name + extra
+        assert len(out) % alignment == 0
+        out += body
+        out += struct.pack("<IIII", 0x08074B50, 0, len(body), len(body))  # CRC-32 0
+    cd = len(out)
+    for name, size, offset in central:
+        out += struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 0, 0, 0x0808, 0, 0, 0, 0, size, size,
+                           len(name), 0, 0, 0, 0, 0, offset) + name
+    n, cd_size, z64 = len(central), len(out) - cd, len(out)
+    out += struct.pack("<IQHHIIQQQQ", 0x06064B50, 44, 0x031E, 45, 0, 0, n, n, cd_size, cd)
+    out += struct.pack("<IIQI", 0x07064B50, 0, z64, 1)
+    out += struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, n, n, cd_size, cd, 0)
+    with open(dst, "wb") as f:
+        f.write(out)
+
+
 def main():
     sd = state_dict()
     for name, dtype in (("f32", torch.float32), ("f16", torch.float16), ("bf16", torch.bfloat16)):
         c = cast(sd, dtype)
         torch.save(c, os.path.join(HERE, f"zip-{name}.bin"))
         write_safetensors(os.path.join(HERE, f"{name}.safetensors"), c)
+    # zip-f32.bin re-packed in torch 2.x's record layout (see torch2_layout),
+    # and loaded back by torch to check that torch reads it.
+    torch2 = os.path.join(HERE, "zip-torch2-layout.bin")
+    torch2_layout(os.path.join(HERE, "zip-f32.bin"), torch2)
+    back = torch.load(torch2)
+    assert list(back) == list(sd) and all(torch.equal(back[k], sd[k]) for k in sd)
+    assert back["lm_head.weight"].data_ptr() == back["transformer.wte.weight"].data_ptr()
     torch.save(sd, os.path.join(HERE, "legacy-f32.bin"), _use_new_zipfile_serialization=False)
     # Pickle protocol 4 (torch.save's pickle_protocol): FRAME, MEMOIZE,
     # SHORT_BINUNICODE and STACK_GLOBAL instead of protocol 2's opcodes.
