@@ -92,9 +92,11 @@ func FuzzParseConfig(f *testing.F) {
 // never panic, and every tensor it accepts must lie inside the file, so
 // that reading it (gathering a strided view included) cannot go out of
 // bounds. Seeds: small files torch.save wrote (testdata/torch/small-*.bin,
-// see make.py there) and testdata/fuzz/FuzzParseTorch.
+// see make.py there), zip-f32.bin re-packed in torch 2.x's layout
+// (zip-torch2-layout.bin: CRC-32s 0, records aligned) and
+// testdata/fuzz/FuzzParseTorch.
 func FuzzParseTorch(f *testing.F) {
-	if fuzzseed.AddFiles(f, "testdata/torch/small-*.bin") == 0 {
+	if fuzzseed.AddFiles(f, "testdata/torch/small-*.bin") == 0 || fuzzseed.AddFiles(f, "testdata/torch/zip-torch2-layout.bin") != 1 {
 		f.Fatal("no seed files")
 	}
 	f.Add([]byte("\x80\x02}q\x00."))

@@ -3,7 +3,10 @@ package gpt2
 import (
 	"archive/zip"
 	"bytes"
+	"encoding/binary"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -60,6 +63,9 @@ func TestLoadPyTorchCheckpoints(t *testing.T) {
 		{"strided views", "strided-f32.bin", "f32.safetensors"},
 		{"zip float16", "zip-f16.bin", "f16.safetensors"},
 		{"zip bfloat16", "zip-bf16.bin", "bf16.safetensors"},
+		// zip-f32.bin re-packed in torch 2.x's record layout, CRC-32s 0
+		// (make.py's torch2_layout; not written by torch 2.x itself).
+		{"torch 2.x layout", "zip-torch2-layout.bin", "f32.safetensors"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -87,20 +93,28 @@ func TestLoadPyTorchCheckpoints(t *testing.T) {
 }
 
 // TestPyTorchFloat32InPlace: float32 storages of a zip checkpoint are used
-// from the file's mapping, as safetensors tensors are, not copied.
+// from the file's mapping, as safetensors tensors are, not copied, in
+// torch 1.13's layout and in torch 2.x's.
 func TestPyTorchFloat32InPlace(t *testing.T) {
-	f, err := openTorch(filepath.Join(torchFixtures, "zip-f32.bin"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.close()
-	v, err := f.float32s("transformer.wte.weight", []int64{96, 16})
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := uintptr(unsafe.Pointer(&f.data[0]))
-	if p := uintptr(unsafe.Pointer(&v[0])); p < start || p >= start+uintptr(len(f.data)) {
-		t.Error("wte was copied out of the mapped file")
+	for _, name := range []string{"zip-f32.bin", "zip-torch2-layout.bin"} {
+		f, err := openTorch(filepath.Join(torchFixtures, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.close()
+		for _, w := range []struct {
+			name  string
+			shape []int64
+		}{{"transformer.wte.weight", []int64{96, 16}}, {"transformer.h.1.mlp.c_proj.weight", []int64{64, 16}}} {
+			v, err := f.float32s(w.name, w.shape)
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := uintptr(unsafe.Pointer(&f.data[0]))
+			if p := uintptr(unsafe.Pointer(&v[0])); p < start || p >= start+uintptr(len(f.data)) {
+				t.Errorf("%s: %s was copied out of the mapped file", name, w.name)
+			}
+		}
 	}
 	// A strided view cannot alias: its values are gathered.
 	g, err := openTorch(filepath.Join(torchFixtures, "strided-f32.bin"))
@@ -193,6 +207,103 @@ func rezip(t *testing.T, edit func(name string, method *uint16, body []byte) ([]
 	return buf.Bytes()
 }
 
+// TestPyTorch2Layout checks that zip-torch2-layout.bin (make.py's
+// torch2_layout) is what the loader's torch 2.x tests take it for: the
+// records torch 2.x writes, in its order, in the folder "archive", each
+// with a data descriptor and CRC-32 0 (compute_crc32=False), each
+// record's data at a multiple of 64 bytes; and that the loader reads its
+// data.pkl as the very pickle of zip-f32.bin, from which it was made.
+func TestPyTorch2Layout(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(torchFixtures, "zip-torch2-layout.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	zr, err := zip.NewReader(bytes.NewReader(b), int64(len(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"data.pkl", ".format_version", ".storage_alignment", "byteorder"}
+	for i := range 32 {
+		want = append(want, fmt.Sprintf("data/%d", i))
+	}
+	want = append(want, "version", ".data/serialization_id")
+	var names []string
+	for _, f := range zr.File {
+		names = append(names, strings.TrimPrefix(f.Name, "archive/"))
+		off, err := f.DataOffset()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.CRC32 != 0 || f.Flags&0x8 == 0 || f.Method != zip.Store || off%64 != 0 {
+			t.Errorf("%s: CRC-32 %#x, flags %#x, method %d, data at %d; want CRC-32 0, a data descriptor (flag 0x8), stored, at a multiple of 64",
+				f.Name, f.CRC32, f.Flags, f.Method, off)
+		}
+	}
+	if !slices.Equal(names, want) || !strings.HasPrefix(zr.File[0].Name, "archive/") {
+		t.Errorf("records %q, want %q in archive/", names, want)
+	}
+	bodies := map[string]string{"archive/.format_version": "1", "archive/.storage_alignment": "64", "archive/byteorder": "little", "archive/version": "3\n"}
+	for _, f := range zr.File {
+		if want, ok := bodies[f.Name]; ok {
+			got, err := readZipEntry(f, 100)
+			if err != nil || string(got) != want {
+				t.Errorf("%s: %q, %v; want %q", f.Name, got, err, want)
+			}
+		}
+	}
+	old, err := zip.OpenReader(filepath.Join(torchFixtures, "zip-f32.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	want1, err := readZipEntry(old.File[0], 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := readZipEntry(zr.File[0], 1<<20)
+	if err != nil || !bytes.Equal(got, want1) {
+		t.Fatalf("archive/data.pkl: %d bytes, %v; want zip-f32/data.pkl's %d bytes", len(got), err, len(want1))
+	}
+}
+
+// rezipRaw rewrites the zip archive src entry by entry, edit applied to
+// each entry's stored bytes, without reading any entry through
+// archive/zip's checksum (zip-torch2-layout.bin's CRC-32s are 0). Every
+// entry keeps its header: CRC-32, flags and method.
+func rezipRaw(t *testing.T, src []byte, edit func(name string, body []byte) []byte) []byte {
+	t.Helper()
+	zr, err := zip.NewReader(bytes.NewReader(src), int64(len(src)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	w := zip.NewWriter(&buf)
+	for _, f := range zr.File {
+		r, err := f.OpenRaw()
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body = edit(f.Name, body)
+		fh := f.FileHeader
+		fh.CompressedSize64, fh.UncompressedSize64 = uint64(len(body)), uint64(len(body))
+		out, err := w.CreateRaw(&fh)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := out.Write(body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
 // TestPyTorchErrors: a damaged checkpoint fails at load with an error that
 // names the file and, where there is one, the tensor.
 func TestPyTorchErrors(t *testing.T) {
@@ -203,7 +314,17 @@ func TestPyTorchErrors(t *testing.T) {
 		}
 		return b
 	}
-	zipF32, legacy := read("zip-f32.bin"), read("legacy-f32.bin")
+	zipF32, legacy, torch2 := read("zip-f32.bin"), read("legacy-f32.bin"), read("zip-torch2-layout.bin")
+	// zip-f32.bin with one byte of its data.pkl (at byte 64, 3098 bytes)
+	// changed: its CRC-32 was written, and is checked.
+	damagedPkl := slices.Clone(zipF32)
+	damagedPkl[64+1000] ^= 0x40
+	// zip-torch2-layout.bin whose directory says archive/data.pkl (its
+	// first entry) holds one byte more than it stores: with no CRC-32 to
+	// check, its length still is.
+	longPkl := slices.Clone(torch2)
+	cd := binary.LittleEndian.Uint32(longPkl[len(longPkl)-22+16:]) // the central directory, from the end record
+	binary.LittleEndian.PutUint32(longPkl[cd+24:], binary.LittleEndian.Uint32(longPkl[cd+24:])+1)
 	// The storage of transformer.h.0.mlp.c_fc.weight in zip-f32.bin, from
 	// its pickle (make.py saves the tensors in state-dict order).
 	const fcStorage = "zip-f32/data/12"
@@ -239,6 +360,14 @@ func TestPyTorchErrors(t *testing.T) {
 			return b, !strings.HasSuffix(name, "data.pkl")
 		}), []string{"without <folder>/data.pkl"}},
 		{"big-endian", rezip(t, unchanged, "zip-f32/byteorder", "big"), []string{`byte order "big" is not supported`}},
+		{"big-endian, torch 2.x layout", rezipRaw(t, torch2, func(name string, b []byte) []byte {
+			if name == "archive/byteorder" {
+				return []byte("big")
+			}
+			return b
+		}), []string{`byte order "big" is not supported`}},
+		{"data.pkl checksum", damagedPkl, []string{"zip-f32/data.pkl", "checksum error"}},
+		{"torch 2.x layout, data.pkl short", longPkl, []string{"archive/data.pkl: 3098 bytes, its header says 3099", "unexpected EOF"}},
 		{"two pickles", rezip(t, unchanged, "other/data.pkl", "\x80\x02}."), []string{"two pickles"}},
 		{"wrong shape", rezip(t, func(name string, _ *uint16, b []byte) ([]byte, bool) {
 			if strings.HasSuffix(name, "data.pkl") {

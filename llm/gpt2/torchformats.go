@@ -89,18 +89,41 @@ func parseTorchZip(data []byte) (*stHeader, error) {
 	return torchHeader(v, int64(len(data)))
 }
 
+// readZipEntry reads the entry f of at most limit bytes.
+//
+// A stored entry whose CRC-32 is 0 is read as it is, unchecked: torch.save
+// with torch.utils.serialization.config.save.compute_crc32 = False (torch
+// 2.6 and later) leaves every CRC-32 0, and torch loads such a file (its
+// zip reader checks no CRC-32 at all). archive/zip checks no CRC-32 of 0
+// either, except in an entry with a data descriptor, as torch's writer
+// gives every entry, where it would refuse the file with zip.ErrChecksum.
+// A CRC-32 that was written is checked.
 func readZipEntry(f *zip.File, limit int64) ([]byte, error) {
-	r, err := f.Open()
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", f.Name, err)
+	var r io.Reader
+	if f.CRC32 == 0 && f.Method == zip.Store {
+		raw, err := f.OpenRaw()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", f.Name, err)
+		}
+		r = raw
+	} else {
+		rc, err := f.Open()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", f.Name, err)
+		}
+		defer rc.Close()
+		r = rc
 	}
-	defer r.Close()
 	b, err := io.ReadAll(io.LimitReader(r, limit+1))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", f.Name, err)
 	}
 	if int64(len(b)) > limit {
 		return nil, fmt.Errorf("%s: longer than %d bytes", f.Name, limit)
+	}
+	if uint64(len(b)) != f.UncompressedSize64 {
+		// What archive/zip's own reader reports for an entry cut short.
+		return nil, fmt.Errorf("%s: %d bytes, its header says %d: %w", f.Name, len(b), f.UncompressedSize64, io.ErrUnexpectedEOF)
 	}
 	return b, nil
 }
