@@ -136,6 +136,7 @@ func newApp(stderr io.Writer) *cli.App {
 		&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("log-level"), Usage: "debug, info, warn or error"},
 		&cli.StringSliceFlag{Name: "api-key", EnvVars: env("api-key"), Usage: "require \"Authorization: Bearer <key>\" on /v1/ routes (repeat for several keys; the variable takes them comma-separated)"},
 	)
+	flags = append(flags, vllmFlags()...)
 	return &cli.App{
 		Name:  "tinyserve-serve",
 		Usage: "serve a model over the OpenAI completions API",
@@ -179,6 +180,9 @@ func newApp(stderr io.Writer) *cli.App {
 			}
 			cfg, err := tinyserve.ConfigFromFlags(c)
 			if err != nil {
+				return err
+			}
+			if err := checkVLLMFlags(c, cfg); err != nil {
 				return err
 			}
 			logger, err := newLogger(stderr, c.String("log-format"), c.String("log-level"))

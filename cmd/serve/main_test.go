@@ -423,6 +423,9 @@ func TestModelFirst(t *testing.T) {
 		{[]string{"s", "health", "--port", "1"}, []string{"s", "health", "--port", "1"}, ""},
 		{[]string{"s", "--port", "8001", "health"}, []string{"s", "--port", "8001", "health"}, ""},
 		{[]string{"s", "--cuda-graphs", "health"}, []string{"s", "--cuda-graphs", "health"}, ""},
+		// vLLM's flags: booleans take no value, -tp takes one.
+		{[]string{"s", "--disable-log-requests", "--enforce-eager", "gpt2", "-tp", "1"}, []string{"s", "--model", "gpt2", "--disable-log-requests", "--enforce-eager", "-tp", "1"}, ""},
+		{[]string{"s", "-tp", "1", "gpt2"}, []string{"s", "--model", "gpt2", "-tp", "1"}, ""},
 		{[]string{"s", "help"}, []string{"s", "help"}, ""},
 		{[]string{"s", "--help"}, []string{"s", "--help"}, ""},
 		{[]string{"s", "gpt2", "--model", "tiny-gpt2"}, nil, `the model is given twice: "gpt2" and --model`},
@@ -451,5 +454,38 @@ func TestModelFirst(t *testing.T) {
 		err = newApp(io.Discard).Run(args)
 		require.Error(t, err, "%q", in)
 		assert.Contains(t, err.Error(), "--log-format", "%q", in)
+	}
+}
+
+// TestVLLMFlags: vLLM's flags are accepted with the values tinyserve
+// honours (the run then gets as far as opening the engine, whose refusal
+// of an unknown backend shows it), and refused, naming the flag and why,
+// with any other value or with a tinyserve flag they contradict.
+func TestVLLMFlags(t *testing.T) {
+	const reachedOpen = "unknown backend"
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--disable-log-requests", "--disable-log-stats", "--trust-remote-code", "--enforce-eager", "--enable-chunked-prefill", "--no-enable-prefix-caching"}, reachedOpen},
+		{[]string{"-tp", "1", "--pipeline-parallel-size", "1", "-dp", "1", "--kv-cache-dtype", "auto", "--load-format", "auto", "--scheduling-policy", "fcfs"}, reachedOpen},
+		{[]string{"--enforce-eager", "--cuda-graphs"}, "--enforce-eager and --cuda-graphs contradict"},
+		{[]string{"--no-enable-prefix-caching", "--enable-prefix-caching"}, "contradict"},
+		{[]string{"--enable-log-requests"}, "never logs prompts"},
+		{[]string{"-tp", "2"}, "--tensor-parallel-size 2: tinyserve runs one model on one device"},
+		{[]string{"--tensor-parallel-size", "4"}, "--tensor-parallel-size 4"},
+		{[]string{"-pp", "2"}, "--pipeline-parallel-size 2"},
+		{[]string{"--data-parallel-size", "0"}, "--data-parallel-size 0"},
+		{[]string{"--kv-cache-dtype", "fp8"}, `--kv-cache-dtype "fp8": only auto`},
+		{[]string{"--load-format", "dummy"}, `--load-format "dummy"`},
+		{[]string{"--scheduling-policy", "priority"}, `--scheduling-policy "priority"`},
+	}
+	for _, tc := range tests {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			args := append([]string{"tinyserve-serve", "--port", "0", "--backend", "tpu"}, tc.args...)
+			err := newApp(io.Discard).Run(args)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+		})
 	}
 }
