@@ -29,7 +29,7 @@ import (
 // closed streams end with engine_closed and [DONE].
 func TestCPUBackendHostileClients(t *testing.T) {
 	before := goleak.IgnoreCurrent()
-	eng, err := Open(context.Background(), Config{MaxNumSeqs: 6, BlockSize: 4, NumBlocks: 24, MaxPending: 64, Seed: 1, Threads: 2})
+	eng, err := Open(context.Background(), Config{MaxNumSeqs: 6, BlockSize: 4, NumBlocks: 24, MaxPending: 64, Seed: new(uint64(1)), Threads: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

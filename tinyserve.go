@@ -110,8 +110,9 @@ type Config struct {
 	Threads int `json:"threads,omitempty"`
 	// CUDAGraphs replays decode-only steps from CUDA graphs (cuda backend).
 	CUDAGraphs bool `json:"cuda_graphs,omitempty"`
-	// Seed seeds requests that set none; 0 means from the clock.
-	Seed uint64 `json:"seed,omitempty"`
+	// Seed seeds the seeds of requests that set none (vLLM's --seed; see
+	// engine.Config.Seed); nil means from the clock.
+	Seed *uint64 `json:"seed,omitempty"`
 	// MockLatency gives the mock backend a device-like latency model.
 	MockLatency mock.Latency `json:"-"`
 

@@ -79,6 +79,48 @@ func TestOpenBFloat16Weights(t *testing.T) {
 	}
 }
 
+// TestEngineSeed: with Config.Seed, requests without a seed of their own
+// sample the same tokens in every engine given that seed (seed 0 too, as
+// vLLM's --seed 0); another seed, or none, samples others. The sweep's
+// JSON key "seed" reaches the setting, 0 included.
+func TestEngineSeed(t *testing.T) {
+	sample := func(seed *uint64) []int {
+		t.Helper()
+		e, err := Open(context.Background(), Config{Seed: seed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		var ids []int
+		for range 2 { // the second request's seed is the sequence's second
+			ch, err := e.Generate(context.Background(), llm.Request{PromptTokens: []int{464, 3290}, Params: llm.SamplingParams{MaxTokens: 8, Temperature: 1, IgnoreEOS: true}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for ev := range ch {
+				ids = append(ids, ev.TokenIDs...)
+			}
+		}
+		return ids
+	}
+	zero := sample(new(uint64(0)))
+	if again := sample(new(uint64(0))); !slices.Equal(zero, again) {
+		t.Errorf("seed 0 sampled %v, then %v", zero, again)
+	}
+	if one := sample(new(uint64(1))); slices.Equal(zero, one) {
+		t.Errorf("seeds 0 and 1 sampled the same %v", one)
+	}
+	if clock := sample(nil); slices.Equal(zero, clock) {
+		t.Errorf("no seed sampled seed 0's %v", clock)
+	}
+	for in, want := range map[string]*uint64{`{"seed": 0}`: new(uint64(0)), `{"seed": 7}`: new(uint64(7)), `{"seed": null}`: nil, `{}`: nil} {
+		c, err := DecodeConfigJSON([]byte(in))
+		if err != nil || (c.Seed == nil) != (want == nil) || (want != nil && *c.Seed != *want) {
+			t.Errorf("%s: seed %v, %v", in, c.Seed, err)
+		}
+	}
+}
+
 func TestOpenOptions(t *testing.T) {
 	e, err := Open(context.Background(), Config{Backend: BackendMock, ServedModelName: "my-model", MaxModelLen: 100})
 	if err != nil {

@@ -139,7 +139,7 @@ func FuzzServeCompletion(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
-	eng, err := mock.NewEngine(mock.Config{EOSEvery: 7}, engine.Config{MaxNumSeqs: 8, MaxNumBatchedTokens: 64, NumBlocks: 64, Seed: 1})
+	eng, err := mock.NewEngine(mock.Config{EOSEvery: 7}, engine.Config{MaxNumSeqs: 8, MaxNumBatchedTokens: 64, NumBlocks: 64, Seed: new(uint64(1))})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -33,7 +33,7 @@ import (
 // under -race and are left out.
 func TestSweepAgainstTinyserveMock(t *testing.T) {
 	eng, err := mock.NewEngine(mock.Config{Latency: mock.Latency{PerStep: 20 * time.Millisecond, PerDecodeSeq: 20 * time.Microsecond}},
-		engine.Config{MaxNumSeqs: 4, MaxNumBatchedTokens: 256, Seed: 1})
+		engine.Config{MaxNumSeqs: 4, MaxNumBatchedTokens: 256, Seed: new(uint64(1))})
 	require.NoError(t, err)
 	t.Cleanup(func() { eng.Close() })
 	srv := httptest.NewServer(openai.NewHandler(eng))
@@ -75,7 +75,7 @@ func TestSweepAgainstTinyserveMock(t *testing.T) {
 func TestSweepReportsPrefixCacheHits(t *testing.T) {
 	for _, caching := range []bool{true, false} {
 		t.Run(fmt.Sprintf("prefix-caching=%v", caching), func(t *testing.T) {
-			eng, err := mock.NewEngine(mock.Config{}, engine.Config{PrefixCaching: caching, Seed: 1})
+			eng, err := mock.NewEngine(mock.Config{}, engine.Config{PrefixCaching: caching, Seed: new(uint64(1))})
 			require.NoError(t, err)
 			t.Cleanup(func() { eng.Close() })
 			srv := httptest.NewServer(openai.NewHandler(eng))
@@ -125,7 +125,7 @@ func TestSweepReportsPrefixCacheHits(t *testing.T) {
 // queue, and the server's queue + prefill never exceeds what the client
 // saw as TTFT (the server's interval lies inside the client's).
 func TestSweepReportsServerPhases(t *testing.T) {
-	eng, err := mock.NewEngine(mock.Config{Latency: mock.Latency{PerStep: time.Millisecond}}, engine.Config{MaxNumSeqs: 1, Seed: 1})
+	eng, err := mock.NewEngine(mock.Config{Latency: mock.Latency{PerStep: time.Millisecond}}, engine.Config{MaxNumSeqs: 1, Seed: new(uint64(1))})
 	require.NoError(t, err)
 	t.Cleanup(func() { eng.Close() })
 	srv := httptest.NewServer(openai.NewHandler(eng))

@@ -134,6 +134,7 @@ func newApp(stderr io.Writer) *cli.App {
 		&cli.DurationFlag{Name: "drain-timeout", Value: 30 * time.Second, EnvVars: env("drain-timeout"), Usage: "how long accepted requests may run on after SIGTERM"},
 		&cli.StringFlag{Name: "log-format", Value: "text", EnvVars: env("log-format"), Usage: "text or json"},
 		&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("log-level"), Usage: "debug, info, warn or error"},
+		&cli.Int64Flag{Name: "seed", EnvVars: env("seed"), Usage: "seed of the seeds of requests that give none, as vLLM's --seed: the same seed and order of requests sample the same text (default: from the clock)"},
 		&cli.StringSliceFlag{Name: "api-key", EnvVars: env("api-key"), Usage: "require \"Authorization: Bearer <key>\" on /v1/ routes (repeat for several keys; the variable takes them comma-separated)"},
 	)
 	flags = append(flags, vllmFlags()...)
@@ -178,11 +179,8 @@ func newApp(stderr io.Writer) *cli.App {
 			if c.NArg() > 0 {
 				return fmt.Errorf("unexpected arguments %q (the only command is health; one model may be given, as an argument or as --model)", c.Args().Slice())
 			}
-			cfg, err := tinyserve.ConfigFromFlags(c)
+			cfg, err := engineConfig(c)
 			if err != nil {
-				return err
-			}
-			if err := checkVLLMFlags(c, cfg); err != nil {
 				return err
 			}
 			logger, err := newLogger(stderr, c.String("log-format"), c.String("log-level"))
@@ -219,6 +217,26 @@ func newApp(stderr io.Writer) *cli.App {
 			})
 		},
 	}
+}
+
+// engineConfig reads the engine's settings from c: the shared engine
+// flags, this binary's --seed and vLLM's flags (checked, not stored).
+func engineConfig(c *cli.Context) (tinyserve.Config, error) {
+	cfg, err := tinyserve.ConfigFromFlags(c)
+	if err != nil {
+		return tinyserve.Config{}, err
+	}
+	if err := checkVLLMFlags(c, cfg); err != nil {
+		return tinyserve.Config{}, err
+	}
+	if c.IsSet("seed") {
+		s := c.Int64("seed")
+		if s < 0 {
+			return tinyserve.Config{}, fmt.Errorf("--seed must not be negative, got %d", s)
+		}
+		cfg.Seed = new(uint64(s))
+	}
+	return cfg, nil
 }
 
 // settingsFromEnv lists the names of the variables set in env that are

@@ -20,6 +20,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/urfave/cli/v2"
 
 	"github.com/tinyserve/tinyserve"
 	"github.com/tinyserve/tinyserve/internal/drainwait"
@@ -479,6 +480,8 @@ func TestVLLMFlags(t *testing.T) {
 		{[]string{"--kv-cache-dtype", "fp8"}, `--kv-cache-dtype "fp8": only auto`},
 		{[]string{"--load-format", "dummy"}, `--load-format "dummy"`},
 		{[]string{"--scheduling-policy", "priority"}, `--scheduling-policy "priority"`},
+		{[]string{"--seed", "0"}, reachedOpen},
+		{[]string{"--seed", "-1"}, "--seed must not be negative"},
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
@@ -487,5 +490,33 @@ func TestVLLMFlags(t *testing.T) {
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tc.want)
 		})
+	}
+}
+
+// TestSeedFlag: --seed (or TINYSERVE_SEED) sets the engine's seed, 0
+// included; without it the engine seeds from the clock.
+func TestSeedFlag(t *testing.T) {
+	read := func(args ...string) *uint64 {
+		t.Helper()
+		var seed *uint64
+		app := newApp(io.Discard)
+		app.Action = func(c *cli.Context) error {
+			cfg, err := engineConfig(c)
+			seed = cfg.Seed
+			return err
+		}
+		require.NoError(t, app.Run(append([]string{"tinyserve-serve"}, args...)))
+		return seed
+	}
+	assert.Nil(t, read())
+	if s := read("--seed", "0"); assert.NotNil(t, s) {
+		assert.Equal(t, uint64(0), *s)
+	}
+	if s := read("--seed", "42"); assert.NotNil(t, s) {
+		assert.Equal(t, uint64(42), *s)
+	}
+	t.Setenv("TINYSERVE_SEED", "7")
+	if s := read(); assert.NotNil(t, s) {
+		assert.Equal(t, uint64(7), *s)
 	}
 }

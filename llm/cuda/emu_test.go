@@ -439,7 +439,7 @@ func TestEmuEnginePromptLogprobs(t *testing.T) {
 	}
 	prompt := cases[2].InputIDs
 	score := func(be engine.Backend) []llm.TokenLogprob {
-		e, err := engine.New(be, tok, m.Info(), engine.Config{MaxNumBatchedTokens: 16, NumBlocks: goldenBlocks, Seed: 1})
+		e, err := engine.New(be, tok, m.Info(), engine.Config{MaxNumBatchedTokens: 16, NumBlocks: goldenBlocks, Seed: new(uint64(1))})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -49,9 +49,11 @@ type Config struct {
 	// MaxPending bounds the requests admitted but not yet running; Generate
 	// returns ErrOverloaded beyond it. 0 means DefaultMaxPending.
 	MaxPending int
-	// Seed seeds the choice of per-request seeds for requests that set none;
-	// 0 means a seed taken from the clock.
-	Seed uint64
+	// Seed seeds the choice of per-request seeds for requests that set
+	// none, as vLLM's --seed: the same seed and the same order of arrivals
+	// give every such request the same seed, and with it the same sample.
+	// Nil means a seed taken from the clock.
+	Seed *uint64
 	// Logger receives the engine's logs; nil discards them.
 	Logger *slog.Logger
 	// Now is the clock for event timestamps; nil means time.Now.
@@ -113,8 +115,9 @@ func New(backend Backend, tok llm.Tokenizer, info llm.ModelInfo, cfg Config) (*E
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.Seed == 0 {
-		cfg.Seed = uint64(cfg.Now().UnixNano())
+	seed := uint64(cfg.Now().UnixNano())
+	if cfg.Seed != nil {
+		seed = *cfg.Seed
 	}
 	st, err := newStepper(backend, tok, info, &cfg)
 	if err != nil {
@@ -123,7 +126,7 @@ func New(backend Backend, tok llm.Tokenizer, info llm.ModelInfo, cfg Config) (*E
 	e := &Engine{
 		info: info, tok: tok, cfg: cfg, st: st, log: cfg.Logger,
 		wake: make(chan struct{}, 1), closed: make(chan struct{}), done: make(chan struct{}),
-		seedState: cfg.Seed,
+		seedState: seed,
 	}
 	st.started = e.started
 	e.numBlocks = st.kv.NumBlocks()

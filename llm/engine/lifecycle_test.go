@@ -64,7 +64,7 @@ func TestHostileCallersLeaveNothingBehind(t *testing.T) {
 			pb := &pausableBackend{Backend: mock.NewBackend(mock.Config{Latency: mock.Latency{PerStep: 100 * time.Microsecond}})}
 			e, err := engine.New(pb, mock.NewTokenizer(), mock.Info(), engine.Config{
 				MaxNumSeqs: 6, MaxNumBatchedTokens: 32, BlockSize: 4, NumBlocks: 24,
-				MaxPending: maxPending, PrefixCaching: prefix, Seed: 1,
+				MaxPending: maxPending, PrefixCaching: prefix, Seed: new(uint64(1)),
 			})
 			if err != nil {
 				t.Fatal(err)

@@ -106,7 +106,7 @@ func TestEngineGolden(t *testing.T) {
 					rec.prompts = append(rec.prompts, c.InputIDs)
 				}
 				cfg := v.cfg
-				cfg.Seed = 1
+				cfg.Seed = new(uint64(1))
 				e, err := engine.New(rec, idTokenizer{}, cpu.Info(), cfg)
 				if err != nil {
 					t.Fatal(err)
@@ -175,7 +175,7 @@ func TestEngineBuiltinTiny(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer cpu.Close()
-		e, err := engine.New(cpu, idTokenizer{}, cpu.Info(), engine.Config{Seed: 7})
+		e, err := engine.New(cpu, idTokenizer{}, cpu.Info(), engine.Config{Seed: new(uint64(7))})
 		if err != nil {
 			t.Fatal(err)
 		}

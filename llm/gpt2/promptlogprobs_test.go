@@ -25,7 +25,7 @@ func TestPromptLogprobsGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cpu.Close()
-	e, err := engine.New(cpu, idTokenizer{}, cpu.Info(), engine.Config{MaxNumBatchedTokens: 48, Seed: 1})
+	e, err := engine.New(cpu, idTokenizer{}, cpu.Info(), engine.Config{MaxNumBatchedTokens: 48, Seed: new(uint64(1))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -80,13 +80,13 @@ func TestSeededSamplingWhateverTheBatch(t *testing.T) {
 		wg.Wait()
 		return out
 	}
-	alone := runAll(engine.Config{Seed: 1}, []llm.Request{target})[0]
+	alone := runAll(engine.Config{Seed: new(uint64(1))}, []llm.Request{target})[0]
 	if len(alone) != target.Params.MaxTokens {
 		t.Fatalf("alone: %d tokens, want %d", len(alone), target.Params.MaxTokens)
 	}
 	for name, cfg := range map[string]engine.Config{
-		"crowd":          {Seed: 2},
-		"crowd, chunked": {Seed: 3, MaxNumBatchedTokens: 16},
+		"crowd":          {Seed: new(uint64(2))},
+		"crowd, chunked": {Seed: new(uint64(3)), MaxNumBatchedTokens: 16},
 	} {
 		reqs := others()
 		at := len(reqs) / 2

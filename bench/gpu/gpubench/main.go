@@ -148,7 +148,7 @@ func scenariosCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	info := m.Info()
 	info.Backend = *backend
-	eng, err := engine.New(be, tok, info, engine.Config{MaxNumSeqs: *maxSeqs, MaxNumBatchedTokens: *budget, BlockSize: 16, NumBlocks: *numBlocks, Seed: 1, Logger: log})
+	eng, err := engine.New(be, tok, info, engine.Config{MaxNumSeqs: *maxSeqs, MaxNumBatchedTokens: *budget, BlockSize: 16, NumBlocks: *numBlocks, Seed: new(uint64(1)), Logger: log})
 	if err != nil {
 		return err
 	}
