@@ -797,3 +797,38 @@ func TestContinuousUsageStats(t *testing.T) {
 	require.Equal(t, 200, rec.Code, rec.Body.String())
 	assert.NotContains(t, rec.Body.String(), `"usage"`)
 }
+
+// TestModelByFolderPath: a model loaded from a folder is also asked for by
+// the path the engine was given, which vLLM serves it under and its
+// benchmark client sends; an explicit served name replaces both, and a
+// model found by Hugging Face id has no path name.
+func TestModelByFolderPath(t *testing.T) {
+	fromFolder := func() *fakeEngine {
+		f := newFake()
+		f.info.ID = "ckpt"
+		f.info.Source = &llm.ModelSource{Dir: "./models/ckpt", Files: []string{"config.json", "model.safetensors"}}
+		return f
+	}
+	body := `{"model":"./models/ckpt","prompt":"hi","max_tokens":2}`
+	rec := serve(t, NewHandler(fromFolder()), "POST", "/v1/completions", body)
+	require.Equal(t, 200, rec.Code, rec.Body.String())
+	var r respJSON
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &r))
+	assert.Equal(t, "./models/ckpt", r.Model)
+	rec = serve(t, NewHandler(fromFolder()), "POST", "/v1/completions", `{"model":"ckpt","prompt":"hi","max_tokens":2}`)
+	assert.Equal(t, 200, rec.Code, rec.Body.String())
+	rec = serve(t, NewHandler(fromFolder()), "POST", "/tokenize", `{"model":"./models/ckpt","prompt":"hi"}`)
+	assert.Equal(t, 200, rec.Code, rec.Body.String())
+
+	rec = serve(t, NewHandler(fromFolder(), WithServedModelNames("mine")), "POST", "/v1/completions", body)
+	assert.Equal(t, 404, rec.Code, "a served name replaces the path")
+	renamed := fromFolder()
+	renamed.info.ID, renamed.info.Root = "mine", "ckpt" // tinyserve.Config.ServedModelName
+	rec = serve(t, NewHandler(renamed), "POST", "/v1/completions", body)
+	assert.Equal(t, 404, rec.Code, "a served name replaces the path")
+	hub := fromFolder()
+	hub.info.ID = "org/ckpt"
+	hub.info.Source = &llm.ModelSource{Dir: "/cache/models--org--ckpt/snapshots/abc", HubID: "org/ckpt", Revision: "abc"}
+	rec = serve(t, NewHandler(hub), "POST", "/v1/completions", `{"model":"/cache/models--org--ckpt/snapshots/abc","prompt":"hi","max_tokens":2}`)
+	assert.Equal(t, 404, rec.Code, "a hub snapshot is asked for by its id")
+}

@@ -120,7 +120,10 @@ type handler struct {
 	info    llm.ModelInfo
 	tok     llm.Tokenizer
 	names   []string
-	created int64
+	// pathName is the checkpoint folder's path as the engine was given it,
+	// accepted in "model" besides names (see NewHandler); "" when none.
+	pathName string
+	created  int64
 	cfg     config
 	m       *metrics
 	pending atomic.Int64
@@ -172,6 +175,14 @@ func NewHandler(eng llm.Engine, opts ...Option) http.Handler {
 		created: time.Now().Unix(),
 		cfg:     cfg,
 	}
+	if src := info.Source; len(cfg.names) == 0 && info.Root == "" && src != nil && src.HubID == "" && src.Dir != info.ID {
+		// vLLM serves a folder under the path it was given (vllm serve
+		// ./ckpt serves "./ckpt"), and its benchmark client sends that
+		// path as the model, so tinyserve, which serves the folder's
+		// name, takes the path too. A served name given explicitly
+		// replaces both, as in vLLM.
+		h.pathName = src.Dir
+	}
 	h.m = newMetrics(cfg.registerer, names[0], eng, cfg.logger)
 	if qb, ok := eng.(QueueBounder); ok {
 		h.engineQueue = qb.MaxPending()
@@ -205,10 +216,11 @@ func NewHandler(eng llm.Engine, opts ...Option) http.Handler {
 	return withRequestID(cfg.logger, requireAPIKey(cfg.apiKeys, mux))
 }
 
-// isServed reports whether name may be used in "model"; empty means the
-// default (first) served name, as vLLM allows.
+// isServed reports whether name may be used in "model": a served name, the
+// folder path of a model served under its folder's name (pathName), or
+// empty, meaning the default (first) served name, as vLLM allows.
 func (h *handler) isServed(name string) bool {
-	if name == "" {
+	if name == "" || name == h.pathName {
 		return true
 	}
 	for _, n := range h.names {
