@@ -116,17 +116,17 @@ type QueueBounder interface {
 // handler serves one engine. Its fields are set once in NewHandler; the only
 // state that changes afterwards is the pending count and the metrics.
 type handler struct {
-	eng     llm.Engine
-	info    llm.ModelInfo
-	tok     llm.Tokenizer
-	names   []string
+	eng   llm.Engine
+	info  llm.ModelInfo
+	tok   llm.Tokenizer
+	names []string
 	// pathName is the checkpoint folder's path as the engine was given it,
 	// accepted in "model" besides names (see NewHandler); "" when none.
 	pathName string
 	created  int64
-	cfg     config
-	m       *metrics
-	pending atomic.Int64
+	cfg      config
+	m        *metrics
+	pending  atomic.Int64
 	// engineQueue is the engine's waiting-queue bound when it reports one
 	// (QueueBounder), else 0.
 	engineQueue int
