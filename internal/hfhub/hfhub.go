@@ -146,21 +146,39 @@ func Snapshot(repoDir string, ok func(dir string) bool) (string, bool) {
 	return "", false
 }
 
+// CheckRevision returns an error unless revision can name a branch, tag,
+// pull request ("refs/pr/3") or commit of a repository: names separated by
+// "/", none of them empty, "." or "..", and no backslash or colon (a Windows
+// path's). Git refuses such ref names too; here they would resolve outside
+// the repository's refs and snapshots folders ("../x"), to a folder itself
+// (".") or to another revision ("main/", "./main").
+func CheckRevision(revision string) error {
+	bad := revision == "" || strings.ContainsAny(revision, `\:`)
+	for _, name := range strings.Split(revision, "/") {
+		bad = bad || name == "" || name == "." || name == ".."
+	}
+	if bad {
+		return fmt.Errorf("revision %q: want a branch, tag or commit hash (names separated by \"/\", none empty, \".\" or \"..\")", revision)
+	}
+	return nil
+}
+
 // SnapshotAt returns the snapshot folder of repoDir that revision names,
 // resolved as huggingface_hub resolves a revision without the network:
 // refs/REVISION, when the cache has it, holds the commit that branch or tag
 // (or pull request, "refs/pr/1") was fetched at; otherwise REVISION is
 // taken as a commit hash, which must be a snapshot folder's full name. The
 // folder is returned whatever it holds (see Snapshot). When the cache does
-// not hold the revision, the error lists the revisions it does.
+// not hold the revision, the error lists the revisions it does; a revision
+// CheckRevision refuses is an error without looking.
 func SnapshotAt(repoDir, revision string) (string, error) {
-	if revision == "" || strings.Contains(revision, `\`) || strings.HasPrefix(revision, "/") || slices.Contains(strings.Split(revision, "/"), "..") {
-		return "", fmt.Errorf("revision %q: want a branch, tag or commit hash", revision)
+	if err := CheckRevision(revision); err != nil {
+		return "", err
 	}
 	commit := revision
 	if ref, err := os.ReadFile(filepath.Join(repoDir, "refs", filepath.FromSlash(revision))); err == nil {
 		commit = strings.TrimSpace(string(ref))
-		if commit == "" || strings.ContainsAny(commit, `/\`) || commit == ".." {
+		if commit == "" || strings.ContainsAny(commit, `/\:`) || commit == "." || commit == ".." {
 			return "", fmt.Errorf("revision %q: %s does not hold a commit hash", revision, filepath.Join(repoDir, "refs", filepath.FromSlash(revision)))
 		}
 	} else if strings.Contains(revision, "/") {

@@ -153,6 +153,7 @@ func TestSnapshotAt(t *testing.T) {
 	write("refs/v1.0", c1)
 	write("refs/refs/pr/3", c1) // huggingface_hub keeps "refs/pr/3" at refs/refs/pr/3
 	write("refs/gone", c3)      // a ref whose snapshot was deleted
+	write("refs/dot", ".\n")    // would name the snapshots folder itself
 	snap := func(c string) string { return filepath.Join(repo, "snapshots", c) }
 	for rev, want := range map[string]string{"main": snap(c2), "v1.0": snap(c1), "refs/pr/3": snap(c1), c1: snap(c1), c2: snap(c2)} {
 		if got, err := SnapshotAt(repo, rev); err != nil || got != want {
@@ -167,6 +168,15 @@ func TestSnapshotAt(t *testing.T) {
 		"../x":      {"want a branch, tag or commit hash"},
 		"/abs":      {"want a branch, tag or commit hash"},
 		"":          {"want a branch, tag or commit hash"},
+		// Not names of a ref or commit: each would otherwise resolve, to
+		// the snapshots folder itself or to main.
+		".":          {"want a branch, tag or commit hash"},
+		"main/":      {"want a branch, tag or commit hash"},
+		"./main":     {"want a branch, tag or commit hash"},
+		"refs//main": {"want a branch, tag or commit hash"},
+		`C:main`:     {"want a branch, tag or commit hash"},
+		`..\x`:       {"want a branch, tag or commit hash"},
+		"dot":        {"does not hold a commit hash"}, // refs/dot holds "."
 	} {
 		_, err := SnapshotAt(repo, rev)
 		if err == nil {
