@@ -97,6 +97,13 @@ func locate(model, revision string, getenv func(string) string) (string, *hubRef
 		}
 		return model, nil, nil // a folder (Load reports what is wrong with it), or unreadable
 	}
+	if revision != "" {
+		// Not a lookup that failed: no cache can hold it, and `hf download
+		// --revision` would refuse it too.
+		if err := hfhub.CheckRevision(revision); err != nil {
+			return "", nil, fmt.Errorf("gpt2: %w", err)
+		}
+	}
 	nf := &NotFoundError{Model: model, Revision: revision, Looked: []string{model + " (no such folder)"}}
 	cache := hfhub.CacheDir(getenv)
 	if !hfhub.IsRepoID(model) || cache == "" {

@@ -204,6 +204,9 @@ func locateRevision(spec string, opts LoadOptions) (string, bool, error) {
 		// as the path, as everywhere else.
 		return "", false, fmt.Errorf("tokenizer revision %q applies to a tokenizer named by its Hugging Face id, and %q is a path", opts.Revision, spec)
 	}
+	if err := hfhub.CheckRevision(opts.Revision); err != nil {
+		return "", false, fmt.Errorf("tokenizer %w", err)
+	}
 	nf := &NotFoundError{Spec: spec, Revision: opts.Revision}
 	for _, root := range []string{opts.TokenizerDir, opts.hubCache()} {
 		if root == "" {

@@ -167,6 +167,15 @@ func TestLocateRevision(t *testing.T) {
 	if _, _, err := Locate(v1, o); err == nil || !strings.Contains(err.Error(), "is a path") {
 		t.Errorf("a path at a revision: %v", err)
 	}
+	// A revision that cannot name one is refused as such, not looked up
+	// (with an hf download command to run), held by the cache or not.
+	for _, spec := range []string{"openai-community/gpt2", "Org/Absent"} {
+		o.Revision = "../x"
+		_, _, err := Locate(spec, o)
+		if err == nil || errors.As(err, &nf) || !strings.Contains(err.Error(), `tokenizer revision "../x": want a branch, tag or commit hash`) {
+			t.Errorf("%s at ../x: %v", spec, err)
+		}
+	}
 }
 
 func TestNotFoundMessage(t *testing.T) {

@@ -1,0 +1,57 @@
+package gpt2
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestLocateAtRevision: LocateAt resolves a branch or a full commit hash
+// in the hub cache; a revision that cannot name one ("../x", ".") is
+// refused as such, whether or not the cache holds the id, and not as a
+// revision the cache lacks, with an `hf download --revision` to run.
+func TestLocateAtRevision(t *testing.T) {
+	const c1 = "1111111111111111111111111111111111111111"
+	hub := t.TempDir()
+	repo := filepath.Join(hub, "models--org--m")
+	snap := filepath.Join(repo, "snapshots", c1)
+	for p, data := range map[string]string{
+		filepath.Join(snap, "config.json"):       "{}",
+		filepath.Join(snap, "model.safetensors"): "",
+		filepath.Join(repo, "refs", "main"):      c1 + "\n",
+	} {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	getenv := func(k string) string {
+		if k == "HF_HUB_CACHE" {
+			return hub
+		}
+		return ""
+	}
+	for _, rev := range []string{"main", c1} {
+		if got, err := LocateAt("org/m", rev, getenv); err != nil || got != snap {
+			t.Errorf("org/m at %q: %q, %v; want %q", rev, got, err, snap)
+		}
+	}
+	for _, model := range []string{"org/m", "org/absent"} {
+		for _, rev := range []string{"../x", ".", "main/"} {
+			_, err := LocateAt(model, rev, getenv)
+			var nf *NotFoundError
+			switch {
+			case err == nil:
+				t.Errorf("%s at %q: found", model, rev)
+			case errors.As(err, &nf) || strings.Contains(err.Error(), "hf download"):
+				t.Errorf("%s at %q: %v; want the revision refused, not looked up", model, rev, err)
+			case !strings.Contains(err.Error(), "want a branch, tag or commit hash"):
+				t.Errorf("%s at %q: %v; want it to say what a revision is", model, rev, err)
+			}
+		}
+	}
+}
