@@ -97,8 +97,10 @@ func (c *Checkpoint) describe() string {
 
 // checkCheckpoint refuses to resume the sweep in root with a checkpoint
 // whose files differ from those its manifest records: the runs there
-// measured other weights. A manifest without a checkpoint (the first
-// invocation has not written one, or served a model made in memory)
+// measured other weights. The record is the first session's
+// (serving.checkpoint) or, when it has none (its manifest was written
+// before checkpoints were recorded), the first resume's that has one. A
+// manifest without any (none written yet, or a model made in memory)
 // accepts any.
 func checkCheckpoint(root string, ck *Checkpoint) error {
 	m, err := existingManifest(root)
@@ -106,6 +108,12 @@ func checkCheckpoint(root string, ck *Checkpoint) error {
 		return err
 	}
 	was := m.Serving.Checkpoint
+	for _, r := range m.Resumes {
+		if was != nil {
+			break
+		}
+		was = r.Checkpoint
+	}
 	switch {
 	case was == nil:
 		return nil

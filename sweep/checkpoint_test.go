@@ -107,3 +107,50 @@ func TestCheckpointDifferences(t *testing.T) {
 	assert.Empty(t, was.differences(was))
 	assert.True(t, strings.HasPrefix(now.describe(), "`"), now.describe())
 }
+
+// TestResumeChecksFirstRecordedCheckpoint: a sweep whose first session
+// recorded no checkpoint (its manifest.json was written before they were
+// recorded) takes the first resume's as the record: a later resume with
+// other files refuses, one with the same files resumes.
+func TestResumeChecksFirstRecordedCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	f := newFakeServer(t, &fakeServer{})
+	prompts := writePrompts(t, dir, 2, 1)
+	cfgJSON := sweepConfigJSON(f.URL(), prompts, []int{1, 2}, 2, 0, 1)
+	root := filepath.Join(dir, "results", "test-sweep")
+	model := func(name, config string) *Checkpoint {
+		d := filepath.Join(dir, name)
+		require.NoError(t, os.MkdirAll(d, 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(d, "config.json"), []byte(config), 0o644))
+		files, err := HashCheckpointFiles(d, []string{"config.json"})
+		require.NoError(t, err)
+		return &Checkpoint{Dir: d, Files: files}
+	}
+	run := func(ck *Checkpoint) error {
+		_, err := runTestSweep(t, context.Background(), cfgJSON, dir, func(o *SweepOptions) {
+			o.Target = func(context.Context) (TargetInfo, error) {
+				return TargetInfo{URL: f.URL(), Model: "fake-model", Checkpoint: ck}, nil
+			}
+		})
+		return err
+	}
+	undoLast := func() {
+		last := Order(20260729, []int{1, 2}, 0, 1)[1]
+		require.NoError(t, os.Remove(last.RawPath(root)))
+		require.NoError(t, os.Remove(last.SummaryPath(root)))
+		require.NoError(t, os.Remove(filepath.Join(root, SummaryFile)))
+	}
+	require.NoError(t, run(nil))
+	undoLast()
+	a := model("a", `{"n_layer": 2}`)
+	require.NoError(t, run(a))
+	undoLast()
+
+	before := snapshot(t, root)
+	err := run(model("b", `{"n_layer": 3}`))
+	require.ErrorIs(t, err, ErrRefused, "other files than the first resume's")
+	assert.Contains(t, err.Error(), "config.json has SHA-256")
+	assert.Equal(t, before, snapshot(t, root), "nothing is written when refusing")
+	require.ErrorIs(t, run(nil), ErrRefused, "no files after the first resume's")
+	require.NoError(t, run(a))
+}
