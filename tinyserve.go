@@ -229,7 +229,7 @@ func load(cfg Config) (engine.Backend, llm.Tokenizer, llm.ModelInfo, error) {
 		// A Hugging Face id: say which snapshot of the cache was loaded.
 		cfg.Logger.Info("model found in the Hugging Face cache", "model", name, "revision", m.Revision, "folder", m.Dir)
 	}
-	tok, tokSpec, err := modelTokenizer(cfg, m)
+	tok, tokSpec, err := modelTokenizer(cfg, name, m)
 	if err != nil {
 		m.Close()
 		return nil, nil, llm.ModelInfo{}, err
@@ -375,13 +375,14 @@ func (w withModel) Close() error {
 
 // modelTokenizer is --tokenizer when given, else the checkpoint folder's
 // tokenizer.json, or its vocab.json and merges.txt, when it has them, else
-// GPT-2's built-in BPE; it also returns the tokenizer spec it loaded.
-func modelTokenizer(cfg Config, m *gpt2.Model) (llm.Tokenizer, string, error) {
+// GPT-2's built-in BPE; it also returns the tokenizer spec it loaded. name
+// is the model asked for (cfg.Model, or DefaultModel when that is empty).
+func modelTokenizer(cfg Config, name string, m *gpt2.Model) (llm.Tokenizer, string, error) {
 	spec, model := cfg.Tokenizer, m.Dir
 	if spec == "" && cfg.TokenizerRevision != "" {
 		// The model's own tokenizer at another revision: its id's.
 		if m.HubID == "" {
-			return nil, "", fmt.Errorf("tokenizer_revision (--tokenizer-revision) %q applies to a tokenizer named by its Hugging Face id, and the model %q is not one: give --tokenizer", cfg.TokenizerRevision, cfg.Model)
+			return nil, "", fmt.Errorf("tokenizer_revision (--tokenizer-revision) %q applies to a tokenizer named by its Hugging Face id, and the model %q is not one: give --tokenizer", cfg.TokenizerRevision, name)
 		}
 		spec = m.HubID
 	}

@@ -556,6 +556,7 @@ func TestOpenHubRevision(t *testing.T) {
 		{Config{Model: "tiny-gpt2", Revision: "main"}, []string{"built in"}},
 		{Config{Backend: BackendMock, Revision: "main"}, []string{"revision (--revision)"}},
 		{Config{Model: "testdata/gpt2-tiny", TokenizerRevision: "main"}, []string{"give --tokenizer"}},
+		{Config{TokenizerRevision: "main"}, []string{`the model "tiny-gpt2" is not one`}}, // the default model, named
 		{Config{Model: "testdata/gpt2-tiny", Tokenizer: "testdata/gpt2-tiny", TokenizerRevision: "main"}, []string{"applies to a tokenizer named by its Hugging Face id"}},
 	} {
 		_, err := open(c.cfg)
