@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/tinyserve/tinyserve/internal/hfhub"
 	"github.com/tinyserve/tinyserve/llm"
 	"github.com/tinyserve/tinyserve/llm/cuda"
 	"github.com/tinyserve/tinyserve/llm/engine"
@@ -229,7 +230,7 @@ func load(cfg Config) (engine.Backend, llm.Tokenizer, llm.ModelInfo, error) {
 		// A Hugging Face id: say which snapshot of the cache was loaded.
 		cfg.Logger.Info("model found in the Hugging Face cache", "model", name, "revision", m.Revision, "folder", m.Dir)
 	}
-	tok, tokSpec, err := modelTokenizer(cfg, name, m)
+	tok, tokSpec, tokFiles, err := modelTokenizer(cfg, name, m)
 	if err != nil {
 		m.Close()
 		return nil, nil, llm.ModelInfo{}, err
@@ -267,7 +268,7 @@ func load(cfg Config) (engine.Backend, llm.Tokenizer, llm.ModelInfo, error) {
 			m.Close()
 			return nil, nil, llm.ModelInfo{}, fmt.Errorf("backend cuda: %w", err)
 		}
-		return withModel{b, m}, tok, b.Info(), nil
+		return withModel{b, m}, tok, withTokenizerFiles(b.Info(), tokFiles), nil
 	}
 	weights := "" // float32
 	if cfg.DType == "bfloat16" {
@@ -278,9 +279,23 @@ func load(cfg Config) (engine.Backend, llm.Tokenizer, llm.ModelInfo, error) {
 		m.Close()
 		return nil, nil, llm.ModelInfo{}, err
 	}
-	info := m.Info()
+	info := withTokenizerFiles(m.Info(), tokFiles)
 	info.Backend = BackendCPU
 	return withModel{backend, m}, tok, info, nil
+}
+
+// withTokenizerFiles records in info's source the tokenizer files read; a
+// model made in memory has no source, and keeps none.
+func withTokenizerFiles(info llm.ModelInfo, files []string) llm.ModelInfo {
+	if info.Source != nil {
+		info.Source.TokenizerFiles = files
+	}
+	return info
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // maxVocabPadding is the most ids a model's vocabulary may have past its
@@ -377,12 +392,19 @@ func (w withModel) Close() error {
 // tokenizer.json, or its vocab.json and merges.txt, when it has them, else
 // GPT-2's built-in BPE; it also returns the tokenizer spec it loaded. name
 // is the model asked for (cfg.Model, or DefaultModel when that is empty).
-func modelTokenizer(cfg Config, name string, m *gpt2.Model) (llm.Tokenizer, string, error) {
+func modelTokenizer(cfg Config, name string, m *gpt2.Model) (llm.Tokenizer, string, []string, error) {
 	spec, model := cfg.Tokenizer, m.Dir
+	revision, inherited := cfg.TokenizerRevision, false
+	if revision == "" && cfg.Revision != "" && spec != "" && hfhub.IsRepoID(spec) && !exists(spec) && !tokenizer.IsBuiltin(spec) {
+		// vLLM's tokenizer_revision defaults to its revision. The built-in
+		// GPT-2 BPE is the same at every revision of GPT-2's repository,
+		// and --tokenizer gpt2 means it.
+		revision, inherited = cfg.Revision, true
+	}
 	if spec == "" && cfg.TokenizerRevision != "" {
 		// The model's own tokenizer at another revision: its id's.
 		if m.HubID == "" {
-			return nil, "", fmt.Errorf("tokenizer_revision (--tokenizer-revision) %q applies to a tokenizer named by its Hugging Face id, and the model %q is not one: give --tokenizer", cfg.TokenizerRevision, name)
+			return nil, "", nil, fmt.Errorf("tokenizer_revision (--tokenizer-revision) %q applies to a tokenizer named by its Hugging Face id, and the model %q is not one: give --tokenizer", cfg.TokenizerRevision, name)
 		}
 		spec = m.HubID
 	}
@@ -408,10 +430,13 @@ func modelTokenizer(cfg Config, name string, m *gpt2.Model) (llm.Tokenizer, stri
 		spec = tokenizer.BuiltinGPT2
 	}
 	opts := tokenizer.LoadOptionsFromEnv(cfg.Getenv, cfg.TokenizerDir)
-	opts.Revision = cfg.TokenizerRevision
-	tok, err := tokenizer.Load(spec, opts)
+	opts.Revision = revision
+	tok, files, err := tokenizer.LoadWithFiles(spec, opts)
 	if err != nil {
-		return nil, "", fmt.Errorf("tokenizer: %w", err)
+		if inherited {
+			return nil, "", nil, fmt.Errorf("tokenizer: %w\n(--revision %s applies to --tokenizer %s too, as in vLLM; --tokenizer-revision gives the tokenizer its own)", err, cfg.Revision, spec)
+		}
+		return nil, "", nil, fmt.Errorf("tokenizer: %w", err)
 	}
-	return tok, spec, nil
+	return tok, spec, files, nil
 }

@@ -540,6 +540,37 @@ func TestOpenHubRevision(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "tokenizer has 3 tokens") {
 		t.Errorf("--tokenizer-revision v2: %v, want v2's 3-token tokenizer refused", err)
 	}
+	// --revision is the tokenizer's too when --tokenizer names another id
+	// (vLLM's tokenizer_revision defaults to its revision), but not for
+	// the built-in GPT-2 BPE's names.
+	for _, f := range []string{"vocab.json", "merges.txt"} {
+		data, err := os.ReadFile(filepath.Join(repo, "snapshots", c2, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(hub, "models--org--tok", "snapshots", c2, f)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(hub, "models--org--tok", "refs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(hub, "models--org--tok", "refs", "v2"), []byte(c2), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := open(Config{Model: "openai-community/gpt2", Revision: "v2", Tokenizer: "org/tok"}); err == nil || !strings.Contains(err.Error(), "tokenizer has 3 tokens") {
+		t.Errorf("--tokenizer org/tok --revision v2: %v, want org/tok's v2 (3 tokens) loaded and refused", err)
+	}
+	if _, err := open(Config{Model: "openai-community/gpt2", Revision: "main", Tokenizer: "org/tok"}); err == nil || !strings.Contains(err.Error(), "--revision main applies to --tokenizer org/tok too") {
+		t.Errorf("--tokenizer org/tok --revision main: %v, want the inherited revision explained", err)
+	}
+	if _, err := open(Config{Model: "openai-community/gpt2", Revision: "v2", Tokenizer: "openai-community/gpt2"}); err != nil {
+		t.Errorf("--tokenizer openai-community/gpt2 --revision v2: %v, want the built-in BPE", err)
+	}
 	if info, err := open(Config{Model: "openai-community/gpt2", Revision: "v2", Tokenizer: "openai-community/gpt2", TokenizerRevision: c1}); err == nil {
 		t.Errorf("a tokenizer at %s, which has no tokenizer files, was found: %+v", c1, info.Source)
 	} else if !strings.Contains(err.Error(), "at revision") {

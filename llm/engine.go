@@ -49,6 +49,10 @@ type ModelSource struct {
 	// sorted: config.json, generation_config.json, the weights and their
 	// index.
 	Files []string
+	// TokenizerFiles are the paths of the tokenizer's files that were
+	// read (tokenizer.json, or vocab.json and merges.txt, and the configs
+	// beside them), in Dir or elsewhere; none for a built-in tokenizer.
+	TokenizerFiles []string
 }
 
 // SamplingDefaults are a model's recommended sampling settings, used in

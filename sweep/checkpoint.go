@@ -19,24 +19,29 @@ type Checkpoint struct {
 	// snapshot's commit when Dir is in the local hub cache.
 	HubID    string `json:"hub_id,omitempty"`
 	Revision string `json:"revision,omitempty"`
-	// Files are the files read (config.json, generation_config.json, the
-	// weights and their index), sorted by name.
+	// Files are the files read: the model's (config.json,
+	// generation_config.json, the weights and their index), then the
+	// tokenizer's (tokenizer.json, or vocab.json and merges.txt, and the
+	// configs beside them).
 	Files []CheckpointFile `json:"files"`
 }
 
 // CheckpointFile is one file of a Checkpoint.
 type CheckpointFile struct {
-	Name   string `json:"name"` // relative to Checkpoint.Dir
+	Name   string `json:"name"` // relative to Checkpoint.Dir, or absolute when outside it
 	Bytes  int64  `json:"bytes"`
 	SHA256 string `json:"sha256"`
 }
 
 // HashCheckpointFiles returns the size and SHA-256 of each named file of
-// dir, in the order given.
+// dir (an absolute name is taken as it is), in the order given.
 func HashCheckpointFiles(dir string, names []string) ([]CheckpointFile, error) {
 	files := make([]CheckpointFile, 0, len(names))
 	for _, n := range names {
-		p := filepath.Join(dir, n)
+		p := n
+		if !filepath.IsAbs(n) {
+			p = filepath.Join(dir, n)
+		}
 		fi, err := os.Stat(p)
 		if err != nil {
 			return nil, err

@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/tinyserve/tinyserve"
@@ -92,13 +93,26 @@ func checkpointOf(src *llm.ModelSource) (*sweep.Checkpoint, error) {
 	if src == nil {
 		return nil, nil
 	}
-	files, err := sweep.HashCheckpointFiles(src.Dir, src.Files)
+	dir, err := filepath.Abs(src.Dir)
 	if err != nil {
 		return nil, err
 	}
-	dir := src.Dir
-	if abs, err := filepath.Abs(dir); err == nil {
-		dir = abs
+	names := slices.Clone(src.Files)
+	for _, p := range src.TokenizerFiles {
+		// Relative to the folder when there, so that the same files in a
+		// moved folder compare equal on resume.
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return nil, err
+		}
+		if rel, err := filepath.Rel(dir, abs); err == nil && filepath.IsLocal(rel) {
+			abs = rel
+		}
+		names = append(names, abs)
+	}
+	files, err := sweep.HashCheckpointFiles(dir, names)
+	if err != nil {
+		return nil, err
 	}
 	return &sweep.Checkpoint{Dir: dir, HubID: src.HubID, Revision: src.Revision, Files: files}, nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tinyserve/tinyserve/llm/cuda"
+	"github.com/tinyserve/tinyserve/llm/gpt2"
 	"github.com/tinyserve/tinyserve/sweep"
 )
 
@@ -92,19 +93,29 @@ func TestEmbeddedSweepAndCompare(t *testing.T) {
 
 // TestEmbeddedCheckpointRecorded: an embedded target serving a checkpoint
 // folder records its files' SHA-256 in manifest.json (checked here against
-// the files themselves); the mock, made in memory, records none.
+// the files themselves): the model's, then the tokenizer's; the mock, made
+// in memory, records none.
 func TestEmbeddedCheckpointRecorded(t *testing.T) {
 	dir := t.TempDir()
 	cfgPath := embeddedConfig(t, dir)
-	ckpt, err := filepath.Abs(filepath.Join("..", "..", "testdata", "gpt2-tiny"))
+	// A small random GPT-2 with the tokenizer tests' 270-token tokenizer.
+	ckpt := filepath.Join(dir, "ckpt")
+	m, err := gpt2.NewRandom("ckpt", gpt2.Config{VocabSize: 270, NPositions: 64, NEmbd: 8, NLayer: 1, NHead: 2,
+		LayerNormEpsilon: 1e-5, Activation: gpt2.GeluTanh, ScaleAttnWeights: true, BOSTokenID: 269, EOSTokenID: 269}, 7, 0.5)
 	require.NoError(t, err)
+	require.NoError(t, m.WriteCheckpoint(ckpt))
+	for _, f := range []string{"tokenizer.json", "tokenizer_config.json"} {
+		b, err := os.ReadFile(filepath.Join("..", "..", "llm", "tokenizer", "testdata", "tiny", f))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(ckpt, f), b, 0o644))
+	}
 	_, errOut, err := runApp(cfgPath, "--engine", "backend=cpu", "--engine", "model="+ckpt, "--engine", "max_num_seqs=2")
 	require.NoError(t, err, errOut)
-	var m sweep.Manifest
+	var man sweep.Manifest
 	b, err := os.ReadFile(filepath.Join(dir, "results", "embedded-mock", "manifest.json"))
 	require.NoError(t, err)
-	require.NoError(t, json.Unmarshal(b, &m))
-	ck := m.Serving.Checkpoint
+	require.NoError(t, json.Unmarshal(b, &man))
+	ck := man.Serving.Checkpoint
 	require.NotNil(t, ck, "no checkpoint in the manifest")
 	assert.Equal(t, ckpt, ck.Dir)
 	var names []string
@@ -114,7 +125,7 @@ func TestEmbeddedCheckpointRecorded(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, want, f.SHA256, f.Name)
 	}
-	assert.Equal(t, []string{"config.json", "model.safetensors"}, names)
+	assert.Equal(t, []string{"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"}, names)
 
 	_, errOut, err = runApp(cfgPath, "--output-root", filepath.Join(dir, "mock"))
 	require.NoError(t, err, errOut)

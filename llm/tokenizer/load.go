@@ -14,9 +14,10 @@ import (
 // BuiltinGPT2 is the tokenizer spec that selects the built-in GPT-2 BPE.
 const BuiltinGPT2 = "gpt2"
 
-// isGPT2Alias reports whether spec names the built-in GPT-2 tokenizer: "gpt2"
-// or a Hugging Face id whose tokenizer is exactly GPT-2's, so it needs no file.
-func isGPT2Alias(spec string) bool {
+// IsBuiltin reports whether spec names the built-in GPT-2 tokenizer: "gpt2"
+// or a Hugging Face id whose tokenizer is exactly GPT-2's, so it needs no
+// file (unless LoadOptions.Revision asks for a cached one).
+func IsBuiltin(spec string) bool {
 	return spec == BuiltinGPT2 || spec == "openai-community/gpt2"
 }
 
@@ -146,7 +147,7 @@ func Locate(spec string, opts LoadOptions) (path string, builtin bool, err error
 	if opts.Revision != "" {
 		return locateRevision(spec, opts)
 	}
-	if isGPT2Alias(spec) {
+	if IsBuiltin(spec) {
 		return "", true, nil
 	}
 	nf := &NotFoundError{Spec: spec}
@@ -254,15 +255,40 @@ func isFile(p string) bool { return hfhub.IsFile(p) }
 // it, or the vocab.json and merges.txt found (see [LoadVocabMerges]). It
 // reads only local files.
 func Load(spec string, opts LoadOptions) (llm.Tokenizer, error) {
+	tok, _, err := LoadWithFiles(spec, opts)
+	return tok, err
+}
+
+// LoadWithFiles is Load that also returns the paths of the files it read,
+// so that a benchmark can record them by content; none for the built-in
+// BPE.
+func LoadWithFiles(spec string, opts LoadOptions) (llm.Tokenizer, []string, error) {
 	path, builtin, err := Locate(spec, opts)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if builtin {
-		return GPT2()
+		tok, err := GPT2()
+		return tok, nil, err
 	}
-	if filepath.Base(path) == "vocab.json" && hasVocabMerges(filepath.Dir(path)) {
-		return LoadVocabMerges(filepath.Dir(path))
+	var tok llm.Tokenizer
+	var names []string
+	dir := filepath.Dir(path)
+	if filepath.Base(path) == "vocab.json" && hasVocabMerges(dir) {
+		tok, err = LoadVocabMerges(dir)
+		names = []string{"vocab.json", "merges.txt", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json"}
+	} else {
+		tok, err = LoadHF(path)
+		names = []string{filepath.Base(path), "tokenizer_config.json"}
 	}
-	return LoadHF(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	var files []string
+	for _, n := range names { // the optional ones only where they are
+		if p := filepath.Join(dir, n); isFile(p) {
+			files = append(files, p)
+		}
+	}
+	return tok, files, nil
 }
