@@ -481,6 +481,17 @@ func TestVLLMFlags(t *testing.T) {
 		{[]string{"--load-format", "dummy"}, `--load-format "dummy"`},
 		{[]string{"--scheduling-policy", "priority"}, `--scheduling-policy "priority"`},
 		{[]string{"--seed", "0"}, reachedOpen},
+		// --flag=false asks for the opposite, refused where tinyserve
+		// does not do it.
+		{[]string{"--enable-chunked-prefill=false"}, "--enable-chunked-prefill=false: prefill is always chunked"},
+		{[]string{"--enable-chunked-prefill=False"}, "--enable-chunked-prefill=false"},
+		{[]string{"--enforce-eager=false"}, "--enforce-eager=false: CUDA graphs are used only with --cuda-graphs"},
+		{[]string{"--enforce-eager=false", "--cuda-graphs"}, reachedOpen},
+		{[]string{"--no-enable-prefix-caching=false"}, "--no-enable-prefix-caching=false"},
+		{[]string{"--no-enable-prefix-caching=false", "--enable-prefix-caching"}, reachedOpen},
+		{[]string{"--disable-log-requests=false"}, "--disable-log-requests=false: tinyserve never logs prompts"},
+		{[]string{"--disable-log-stats=false"}, "--disable-log-stats=false"},
+		{[]string{"--trust-remote-code=false", "--enable-log-requests=false"}, reachedOpen},
 		{[]string{"--seed", "-1"}, "--seed must not be negative"},
 	}
 	for _, tc := range tests {

@@ -47,6 +47,25 @@ func checkVLLMFlags(c *cli.Context, cfg tinyserve.Config) error {
 	case c.Bool("enable-log-requests"):
 		return fmt.Errorf("--enable-log-requests: tinyserve never logs prompts or outputs (each request's access line carries its id; --log-level debug adds its admission)")
 	}
+	// A boolean given as --flag=false asks for the opposite of the flag,
+	// which tinyserve mostly does not do: it must not pass as the flag.
+	for _, f := range []struct {
+		name string
+		ok   bool // tinyserve does what the false asks
+		why  string
+	}{
+		{"enforce-eager", cfg.CUDAGraphs, "CUDA graphs are used only with --cuda-graphs"},
+		{"enable-chunked-prefill", false, "prefill is always chunked to the step's token budget (--max-num-batched-tokens)"},
+		{"no-enable-prefix-caching", cfg.EnablePrefixCaching, "prefix caching is on only with --enable-prefix-caching"},
+		{"disable-log-requests", false, "tinyserve never logs prompts or outputs"},
+		{"disable-log-stats", false, "there are no periodic stats lines (GET /metrics has the figures)"},
+		{"trust-remote-code", true, ""},
+		{"enable-log-requests", true, ""},
+	} {
+		if c.IsSet(f.name) && !c.Bool(f.name) && !f.ok {
+			return fmt.Errorf("--%s=false: %s", f.name, f.why)
+		}
+	}
 	for _, name := range []string{"tensor-parallel-size", "pipeline-parallel-size", "data-parallel-size"} {
 		if n := c.Int(name); n != 1 {
 			return fmt.Errorf("--%s %d: tinyserve runs one model on one device (only 1 is accepted)", name, n)
