@@ -162,7 +162,9 @@ func Open(ctx context.Context, cfg Config) (*engine.Engine, error) {
 		}
 		info.MaxModelLen = cfg.MaxModelLen
 	}
-	if cfg.ServedModelName != "" && cfg.ServedModelName != info.ID {
+	if cfg.ServedModelName != "" {
+		// Root says a name was given, even the model's own: a folder
+		// served under it is then not also asked for by its path.
 		info.Root, info.ID = info.ID, cfg.ServedModelName
 	}
 	e, err := engine.New(backend, tok, info, engine.Config{

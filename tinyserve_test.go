@@ -753,3 +753,34 @@ func TestPaddedVocabulary(t *testing.T) {
 	assert.Equal(t, 50257, e.Info().VocabSize, "the tokenizer's size")
 	assert.Equal(t, want, greedy(e), "the same tokens as without the padding")
 }
+
+// TestServedNameReplacesFolderPath: a checkpoint folder is also asked for
+// by its path (as vLLM serves it), unless a served name is given, even one
+// equal to the folder's name: vLLM then answers only to that name.
+func TestServedNameReplacesFolderPath(t *testing.T) {
+	const path = "testdata/gpt2-tiny"
+	ask := func(cfg Config, model string) int {
+		t.Helper()
+		cfg.Model = path
+		e, err := Open(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		rec := httptest.NewRecorder()
+		body := `{"model":"` + model + `","prompt":"hi","max_tokens":1}`
+		openai.NewHandler(e).ServeHTTP(rec, httptest.NewRequest("POST", "/v1/completions", strings.NewReader(body)))
+		return rec.Code
+	}
+	if code := ask(Config{}, path); code != 200 {
+		t.Errorf("no served name: the path got %d, want 200", code)
+	}
+	for _, name := range []string{"gpt2-tiny", "other"} {
+		if code := ask(Config{ServedModelName: name}, path); code != 404 {
+			t.Errorf("--served-model-name %s: the path got %d, want 404", name, code)
+		}
+		if code := ask(Config{ServedModelName: name}, name); code != 200 {
+			t.Errorf("--served-model-name %s: the name got %d, want 200", name, code)
+		}
+	}
+}

@@ -11,9 +11,10 @@ type ModelInfo struct {
 	// ID is the model's name (tiny-gpt2, a checkpoint folder's base name),
 	// or the name it is served under when one was given.
 	ID string
-	// Root is the model's own name when ID is a served name that replaced
-	// it (tinyserve.Config.ServedModelName), and empty otherwise; /v1/models
-	// reports it as root, where vLLM reports the model it loaded.
+	// Root is the model's own name when ID is a served name that was given
+	// (tinyserve.Config.ServedModelName; the same as ID when the given name
+	// is the model's own), and empty otherwise; /v1/models reports it as
+	// root, where vLLM reports the model it loaded.
 	Root string
 	// MaxModelLen is the context length in tokens: prompt plus completion.
 	MaxModelLen int
