@@ -51,6 +51,7 @@ type config struct {
 	registerer   prometheus.Registerer
 	gatherer     prometheus.Gatherer
 	apiKeys      [][sha256.Size]byte // SHA-256 of each accepted key (WithAPIKeys)
+	noAccessLog  bool                // WithAccessLog(false)
 }
 
 // WithServedModelNames sets the names clients may put in "model" (vLLM's
@@ -89,6 +90,11 @@ func WithStreamWriteTimeout(d time.Duration) Option { return func(c *config) { c
 // WithLogger sets the logger; every line about a request carries its
 // request_id. Nil or absent means logging is discarded.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
+// WithAccessLog turns the access log, one info line "http request" per
+// request, on (the default) or off (vLLM's --disable-uvicorn-access-log).
+// The handler's other lines are logged either way.
+func WithAccessLog(on bool) Option { return func(c *config) { c.noAccessLog = !on } }
 
 // WithRegistry sets where the handler registers its metrics and what GET
 // /metrics gathers. Without this option each handler gets a fresh
@@ -213,7 +219,7 @@ func NewHandler(eng llm.Engine, opts ...Option) http.Handler {
 		mux.Handle(rt.path, methodNotAllowed(allow))
 	}
 	mux.HandleFunc("/", notFound) // anything else is a JSON 404
-	return withRequestID(cfg.logger, requireAPIKey(cfg.apiKeys, mux))
+	return withRequestID(cfg.logger, !cfg.noAccessLog, requireAPIKey(cfg.apiKeys, mux))
 }
 
 // isServed reports whether name may be used in "model": a served name, the

@@ -89,3 +89,19 @@ func TestDrainingRejectionLoggedAsInfo(t *testing.T) {
 		assert.Contains(t, line, tc.level, "%v: %s", tc.err, logs.String())
 	}
 }
+
+// TestAccessLogOff: WithAccessLog(false) drops the "http request" line of
+// every request, and only it: a failure is still logged, with its id.
+func TestAccessLogOff(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		var logs syncbuf.Buffer
+		f := newFake()
+		f.genErr = fmt.Errorf("%w: boom", llm.ErrEngineDead)
+		h := NewHandler(f, WithLogger(slog.New(slog.NewTextHandler(&logs, nil))), WithAccessLog(on))
+		require.Equal(t, 200, serve(t, h, "GET", "/v1/models", "").Code)
+		require.Equal(t, 503, serve(t, h, "POST", "/v1/completions", `{"prompt":"a","max_tokens":1}`).Code)
+		assert.Equal(t, on, strings.Contains(logs.String(), `msg="http request"`), "access log %v: %s", on, logs.String())
+		assert.Contains(t, logs.String(), "level=ERROR", "the failure is logged whatever the access log")
+		assert.Contains(t, logs.String(), "request_id=")
+	}
+}

@@ -118,6 +118,7 @@ type serveOptions struct {
 	drainTimeout time.Duration
 	logger       *slog.Logger
 	apiKeys      []string // required on /v1/ routes when any (--api-key)
+	noAccessLog  bool     // no "http request" lines (--disable-uvicorn-access-log)
 	// ready, when set, is called with the listening address once the
 	// server accepts connections (tests use port 0).
 	ready func(net.Addr)
@@ -214,6 +215,7 @@ func newApp(stderr io.Writer) *cli.App {
 				drainTimeout: c.Duration("drain-timeout"),
 				logger:       logger,
 				apiKeys:      slices.DeleteFunc(c.StringSlice("api-key"), func(k string) bool { return k == "" }),
+				noAccessLog:  !accessLog(c),
 			})
 		},
 	}
@@ -306,7 +308,7 @@ func run(ctx context.Context, cfg tinyserve.Config, o serveOptions) error {
 			return fmt.Errorf("registering runtime metrics: %w", err)
 		}
 	}
-	h := openai.NewHandler(eng, openai.WithLogger(lg), openai.WithRegistry(reg, reg), openai.WithAPIKeys(o.apiKeys...))
+	h := openai.NewHandler(eng, openai.WithLogger(lg), openai.WithRegistry(reg, reg), openai.WithAPIKeys(o.apiKeys...), openai.WithAccessLog(!o.noAccessLog))
 
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {

@@ -427,6 +427,8 @@ func TestModelFirst(t *testing.T) {
 		// vLLM's flags: booleans take no value, -tp takes one.
 		{[]string{"s", "--disable-log-requests", "--enforce-eager", "gpt2", "-tp", "1"}, []string{"s", "--model", "gpt2", "--disable-log-requests", "--enforce-eager", "-tp", "1"}, ""},
 		{[]string{"s", "-tp", "1", "gpt2"}, []string{"s", "--model", "gpt2", "-tp", "1"}, ""},
+		{[]string{"s", "--disable-uvicorn-access-log", "--no-enable-log-requests", "gpt2", "--uvicorn-log-level", "warning"}, []string{"s", "--model", "gpt2", "--disable-uvicorn-access-log", "--no-enable-log-requests", "--uvicorn-log-level", "warning"}, ""},
+		{[]string{"s", "--uvicorn-log-level", "warning", "--max-logprobs", "20", "--tokenizer-mode", "auto", "--seed", "0", "gpt2"}, []string{"s", "--model", "gpt2", "--uvicorn-log-level", "warning", "--max-logprobs", "20", "--tokenizer-mode", "auto", "--seed", "0"}, ""},
 		{[]string{"s", "help"}, []string{"s", "help"}, ""},
 		{[]string{"s", "--help"}, []string{"s", "--help"}, ""},
 		{[]string{"s", "gpt2", "--model", "tiny-gpt2"}, nil, `the model is given twice: "gpt2" and --model`},
@@ -492,6 +494,14 @@ func TestVLLMFlags(t *testing.T) {
 		{[]string{"--disable-log-requests=false"}, "--disable-log-requests=false: tinyserve never logs prompts"},
 		{[]string{"--disable-log-stats=false"}, "--disable-log-stats=false"},
 		{[]string{"--trust-remote-code=false", "--enable-log-requests=false"}, reachedOpen},
+		{[]string{"--no-enable-log-requests", "--disable-uvicorn-access-log", "--uvicorn-log-level", "warning", "--max-logprobs", "20", "--tokenizer-mode", "auto"}, reachedOpen},
+		{[]string{"--tokenizer-mode", "hf", "--uvicorn-log-level", "trace", "--disable-uvicorn-access-log=false"}, reachedOpen},
+		{[]string{"--no-enable-log-requests=false"}, "--no-enable-log-requests=false: tinyserve never logs prompts"},
+		{[]string{"--max-logprobs", "5"}, "--max-logprobs 5: only 20 is accepted"},
+		{[]string{"--max-logprobs", "-1"}, "--max-logprobs -1"},
+		{[]string{"--uvicorn-log-level", "verbose"}, `--uvicorn-log-level "verbose"`},
+		{[]string{"--tokenizer-mode", "slow"}, `--tokenizer-mode "slow": only auto and hf`},
+		{[]string{"--tokenizer-mode", "mistral"}, `--tokenizer-mode "mistral"`},
 		{[]string{"--seed", "-1"}, "--seed must not be negative"},
 	}
 	for _, tc := range tests {
@@ -529,5 +539,55 @@ func TestSeedFlag(t *testing.T) {
 	t.Setenv("TINYSERVE_SEED", "7")
 	if s := read(); assert.NotNil(t, s) {
 		assert.Equal(t, uint64(7), *s)
+	}
+}
+
+// TestAccessLogFlags: --disable-uvicorn-access-log, or an
+// --uvicorn-log-level above info (uvicorn's access lines are info lines),
+// leaves the "http request" lines out of a running server's log, and only
+// them.
+func TestAccessLogFlags(t *testing.T) {
+	for _, tc := range []struct {
+		flags []string
+		want  bool
+	}{
+		{nil, true},
+		{[]string{"--uvicorn-log-level", "debug"}, true},
+		{[]string{"--disable-uvicorn-access-log"}, false},
+		{[]string{"--uvicorn-log-level", "warning"}, false},
+		{[]string{"--uvicorn-log-level", "critical"}, false},
+	} {
+		t.Run(strings.Join(tc.flags, " "), func(t *testing.T) {
+			var logs syncbuf.Buffer
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan error, 1)
+			go func() {
+				args := append([]string{"tinyserve-serve", "--backend", "mock", "--port", "0", "--log-format", "json", "--drain-timeout", "5s"}, tc.flags...)
+				done <- newApp(&logs).RunContext(ctx, args)
+			}()
+			addrRE := regexp.MustCompile(`"msg":"listening","addr":"([^"]+)"`)
+			var addr string
+			require.Eventually(t, func() bool {
+				if m := addrRE.FindStringSubmatch(logs.String()); m != nil {
+					addr = m[1]
+				}
+				return addr != ""
+			}, 10*time.Second, time.Millisecond, "logs: %s", logs.String())
+			r, err := http.Post("http://"+addr+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"hi","max_tokens":2}`))
+			require.NoError(t, err)
+			_, _ = io.Copy(io.Discard, r.Body)
+			r.Body.Close()
+			require.Equal(t, 200, r.StatusCode)
+			cancel()
+			select {
+			case err := <-done:
+				require.NoError(t, err)
+			case <-time.After(10 * time.Second):
+				t.Fatal("no exit after the context ended")
+			}
+			assert.Equal(t, tc.want, strings.Contains(logs.String(), `"msg":"http request"`), "logs: %s", logs.String())
+			assert.Contains(t, logs.String(), `"msg":"stopped"`, "the server's own lines stay")
+		})
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/tinyserve/tinyserve"
+	"github.com/tinyserve/tinyserve/llm"
 )
 
 // vllmCategory groups, in --help, the flags kept for launch scripts
@@ -26,7 +27,12 @@ func vllmFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "trust-remote-code", Category: vllmCategory, Usage: "accepted: GPT-2 needs no code from its checkpoint, and none is ever run"},
 		&cli.BoolFlag{Name: "disable-log-requests", Category: vllmCategory, Usage: "accepted: prompts and outputs are never logged"},
 		&cli.BoolFlag{Name: "enable-log-requests", Category: vllmCategory, Usage: "refused: prompts and outputs are never logged (the access line and --log-level debug's admission line carry request ids)"},
+		&cli.BoolFlag{Name: "no-enable-log-requests", Category: vllmCategory, Usage: "accepted: prompts and outputs are never logged"},
 		&cli.BoolFlag{Name: "disable-log-stats", Category: vllmCategory, Usage: "accepted: there are no periodic stats lines (GET /metrics has the figures)"},
+		&cli.BoolFlag{Name: "disable-uvicorn-access-log", Category: vllmCategory, Usage: "no access lines (msg \"http request\"); tinyserve's other lines stay"},
+		&cli.StringFlag{Name: "uvicorn-log-level", Value: "info", Category: vllmCategory, Usage: "the access lines' level, as uvicorn's: info, debug or trace keep them, warning, error or critical drop them (tinyserve's other lines follow --log-level)"},
+		&cli.IntFlag{Name: "max-logprobs", Value: llm.MaxLogprobs, Category: vllmCategory, Usage: fmt.Sprint(llm.MaxLogprobs, " (logprobs and prompt_logprobs take at most ", llm.MaxLogprobs, ", vLLM's default)")},
+		&cli.StringFlag{Name: "tokenizer-mode", Value: "auto", Category: vllmCategory, Usage: "auto or hf (the tokenizer's tokenizer.json when it has one, else its vocab.json and merges.txt)"},
 		&cli.IntFlag{Name: "tensor-parallel-size", Aliases: []string{"tp"}, Value: 1, Category: vllmCategory, Usage: "1 (one model on one device)"},
 		&cli.IntFlag{Name: "pipeline-parallel-size", Aliases: []string{"pp"}, Value: 1, Category: vllmCategory, Usage: "1"},
 		&cli.IntFlag{Name: "data-parallel-size", Aliases: []string{"dp"}, Value: 1, Category: vllmCategory, Usage: "1"},
@@ -58,7 +64,9 @@ func checkVLLMFlags(c *cli.Context, cfg tinyserve.Config) error {
 		{"enable-chunked-prefill", false, "prefill is always chunked to the step's token budget (--max-num-batched-tokens)"},
 		{"no-enable-prefix-caching", cfg.EnablePrefixCaching, "prefix caching is on only with --enable-prefix-caching"},
 		{"disable-log-requests", false, "tinyserve never logs prompts or outputs"},
+		{"no-enable-log-requests", false, "tinyserve never logs prompts or outputs"},
 		{"disable-log-stats", false, "there are no periodic stats lines (GET /metrics has the figures)"},
+		{"disable-uvicorn-access-log", true, ""},
 		{"trust-remote-code", true, ""},
 		{"enable-log-requests", true, ""},
 	} {
@@ -71,6 +79,19 @@ func checkVLLMFlags(c *cli.Context, cfg tinyserve.Config) error {
 			return fmt.Errorf("--%s %d: tinyserve runs one model on one device (only 1 is accepted)", name, n)
 		}
 	}
+	if n := c.Int("max-logprobs"); n != llm.MaxLogprobs {
+		return fmt.Errorf("--max-logprobs %d: only %d is accepted: logprobs and prompt_logprobs take at most %d (vLLM's default)", n, llm.MaxLogprobs, llm.MaxLogprobs)
+	}
+	switch v := c.String("uvicorn-log-level"); v {
+	case "critical", "error", "warning", "info", "debug", "trace":
+	default:
+		return fmt.Errorf("--uvicorn-log-level %q: want critical, error, warning, info, debug or trace", v)
+	}
+	switch v := c.String("tokenizer-mode"); v {
+	case "auto", "hf":
+	default:
+		return fmt.Errorf("--tokenizer-mode %q: only auto and hf are accepted: the tokenizer's tokenizer.json is read when it has one, else its vocab.json and merges.txt", v)
+	}
 	for _, f := range []struct{ name, want, why string }{
 		{"kv-cache-dtype", "auto", "the KV cache has the weights' type (--dtype)"},
 		{"load-format", "auto", "weights are read from safetensors, else pytorch_model.bin, as vLLM's auto reads them"},
@@ -81,4 +102,15 @@ func checkVLLMFlags(c *cli.Context, cfg tinyserve.Config) error {
 		}
 	}
 	return nil
+}
+
+// accessLog reports whether the access lines are logged: not with
+// --disable-uvicorn-access-log, nor with an --uvicorn-log-level above
+// info, which is the level of uvicorn's access lines.
+func accessLog(c *cli.Context) bool {
+	switch c.String("uvicorn-log-level") {
+	case "warning", "error", "critical":
+		return false
+	}
+	return !c.Bool("disable-uvicorn-access-log")
 }
