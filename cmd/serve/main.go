@@ -135,7 +135,7 @@ func newApp(stderr io.Writer) *cli.App {
 		&cli.DurationFlag{Name: "drain-timeout", Value: 30 * time.Second, EnvVars: env("drain-timeout"), Usage: "how long accepted requests may run on after SIGTERM"},
 		&cli.StringFlag{Name: "log-format", Value: "text", EnvVars: env("log-format"), Usage: "text or json"},
 		&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("log-level"), Usage: "debug, info, warn or error"},
-		&cli.Int64Flag{Name: "seed", EnvVars: env("seed"), Usage: "seed of the seeds of requests that give none, as vLLM's --seed: the same seed and order of requests sample the same text (default: from the clock)"},
+		&cli.Int64Flag{Name: "seed", EnvVars: env("seed"), Usage: "seed of the seeds of requests that give none, as vLLM's --seed: the same seed and requests sent one at a time sample the same text (default: from the clock)"},
 		&cli.StringSliceFlag{Name: "api-key", EnvVars: env("api-key"), Usage: "require \"Authorization: Bearer <key>\" on /v1/ routes (repeat for several keys; the variable takes them comma-separated)"},
 	)
 	flags = append(flags, vllmFlags()...)

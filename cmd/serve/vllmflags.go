@@ -36,7 +36,7 @@ func vllmFlags() []cli.Flag {
 		&cli.IntFlag{Name: "tensor-parallel-size", Aliases: []string{"tp"}, Value: 1, Category: vllmCategory, Usage: "1 (one model on one device)"},
 		&cli.IntFlag{Name: "pipeline-parallel-size", Aliases: []string{"pp"}, Value: 1, Category: vllmCategory, Usage: "1"},
 		&cli.IntFlag{Name: "data-parallel-size", Aliases: []string{"dp"}, Value: 1, Category: vllmCategory, Usage: "1"},
-		&cli.StringFlag{Name: "kv-cache-dtype", Value: "auto", Category: vllmCategory, Usage: "auto (the KV cache has --dtype's type)"},
+		&cli.StringFlag{Name: "kv-cache-dtype", Value: "auto", Category: vllmCategory, Usage: "auto (the KV cache has the activations' type: --dtype's on cuda, float32 on cpu)"},
 		&cli.StringFlag{Name: "load-format", Value: "auto", Category: vllmCategory, Usage: "auto (safetensors, else pytorch_model.bin, as vLLM's auto)"},
 		&cli.StringFlag{Name: "scheduling-policy", Value: "fcfs", Category: vllmCategory, Usage: "fcfs (first come, first served)"},
 	}
@@ -93,7 +93,7 @@ func checkVLLMFlags(c *cli.Context, cfg tinyserve.Config) error {
 		return fmt.Errorf("--tokenizer-mode %q: only auto and hf are accepted: the tokenizer's tokenizer.json is read when it has one, else its vocab.json and merges.txt", v)
 	}
 	for _, f := range []struct{ name, want, why string }{
-		{"kv-cache-dtype", "auto", "the KV cache has the weights' type (--dtype)"},
+		{"kv-cache-dtype", "auto", "the KV cache has the activations' type (--dtype's on cuda, float32 on cpu)"},
 		{"load-format", "auto", "weights are read from safetensors, else pytorch_model.bin, as vLLM's auto reads them"},
 		{"scheduling-policy", "fcfs", "requests are scheduled first come, first served"},
 	} {
