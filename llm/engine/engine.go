@@ -134,7 +134,11 @@ func New(backend Backend, tok llm.Tokenizer, info llm.ModelInfo, cfg Config) (*E
 	e.log.Info("engine started", "model", info.ID, "backend", info.Backend, "random_weights", info.RandomWeights,
 		"kv_blocks", st.kv.NumBlocks(), "block_size", st.kv.BlockSize(),
 		"max_num_seqs", st.sched.Config().MaxNumSeqs, "max_num_batched_tokens", st.sched.Config().MaxNumBatchedTokens,
-		"prefix_caching", st.kv.PrefixCaching())
+		"prefix_caching", st.kv.PrefixCaching(),
+		// The seed in force, drawn from the clock or given: with it (--seed)
+		// a run's unseeded requests, sent again one at a time, sample again
+		// what they sampled.
+		"seed", seed)
 	go e.loop()
 	return e, nil
 }

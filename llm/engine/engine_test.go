@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"slices"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/tinyserve/tinyserve/internal/syncbuf"
 	"github.com/tinyserve/tinyserve/llm"
 	"github.com/tinyserve/tinyserve/llm/engine"
 	"github.com/tinyserve/tinyserve/llm/mock"
@@ -731,6 +733,26 @@ func TestQueuePlaceFreedBeforeFirstStepRuns(t *testing.T) {
 	for _, ch := range []<-chan llm.Event{a, b} {
 		if r := collect(t, ch); r.last.Err != nil {
 			t.Errorf("request ended with %v", r.last.Err)
+		}
+	}
+}
+
+// TestStartLogNamesSeed: the start-up line names the seed in force, given
+// or drawn from the clock, so that a run can be repeated with --seed.
+func TestStartLogNamesSeed(t *testing.T) {
+	for _, seed := range []*uint64{new(uint64(42)), nil} {
+		var logs syncbuf.Buffer
+		e, err := mock.NewEngine(mock.Config{}, engine.Config{Seed: seed, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.Close()
+		line := logs.String()
+		switch {
+		case seed != nil && !strings.Contains(line, "seed=42"):
+			t.Errorf("seed 42 not logged: %s", line)
+		case seed == nil && (!strings.Contains(line, "seed=") || strings.Contains(line, "seed=0 ")):
+			t.Errorf("the clock's seed not logged: %s", line)
 		}
 	}
 }
