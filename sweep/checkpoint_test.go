@@ -40,13 +40,9 @@ func TestSweepRecordsCheckpoint(t *testing.T) {
 	cfgJSON := sweepConfigJSON(f.URL(), prompts, []int{1, 2}, 2, 0, 1)
 	root := filepath.Join(dir, "results", "test-sweep")
 	model := func(name, config string) *Checkpoint {
-		d := filepath.Join(dir, name)
-		require.NoError(t, os.MkdirAll(d, 0o755))
-		require.NoError(t, os.WriteFile(filepath.Join(d, "config.json"), []byte(config), 0o644))
-		require.NoError(t, os.WriteFile(filepath.Join(d, "model.safetensors"), []byte("weights"), 0o644))
-		files, err := HashCheckpointFiles(d, []string{"config.json", "model.safetensors"})
-		require.NoError(t, err)
-		return &Checkpoint{Dir: d, HubID: "org/m", Revision: "c0ffee", Files: files}
+		ck := fakeCheckpoint(t, filepath.Join(dir, name), "config.json", config, "model.safetensors", "weights")
+		ck.HubID, ck.Revision = "org/m", "c0ffee"
+		return ck
 	}
 	first := model("m1", `{"n_layer": 2}`)
 	target := func(ck *Checkpoint) func(*SweepOptions) {
@@ -119,12 +115,7 @@ func TestResumeChecksFirstRecordedCheckpoint(t *testing.T) {
 	cfgJSON := sweepConfigJSON(f.URL(), prompts, []int{1, 2}, 2, 0, 1)
 	root := filepath.Join(dir, "results", "test-sweep")
 	model := func(name, config string) *Checkpoint {
-		d := filepath.Join(dir, name)
-		require.NoError(t, os.MkdirAll(d, 0o755))
-		require.NoError(t, os.WriteFile(filepath.Join(d, "config.json"), []byte(config), 0o644))
-		files, err := HashCheckpointFiles(d, []string{"config.json"})
-		require.NoError(t, err)
-		return &Checkpoint{Dir: d, Files: files}
+		return fakeCheckpoint(t, filepath.Join(dir, name), "config.json", config)
 	}
 	run := func(ck *Checkpoint) error {
 		_, err := runTestSweep(t, context.Background(), cfgJSON, dir, func(o *SweepOptions) {
@@ -153,4 +144,19 @@ func TestResumeChecksFirstRecordedCheckpoint(t *testing.T) {
 	assert.Equal(t, before, snapshot(t, root), "nothing is written when refusing")
 	require.ErrorIs(t, run(nil), ErrRefused, "no files after the first resume's")
 	require.NoError(t, run(a))
+}
+
+// fakeCheckpoint writes the files of nameContents (a name, then its
+// contents, ...) into dir and returns them as a Checkpoint.
+func fakeCheckpoint(t *testing.T, dir string, nameContents ...string) *Checkpoint {
+	t.Helper()
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	var names []string
+	for i := 0; i+1 < len(nameContents); i += 2 {
+		names = append(names, nameContents[i])
+		require.NoError(t, os.WriteFile(filepath.Join(dir, nameContents[i]), []byte(nameContents[i+1]), 0o644))
+	}
+	files, err := HashCheckpointFiles(dir, names)
+	require.NoError(t, err)
+	return &Checkpoint{Dir: dir, Files: files}
 }
