@@ -10,6 +10,7 @@ import (
 const (
 	FlagModel                = "model"
 	FlagRevision             = "revision"
+	FlagLoadFormat           = "load-format"
 	FlagTokenizerRevision    = "tokenizer-revision"
 	FlagBackend              = "backend"
 	FlagDType                = "dtype"
@@ -44,6 +45,7 @@ func EngineFlags(envPrefix string) []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: FlagModel, Value: DefaultModel, EnvVars: env(FlagModel), Usage: "built-in model (tiny-gpt2, gpt2-124m-random; random weights), a Hugging Face GPT-2 checkpoint folder, or its id in the local Hugging Face cache (gpt2, openai-community/gpt2; never downloaded)"},
 		&cli.StringFlag{Name: FlagRevision, EnvVars: env(FlagRevision), Usage: "branch, tag or commit hash of a --model given as a Hugging Face id (default: the cache's main)"},
+		&cli.StringFlag{Name: FlagLoadFormat, Value: "auto", EnvVars: env(FlagLoadFormat), Usage: "how weights are read, as vLLM's: auto (safetensors, else pytorch_model.bin), safetensors, pt, or dummy (random weights in config.json's shape)"},
 		&cli.StringFlag{Name: FlagBackend, Value: BackendCPU, EnvVars: env(FlagBackend), Usage: "cpu, cuda or mock"},
 		&cli.StringFlag{Name: FlagDType, Value: "auto", EnvVars: env(FlagDType), Usage: "weight type: auto (cpu: float32, cuda: float16), float16 or half (cuda), bfloat16, float32 or float"},
 		&cli.StringFlag{Name: FlagTokenizer, EnvVars: env(FlagTokenizer), Usage: "tokenizer override: gpt2, a tokenizer.json, a model folder or a Hugging Face id in the local cache"},
@@ -85,6 +87,7 @@ func ConfigFromFlags(c *cli.Context) (Config, error) {
 	cfg := Config{
 		Model:                c.String(FlagModel),
 		Revision:             c.String(FlagRevision),
+		LoadFormat:           c.String(FlagLoadFormat),
 		TokenizerRevision:    c.String(FlagTokenizerRevision),
 		Backend:              c.String(FlagBackend),
 		DType:                c.String(FlagDType),

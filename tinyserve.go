@@ -51,6 +51,10 @@ type Config struct {
 	// hold; empty means the snapshot refs/main names. A folder or a
 	// built-in model refuses it.
 	Revision string `json:"revision,omitempty"`
+	// LoadFormat is vLLM's --load-format: auto (empty: safetensors, else
+	// pytorch_model.bin), safetensors, pt, or dummy (random weights in the
+	// shape config.json gives, for benchmarks without the weights).
+	LoadFormat string `json:"load_format,omitempty"`
 	// Backend is cpu, cuda or mock. Empty means cpu. The mock serves its
 	// own model with a byte tokenizer and refuses Model (other than mock).
 	// Each backend refuses the options it would ignore rather than ignore
@@ -224,7 +228,7 @@ func load(cfg Config) (engine.Backend, llm.Tokenizer, llm.ModelInfo, error) {
 	if name == "" {
 		name = DefaultModel
 	}
-	m, err := gpt2.OpenAt(name, cfg.Revision, cfg.Getenv)
+	m, err := gpt2.OpenWith(name, gpt2.OpenOptions{Revision: cfg.Revision, LoadFormat: cfg.LoadFormat, Getenv: cfg.Getenv})
 	if err != nil {
 		return nil, nil, llm.ModelInfo{}, err
 	}
@@ -349,6 +353,7 @@ func refuseIgnored(cfg Config) error {
 		{"dtype (--dtype)", cfg.DType != "" && cfg.DType != "auto", cfg.DType, []string{BackendCPU, BackendCUDA}},
 		{"tokenizer (--tokenizer)", cfg.Tokenizer != "", cfg.Tokenizer, []string{BackendCPU, BackendCUDA}},
 		{"revision (--revision)", cfg.Revision != "", cfg.Revision, []string{BackendCPU, BackendCUDA}},
+		{"load_format (--load-format)", cfg.LoadFormat != "" && cfg.LoadFormat != "auto", cfg.LoadFormat, []string{BackendCPU, BackendCUDA}},
 		{"tokenizer_revision (--tokenizer-revision)", cfg.TokenizerRevision != "", cfg.TokenizerRevision, []string{BackendCPU, BackendCUDA}},
 		{"kv_cache_bytes (--kv-cache-bytes)", cfg.KVCacheBytes != 0, cfg.KVCacheBytes, []string{BackendCPU}},
 		{"threads (--threads)", cfg.Threads != 0, cfg.Threads, []string{BackendCPU}},

@@ -603,6 +603,60 @@ func TestOpenHubRevision(t *testing.T) {
 	}
 }
 
+// TestLoadFormatDummy: --load-format dummy serves a hub snapshot that
+// holds only config.json, with random weights labelled as such; a
+// built-in model takes dummy (it is random already) but not a file
+// format; the mock refuses the setting.
+func TestLoadFormatDummy(t *testing.T) {
+	hub := t.TempDir()
+	snap := filepath.Join(hub, "models--org--big", "snapshots", "c1")
+	if err := os.MkdirAll(snap, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile("testdata/gpt2-tiny/config.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(snap, "config.json"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := func(k string) string {
+		if k == "HF_HUB_CACHE" {
+			return hub
+		}
+		return ""
+	}
+	if _, err := Open(context.Background(), Config{Model: "org/big", Getenv: env}); err == nil {
+		t.Fatal("a snapshot without weights opened with load format auto")
+	}
+	e, err := Open(context.Background(), Config{Model: "org/big", LoadFormat: "dummy", Getenv: env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := e.Info()
+	e.Close()
+	if !info.RandomWeights || info.Source == nil || !slices.Equal(info.Source.Files, []string{"config.json"}) || info.Source.Revision != "c1" {
+		t.Errorf("dummy: random %v, source %+v", info.RandomWeights, info.Source)
+	}
+	if e, err := Open(context.Background(), Config{LoadFormat: "dummy"}); err != nil {
+		t.Errorf("built-in with dummy: %v", err)
+	} else {
+		e.Close()
+	}
+	for _, c := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{LoadFormat: "pt"}, "is built in"},
+		{Config{Backend: BackendMock, LoadFormat: "dummy"}, "load_format (--load-format)"},
+		{Config{Model: "testdata/gpt2-tiny", LoadFormat: "npcache"}, `load format "npcache"`},
+	} {
+		if _, err := Open(context.Background(), c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want %q", c.cfg, err, c.want)
+		}
+	}
+}
+
 // TestOpenVocabWithoutMerges: a checkpoint folder with a vocab.json but no
 // merges.txt (and no tokenizer.json) has no tokenizer of its own, so it
 // gets GPT-2's built-in BPE, as docs/gpt2.md says, rather than a "no

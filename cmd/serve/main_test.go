@@ -480,7 +480,7 @@ func TestVLLMFlags(t *testing.T) {
 		{[]string{"-pp", "2"}, "--pipeline-parallel-size 2"},
 		{[]string{"--data-parallel-size", "0"}, "--data-parallel-size 0"},
 		{[]string{"--kv-cache-dtype", "fp8"}, `--kv-cache-dtype "fp8": only auto`},
-		{[]string{"--load-format", "dummy"}, `--load-format "dummy"`},
+		{[]string{"--load-format", "dummy"}, reachedOpen}, // an engine flag: Open reads it
 		{[]string{"--scheduling-policy", "priority"}, `--scheduling-policy "priority"`},
 		{[]string{"--seed", "0"}, reachedOpen},
 		// --flag=false asks for the opposite, refused where tinyserve

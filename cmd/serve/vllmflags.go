@@ -37,7 +37,6 @@ func vllmFlags() []cli.Flag {
 		&cli.IntFlag{Name: "pipeline-parallel-size", Aliases: []string{"pp"}, Value: 1, Category: vllmCategory, Usage: "1"},
 		&cli.IntFlag{Name: "data-parallel-size", Aliases: []string{"dp"}, Value: 1, Category: vllmCategory, Usage: "1"},
 		&cli.StringFlag{Name: "kv-cache-dtype", Value: "auto", Category: vllmCategory, Usage: "auto (the KV cache has the activations' type: --dtype's on cuda, float32 on cpu)"},
-		&cli.StringFlag{Name: "load-format", Value: "auto", Category: vllmCategory, Usage: "auto (safetensors, else pytorch_model.bin, as vLLM's auto)"},
 		&cli.StringFlag{Name: "scheduling-policy", Value: "fcfs", Category: vllmCategory, Usage: "fcfs (first come, first served)"},
 	}
 }
@@ -94,7 +93,6 @@ func checkVLLMFlags(c *cli.Context, cfg tinyserve.Config) error {
 	}
 	for _, f := range []struct{ name, want, why string }{
 		{"kv-cache-dtype", "auto", "the KV cache has the activations' type (--dtype's on cuda, float32 on cpu)"},
-		{"load-format", "auto", "weights are read from safetensors, else pytorch_model.bin, as vLLM's auto reads them"},
 		{"scheduling-policy", "fcfs", "requests are scheduled first come, first served"},
 	} {
 		if v := c.String(f.name); v != f.want {

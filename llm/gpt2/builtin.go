@@ -136,25 +136,48 @@ func Open(model string) (*Model, error) { return OpenWithEnv(model, os.Getenv) }
 
 // OpenWithEnv is Open with the environment read through getenv.
 func OpenWithEnv(model string, getenv func(string) string) (*Model, error) {
-	return OpenAt(model, "", getenv)
+	return OpenWith(model, OpenOptions{Getenv: getenv})
 }
 
-// OpenAt is OpenWithEnv at a revision of a Hugging Face id (see LocateAt);
-// an empty revision is OpenWithEnv's choice. A model found in the hub cache
-// records the repository and the snapshot's commit (Model.HubID,
-// Model.Revision).
-func OpenAt(model, revision string, getenv func(string) string) (*Model, error) {
-	if IsBuiltin(model) {
-		if revision != "" {
-			return nil, fmt.Errorf("gpt2: revision %q applies to a model named by its Hugging Face id, and %s is built in", revision, model)
-		}
-		return Builtin(model)
+// OpenOptions are OpenWith's settings beyond the model's name.
+type OpenOptions struct {
+	// Revision is the branch, tag or commit hash of a Hugging Face id
+	// (see LocateAt); empty means OpenWithEnv's choice.
+	Revision string
+	// LoadFormat is vLLM's --load-format (see LoadFormat); empty means
+	// LoadAuto. A built-in model takes LoadAuto and LoadDummy (its weights
+	// are random already).
+	LoadFormat string
+	// Getenv reads the environment (the hub cache's location); nil means
+	// os.Getenv.
+	Getenv func(string) string
+}
+
+// OpenWith is Open with options: a revision of a Hugging Face id, a load
+// format, the environment. A model found in the hub cache records the
+// repository and the snapshot's commit (Model.HubID, Model.Revision).
+func OpenWith(model string, o OpenOptions) (*Model, error) {
+	if o.Getenv == nil {
+		o.Getenv = os.Getenv
 	}
-	dir, hub, err := locate(model, revision, getenv)
+	formats, err := weightFormatsFor(o.LoadFormat)
 	if err != nil {
 		return nil, err
 	}
-	m, err := Load(dir)
+	if IsBuiltin(model) {
+		if o.Revision != "" {
+			return nil, fmt.Errorf("gpt2: revision %q applies to a model named by its Hugging Face id, and %s is built in", o.Revision, model)
+		}
+		if f := o.LoadFormat; f != "" && f != LoadAuto && f != LoadDummy {
+			return nil, fmt.Errorf("gpt2: load format %q reads weight files, and %s is built in (its weights are generated)", f, model)
+		}
+		return Builtin(model)
+	}
+	dir, hub, err := locate(model, o.Revision, formats, o.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	m, err := LoadFormat(dir, o.LoadFormat)
 	if err != nil {
 		return nil, err
 	}

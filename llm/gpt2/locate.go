@@ -70,7 +70,7 @@ var hubAliases = map[string][]string{
 // first by name, that has config.json and weights. When nothing is found
 // the error is a *NotFoundError.
 func Locate(model string, getenv func(string) string) (string, error) {
-	dir, _, err := locate(model, "", getenv)
+	dir, _, err := locate(model, "", weightFormats, getenv)
 	return dir, err
 }
 
@@ -80,7 +80,7 @@ func Locate(model string, getenv func(string) string) (string, error) {
 // An empty revision is Locate's choice. A revision for a folder is an
 // error: a folder has no revisions.
 func LocateAt(model, revision string, getenv func(string) string) (string, error) {
-	dir, _, err := locate(model, revision, getenv)
+	dir, _, err := locate(model, revision, weightFormats, getenv)
 	return dir, err
 }
 
@@ -90,7 +90,15 @@ type hubRef struct {
 	commit string // the snapshot's commit hash
 }
 
-func locate(model, revision string, getenv func(string) string) (string, *hubRef, error) {
+// locate finds model's folder; a hub snapshot must hold config.json and
+// weights in one of formats (only config.json when formats is empty: the
+// dummy load format).
+func locate(model, revision string, formats []weightFormat, getenv func(string) string) (string, *hubRef, error) {
+	complete := func(dir string) bool { return hasCheckpoint(dir, formats) }
+	what := "config.json and weights"
+	if len(formats) == 0 {
+		what = "config.json"
+	}
 	if _, err := os.Stat(model); !errors.Is(err, fs.ErrNotExist) {
 		if revision != "" {
 			return "", nil, fmt.Errorf("gpt2: revision %q applies to a model named by its Hugging Face id, and %q is a folder", revision, model)
@@ -117,18 +125,18 @@ func locate(model, revision string, getenv func(string) string) (string, *hubRef
 	for _, id := range ids {
 		repo := hfhub.RepoDir(cache, id)
 		if revision == "" {
-			if dir, ok := hfhub.Snapshot(repo, hasCheckpoint); ok {
+			if dir, ok := hfhub.Snapshot(repo, complete); ok {
 				return dir, &hubRef{id: id, commit: filepath.Base(dir)}, nil
 			}
-			nf.Looked = append(nf.Looked, filepath.Join(repo, "snapshots", "*")+" (with config.json and weights)")
+			nf.Looked = append(nf.Looked, filepath.Join(repo, "snapshots", "*")+" (with "+what+")")
 			continue
 		}
 		dir, err := hfhub.SnapshotAt(repo, revision)
 		switch {
-		case err == nil && hasCheckpoint(dir):
+		case err == nil && complete(dir):
 			return dir, &hubRef{id: id, commit: filepath.Base(dir)}, nil
 		case err == nil:
-			nf.Looked = append(nf.Looked, dir+" (revision "+revision+": no config.json and weights; only part of the repository was fetched)")
+			nf.Looked = append(nf.Looked, dir+" (revision "+revision+": no "+what+"; only part of the repository was fetched)")
 		default:
 			if _, serr := os.Stat(repo); serr == nil {
 				revErrs = append(revErrs, err.Error())
@@ -141,13 +149,16 @@ func locate(model, revision string, getenv func(string) string) (string, *hubRef
 }
 
 // hasCheckpoint reports whether dir holds config.json and weights in one of
-// the forms Load reads. A hub snapshot may hold only some files of its
-// repository (the tokenizer's, say).
-func hasCheckpoint(dir string) bool {
+// formats (only config.json for none). A hub snapshot may hold only some
+// files of its repository (the tokenizer's, say).
+func hasCheckpoint(dir string, formats []weightFormat) bool {
 	if !hfhub.IsFile(filepath.Join(dir, "config.json")) {
 		return false
 	}
-	for _, wf := range weightFormats {
+	if len(formats) == 0 {
+		return true
+	}
+	for _, wf := range formats {
 		if hfhub.IsFile(filepath.Join(dir, wf.single)) || hfhub.IsFile(filepath.Join(dir, wf.index)) {
 			return true
 		}

@@ -240,7 +240,33 @@ func specs(c Config, w *Weights) []tensorSpec {
 // header offsets out of range or overlapping, a header over 100 MB, a NaN
 // or infinite weight, a tensor that is not a parameter of the config (an
 // unknown name, a layer past n_layer), a missing or unreadable shard.
-func Load(dir string) (*Model, error) {
+func Load(dir string) (*Model, error) { return LoadFormat(dir, LoadAuto) }
+
+// The load formats, vLLM's --load-format values that a GPT-2 folder can
+// take.
+const (
+	// LoadAuto reads safetensors, else pytorch_model.bin (Load's order).
+	LoadAuto = "auto"
+	// LoadSafetensors reads only model.safetensors or its shards.
+	LoadSafetensors = "safetensors"
+	// LoadPT reads only pytorch_model.bin or its shards.
+	LoadPT = "pt"
+	// LoadDummy reads only config.json (and generation_config.json) and
+	// makes random weights of that shape, as vLLM's dummy format does for
+	// profiling: the model is marked RandomWeights.
+	LoadDummy = "dummy"
+)
+
+// LoadFormats lists the load formats in the order --help gives them.
+func LoadFormats() []string { return []string{LoadAuto, LoadSafetensors, LoadPT, LoadDummy} }
+
+// LoadFormat is Load reading the weights in the given format (LoadAuto,
+// LoadSafetensors, LoadPT or LoadDummy; "" means LoadAuto).
+func LoadFormat(dir, format string) (*Model, error) {
+	formats, err := weightFormatsFor(format)
+	if err != nil {
+		return nil, err
+	}
 	cfg, err := LoadConfig(dir)
 	if err != nil {
 		return nil, err
@@ -249,23 +275,20 @@ func Load(dir string) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	files, err := openCheckpointFiles(dir)
+	name := folderName(dir)
+	if format == LoadDummy {
+		m, err := NewRandom(name, cfg, BuiltinSeed, 0.02)
+		if err != nil {
+			return nil, err
+		}
+		m.Dir, m.Defaults, m.Files = dir, defaults, configFiles(dir, nil)
+		return m, nil
+	}
+	files, err := openCheckpointFiles(dir, formats)
 	if err != nil {
 		return nil, err
 	}
-	name := filepath.Base(filepath.Clean(dir))
-	if name == "." || name == ".." || name == string(filepath.Separator) {
-		// "." or "../": the folder's own name, not the path's last element.
-		if abs, err := filepath.Abs(dir); err == nil && filepath.Base(abs) != string(filepath.Separator) {
-			name = filepath.Base(abs)
-		}
-	}
-	m := &Model{Name: name, Dir: dir, Config: cfg, Defaults: defaults, Files: files.names()}
-	if hfhub.IsFile(filepath.Join(dir, GenerationConfigFile)) {
-		m.Files = append(m.Files, GenerationConfigFile)
-	}
-	m.Files = append(m.Files, "config.json")
-	sort.Strings(m.Files)
+	m := &Model{Name: name, Dir: dir, Config: cfg, Defaults: defaults, Files: configFiles(dir, files.names())}
 	for _, f := range files.files {
 		m.release = append(m.release, f.close)
 	}
@@ -303,6 +326,29 @@ func Load(dir string) (*Model, error) {
 	return m, nil
 }
 
+// folderName is the model's name for a checkpoint folder: its base name,
+// or for "." or "../" the folder's own name, not the path's last element.
+func folderName(dir string) string {
+	name := filepath.Base(filepath.Clean(dir))
+	if name == "." || name == ".." || name == string(filepath.Separator) {
+		if abs, err := filepath.Abs(dir); err == nil && filepath.Base(abs) != string(filepath.Separator) {
+			name = filepath.Base(abs)
+		}
+	}
+	return name
+}
+
+// configFiles is weights plus the config files of dir that Load reads,
+// sorted: what Model.Files lists.
+func configFiles(dir string, weights []string) []string {
+	files := append(weights, "config.json")
+	if hfhub.IsFile(filepath.Join(dir, GenerationConfigFile)) {
+		files = append(files, GenerationConfigFile)
+	}
+	sort.Strings(files)
+	return files
+}
+
 // checkpointFiles is the set of weight files of one checkpoint and,
 // for sharded checkpoints, which file holds which tensor.
 type checkpointFiles struct {
@@ -316,16 +362,36 @@ type checkpointFiles struct {
 // weightFormats are the ways a folder may hold its weights, in the order
 // transformers looks for them: safetensors (one file, then shards), then
 // PyTorch's pytorch_model.bin (one file, then shards).
-var weightFormats = []struct {
-	single, index string
-	open          func(path string) (*stFile, error)
-}{
-	{"model.safetensors", "model.safetensors.index.json", openSafetensors},
-	{"pytorch_model.bin", "pytorch_model.bin.index.json", openTorch},
+var weightFormats = []weightFormat{
+	{LoadSafetensors, "model.safetensors", "model.safetensors.index.json", openSafetensors},
+	{LoadPT, "pytorch_model.bin", "pytorch_model.bin.index.json", openTorch},
 }
 
-func openCheckpointFiles(dir string) (*checkpointFiles, error) {
+// weightFormat is one way a folder may hold its weights.
+type weightFormat struct {
+	name, single, index string
+	open                func(path string) (*stFile, error)
+}
+
+// weightFormatsFor is the weight formats a load format reads, in order;
+// none for LoadDummy.
+func weightFormatsFor(format string) ([]weightFormat, error) {
+	switch format {
+	case "", LoadAuto:
+		return weightFormats, nil
+	case LoadDummy:
+		return nil, nil
+	}
 	for _, wf := range weightFormats {
+		if wf.name == format {
+			return []weightFormat{wf}, nil
+		}
+	}
+	return nil, fmt.Errorf("gpt2: load format %q: want one of %s", format, strings.Join(LoadFormats(), ", "))
+}
+
+func openCheckpointFiles(dir string, formats []weightFormat) (*checkpointFiles, error) {
+	for _, wf := range formats {
 		single := filepath.Join(dir, wf.single)
 		if _, err := os.Stat(single); err == nil {
 			f, err := wf.open(single)
@@ -344,7 +410,11 @@ func openCheckpointFiles(dir string) (*checkpointFiles, error) {
 		}
 		return openShards(dir, indexPath, data, wf.open)
 	}
-	return nil, fmt.Errorf("%w: %s: no weights: none of model.safetensors, model.safetensors.index.json, pytorch_model.bin or pytorch_model.bin.index.json is there", ErrBadCheckpoint, dir)
+	var names []string
+	for _, wf := range formats {
+		names = append(names, wf.single, wf.index)
+	}
+	return nil, fmt.Errorf("%w: %s: no weights: none of %s is there", ErrBadCheckpoint, dir, strings.Join(names, ", "))
 }
 
 // openShards opens the files a sharded checkpoint's index (its bytes are

@@ -493,3 +493,68 @@ func TestPyTorchLegacyPickleBound(t *testing.T) {
 		t.Fatalf("err = %v, want the pickle's length refused", err)
 	}
 }
+
+// TestLoadFormats: vLLM's --load-format values. safetensors and pt read
+// only their own files (a broken file of the other kind is never opened,
+// and a missing one is an error naming what was looked for); dummy reads
+// only config.json and makes random weights of its shape; anything else is
+// refused.
+func TestLoadFormats(t *testing.T) {
+	broken := []byte("not a checkpoint")
+	both := torchDir(t, "zip-f32.bin", "pytorch_model.bin")
+	f32, err := os.ReadFile(filepath.Join(torchFixtures, "f32.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(both, "model.safetensors"), f32, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want, err := LoadFormat(both, LoadSafetensors)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer want.Close()
+	if got, err := LoadFormat(both, LoadPT); err != nil {
+		t.Errorf("pt: %v", err)
+	} else {
+		if err := equalWeights(got.Weights, want.Weights); err != nil {
+			t.Errorf("pt read other weights than safetensors: %v", err)
+		}
+		if !slices.Equal(got.Files, []string{"config.json", "pytorch_model.bin"}) {
+			t.Errorf("pt: files %q", got.Files)
+		}
+		got.Close()
+	}
+
+	onlySafe := torchDir(t, "f32.safetensors", "model.safetensors")
+	if err := os.WriteFile(filepath.Join(onlySafe, "pytorch_model.bin"), broken, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := LoadFormat(onlySafe, LoadSafetensors); err != nil {
+		t.Errorf("safetensors beside a broken .bin: %v", err)
+	} else {
+		m.Close()
+	}
+	if err := os.Remove(filepath.Join(onlySafe, "pytorch_model.bin")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadFormat(onlySafe, LoadPT); err == nil || !strings.Contains(err.Error(), "none of pytorch_model.bin, pytorch_model.bin.index.json is there") {
+		t.Errorf("pt without a .bin: %v", err)
+	}
+
+	configOnly := torchDir(t, "", "")
+	m, err := LoadFormat(configOnly, LoadDummy)
+	if err != nil {
+		t.Fatalf("dummy: %v", err)
+	}
+	defer m.Close()
+	if !m.RandomWeights || len(m.Weights.WTE) != m.Config.VocabSize*m.Config.NEmbd || !slices.Equal(m.Files, []string{"config.json"}) || m.Dir != configOnly {
+		t.Errorf("dummy: random %v, wte %d, files %q, dir %q", m.RandomWeights, len(m.Weights.WTE), m.Files, m.Dir)
+	}
+	if _, err := LoadFormat(configOnly, LoadAuto); err == nil {
+		t.Error("auto loaded a folder without weights")
+	}
+	if _, err := LoadFormat(both, "tensorizer"); err == nil || !strings.Contains(err.Error(), "want one of auto, safetensors, pt, dummy") {
+		t.Errorf("an unknown format: %v", err)
+	}
+}
