@@ -15,9 +15,12 @@ import (
 // a checkpoint folder, nor in the local Hugging Face cache, where Locate
 // looked, and how to provide it. Nothing is ever downloaded.
 type NotFoundError struct {
-	Model    string   // what was asked for
-	Revision string   // the revision asked for, if any
-	Looked   []string // folders and patterns checked, in order
+	Model    string // what was asked for
+	Revision string // the revision asked for, if any
+	// LoadFormat is the load format asked for (see LoadFormat; "" means
+	// LoadAuto): it decides which weight file the download command names.
+	LoadFormat string
+	Looked     []string // folders and patterns checked, in order
 	// RevisionErrors say, for each cached repository that lacks Revision,
 	// which revisions it holds.
 	RevisionErrors []string
@@ -42,7 +45,13 @@ func (e *NotFoundError) Error() string {
 		b.WriteString("\n" + r)
 	}
 	if hfhub.IsRepoID(e.Model) {
-		files := []string{"config.json", "model.safetensors", "tokenizer.json"}
+		// The files this load format reads: pytorch_model.bin for pt,
+		// no weights for dummy.
+		files := []string{"config.json"}
+		if formats, err := weightFormatsFor(e.LoadFormat); err == nil && len(formats) > 0 {
+			files = append(files, formats[0].single)
+		}
+		files = append(files, "tokenizer.json")
 		if e.Revision != "" {
 			files = append([]string{"--revision", e.Revision}, files...)
 		}
@@ -95,9 +104,18 @@ type hubRef struct {
 // dummy load format).
 func locate(model, revision string, formats []weightFormat, getenv func(string) string) (string, *hubRef, error) {
 	complete := func(dir string) bool { return hasCheckpoint(dir, formats) }
-	what := "config.json and weights"
-	if len(formats) == 0 {
-		what = "config.json"
+	// what names the files looked for, as a folder's error does.
+	what, format := "config.json", LoadDummy
+	if len(formats) > 0 {
+		var names []string
+		for _, wf := range formats {
+			names = append(names, wf.single, wf.index)
+		}
+		what += " and one of " + strings.Join(names, ", ")
+		format = LoadAuto
+		if len(formats) == 1 {
+			format = formats[0].name
+		}
 	}
 	if _, err := os.Stat(model); !errors.Is(err, fs.ErrNotExist) {
 		if revision != "" {
@@ -112,7 +130,7 @@ func locate(model, revision string, formats []weightFormat, getenv func(string) 
 			return "", nil, fmt.Errorf("gpt2: %w", err)
 		}
 	}
-	nf := &NotFoundError{Model: model, Revision: revision, Looked: []string{model + " (no such folder)"}}
+	nf := &NotFoundError{Model: model, Revision: revision, LoadFormat: format, Looked: []string{model + " (no such folder)"}}
 	cache := hfhub.CacheDir(getenv)
 	if !hfhub.IsRepoID(model) || cache == "" {
 		return "", nil, nf

@@ -55,3 +55,62 @@ func TestLocateAtRevision(t *testing.T) {
 		}
 	}
 }
+
+// TestNotFoundNamesTheLoadFormatsFiles: a hub id whose snapshots lack the
+// weights a load format reads is an error that names the files looked for,
+// and its `hf download` command fetches those files (pytorch_model.bin for
+// pt, no weights for dummy), so that running it fixes the error.
+func TestNotFoundNamesTheLoadFormatsFiles(t *testing.T) {
+	const c1 = "1111111111111111111111111111111111111111"
+	hub := t.TempDir()
+	repo := filepath.Join(hub, "models--org--m")
+	// Only the tokenizer was fetched: no format finds config.json.
+	snap := filepath.Join(repo, "snapshots", c1)
+	for p, data := range map[string]string{
+		filepath.Join(snap, "tokenizer.json"): "{}",
+		filepath.Join(repo, "refs", "main"):   c1,
+	} {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	getenv := func(k string) string {
+		if k == "HF_HUB_CACHE" {
+			return hub
+		}
+		return ""
+	}
+	for _, c := range []struct {
+		format, looked, fetch string
+	}{
+		{LoadAuto, "config.json and one of model.safetensors, model.safetensors.index.json, pytorch_model.bin, pytorch_model.bin.index.json",
+			"hf download org/m config.json model.safetensors tokenizer.json"},
+		{LoadSafetensors, "config.json and one of model.safetensors, model.safetensors.index.json",
+			"hf download org/m config.json model.safetensors tokenizer.json"},
+		{LoadPT, "config.json and one of pytorch_model.bin, pytorch_model.bin.index.json",
+			"hf download org/m config.json pytorch_model.bin tokenizer.json"},
+		{LoadDummy, "config.json", "hf download org/m config.json tokenizer.json"},
+	} {
+		for _, rev := range []string{"", "main"} {
+			_, err := OpenWith("org/m", OpenOptions{Revision: rev, LoadFormat: c.format, Getenv: getenv})
+			var nf *NotFoundError
+			if !errors.As(err, &nf) {
+				t.Fatalf("%s at %q: %v; want a NotFoundError", c.format, rev, err)
+			}
+			fetch := c.fetch
+			if rev != "" {
+				fetch = strings.Replace(fetch, "org/m", "org/m --revision "+rev, 1)
+			}
+			looked := "(with " + c.looked + ")" // the snapshots/* line
+			if rev != "" {
+				looked = "(revision " + rev + ": no " + c.looked + ";"
+			}
+			if msg := err.Error(); !strings.Contains(msg, looked) || !strings.Contains(msg, fetch+" (") {
+				t.Errorf("%s at %q: %s\nwant it to name %q and to say %q", c.format, rev, msg, looked, fetch)
+			}
+		}
+	}
+}
