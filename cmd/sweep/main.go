@@ -149,7 +149,8 @@ func runSweep(c *cli.Context, stdout, stderr io.Writer, getenv func(string) stri
 			}
 		}()
 		// Started only when a run needs it: a complete or refused sweep
-		// never loads the model.
+		// never loads the model (but for the check of its files against
+		// the manifest's, which needs them loaded).
 		opts.Target = func(ctx context.Context) (sweep.TargetInfo, error) {
 			fmt.Fprintln(stderr, "starting embedded tinyserve target...")
 			s, err := startEmbedded(ctx, cfg.Target, logger)
