@@ -256,7 +256,12 @@ func (e *Engine) Generate(ctx context.Context, r llm.Request) (<-chan llm.Event,
 	id := e.nextID
 	e.pending++
 	e.inflight++
-	e.seedState = splitmix(e.seedState)
+	if r.Params.Seed == nil {
+		// Only a request without a seed of its own takes the next one, so
+		// that seeded requests sent in between (a probe, a scoring client)
+		// leave the unseeded ones' seeds as they were.
+		e.seedState = splitmix(e.seedState)
+	}
 	q := newRequest(id, r, e.tok, e.info.EOSTokenID, e.seedState, s.push, now)
 	e.inbox = append(e.inbox, q)
 	e.mu.Unlock()

@@ -756,3 +756,23 @@ func TestStartLogNamesSeed(t *testing.T) {
 		}
 	}
 }
+
+// TestEngineSeedSkipsSeededRequests: Config.Seed gives seeds to the
+// requests without one of their own, and only to them, so a seeded request
+// sent between two unseeded ones leaves the second's sample as it was.
+func TestEngineSeedSkipsSeededRequests(t *testing.T) {
+	unseeded := llm.SamplingParams{MaxTokens: 24, Temperature: 1.5, IgnoreEOS: true}
+	seeded := unseeded
+	seeded.Seed = new(int64(99))
+	second := func(between bool) []int {
+		e := newEngine(t, mock.Config{}, engine.Config{Seed: new(uint64(5))})
+		run(t, e, llm.Request{PromptTokens: prompt(1, 6), Params: unseeded})
+		if between {
+			run(t, e, llm.Request{PromptTokens: prompt(2, 6), Params: seeded})
+		}
+		return run(t, e, llm.Request{PromptTokens: prompt(3, 6), Params: unseeded}).tokens
+	}
+	if alone, after := second(false), second(true); !slices.Equal(alone, after) {
+		t.Errorf("the second unseeded request sampled %v, and %v after a seeded one", alone, after)
+	}
+}
