@@ -14,27 +14,7 @@ import (
 // revision the cache lacks, with an `hf download --revision` to run.
 func TestLocateAtRevision(t *testing.T) {
 	const c1 = "1111111111111111111111111111111111111111"
-	hub := t.TempDir()
-	repo := filepath.Join(hub, "models--org--m")
-	snap := filepath.Join(repo, "snapshots", c1)
-	for p, data := range map[string]string{
-		filepath.Join(snap, "config.json"):       "{}",
-		filepath.Join(snap, "model.safetensors"): "",
-		filepath.Join(repo, "refs", "main"):      c1 + "\n",
-	} {
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	getenv := func(k string) string {
-		if k == "HF_HUB_CACHE" {
-			return hub
-		}
-		return ""
-	}
+	snap, getenv := fakeHub(t, c1, "config.json", "{}", "model.safetensors", "")
 	for _, rev := range []string{"main", c1} {
 		if got, err := LocateAt("org/m", rev, getenv); err != nil || got != snap {
 			t.Errorf("org/m at %q: %q, %v; want %q", rev, got, err, snap)
@@ -62,27 +42,8 @@ func TestLocateAtRevision(t *testing.T) {
 // pt, no weights for dummy), so that running it fixes the error.
 func TestNotFoundNamesTheLoadFormatsFiles(t *testing.T) {
 	const c1 = "1111111111111111111111111111111111111111"
-	hub := t.TempDir()
-	repo := filepath.Join(hub, "models--org--m")
 	// Only the tokenizer was fetched: no format finds config.json.
-	snap := filepath.Join(repo, "snapshots", c1)
-	for p, data := range map[string]string{
-		filepath.Join(snap, "tokenizer.json"): "{}",
-		filepath.Join(repo, "refs", "main"):   c1,
-	} {
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	getenv := func(k string) string {
-		if k == "HF_HUB_CACHE" {
-			return hub
-		}
-		return ""
-	}
+	_, getenv := fakeHub(t, c1, "tokenizer.json", "{}")
 	for _, c := range []struct {
 		format, looked, fetch string
 	}{
@@ -112,5 +73,34 @@ func TestNotFoundNamesTheLoadFormatsFiles(t *testing.T) {
 				t.Errorf("%s at %q: %s\nwant it to name %q and to say %q", c.format, rev, msg, looked, fetch)
 			}
 		}
+	}
+}
+
+// fakeHub lays out a hub cache holding the repository org/m with one
+// snapshot, commit, that refs/main names, holding the files of
+// nameContents (a name, then its contents, ...). It returns the snapshot
+// folder and an environment whose HF_HUB_CACHE is the cache.
+func fakeHub(t *testing.T, commit string, nameContents ...string) (string, func(string) string) {
+	t.Helper()
+	hub := t.TempDir()
+	repo := filepath.Join(hub, "models--org--m")
+	snap := filepath.Join(repo, "snapshots", commit)
+	files := map[string]string{filepath.Join(repo, "refs", "main"): commit + "\n"}
+	for i := 0; i+1 < len(nameContents); i += 2 {
+		files[filepath.Join(snap, nameContents[i])] = nameContents[i+1]
+	}
+	for p, data := range files {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return snap, func(k string) string {
+		if k == "HF_HUB_CACHE" {
+			return hub
+		}
+		return ""
 	}
 }
