@@ -61,7 +61,7 @@ func EngineFlags(envPrefix string) []cli.Flag {
 		&cli.Float64Flag{Name: FlagGPUMemoryUtilization, Value: 0.9, EnvVars: env(FlagGPUMemoryUtilization), Usage: "fraction of free GPU memory for the KV cache (cuda)"},
 		&cli.Int64Flag{Name: FlagKVCacheBytes, EnvVars: env(FlagKVCacheBytes), Usage: "KV cache budget in bytes (cpu; 0: the backend's default)"},
 		&cli.IntFlag{Name: FlagThreads, EnvVars: env(FlagThreads), Usage: "CPU threads for the forward pass (0: GOMAXPROCS)"},
-		&cli.StringFlag{Name: FlagGenerationConfig, Value: "auto", EnvVars: env(FlagGenerationConfig), Usage: "default sampling settings for what a request leaves out: auto (the checkpoint's generation_config.json, as vLLM), vllm (the API's own), or a folder holding a generation_config.json"},
+		&cli.StringFlag{Name: FlagGenerationConfig, Value: "auto", EnvVars: env(FlagGenerationConfig), Usage: "default sampling settings for what a request leaves out: auto (the checkpoint's generation_config.json, as vLLM), vllm (the API's own), or a folder holding a generation_config.json (whose max_new_tokens also limits every request's max_tokens)"},
 		&cli.BoolFlag{Name: FlagEnablePrefixCaching, EnvVars: env(FlagEnablePrefixCaching), Usage: "reuse the KV of prompt prefixes earlier requests computed (off by default: repeated benchmark prompts would measure the cache)"},
 		&cli.BoolFlag{Name: FlagCUDAGraphs, EnvVars: env(FlagCUDAGraphs), Usage: "replay decode-only steps from CUDA graphs (cuda; not yet verified on a GPU)"},
 	}

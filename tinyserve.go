@@ -81,10 +81,11 @@ type Config struct {
 	ServedModelName string `json:"served_model_name,omitempty"`
 	// GenerationConfig says where the defaults come from for the sampling
 	// fields a request leaves out (temperature, top_p, top_k, min_p,
-	// repetition_penalty), as vLLM's --generation-config: "auto" or empty,
-	// the checkpoint's generation_config.json (else its config.json);
-	// "vllm", the API's own defaults; otherwise a folder holding a
-	// generation_config.json.
+	// repetition_penalty, and max_new_tokens for "max_tokens": null), as
+	// vLLM's --generation-config: "auto" or empty, the checkpoint's
+	// generation_config.json (else its config.json); "vllm", the API's own
+	// defaults; otherwise a folder holding a generation_config.json, whose
+	// max_new_tokens also limits every request's max_tokens.
 	GenerationConfig string `json:"generation_config,omitempty"`
 	// MaxNumSeqs caps the running sequences; 0 means 256.
 	MaxNumSeqs int `json:"max_num_seqs,omitempty"`
@@ -326,6 +327,9 @@ func setSamplingDefaults(cfg Config, m *gpt2.Model) error {
 		if err != nil {
 			return fmt.Errorf("generation_config: %w", err)
 		}
+		// A folder's max_new_tokens is a limit on every request, not only
+		// the meaning of max_tokens null: vLLM's override_max_tokens.
+		d.MaxTokensLimit = d.MaxTokens
 		m.Defaults = d
 	}
 	if !m.Defaults.IsZero() {

@@ -711,7 +711,9 @@ func TestOpenFolderNamedGPT2(t *testing.T) {
 
 // TestGenerationConfig: a checkpoint's generation_config.json gives the
 // engine's sampling defaults (auto), vllm drops them, and a folder's file
-// replaces them; the mock refuses the setting.
+// replaces them; the mock refuses the setting. max_new_tokens is what
+// max_tokens null means in auto mode, and a folder's is also a limit on
+// every request (vLLM's override_max_tokens).
 func TestGenerationConfig(t *testing.T) {
 	dir := t.TempDir()
 	ckpt := filepath.Join(dir, "ckpt")
@@ -726,14 +728,14 @@ func TestGenerationConfig(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	write(ckpt, `{"do_sample": true, "temperature": 0.7, "top_k": 40}`)
+	write(ckpt, `{"do_sample": true, "temperature": 0.7, "top_k": 40, "max_new_tokens": 30}`)
 	other := filepath.Join(dir, "other")
-	write(other, `{"top_p": 0.9}`)
+	write(other, `{"top_p": 0.9, "max_new_tokens": 12}`)
 	for _, c := range []struct{ setting, want string }{
-		{"", "temperature=0.7 top_k=40"},
-		{"auto", "temperature=0.7 top_k=40"},
+		{"", "temperature=0.7 top_k=40 max_tokens=30"},
+		{"auto", "temperature=0.7 top_k=40 max_tokens=30"},
 		{"vllm", ""},
-		{other, "top_p=0.9"},
+		{other, "top_p=0.9 max_tokens=12 max_tokens_limit=12"},
 	} {
 		e, err := Open(context.Background(), Config{Model: ckpt, GenerationConfig: c.setting})
 		if err != nil {

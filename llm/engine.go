@@ -59,16 +59,26 @@ type ModelSource struct {
 // SamplingDefaults are a model's recommended sampling settings, used in
 // place of the API's defaults for what a request leaves out. A nil field
 // leaves the API's default (temperature 1, top_p 1, no top_k, no min_p,
-// repetition_penalty 1).
+// repetition_penalty 1, max_tokens as the request says).
 type SamplingDefaults struct {
 	Temperature       *float64
 	TopP              *float64
 	TopK              *int
 	MinP              *float64
 	RepetitionPenalty *float64
+	// MaxTokens is the model's max_new_tokens: what a completions request
+	// sending "max_tokens": null gets in place of all the context its
+	// prompt leaves, as vLLM reads it. A request that leaves max_tokens out
+	// gets the API's 16 all the same.
+	MaxTokens *int
+	// MaxTokensLimit caps every request's max_tokens, whatever it asked
+	// for: vLLM sets it from the max_new_tokens of a generation config
+	// given as a folder (--generation-config DIR), not from the model's own.
+	MaxTokensLimit *int
 }
 
-// Apply sets in p every field d sets.
+// Apply sets in p every sampling field d sets; MaxTokens and
+// MaxTokensLimit depend on the prompt's length, so the server applies them.
 func (d SamplingDefaults) Apply(p *SamplingParams) {
 	if d.Temperature != nil {
 		p.Temperature = *d.Temperature
@@ -89,7 +99,8 @@ func (d SamplingDefaults) Apply(p *SamplingParams) {
 
 // IsZero reports whether d sets nothing.
 func (d SamplingDefaults) IsZero() bool {
-	return d.Temperature == nil && d.TopP == nil && d.TopK == nil && d.MinP == nil && d.RepetitionPenalty == nil
+	return d.Temperature == nil && d.TopP == nil && d.TopK == nil && d.MinP == nil && d.RepetitionPenalty == nil &&
+		d.MaxTokens == nil && d.MaxTokensLimit == nil
 }
 
 // String lists what d sets, as "temperature=0.7 top_k=40", for logs.
@@ -110,6 +121,12 @@ func (d SamplingDefaults) String() string {
 	}
 	if d.RepetitionPenalty != nil {
 		add("repetition_penalty", *d.RepetitionPenalty)
+	}
+	if d.MaxTokens != nil {
+		add("max_tokens", *d.MaxTokens)
+	}
+	if d.MaxTokensLimit != nil {
+		add("max_tokens_limit", *d.MaxTokensLimit)
 	}
 	return strings.Join(parts, " ")
 }

@@ -17,6 +17,8 @@ import (
 type promptIn struct {
 	text   string
 	tokens []int
+	// maxTokens is the max_tokens its choices run with (maxTokensFor).
+	maxTokens int
 }
 
 // choice is one sequence of a request (one prompt, one of its n) while it
@@ -150,6 +152,7 @@ func (h *handler) completions(w http.ResponseWriter, r *http.Request) {
 	for pi, p := range prompts {
 		for j := range req.n {
 			params := req.params
+			params.MaxTokens = p.maxTokens
 			if params.Seed != nil && j > 0 {
 				// vLLM gives child j of a seeded n>1 request seed+j, so that
 				// the choices differ yet each is reproducible.
@@ -178,7 +181,9 @@ func (h *handler) completions(w http.ResponseWriter, r *http.Request) {
 			choices = append(choices, &choice{index: i, prompt: pi, ch: ch, obs: observer{start: start}})
 		}
 	}
-	h.m.admitted(len(prompts), req.n, req.params.MaxTokens)
+	for _, p := range prompts {
+		h.m.admitted(req.n, p.maxTokens)
+	}
 	ri.log.Debug("completion admitted", "prompts", len(prompts), "n", req.n, "stream", req.stream, "user", req.user)
 	if req.stream {
 		h.streamCompletion(ctx, cancel, w, r, req, prompts, choices)
@@ -215,20 +220,58 @@ func (h *handler) preparePrompts(req *completionRequest) ([]promptIn, *apiError)
 			// their text, what the model actually saw.
 			p.tokens, p.text = p.tokens[len(p.tokens)-keep:], ""
 		}
-		lr := llm.Request{PromptTokens: p.tokens, Params: req.params}
-		if err := lr.Validate(h.info.VocabSize); err != nil {
+		var err error
+		if p.maxTokens, err = h.maxTokensFor(req, len(p.tokens)); err != nil {
 			return nil, engineError(err)
 		}
-		if h.info.MaxModelLen > 0 {
-			if err := llm.CheckContextLength(h.info.MaxModelLen, len(p.tokens), req.params.MaxTokens); err != nil {
-				return nil, engineError(err)
-			}
+		lr := llm.Request{PromptTokens: p.tokens, Params: req.params}
+		lr.Params.MaxTokens = p.maxTokens
+		if err := lr.Validate(h.info.VocabSize); err != nil {
+			return nil, engineError(err)
 		}
 		if req.echo && p.text == "" {
 			p.text = h.tok.Decode(p.tokens, false)
 		}
 	}
 	return prompts, nil
+}
+
+// maxTokensFor is the max_tokens of a prompt of promptLen tokens, as vLLM
+// works it out: what the request asked for, which must fit the context
+// with the prompt, or for "max_tokens": null the model's max_new_tokens
+// where it has one and all the context the prompt leaves otherwise (at
+// least one token, or the request cannot run); then at most the limit of
+// a --generation-config folder.
+func (h *handler) maxTokensFor(req *completionRequest, promptLen int) (int, error) {
+	d, maxLen := h.info.Defaults, h.info.MaxModelLen
+	n := req.params.MaxTokens
+	if req.maxTokensNull {
+		switch {
+		case maxLen > 0:
+			n = maxLen - promptLen
+		case d.MaxTokens == nil:
+			// An engine that states no context length (a test double)
+			// gets the API's default rather than no limit at all.
+			n = defaultMaxTokens
+		}
+		if d.MaxTokens != nil {
+			n = min(n, *d.MaxTokens)
+		}
+		// Asking for as many as fit is asking for at least one.
+		if maxLen > 0 {
+			if err := llm.CheckContextLength(maxLen, promptLen, max(n, 1)); err != nil {
+				return 0, err
+			}
+		}
+	} else if maxLen > 0 {
+		if err := llm.CheckContextLength(maxLen, promptLen, n); err != nil {
+			return 0, err
+		}
+	}
+	if d.MaxTokensLimit != nil {
+		n = min(n, *d.MaxTokensLimit)
+	}
+	return n, nil
 }
 
 // eachEvent calls fn with every event of every choice in arrival order until

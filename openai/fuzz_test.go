@@ -30,6 +30,7 @@ func FuzzDecodeCompletion(f *testing.F) {
 	f.Add([]byte(`{"prompt":"ab","logit_bias":{"97":-100,"3":2},"presence_penalty":1,"frequency_penalty":-1,"repetition_penalty":1.2}`))
 	f.Add([]byte(`{"prompt":"ab","allowed_token_ids":[97,98],"return_tokens_as_token_ids":true,"logprobs":1,"priority":0}`))
 	f.Add([]byte(`{"prompt":[[97.0],[9.8e1]],"max_tokens":2.0,"n":1e0,"stop_token_ids":[3.0],"stop":"<&>"}`))
+	f.Add([]byte(`{"prompt":["a","bc"],"max_tokens":null,"min_tokens":3}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		req, e := decodeCompletion(body)
 		if e != nil {

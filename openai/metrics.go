@@ -177,14 +177,13 @@ func (m *metrics) observe(o *observer, ev llm.Event) {
 	m.generationTokens.Observe(float64(ev.CompletionTokens))
 }
 
-// admitted records the parameters of a request whose choices the engine
-// all accepted: n once per prompt, as vLLM splits a list of prompts into
-// requests of n choices each, and max_tokens once per choice.
-func (m *metrics) admitted(prompts, n, maxTokens int) {
-	for range prompts {
-		m.paramsN.Observe(float64(n))
-	}
-	for range prompts * n {
+// admitted records the parameters of one prompt of a request whose
+// choices the engine all accepted: n once, as vLLM splits a list of
+// prompts into requests of n choices each, and the prompt's max_tokens
+// (as it ran, after maxTokensFor) once per choice.
+func (m *metrics) admitted(n, maxTokens int) {
+	m.paramsN.Observe(float64(n))
+	for range n {
 		m.paramsMaxTokens.Observe(float64(maxTokens))
 	}
 }

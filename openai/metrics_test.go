@@ -156,8 +156,8 @@ func TestRegistryOptions(t *testing.T) {
 }
 
 // TestRequestParamsHistograms: n is observed once per prompt and
-// max_tokens once per choice, as vLLM counts the requests a list of prompts
-// splits into; a rejected request is not observed.
+// max_tokens once per choice (as it ran), as vLLM counts the requests a
+// list of prompts splits into; a rejected request is not observed.
 func TestRequestParamsHistograms(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	h := NewHandler(newFake(), WithRegistry(reg, reg))
@@ -165,6 +165,10 @@ func TestRequestParamsHistograms(t *testing.T) {
 	require.Equal(t, 200, rec.Code, rec.Body.String())
 	rec = serve(t, h, "POST", "/v1/completions", `{"prompt":"a","max_tokens":1000}`)
 	require.Equal(t, 400, rec.Code, "context length")
+	// max_tokens null is observed as each prompt ran: 62 and 60 of the
+	// fake's 64-token context.
+	rec = serve(t, h, "POST", "/v1/completions", `{"prompt":["ab","abcd"],"max_tokens":null}`)
+	require.Equal(t, 200, rec.Code, rec.Body.String())
 	mfs, err := reg.Gather()
 	require.NoError(t, err)
 	got := map[string][2]float64{}
@@ -173,9 +177,9 @@ func TestRequestParamsHistograms(t *testing.T) {
 			got[mf.GetName()] = [2]float64{float64(hs[0].GetHistogram().GetSampleCount()), hs[0].GetHistogram().GetSampleSum()}
 		}
 	}
-	assert.Equal(t, [2]float64{2, 6}, got["vllm:request_params_n"], "two prompts of n=3")
-	assert.Equal(t, [2]float64{6, 24}, got["vllm:request_params_max_tokens"], "six choices of max_tokens 4")
-	assert.Equal(t, [2]float64{2, 8}, got["vllm:request_max_num_generation_tokens"], "two prompts, each with choices of 4 tokens")
+	assert.Equal(t, [2]float64{4, 8}, got["vllm:request_params_n"], "two prompts of n=3, two of n=1")
+	assert.Equal(t, [2]float64{8, 24 + 62 + 60}, got["vllm:request_params_max_tokens"], "six choices of max_tokens 4, then 62 and 60")
+	assert.Equal(t, [2]float64{4, 8 + 62 + 60}, got["vllm:request_max_num_generation_tokens"], "two prompts, each with choices of 4 tokens, then 62 and 60")
 }
 
 // TestRequestTPOTSingleToken: a choice of one token is observed as 0 in

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"unicode"
@@ -52,6 +53,11 @@ type completionRequest struct {
 	// leftOut is the sampling fields the request did not set, which the
 	// model's defaults may fill (withModelDefaults).
 	leftOut leftOutFields
+	// maxTokensNull is set for "max_tokens": null, which vLLM reads as
+	// "as many as fit": the model's max_new_tokens, else all the context
+	// each prompt leaves (maxTokensFor). Until then params.MaxTokens holds
+	// math.MaxInt, so that checks against it (min_tokens) pass.
+	maxTokensNull bool
 }
 
 // leftOutFields says which defaultable sampling fields a request left out.
@@ -142,7 +148,8 @@ func knownCompletionField(name string) bool {
 // body that does not need the tokenizer.
 func decodeCompletion(body []byte) (*completionRequest, *apiError) {
 	var raw rawCompletionRequest
-	if e := decodeStrict(body, knownCompletionField, &raw); e != nil {
+	fields, e := decodeStrictFields(body, knownCompletionField, &raw)
+	if e != nil {
 		return nil, e
 	}
 	c := &completionRequest{n: 1}
@@ -152,7 +159,6 @@ func decodeCompletion(body []byte) (*completionRequest, *apiError) {
 	if raw.User != nil {
 		c.user = *raw.User
 	}
-	var e *apiError
 	if c.texts, c.tokenLists, e = parsePrompt(raw.Prompt); e != nil {
 		return nil, e
 	}
@@ -180,6 +186,11 @@ func decodeCompletion(body []byte) (*completionRequest, *apiError) {
 	p.MaxTokens = defaultMaxTokens
 	if raw.MaxTokens != nil {
 		p.MaxTokens = *raw.MaxTokens
+	} else if v, sent := fields["max_tokens"]; sent && bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
+		// Left out, max_tokens is 16 (vLLM's and OpenAI's default); null
+		// is vLLM's "as many as fit".
+		c.maxTokensNull = true
+		p.MaxTokens = math.MaxInt
 	}
 	p.Temperature = defaultTemperature
 	if raw.Temperature != nil {

@@ -14,15 +14,23 @@ import (
 // decodeStrict decodes a JSON object into dst, rejecting unknown fields (all
 // of them named, sorted) and wrong types (with param set to the field).
 func decodeStrict(body []byte, known func(string) bool, dst any) *apiError {
+	_, e := decodeStrictFields(body, known, dst)
+	return e
+}
+
+// decodeStrictFields is decodeStrict that also returns the object's fields
+// as sent, for the rare field whose null means something else than its
+// absence.
+func decodeStrictFields(body []byte, known func(string) bool, dst any) (map[string]json.RawMessage, *apiError) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(body, &fields); err != nil {
 		if !json.Valid(body) {
-			return badRequest("", "invalid_json", "request body is not valid JSON: %v", err)
+			return nil, badRequest("", "invalid_json", "request body is not valid JSON: %v", err)
 		}
-		return badRequest("", "invalid_json", "request body must be a JSON object, got %s", jsonKind(body))
+		return nil, badRequest("", "invalid_json", "request body must be a JSON object, got %s", jsonKind(body))
 	}
 	if fields == nil { // the body was JSON null
-		return badRequest("", "invalid_json", "request body must be a JSON object")
+		return nil, badRequest("", "invalid_json", "request body must be a JSON object")
 	}
 	var unknown []string
 	for k := range fields {
@@ -36,12 +44,12 @@ func decodeStrict(body []byte, known func(string) bool, dst any) *apiError {
 		for i, u := range unknown {
 			quoted[i] = fmt.Sprintf("%q", u)
 		}
-		return badRequest(unknown[0], "unknown_field", "unknown field(s) %s: tinyserve does not support them", strings.Join(quoted, ", "))
+		return nil, badRequest(unknown[0], "unknown_field", "unknown field(s) %s: tinyserve does not support them", strings.Join(quoted, ", "))
 	}
 	if err := unmarshalWholeNumbers(body, dst); err != nil {
-		return typeError(err)
+		return nil, typeError(err)
 	}
-	return nil
+	return fields, nil
 }
 
 // unmarshalWholeNumbers is json.Unmarshal, except that an integer field

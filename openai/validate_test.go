@@ -227,14 +227,16 @@ func manyLongWords(n, size int) string {
 }
 
 // TestAcceptedDefaults checks that unsupported standard fields pass at their
-// default values, and that defaults apply when fields are null.
+// default values, and that defaults apply when fields are null (max_tokens
+// apart, see TestMaxTokensNull).
 func TestAcceptedDefaults(t *testing.T) {
 	tests := []struct {
 		name string
 		body string
 		max  int
 	}{
-		{"null max_tokens means 16", `{"prompt":"a","max_tokens":null}`, 16},
+		// vLLM's: null is as many as fit the fake's 64-token context.
+		{"null max_tokens fills the context", `{"prompt":"a","max_tokens":null}`, 63},
 		{"absent max_tokens means 16", `{"prompt":"a"}`, 16},
 		{"penalties at defaults", `{"prompt":"a","max_tokens":2,"presence_penalty":0,"frequency_penalty":0,"repetition_penalty":1}`, 2},
 		{"null penalties", `{"prompt":"a","max_tokens":2,"presence_penalty":null,"frequency_penalty":null,"repetition_penalty":null}`, 2},
@@ -480,4 +482,60 @@ func TestModelSamplingDefaults(t *testing.T) {
 	g := newFake()
 	require.Equal(t, 200, serve(t, NewHandler(g), "POST", "/v1/completions", `{"prompt":"a"}`).Code)
 	assert.Equal(t, got{1, 1, 0, 0, 0}, view(g.requests()[0].Params))
+}
+
+// TestMaxTokensNull: "max_tokens": null is vLLM's "as many as fit": the
+// model's max_new_tokens (ModelInfo.Defaults.MaxTokens) where it has one,
+// else all the context each prompt leaves; left out, max_tokens is 16
+// whatever the model says. A --generation-config folder's limit
+// (MaxTokensLimit) caps every request, after the context check of what
+// the request asked for. Each case's prompt bytes are its tokens (the
+// fake's tokenizer), and the fake's context is 64.
+func TestMaxTokensNull(t *testing.T) {
+	ten, twelve := 10, 12
+	long := strings.Repeat("x", 60)
+	cases := []struct {
+		name     string
+		defaults llm.SamplingDefaults
+		body     string
+		want     []int // the max_tokens of each engine request
+		err      string
+	}{
+		{"left out", llm.SamplingDefaults{}, `{"prompt":"abcd"}`, []int{16}, ""},
+		{"null fills the context", llm.SamplingDefaults{}, `{"prompt":"abcd","max_tokens":null}`, []int{60}, ""},
+		{"null per prompt", llm.SamplingDefaults{}, `{"prompt":["ab","abcdef"],"max_tokens":null,"n":2}`, []int{62, 62, 58, 58}, ""},
+		{"null with echo", llm.SamplingDefaults{}, `{"prompt":"abcd","max_tokens":null,"echo":true}`, []int{60}, ""},
+		{"null, the model's max_new_tokens", llm.SamplingDefaults{MaxTokens: &ten}, `{"prompt":"abcd","max_tokens":null}`, []int{10}, ""},
+		{"null, less context left than max_new_tokens", llm.SamplingDefaults{MaxTokens: &ten}, `{"prompt":"` + long + `","max_tokens":null}`, []int{4}, ""},
+		{"max_new_tokens leaves the default alone", llm.SamplingDefaults{MaxTokens: &ten}, `{"prompt":"abcd"}`, []int{16}, ""},
+		{"max_new_tokens leaves a request's own alone", llm.SamplingDefaults{MaxTokens: &ten}, `{"prompt":"abcd","max_tokens":40}`, []int{40}, ""},
+		{"a folder's limit caps a request's own", llm.SamplingDefaults{MaxTokens: &twelve, MaxTokensLimit: &twelve}, `{"prompt":"abcd","max_tokens":40}`, []int{12}, ""},
+		{"a folder's limit caps the default", llm.SamplingDefaults{MaxTokensLimit: &ten}, `{"prompt":"abcd"}`, []int{10}, ""},
+		{"below the limit", llm.SamplingDefaults{MaxTokensLimit: &ten}, `{"prompt":"abcd","max_tokens":5}`, []int{5}, ""},
+		{"the context is checked before the limit", llm.SamplingDefaults{MaxTokensLimit: &ten}, `{"prompt":"abcd","max_tokens":61}`, nil,
+			"you requested 65 tokens (4 in the prompt, 61 in the completion)"},
+		{"null with no context left", llm.SamplingDefaults{}, `{"prompt":"` + long + `abcd","max_tokens":null}`, nil,
+			"you requested 65 tokens (64 in the prompt, 1 in the completion)"},
+		{"min_tokens above what null gives", llm.SamplingDefaults{MaxTokens: &ten}, `{"prompt":"abcd","max_tokens":null,"min_tokens":11}`, nil,
+			"min_tokens"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFake()
+			f.info.Defaults = c.defaults
+			rec := serve(t, NewHandler(f), "POST", "/v1/completions", c.body)
+			if c.err != "" {
+				require.Equal(t, 400, rec.Code, rec.Body.String())
+				assert.Contains(t, decodeErr(t, rec).Error.Message, c.err)
+				assert.Empty(t, f.requests())
+				return
+			}
+			require.Equal(t, 200, rec.Code, rec.Body.String())
+			var got []int
+			for _, r := range f.requests() {
+				got = append(got, r.Params.MaxTokens)
+			}
+			assert.Equal(t, c.want, got)
+		})
+	}
 }

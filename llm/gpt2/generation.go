@@ -25,9 +25,10 @@ const GenerationConfigFile = "generation_config.json"
 // then builds the generation config from the model's config
 // (GenerationConfig.from_model_config; checkpoints saved before
 // generation_config.json existed kept them there); a folder with neither has
-// no defaults. max_new_tokens is not read: the completions API's max_tokens
-// default (16) stays. Errors match ErrBadCheckpoint and name the file and
-// the field.
+// no defaults. max_new_tokens (transformers has no default for it) becomes
+// MaxTokens, what a request's "max_tokens": null means; a request that
+// leaves max_tokens out still gets the API's 16, as in vLLM. Errors match
+// ErrBadCheckpoint and name the file and the field.
 func ReadGenerationConfig(dir string) (llm.SamplingDefaults, error) {
 	path := filepath.Join(dir, GenerationConfigFile)
 	data, err := os.ReadFile(path)
@@ -47,6 +48,7 @@ func ReadGenerationConfig(dir string) (llm.SamplingDefaults, error) {
 		TopK              *int     `json:"top_k"`
 		MinP              *float64 `json:"min_p"`
 		RepetitionPenalty *float64 `json:"repetition_penalty"`
+		MaxNewTokens      *int     `json:"max_new_tokens"`
 	}
 	if err := json.Unmarshal(data, &raw); err != nil {
 		var te *json.UnmarshalTypeError
@@ -72,6 +74,7 @@ func ReadGenerationConfig(dir string) (llm.SamplingDefaults, error) {
 		TopP:              differs(raw.TopP, 1),
 		MinP:              raw.MinP,
 		RepetitionPenalty: differs(raw.RepetitionPenalty, 1),
+		MaxTokens:         raw.MaxNewTokens,
 	}
 	if raw.TopK != nil && *raw.TopK != 50 {
 		d.TopK = raw.TopK
@@ -84,6 +87,11 @@ func ReadGenerationConfig(dir string) (llm.SamplingDefaults, error) {
 	}
 	if d.RepetitionPenalty != nil && *d.RepetitionPenalty == 0 {
 		return llm.SamplingDefaults{}, fmt.Errorf("%w: %s: repetition_penalty must be greater than zero, got 0", ErrBadCheckpoint, path)
+	}
+	if d.MaxTokens != nil && *d.MaxTokens < 1 {
+		// vLLM would pass it on as a request's max_tokens, which its
+		// sampling parameters refuse below 1.
+		return llm.SamplingDefaults{}, fmt.Errorf("%w: %s: max_new_tokens must be at least 1, got %d", ErrBadCheckpoint, path, *d.MaxTokens)
 	}
 	// Checked once here rather than in every request that would use them.
 	p := llm.SamplingParams{MaxTokens: 1, Temperature: 1, TopP: 1}

@@ -24,7 +24,11 @@ func TestReadGenerationConfig(t *testing.T) {
 		// vLLM (GenerationConfig.to_diff_dict) ignores them.
 		{"transformers' defaults", `{"do_sample": true, "temperature": 1.0, "top_p": 1.0, "top_k": 50, "repetition_penalty": 1.0}`, llm.SamplingDefaults{}, ""},
 		{"settings", `{"do_sample": true, "temperature": 0.7, "top_p": 0.95, "top_k": 40, "min_p": 0.05, "repetition_penalty": 1.1, "max_new_tokens": 128}`,
-			llm.SamplingDefaults{Temperature: f(0.7), TopP: f(0.95), TopK: i(40), MinP: f(0.05), RepetitionPenalty: f(1.1)}, ""},
+			llm.SamplingDefaults{Temperature: f(0.7), TopP: f(0.95), TopK: i(40), MinP: f(0.05), RepetitionPenalty: f(1.1), MaxTokens: i(128)}, ""},
+		// max_length (prompt plus output, default 20) is not vLLM's
+		// max_tokens and is not read.
+		{"max_length alone", `{"max_length": 50}`, llm.SamplingDefaults{}, ""},
+		{"max_new_tokens 0", `{"max_new_tokens": 0}`, llm.SamplingDefaults{}, "max_new_tokens must be at least 1, got 0"},
 		{"top_k 0 turns the default 50 off", `{"top_k": 0}`, llm.SamplingDefaults{TopK: i(0)}, ""},
 		{"not JSON", `{"temperature":`, llm.SamplingDefaults{}, "generation_config.json"},
 		{"wrong type", `{"temperature": "hot"}`, llm.SamplingDefaults{}, "temperature must be a number, not a JSON string"},
