@@ -52,6 +52,7 @@ type config struct {
 	gatherer     prometheus.Gatherer
 	apiKeys      [][sha256.Size]byte // SHA-256 of each accepted key (WithAPIKeys)
 	noAccessLog  bool                // WithAccessLog(false)
+	accessLogger *slog.Logger        // WithAccessLogger; nil means logger
 }
 
 // WithServedModelNames sets the names clients may put in "model" (vLLM's
@@ -95,6 +96,12 @@ func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l }
 // request, on (the default) or off (vLLM's --disable-uvicorn-access-log).
 // The handler's other lines are logged either way.
 func WithAccessLog(on bool) Option { return func(c *config) { c.noAccessLog = !on } }
+
+// WithAccessLogger gives the access lines a logger of their own, so that
+// they can have their own level or destination, as uvicorn's access log has
+// in vLLM (--uvicorn-log-level apart from vLLM's own level). Nil or absent
+// means the handler's logger ([WithLogger]).
+func WithAccessLogger(l *slog.Logger) Option { return func(c *config) { c.accessLogger = l } }
 
 // WithRegistry sets where the handler registers its metrics and what GET
 // /metrics gathers. Without this option each handler gets a fresh
@@ -219,7 +226,7 @@ func NewHandler(eng llm.Engine, opts ...Option) http.Handler {
 		mux.Handle(rt.path, methodNotAllowed(allow))
 	}
 	mux.HandleFunc("/", notFound) // anything else is a JSON 404
-	return withRequestID(cfg.logger, !cfg.noAccessLog, requireAPIKey(cfg.apiKeys, mux))
+	return withRequestID(cfg.logger, cfg.accessLogger, !cfg.noAccessLog, requireAPIKey(cfg.apiKeys, mux))
 }
 
 // isServed reports whether name may be used in "model": a served name, the

@@ -50,8 +50,9 @@ func newRequestID() string {
 
 // withRequestID is the handler's outer middleware: it settles the request
 // id, echoes it, gives the routes a logger that carries it, and logs one
-// access line per request unless accessLog is false.
-func withRequestID(base *slog.Logger, accessLog bool, next http.Handler) http.Handler {
+// access line per request, to access (base when nil), unless accessLog is
+// false.
+func withRequestID(base, access *slog.Logger, accessLog bool, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get(RequestIDHeader)
 		if !validRequestID(id) {
@@ -87,7 +88,11 @@ func withRequestID(base *slog.Logger, accessLog bool, next http.Handler) http.Ha
 				sw.status = http.StatusOK
 			}
 			if accessLog {
-				lg.LogAttrs(r.Context(), slog.LevelInfo, "http request",
+				alg := lg
+				if access != nil {
+					alg = access.With("request_id", id)
+				}
+				alg.LogAttrs(r.Context(), slog.LevelInfo, "http request",
 					slog.String("method", r.Method), slog.String("path", r.URL.Path),
 					slog.Int("status", sw.status), slog.Int64("bytes", sw.bytes),
 					slog.Duration("duration", time.Since(start)))

@@ -119,6 +119,9 @@ type serveOptions struct {
 	logger       *slog.Logger
 	apiKeys      []string // required on /v1/ routes when any (--api-key)
 	noAccessLog  bool     // no "http request" lines (--disable-uvicorn-access-log)
+	// accessLogger, when set, logs the access lines in place of logger
+	// (an --uvicorn-log-level given apart from --log-level).
+	accessLogger *slog.Logger
 	// ready, when set, is called with the listening address once the
 	// server accepts connections (tests use port 0).
 	ready func(net.Addr)
@@ -189,6 +192,10 @@ func newApp(stderr io.Writer) *cli.App {
 				return err
 			}
 			cfg.Logger = logger
+			accessLogger, err := accessLoggerFor(c, stderr)
+			if err != nil {
+				return err
+			}
 			if vars := settingsFromEnv(os.Environ(), c.App.Flags); len(vars) > 0 {
 				// A setting refused or mistaken below may come from a
 				// variable the operator forgot about rather than a flag.
@@ -216,6 +223,7 @@ func newApp(stderr io.Writer) *cli.App {
 				logger:       logger,
 				apiKeys:      slices.DeleteFunc(c.StringSlice("api-key"), func(k string) bool { return k == "" }),
 				noAccessLog:  !accessLog(c),
+				accessLogger: accessLogger,
 			})
 		},
 	}
@@ -308,7 +316,7 @@ func run(ctx context.Context, cfg tinyserve.Config, o serveOptions) error {
 			return fmt.Errorf("registering runtime metrics: %w", err)
 		}
 	}
-	h := openai.NewHandler(eng, openai.WithLogger(lg), openai.WithRegistry(reg, reg), openai.WithAPIKeys(o.apiKeys...), openai.WithAccessLog(!o.noAccessLog))
+	h := openai.NewHandler(eng, openai.WithLogger(lg), openai.WithRegistry(reg, reg), openai.WithAPIKeys(o.apiKeys...), openai.WithAccessLog(!o.noAccessLog), openai.WithAccessLogger(o.accessLogger))
 
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {

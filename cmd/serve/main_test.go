@@ -545,7 +545,7 @@ func TestSeedFlag(t *testing.T) {
 // TestAccessLogFlags: --disable-uvicorn-access-log, or an
 // --uvicorn-log-level above info (uvicorn's access lines are info lines),
 // leaves the "http request" lines out of a running server's log, and only
-// them.
+// them; an --uvicorn-log-level given keeps them under a quieter --log-level.
 func TestAccessLogFlags(t *testing.T) {
 	for _, tc := range []struct {
 		flags []string
@@ -556,24 +556,36 @@ func TestAccessLogFlags(t *testing.T) {
 		{[]string{"--disable-uvicorn-access-log"}, false},
 		{[]string{"--uvicorn-log-level", "warning"}, false},
 		{[]string{"--uvicorn-log-level", "critical"}, false},
+		// --log-level hides them, unless --uvicorn-log-level asks for them
+		// apart from it, as uvicorn's level is apart from vLLM's.
+		{[]string{"--log-level", "warn"}, false},
+		{[]string{"--log-level", "warn", "--uvicorn-log-level", "info"}, true},
+		{[]string{"--log-level", "warn", "--uvicorn-log-level", "debug", "--disable-uvicorn-access-log"}, false},
 	} {
 		t.Run(strings.Join(tc.flags, " "), func(t *testing.T) {
 			var logs syncbuf.Buffer
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			done := make(chan error, 1)
+			// A port picked beforehand: under --log-level warn no
+			// "listening" line says which one a port 0 got.
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			require.NoError(t, err)
+			addr := ln.Addr().String()
+			_, port, _ := net.SplitHostPort(addr)
+			require.NoError(t, ln.Close())
 			go func() {
-				args := append([]string{"tinyserve-serve", "--backend", "mock", "--port", "0", "--log-format", "json", "--drain-timeout", "5s"}, tc.flags...)
+				args := append([]string{"tinyserve-serve", "--backend", "mock", "--host", "127.0.0.1", "--port", port, "--log-format", "json", "--drain-timeout", "5s"}, tc.flags...)
 				done <- newApp(&logs).RunContext(ctx, args)
 			}()
-			addrRE := regexp.MustCompile(`"msg":"listening","addr":"([^"]+)"`)
-			var addr string
 			require.Eventually(t, func() bool {
-				if m := addrRE.FindStringSubmatch(logs.String()); m != nil {
-					addr = m[1]
+				r, err := http.Get("http://" + addr + "/health")
+				if err != nil {
+					return false
 				}
-				return addr != ""
-			}, 10*time.Second, time.Millisecond, "logs: %s", logs.String())
+				r.Body.Close()
+				return r.StatusCode == 200
+			}, 10*time.Second, 5*time.Millisecond, "logs: %s", logs.String())
 			r, err := http.Post("http://"+addr+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"hi","max_tokens":2}`))
 			require.NoError(t, err)
 			_, _ = io.Copy(io.Discard, r.Body)
@@ -587,7 +599,12 @@ func TestAccessLogFlags(t *testing.T) {
 				t.Fatal("no exit after the context ended")
 			}
 			assert.Equal(t, tc.want, strings.Contains(logs.String(), `"msg":"http request"`), "logs: %s", logs.String())
-			assert.Contains(t, logs.String(), `"msg":"stopped"`, "the server's own lines stay")
+			if tc.want {
+				assert.Regexp(t, `"msg":"http request","request_id":"[0-9a-f]{32}"`, logs.String(), "the access line names its request")
+			}
+			if !slices.Contains(tc.flags, "warn") {
+				assert.Contains(t, logs.String(), `"msg":"stopped"`, "the server's own lines stay")
+			}
 		})
 	}
 }

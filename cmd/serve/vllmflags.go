@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"log/slog"
 
 	"github.com/urfave/cli/v2"
 
@@ -30,7 +32,7 @@ func vllmFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "no-enable-log-requests", Category: vllmCategory, Usage: "accepted: prompts and outputs are never logged"},
 		&cli.BoolFlag{Name: "disable-log-stats", Category: vllmCategory, Usage: "accepted: there are no periodic stats lines (GET /metrics has the figures)"},
 		&cli.BoolFlag{Name: "disable-uvicorn-access-log", Category: vllmCategory, Usage: "no access lines (msg \"http request\"); tinyserve's other lines stay"},
-		&cli.StringFlag{Name: "uvicorn-log-level", Value: "info", Category: vllmCategory, Usage: "the access lines' level, as uvicorn's: info, debug or trace keep them, warning, error or critical drop them (tinyserve's other lines follow --log-level)"},
+		&cli.StringFlag{Name: "uvicorn-log-level", Value: "info", Category: vllmCategory, Usage: "the access lines' level, as uvicorn's: info, debug or trace keep them, whatever --log-level says; warning, error or critical drop them (tinyserve's other lines follow --log-level, and so do the access lines without this flag)"},
 		&cli.IntFlag{Name: "max-logprobs", Value: llm.MaxLogprobs, Category: vllmCategory, Usage: fmt.Sprint(llm.MaxLogprobs, " (logprobs and prompt_logprobs take at most ", llm.MaxLogprobs, ", vLLM's default)")},
 		&cli.StringFlag{Name: "tokenizer-mode", Value: "auto", Category: vllmCategory, Usage: "auto or hf (the tokenizer's tokenizer.json when it has one, else its vocab.json and merges.txt)"},
 		&cli.IntFlag{Name: "tensor-parallel-size", Aliases: []string{"tp"}, Value: 1, Category: vllmCategory, Usage: "1 (one model on one device)"},
@@ -100,6 +102,18 @@ func checkVLLMFlags(c *cli.Context, cfg tinyserve.Config) error {
 		}
 	}
 	return nil
+}
+
+// accessLoggerFor is the access lines' own logger when --uvicorn-log-level
+// is given and keeps them: in vLLM uvicorn's level is apart from vLLM's,
+// so "--log-level warn --uvicorn-log-level info" is a quiet server that
+// still logs each request. Without the flag (nil) the access lines follow
+// --log-level, as tinyserve's other lines.
+func accessLoggerFor(c *cli.Context, w io.Writer) (*slog.Logger, error) {
+	if !c.IsSet("uvicorn-log-level") || !accessLog(c) {
+		return nil, nil
+	}
+	return newLogger(w, c.String("log-format"), "info")
 }
 
 // accessLog reports whether the access lines are logged: not with
