@@ -99,6 +99,28 @@ func RepoDir(cache, id string) string {
 	return filepath.Join(cache, "models--"+strings.ReplaceAll(id, "/", "--"))
 }
 
+// SnapshotOf reads a snapshot folder's place in a hub cache: for
+// CACHE/models--ORG--NAME/snapshots/COMMIT it returns ORG/NAME and COMMIT
+// (the inverse of RepoDir and a snapshot's name); ok is false for a folder
+// not laid out so. Only the path is read, so a moved cache names the same
+// repository and commit. Hub ids never contain "--" (the Hub refuses them),
+// which is what makes the folder's name reversible.
+func SnapshotOf(dir string) (id, commit string, ok bool) {
+	dir = filepath.Clean(dir)
+	snapshots := filepath.Dir(dir)
+	repo := filepath.Base(filepath.Dir(snapshots))
+	commit = filepath.Base(dir)
+	name, found := strings.CutPrefix(repo, "models--")
+	if !found || filepath.Base(snapshots) != "snapshots" || snapshots == dir || commit == "." || commit == ".." || commit == string(filepath.Separator) {
+		return "", "", false
+	}
+	id = strings.ReplaceAll(name, "--", "/")
+	if !IsRepoID(id) {
+		return "", "", false
+	}
+	return id, commit, true
+}
+
 // IsRepoID reports whether s looks like a Hugging Face repository id (NAME
 // or ORG/NAME) rather than a file path.
 func IsRepoID(s string) bool {

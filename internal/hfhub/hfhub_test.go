@@ -59,6 +59,25 @@ func TestRepoDir(t *testing.T) {
 	}
 }
 
+// TestSnapshotOf reverses RepoDir and a snapshot's name, and takes no
+// other folder for a snapshot.
+func TestSnapshotOf(t *testing.T) {
+	for _, c := range []struct{ dir, id, commit string }{
+		{filepath.Join("/c", "models--openai-community--gpt2", "snapshots", "607a30d"), "openai-community/gpt2", "607a30d"},
+		{filepath.Join("/c", "models--gpt2", "snapshots", "abc") + string(filepath.Separator), "gpt2", "abc"},
+		{filepath.Join("/c", "models--org--m", "snapshots"), "", ""},
+		{filepath.Join("/c", "org", "m"), "", ""},
+		{filepath.Join("/c", "datasets--org--m", "snapshots", "abc"), "", ""},
+		{filepath.Join("/c", "models--a--b--c", "snapshots", "abc"), "", ""},
+		{filepath.Join("/c", "models--org--m", "other", "abc"), "", ""},
+	} {
+		id, commit, ok := SnapshotOf(c.dir)
+		if id != c.id || commit != c.commit || ok != (c.id != "") {
+			t.Errorf("SnapshotOf(%q) = %q, %q, %v; want %q, %q", c.dir, id, commit, ok, c.id, c.commit)
+		}
+	}
+}
+
 func TestSnapshot(t *testing.T) {
 	repo := t.TempDir()
 	mk := func(rev string, withFile bool) {
