@@ -104,6 +104,96 @@ func TestCheckpointDifferences(t *testing.T) {
 	assert.True(t, strings.HasPrefix(now.describe(), "`"), now.describe())
 }
 
+// TestCheckpointTokenizerElsewhere: tokenizer files outside the model's
+// folder (a hub cache's snapshot, another folder) are named
+// "tokenizer/NAME" with their folder recorded beside, so that the same
+// bytes in a moved folder compare equal while changed bytes are named; a
+// record written before (absolute names) compares equal to the same bytes.
+func TestCheckpointTokenizerElsewhere(t *testing.T) {
+	dir := t.TempDir()
+	model := fakeCheckpoint(t, filepath.Join(dir, "m"), "config.json", `{"n_layer": 2}`, "tokenizer_config.json", "model's").Dir
+	fakeCheckpoint(t, filepath.Join(dir, "hub1", "snap"), "vocab.json", "v", "merges.txt", "m", "tokenizer_config.json", "tok's")
+	paths := func(root string) []string {
+		var ps []string
+		for _, n := range []string{"vocab.json", "merges.txt", "tokenizer_config.json"} {
+			ps = append(ps, filepath.Join(root, "snap", n))
+		}
+		return ps
+	}
+	first, err := NewCheckpoint(model, []string{"config.json", "tokenizer_config.json"}, paths(filepath.Join(dir, "hub1")))
+	require.NoError(t, err)
+	var names []string
+	for _, f := range first.Files {
+		names = append(names, f.Name)
+	}
+	assert.Equal(t, []string{"config.json", "tokenizer_config.json", "tokenizer/vocab.json", "tokenizer/merges.txt", "tokenizer/tokenizer_config.json"}, names,
+		"each file its own name, the model's tokenizer_config.json apart from the tokenizer's")
+	assert.Equal(t, &CheckpointOrigin{Dir: filepath.Join(dir, "hub1", "snap")}, first.Tokenizer)
+	assert.Equal(t, first.Files[4].SHA256, fileSHA(t, filepath.Join(dir, "hub1", "snap", "tokenizer_config.json")))
+	assert.Contains(t, first.describe(), ", the `tokenizer/` files from `"+filepath.Join(dir, "hub1", "snap")+"` (")
+	first.Tokenizer.HubID, first.Tokenizer.Revision = "org/tok", "abc"
+	assert.Contains(t, first.describe(), ", the `tokenizer/` files from `org/tok` at commit `abc` (")
+
+	// As the code before recorded them: by absolute path.
+	old, err := HashCheckpointFiles(model, append([]string{"config.json", "tokenizer_config.json"}, paths(filepath.Join(dir, "hub1"))...))
+	require.NoError(t, err)
+	oldStyle := &Checkpoint{Dir: model, Files: old}
+
+	// The cache moves: the same bytes elsewhere.
+	require.NoError(t, os.Rename(filepath.Join(dir, "hub1"), filepath.Join(dir, "hub2")))
+	moved, err := NewCheckpoint(model, []string{"config.json", "tokenizer_config.json"}, paths(filepath.Join(dir, "hub2")))
+	require.NoError(t, err)
+	assert.Empty(t, moved.differences(first), "the same bytes in a moved folder")
+	assert.Empty(t, moved.differences(oldStyle), "an old record of the same bytes")
+	assert.Empty(t, oldStyle.differences(moved))
+	assert.True(t, filepath.IsAbs(oldStyle.Files[2].Name), "comparing leaves the record as it is")
+
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "hub2", "snap", "merges.txt"), []byte("m2"), 0o644))
+	changed, err := NewCheckpoint(model, []string{"config.json", "tokenizer_config.json"}, paths(filepath.Join(dir, "hub2")))
+	require.NoError(t, err)
+	want := []string{"tokenizer/merges.txt has SHA-256 " + changed.Files[3].SHA256 + ", was " + first.Files[3].SHA256}
+	assert.Equal(t, want, changed.differences(first))
+	assert.Equal(t, want, changed.differences(oldStyle))
+
+	// A tokenizer file in the model's folder is named as the model's are.
+	inside, err := NewCheckpoint(model, []string{"config.json"}, []string{filepath.Join(model, "tokenizer_config.json")})
+	require.NoError(t, err)
+	assert.Equal(t, "tokenizer_config.json", inside.Files[1].Name)
+	assert.Nil(t, inside.Tokenizer)
+}
+
+// TestCheckpointTokenizerNamesNeverClash: tokenizer files from two folders
+// (which the loader never reads, but a record must not lose one) keep
+// their paths from the folder the two share; names that would clash with a
+// model file's stay absolute.
+func TestCheckpointTokenizerNamesNeverClash(t *testing.T) {
+	dir := t.TempDir()
+	model := fakeCheckpoint(t, filepath.Join(dir, "m"), "config.json", "{}").Dir
+	fakeCheckpoint(t, filepath.Join(dir, "t", "a"), "vocab.json", "v")
+	fakeCheckpoint(t, filepath.Join(dir, "t", "b"), "vocab.json", "w")
+	ck, err := NewCheckpoint(model, []string{"config.json"}, []string{filepath.Join(dir, "t", "a", "vocab.json"), filepath.Join(dir, "t", "b", "vocab.json")})
+	require.NoError(t, err)
+	require.Len(t, ck.Files, 3)
+	assert.Equal(t, "tokenizer/a/vocab.json", ck.Files[1].Name)
+	assert.Equal(t, "tokenizer/b/vocab.json", ck.Files[2].Name)
+	assert.Equal(t, filepath.Join(dir, "t"), ck.Tokenizer.Dir)
+
+	fakeCheckpoint(t, filepath.Join(model, "tokenizer"), "vocab.json", "x")
+	tok := filepath.Join(dir, "t", "a", "vocab.json")
+	ck, err = NewCheckpoint(model, []string{"config.json", "tokenizer/vocab.json"}, []string{tok})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"config.json", "tokenizer/vocab.json", tok}, []string{ck.Files[0].Name, ck.Files[1].Name, ck.Files[2].Name})
+	assert.Nil(t, ck.Tokenizer)
+	assert.Empty(t, ck.differences(ck))
+}
+
+func fileSHA(t *testing.T, path string) string {
+	t.Helper()
+	sum, err := FileSHA256(path)
+	require.NoError(t, err)
+	return sum
+}
+
 // TestResumeChecksFirstRecordedCheckpoint: a sweep whose first session
 // recorded no checkpoint (its manifest.json was written before they were
 // recorded) takes the first resume's as the record: a later resume with

@@ -14,10 +14,10 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
-	"slices"
 	"time"
 
 	"github.com/tinyserve/tinyserve"
+	"github.com/tinyserve/tinyserve/internal/hfhub"
 	"github.com/tinyserve/tinyserve/llm"
 	"github.com/tinyserve/tinyserve/llm/cuda"
 	"github.com/tinyserve/tinyserve/openai"
@@ -88,7 +88,11 @@ func startEmbedded(ctx context.Context, target *sweep.Target, logger *slog.Logge
 // checkpointOf hashes the files the engine loaded its model from, for the
 // manifest; nil for a model made in memory. The hashes are taken after the
 // load, from the same paths: at GPT-2's sizes (0.5 GB for 124M in float32)
-// this costs well under a second.
+// this costs well under a second. The tokenizer's files outside the model's
+// folder are named "tokenizer/..." (see sweep.NewCheckpoint), so that the
+// same files in a moved folder or hub cache compare equal on resume; their
+// folder is recorded beside them, with its hub id and commit when it is a
+// hub cache's snapshot (--tokenizer ORG/NAME, --tokenizer-revision).
 func checkpointOf(src *llm.ModelSource) (*sweep.Checkpoint, error) {
 	if src == nil {
 		return nil, nil
@@ -97,24 +101,15 @@ func checkpointOf(src *llm.ModelSource) (*sweep.Checkpoint, error) {
 	if err != nil {
 		return nil, err
 	}
-	names := slices.Clone(src.Files)
-	for _, p := range src.TokenizerFiles {
-		// Relative to the folder when there, so that the same files in a
-		// moved folder compare equal on resume.
-		abs, err := filepath.Abs(p)
-		if err != nil {
-			return nil, err
-		}
-		if rel, err := filepath.Rel(dir, abs); err == nil && filepath.IsLocal(rel) {
-			abs = rel
-		}
-		names = append(names, abs)
-	}
-	files, err := sweep.HashCheckpointFiles(dir, names)
+	ck, err := sweep.NewCheckpoint(dir, src.Files, src.TokenizerFiles)
 	if err != nil {
 		return nil, err
 	}
-	return &sweep.Checkpoint{Dir: dir, HubID: src.HubID, Revision: src.Revision, Files: files}, nil
+	ck.HubID, ck.Revision = src.HubID, src.Revision
+	if t := ck.Tokenizer; t != nil {
+		t.HubID, t.Revision, _ = hfhub.SnapshotOf(t.Dir)
+	}
+	return ck, nil
 }
 
 // noGPUHint is what to add to an engine's start-up error when the cuda

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -99,11 +100,7 @@ func TestEmbeddedCheckpointRecorded(t *testing.T) {
 	dir := t.TempDir()
 	cfgPath := embeddedConfig(t, dir)
 	// A small random GPT-2 with the tokenizer tests' 270-token tokenizer.
-	ckpt := filepath.Join(dir, "ckpt")
-	m, err := gpt2.NewRandom("ckpt", gpt2.Config{VocabSize: 270, NPositions: 64, NEmbd: 8, NLayer: 1, NHead: 2,
-		LayerNormEpsilon: 1e-5, Activation: gpt2.GeluTanh, ScaleAttnWeights: true, BOSTokenID: 269, EOSTokenID: 269}, 7, 0.5)
-	require.NoError(t, err)
-	require.NoError(t, m.WriteCheckpoint(ckpt))
+	ckpt := tinyCheckpoint(t, dir)
 	for _, f := range []string{"tokenizer.json", "tokenizer_config.json"} {
 		b, err := os.ReadFile(filepath.Join("..", "..", "llm", "tokenizer", "testdata", "tiny", f))
 		require.NoError(t, err)
@@ -118,6 +115,7 @@ func TestEmbeddedCheckpointRecorded(t *testing.T) {
 	ck := man.Serving.Checkpoint
 	require.NotNil(t, ck, "no checkpoint in the manifest")
 	assert.Equal(t, ckpt, ck.Dir)
+	assert.Nil(t, ck.Tokenizer, "the tokenizer's files are the folder's")
 	var names []string
 	for _, f := range ck.Files {
 		names = append(names, f.Name)
@@ -132,6 +130,130 @@ func TestEmbeddedCheckpointRecorded(t *testing.T) {
 	b, err = os.ReadFile(filepath.Join(dir, "mock", "embedded-mock", "manifest.json"))
 	require.NoError(t, err)
 	assert.NotContains(t, string(b), `"checkpoint"`)
+}
+
+// tinyCheckpoint writes a small random GPT-2 folder matching the tokenizer
+// tests' 270-token tokenizer (not copied in) and returns its path.
+func tinyCheckpoint(t *testing.T, dir string) string {
+	t.Helper()
+	ckpt := filepath.Join(dir, "ckpt")
+	m, err := gpt2.NewRandom("ckpt", gpt2.Config{VocabSize: 270, NPositions: 64, NEmbd: 8, NLayer: 1, NHead: 2,
+		LayerNormEpsilon: 1e-5, Activation: gpt2.GeluTanh, ScaleAttnWeights: true, BOSTokenID: 269, EOSTokenID: 269}, 7, 0.5)
+	require.NoError(t, err)
+	require.NoError(t, m.WriteCheckpoint(ckpt))
+	return ckpt
+}
+
+// TestEmbeddedTokenizerFromMovedHubCache: a tokenizer read from a Hugging
+// Face hub cache (--tokenizer org/tok) is recorded as "tokenizer/..." with
+// the snapshot's id and commit, so that a resume after the cache moved
+// (another HF_HUB_CACHE, the same bytes) is accepted; changed bytes are
+// refused naming the file; and a manifest written before (the tokenizer's
+// files by absolute path, in the cache's old place) accepts the same
+// bytes.
+func TestEmbeddedTokenizerFromMovedHubCache(t *testing.T) {
+	dir := t.TempDir()
+	cfgPath := embeddedConfig(t, dir)
+	ckpt := tinyCheckpoint(t, dir)
+	// As huggingface_hub lays it out: snapshot files are links to blobs.
+	hub1 := filepath.Join(dir, "hub1")
+	repo := filepath.Join(hub1, "models--org--tok")
+	snap := filepath.Join(repo, "snapshots", "c0ffee")
+	require.NoError(t, os.MkdirAll(filepath.Join(repo, "blobs"), 0o755))
+	require.NoError(t, os.MkdirAll(filepath.Join(repo, "refs"), 0o755))
+	require.NoError(t, os.MkdirAll(snap, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(repo, "refs", "main"), []byte("c0ffee"), 0o644))
+	tokNames := []string{"tokenizer.json", "tokenizer_config.json"}
+	for _, f := range tokNames {
+		b, err := os.ReadFile(filepath.Join("..", "..", "llm", "tokenizer", "testdata", "tiny", f))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(repo, "blobs", f), b, 0o644))
+		require.NoError(t, os.Symlink(filepath.Join("..", "..", "blobs", f), filepath.Join(snap, f)))
+	}
+	root := filepath.Join(dir, "results", "embedded-mock")
+	sweepWith := func(hub string) error {
+		t.Setenv("HF_HUB_CACHE", hub)
+		_, errOut, err := runApp(cfgPath, "--engine", "backend=cpu", "--engine", "model="+ckpt, "--engine", "tokenizer=org/tok", "--engine", "max_num_seqs=2")
+		if err != nil {
+			return fmt.Errorf("%w\n%s", err, errOut)
+		}
+		return nil
+	}
+	undoLast := func() { // so that the next invocation resumes
+		last := sweep.Order(1, []int{1, 2}, 0, 1)[1]
+		require.NoError(t, os.Remove(last.RawPath(root)))
+		require.NoError(t, os.Remove(last.SummaryPath(root)))
+		require.NoError(t, os.Remove(filepath.Join(root, "summary.json")))
+	}
+	readManifest := func() sweep.Manifest {
+		var man sweep.Manifest
+		b, err := os.ReadFile(filepath.Join(root, "manifest.json"))
+		require.NoError(t, err)
+		require.NoError(t, json.Unmarshal(b, &man))
+		return man
+	}
+
+	require.NoError(t, sweepWith(hub1))
+	ck := readManifest().Serving.Checkpoint
+	require.NotNil(t, ck, "no checkpoint in the manifest")
+	assert.Equal(t, ckpt, ck.Dir)
+	assert.Equal(t, &sweep.CheckpointOrigin{Dir: snap, HubID: "org/tok", Revision: "c0ffee"}, ck.Tokenizer)
+	var names []string
+	for _, f := range ck.Files {
+		names = append(names, f.Name)
+		p := filepath.Join(ckpt, f.Name)
+		if n, ok := strings.CutPrefix(f.Name, "tokenizer/"); ok {
+			p = filepath.Join(snap, n)
+		}
+		want, err := sweep.FileSHA256(p)
+		require.NoError(t, err)
+		assert.Equal(t, want, f.SHA256, f.Name)
+	}
+	assert.Equal(t, []string{"config.json", "model.safetensors", "tokenizer/tokenizer.json", "tokenizer/tokenizer_config.json"}, names)
+	report, err := os.ReadFile(filepath.Join(root, "report.md"))
+	require.NoError(t, err)
+	assert.Contains(t, string(report), "Model files (the embedded target's): `"+ckpt+"`, the `tokenizer/` files from `org/tok` at commit `c0ffee` (")
+
+	// The cache moves (another HF_HOME, another machine): the same bytes.
+	undoLast()
+	hub2 := filepath.Join(dir, "hub2")
+	require.NoError(t, os.Rename(hub1, hub2))
+	require.NoError(t, sweepWith(hub2), "the same tokenizer files in a moved cache")
+	man := readManifest()
+	require.Len(t, man.Resumes, 1)
+	assert.Equal(t, filepath.Join(hub2, "models--org--tok", "snapshots", "c0ffee"), man.Resumes[0].Checkpoint.Tokenizer.Dir)
+
+	// Changed bytes are refused, naming the file.
+	undoLast()
+	config := filepath.Join(hub2, "models--org--tok", "blobs", "tokenizer_config.json")
+	orig, err := os.ReadFile(config)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(config, append(slices.Clone(orig), '\n'), 0o644))
+	err = sweepWith(hub2)
+	require.ErrorIs(t, err, sweep.ErrRefused)
+	assert.Contains(t, err.Error(), "tokenizer/tokenizer_config.json has SHA-256 ")
+	assert.NotContains(t, err.Error(), " is new")
+	require.NoError(t, os.WriteFile(config, orig, 0o644))
+
+	// A manifest written before tokenizer files were named so: absolute
+	// paths into the cache's old place, no "tokenizer" folder recorded.
+	var raw map[string]any
+	b, err := os.ReadFile(filepath.Join(root, "manifest.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &raw))
+	old := raw["serving"].(map[string]any)["checkpoint"].(map[string]any)
+	delete(old, "tokenizer")
+	for _, f := range old["files"].([]any) {
+		f := f.(map[string]any)
+		if n, ok := strings.CutPrefix(f["name"].(string), "tokenizer/"); ok {
+			f["name"] = filepath.Join(snap, n) // in hub1, which is gone
+		}
+	}
+	b, err = json.MarshalIndent(raw, "", "  ")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(root, "manifest.json"), b, 0o644))
+	require.NoError(t, sweepWith(hub2), "an old record of the same bytes")
+	assert.Equal(t, filepath.Join(snap, "tokenizer.json"), readManifest().Serving.Checkpoint.Files[2].Name, "the old record stays as written")
 }
 
 func TestSweepArgs(t *testing.T) {
