@@ -81,10 +81,29 @@ func (h *handler) tokenize(w http.ResponseWriter, r *http.Request) {
 	if req.ReturnTokenStrs != nil && *req.ReturnTokenStrs {
 		resp.TokenStrs = make([]string, len(ids))
 		for i, id := range ids {
-			resp.TokenStrs[i] = h.tokenText(id)
+			resp.TokenStrs[i] = h.tokenString(id)
 		}
 	}
 	h.writeJSON(w, r, http.StatusOK, resp)
+}
+
+// TokenStringer is an optional interface of an [llm.Tokenizer] (the GPT-2
+// and tokenizer.json tokenizers of llm/tokenizer implement it): a token as
+// its vocabulary spells it, as Hugging Face's convert_ids_to_tokens gives
+// it ("Ġworld" for GPT-2's " world").
+type TokenStringer interface {
+	TokenString(id int) string
+}
+
+// tokenString is one token of /tokenize's token_strs: as vLLM lists them,
+// the vocabulary's own spelling (convert_ids_to_tokens), which names every
+// byte of a token that holds part of a UTF-8 character; a tokenizer
+// without one (the mock's bytes) gives the token's decoded text.
+func (h *handler) tokenString(id int) string {
+	if ts, ok := h.tok.(TokenStringer); ok {
+		return ts.TokenString(id)
+	}
+	return h.tokenText(id)
 }
 
 func (h *handler) detokenize(w http.ResponseWriter, r *http.Request) {

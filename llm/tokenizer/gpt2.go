@@ -123,6 +123,21 @@ func (t *GPT2Tokenizer) tokenBytes(id int, skipSpecial bool) []byte {
 	return t.tokens[id]
 }
 
+// TokenString returns a token as the vocabulary spells it, as Hugging
+// Face's convert_ids_to_tokens does: its bytes in the byte-level alphabet
+// ("Ġworld" for " world", so a token holding part of a UTF-8 character
+// still names its bytes), and <|endoftext|> as itself; "" for an id
+// outside the vocabulary.
+func (t *GPT2Tokenizer) TokenString(id int) string {
+	switch {
+	case id == GPT2EOS:
+		return GPT2EOSText
+	case id < 0 || id >= len(t.tokens):
+		return ""
+	}
+	return ByteLevelEncode(t.tokens[id])
+}
+
 // VocabSize implements llm.Tokenizer: 50257.
 func (t *GPT2Tokenizer) VocabSize() int { return GPT2VocabSize }
 

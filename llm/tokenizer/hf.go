@@ -43,8 +43,12 @@ type HFTokenizer struct {
 	preTok     []preTokenizer
 	model      *bpeModel
 	tokens     [][]byte // decoded bytes of every id (nil for gaps)
-	special    []bool
-	eos        int
+	// spelled holds the ids whose text in the file is not their bytes in
+	// the byte-level alphabet: added tokens, and vocabulary entries outside
+	// the alphabet (TokenString).
+	spelled map[int]string
+	special []bool
+	eos     int
 }
 
 var _ llm.Tokenizer = (*HFTokenizer)(nil)
@@ -221,12 +225,14 @@ func (t *HFTokenizer) buildModel(f *hfFile) error {
 	}
 	t.tokens = make([][]byte, maxID+1)
 	t.special = make([]bool, maxID+1)
+	t.spelled = make(map[int]string)
 	for tok, id := range m.Vocab {
 		raw, ok := byteLevelDecode(tok)
 		if !ok {
 			// Not reachable from byte-level text; decoded as its own UTF-8,
 			// as Hugging Face's ByteLevel decoder does.
 			t.tokens[id] = []byte(tok)
+			t.spelled[id] = tok
 			continue
 		}
 		t.tokens[id] = raw
@@ -321,6 +327,7 @@ func (t *HFTokenizer) buildAdded(f *hfFile) error {
 			t.rawTrie.add(at.Content, idx)
 		}
 		t.tokens[tok.id] = decodeAddedContent(at.Content)
+		t.spelled[tok.id] = at.Content
 		t.special[tok.id] = tok.special
 	}
 	return nil
@@ -423,6 +430,20 @@ func (t *HFTokenizer) tokenBytes(id int, skipSpecial bool) []byte {
 		return nil
 	}
 	return t.tokens[id]
+}
+
+// TokenString returns a token as tokenizer.json spells it, as Hugging
+// Face's convert_ids_to_tokens does: a vocabulary entry in the byte-level
+// alphabet ("Ġworld" for " world"), an added token as its content; "" for
+// an id that names no token.
+func (t *HFTokenizer) TokenString(id int) string {
+	if s, ok := t.spelled[id]; ok {
+		return s
+	}
+	if id < 0 || id >= len(t.tokens) || t.tokens[id] == nil {
+		return ""
+	}
+	return ByteLevelEncode(t.tokens[id])
 }
 
 // VocabSize implements llm.Tokenizer: one more than the largest id of the
