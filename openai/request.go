@@ -384,6 +384,12 @@ func (c *completionRequest) decodeStreamOptions(raw json.RawMessage) *apiError {
 		return nil
 	}
 	if !c.stream {
+		var fields map[string]json.RawMessage
+		if json.Unmarshal(raw, &fields) == nil && fields != nil && len(fields) == 0 {
+			// vLLM refuses stream_options only when they are truthy,
+			// as Python sees a dict: an empty one passes.
+			return nil
+		}
 		// vLLM's wording.
 		return badRequest("stream_options", "invalid_value", "Stream options can only be defined when `stream=True`.")
 	}

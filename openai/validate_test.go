@@ -138,6 +138,7 @@ func TestValidation(t *testing.T) {
 		{"echo only with min_tokens", `{"prompt":"a","echo":true,"max_tokens":0,"min_tokens":1}`, 400, "min_tokens", "invalid_value", "at most max_tokens (0)"},
 		{"stream string", `{"prompt":"a","stream":"yes"}`, 400, "stream", "invalid_type", ""},
 		{"stream_options without stream", `{"prompt":"a","stream_options":{"include_usage":true}}`, 400, "stream_options", "invalid_value", "Stream options can only be defined when `stream=True`."},
+		{"stream_options of nulls without stream", `{"prompt":"a","stream_options":{"include_usage":null}}`, 400, "stream_options", "invalid_value", "Stream options can only be defined when `stream=True`."},
 		{"stream_options unknown field", `{"prompt":"a","stream":true,"stream_options":{"include_bananas":true}}`, 400, "stream_options.include_bananas", "unknown_field", ""},
 		{"stream_options wrong type", `{"prompt":"a","stream":true,"stream_options":{"include_usage":"yes"}}`, 400, "stream_options.include_usage", "invalid_type", ""},
 		{"stream_options obfuscation", `{"prompt":"a","stream":true,"stream_options":{"include_obfuscation":true}}`, 400, "stream_options.include_obfuscation", "unsupported_parameter", "only false or null"},
@@ -244,6 +245,8 @@ func TestAcceptedDefaults(t *testing.T) {
 		{"empty suffix and logit_bias", `{"prompt":"a","max_tokens":2,"suffix":"","logit_bias":{}}`, 2},
 		{"null suffix and logit_bias", `{"prompt":"a","max_tokens":2,"suffix":null,"logit_bias":null}`, 2},
 		{"stream_options null without stream", `{"prompt":"a","max_tokens":2,"stream_options":null}`, 2},
+		// vLLM's check is Python's truthiness: an empty dict passes.
+		{"stream_options empty without stream", `{"prompt":"a","max_tokens":2,"stream_options":{ }}`, 2},
 		// The OpenAI SDKs type completions' stream_options with the chat
 		// ones, include_obfuscation included.
 		{"stream_options without obfuscation", `{"prompt":"a","max_tokens":2,"stream":true,"stream_options":{"include_usage":true,"include_obfuscation":false}}`, 2},
