@@ -126,6 +126,19 @@ func TimeoutDuration(seconds float64) (time.Duration, error) {
 	return time.Duration(ns), nil
 }
 
+// DecodeJSONExact decodes the JSON value b into v keeping every number as
+// written (a json.Number), not as a float64: config.json and the manifest
+// record the config as written, and a float64 would turn a seed above 2^53
+// (one taken from a clock in nanoseconds) into another seed.
+func DecodeJSONExact(b []byte, v any) error {
+	if !json.Valid(b) {
+		return json.Unmarshal(b, v) // encoding/json's message for what is wrong
+	}
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	return d.Decode(v)
+}
+
 // Embedded reports whether the config asks for an in-process target.
 func (c *Config) Embedded() bool { return c.Target != nil && c.Target.Kind == TargetEmbedded }
 
@@ -184,7 +197,7 @@ func ParseConfig(b []byte) (*Config, error) {
 		}
 	}
 	c := &Config{Stream: true, Timeout: DefaultTimeoutS, OutputDir: DefaultOutputDir}
-	if err := json.Unmarshal(b, &c.original); err != nil {
+	if err := DecodeJSONExact(b, &c.original); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
 	// Decode field by field so that a type error names its field.
@@ -346,7 +359,7 @@ func (c *Config) Resolve(dir string) *Config {
 func (c *Config) resolvedView() map[string]any {
 	b, _ := json.Marshal(c)
 	var m map[string]any
-	_ = json.Unmarshal(b, &m)
+	_ = DecodeJSONExact(b, &m)
 	if m != nil {
 		m["api"] = string(APIForURL(c.URL))
 	}

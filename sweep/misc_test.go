@@ -410,6 +410,9 @@ func TestMeanInFlightAndConnections(t *testing.T) {
 	assert.Contains(t, md, "- concurrency 4: 2.0 in flight on average (50%).")
 	assert.NotContains(t, md, "- concurrency 2: 2.0 in flight")
 	assert.Contains(t, md, "(2 requests per run)")
+	c.Config = map[string]any{"name": "x", "num_requests": json.Number("2")} // as a sweep resolves it
+	assert.Contains(t, RenderReport(&c), "(2 requests per run)")
+	c.Config = map[string]any{"name": "x", "num_requests": 2.0}
 	assert.Contains(t, md, "**Warning: connections reopened.**")
 	assert.Contains(t, md, "- concurrency 4: 6 requests opened a connection over 2 repeats.")
 	assert.NotContains(t, md, "- concurrency 2: 2 requests opened")

@@ -3,6 +3,7 @@ package sweep
 import (
 	"bytes"
 	"encoding/csv"
+	"encoding/json"
 	"fmt"
 	"math"
 	"path/filepath"
@@ -199,10 +200,17 @@ const heldShare = 0.9
 // says: the closed loop did not hold its concurrency, or connections were
 // opened during the measured runs.
 func writeLoadWarnings(b *strings.Builder, c *Combined) {
-	numRequests := 0 // the config as summary.json holds it: JSON numbers
+	numRequests := 0
 	if m, ok := c.Config.(map[string]any); ok {
-		if n, ok := m["num_requests"].(float64); ok {
+		// A float64 when read back from summary.json, a json.Number as
+		// the sweep resolved it (numbers kept exact).
+		switch n := m["num_requests"].(type) {
+		case float64:
 			numRequests = int(n)
+		case json.Number:
+			if v, err := n.Int64(); err == nil {
+				numRequests = int(v)
+			}
 		}
 	}
 	var notHeld, reopened, heldOpen []string

@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
+	"math/big"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -203,13 +206,58 @@ func sameConfig(root string, original any) (bool, error) {
 		return false, err
 	}
 	var existing any
-	if err := json.Unmarshal(b, &existing); err != nil {
+	if err := DecodeJSONExact(b, &existing); err != nil {
 		return false, fmt.Errorf("%w: %s is not valid JSON: %v", ErrRefused, cfgPath, err)
 	}
-	if !reflect.DeepEqual(existing, original) {
+	if !reflect.DeepEqual(sameNumbers(existing), sameNumbers(original)) {
 		return false, fmt.Errorf("%w: the experiment config differs from the one in %s; choose a new name or --output-root", ErrRefused, cfgPath)
 	}
 	return true, nil
+}
+
+// sameNumbers returns a copy of the JSON value v (decoded with
+// [DecodeJSONExact]) whose numbers are spelled one way per value, exactly,
+// so that configs compare as JSON values: 0.0 equals 0 and 1e3 equals 1000,
+// while two seeds that one float64 would hold are still told apart.
+func sameNumbers(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(t))
+		for k, item := range t {
+			out[k] = sameNumbers(item)
+		}
+		return out
+	case []any:
+		out := make([]any, len(t))
+		for i, item := range t {
+			out[i] = sameNumbers(item)
+		}
+		return out
+	case json.Number:
+		return numberKey(t)
+	default:
+		return v
+	}
+}
+
+// numberKey spells n one way per value: an integer literal exactly (a
+// float64 would merge seeds above 2^53), anything else as its float64,
+// written as an integer when it is one that a float64 holds exactly.
+func numberKey(n json.Number) string {
+	s := string(n)
+	if !strings.ContainsAny(s, ".eE") {
+		if i, ok := new(big.Int).SetString(s, 10); ok {
+			return i.String()
+		}
+	}
+	f, err := n.Float64()
+	if err != nil {
+		return s
+	}
+	if f == math.Trunc(f) && math.Abs(f) <= 1<<53 {
+		return strconv.FormatFloat(f+0, 'f', -1, 64) // +0 turns -0 into 0
+	}
+	return strconv.FormatFloat(f, 'g', -1, 64)
 }
 
 // writeConfig writes config.json, refusing to replace one.

@@ -852,3 +852,38 @@ func interruptedSweepWith(t *testing.T, dir string, f *fakeServer, prompts strin
 	f.mu.Unlock()
 	return cfgJSON, sent
 }
+
+// TestSweepConfigNumbersExact: config.json and the manifest record the
+// config's numbers as written, and the resume check tells apart two seeds
+// that one float64 would hold (a seed from a nanosecond clock is above
+// 2^53), while 0.0 and 0 are still the same value.
+func TestSweepConfigNumbersExact(t *testing.T) {
+	dir := t.TempDir()
+	f := newFakeServer(t, &fakeServer{})
+	prompts := writePrompts(t, dir, 2, 1)
+	withSeed := func(seed string) []byte {
+		return bytes.Replace(sweepConfigJSON(f.URL(), prompts, []int{1}, 2, 0, 1), []byte(`"seed": 20260729`), []byte(`"seed": `+seed), 1)
+	}
+	_, err := runTestSweep(t, context.Background(), withSeed("1796338468951031423"), dir, nil)
+	require.NoError(t, err)
+	root := filepath.Join(dir, "results", "test-sweep")
+	for _, name := range []string{ConfigFile, ManifestFile} {
+		b, err := os.ReadFile(filepath.Join(root, name))
+		require.NoError(t, err)
+		assert.Contains(t, string(b), `"seed": 1796338468951031423`, name)
+		assert.NotContains(t, string(b), `"seed": 1796338468951031`+"300", name)
+	}
+	b, err := os.ReadFile(filepath.Join(root, SummaryFile))
+	require.NoError(t, err)
+	assert.Contains(t, string(b), `"seed": 1796338468951031423`, "the resolved config in summary.json")
+
+	sent := f.requests.Load()
+	_, err = runTestSweep(t, context.Background(), withSeed("1796338468951031424"), dir, nil)
+	require.ErrorIs(t, err, ErrRefused, "another seed is another config")
+	assert.Equal(t, sent, f.requests.Load())
+
+	same := bytes.Replace(withSeed("1796338468951031423"), []byte(`"temperature": 0.0`), []byte(`"temperature": 0`), 1)
+	res, err := runTestSweep(t, context.Background(), same, dir, nil)
+	require.NoError(t, err, "0 and 0.0 are one value")
+	assert.True(t, res.AlreadyComplete)
+}

@@ -218,8 +218,10 @@ func loadConfig(path string, overrides []string) (*sweep.Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Numbers stay as written: through a float64 a seed above 2^53 would
+	// change, and 0.0 would pass for the integer the config refuses it as.
 	var raw map[string]any
-	if err := json.Unmarshal(b, &raw); err != nil {
+	if err := sweep.DecodeJSONExact(b, &raw); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	target, _ := raw["target"].(map[string]any)
@@ -236,7 +238,7 @@ func loadConfig(path string, overrides []string) (*sweep.Config, error) {
 			return nil, fmt.Errorf("--engine %q: want KEY=VALUE", o)
 		}
 		var val any
-		if err := json.Unmarshal([]byte(v), &val); err != nil {
+		if err := sweep.DecodeJSONExact([]byte(v), &val); err != nil {
 			val = v // a bare word such as cuda is a string
 		}
 		engine[k] = val

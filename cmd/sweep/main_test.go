@@ -344,3 +344,36 @@ func TestNoGPUHint(t *testing.T) {
 	}
 	assert.Empty(t, noGPUHint(errors.New(`dtype "int8" is not supported by the cuda backend`)))
 }
+
+// TestEngineOverridesKeepNumbers: --engine rewrites the config, and that
+// rewrite must not pass the config's numbers through float64, which
+// changed a seed above 2^53 (and so the sweep order) and let 0.0 stand
+// for an integer that the config without --engine refuses.
+func TestEngineOverridesKeepNumbers(t *testing.T) {
+	dir := t.TempDir()
+	write := func(warmups string) string {
+		b, err := os.ReadFile(embeddedConfig(t, dir))
+		require.NoError(t, err)
+		var cfg map[string]json.RawMessage
+		require.NoError(t, json.Unmarshal(b, &cfg))
+		cfg["seed"] = json.RawMessage("9007199254740993") // 2^53 + 1: no float64 holds it
+		cfg["warmups"] = json.RawMessage(warmups)
+		b, err = json.Marshal(cfg)
+		require.NoError(t, err)
+		p := filepath.Join(dir, "big-seed.json")
+		require.NoError(t, os.WriteFile(p, b, 0o644))
+		return p
+	}
+	cfg, err := loadConfig(write("0"), []string{"max_num_seqs=1", "num_blocks=64"})
+	require.NoError(t, err)
+	assert.Equal(t, int64(9007199254740993), cfg.Seed)
+	recorded, err := json.Marshal(cfg.Original())
+	require.NoError(t, err)
+	assert.Contains(t, string(recorded), `"seed":9007199254740993`, "config.json records the seed as written")
+	assert.Contains(t, string(recorded), `"max_num_seqs":1`)
+
+	_, errPlain := loadConfig(write("0.0"), nil)
+	require.ErrorContains(t, errPlain, "warmups")
+	_, err = loadConfig(write("0.0"), []string{"max_num_seqs=1"})
+	assert.ErrorContains(t, err, "warmups", "an override does not make 0.0 an integer")
+}
