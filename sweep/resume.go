@@ -181,8 +181,8 @@ func prepareRoot(root string, original any) (made, error) {
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return m, err
 	}
-	m.config = true
-	return m, writeConfig(root, original)
+	m.config, err = claimConfig(root, original)
+	return m, err
 }
 
 // ensureConfig is prepareRoot's check again, under the lock, where the
@@ -192,7 +192,22 @@ func ensureConfig(root string, original any) (wrote bool, err error) {
 	if ok, err := sameConfig(root, original); err != nil || ok {
 		return false, err
 	}
-	return true, writeConfig(root, original)
+	return claimConfig(root, original)
+}
+
+// claimConfig writes config.json in a folder that had none; wrote says
+// whether it did. Another sweep started at the same moment may have
+// written one since the check: an equal config is then this sweep's as
+// well (their lock decides which of them runs, and the other is told that
+// another sweep is using the folder), and a different one is refused as
+// any other.
+func claimConfig(root string, original any) (wrote bool, err error) {
+	err = writeConfig(root, original)
+	if errors.Is(err, fs.ErrExist) {
+		_, err = sameConfig(root, original)
+		return false, err
+	}
+	return err == nil, err
 }
 
 // sameConfig reports whether root's config.json exists and equals the

@@ -743,6 +743,26 @@ func TestEnsureConfig(t *testing.T) {
 	assert.ErrorIs(t, err, ErrRefused)
 }
 
+// TestClaimConfig: two sweeps started at once on a new folder both find no
+// config.json and both write one; the one that comes second finds the
+// first's. An equal config is then its own (the lock says which sweep
+// runs, and the second is told another sweep is using the folder), not a
+// bare "refusing to overwrite config.json"; a different one is refused as
+// differing.
+func TestClaimConfig(t *testing.T) {
+	root := t.TempDir()
+	cfg := map[string]any{"name": "x"}
+	wrote, err := claimConfig(root, cfg)
+	require.NoError(t, err)
+	assert.True(t, wrote)
+	wrote, err = claimConfig(root, cfg)
+	require.NoError(t, err, "the other sweep's config is this one")
+	assert.False(t, wrote, "not this sweep's to take back")
+	_, err = claimConfig(root, map[string]any{"name": "y"})
+	assert.ErrorIs(t, err, ErrRefused)
+	assert.ErrorContains(t, err, "differs")
+}
+
 // TestSweepTestRequestFailsFirst: a server that refuses the sweep's
 // requests (a wrong model name, say) fails the test request sent before
 // the first run: nothing is measured or kept, the folder is removed again,
