@@ -29,6 +29,19 @@ type ReportPaths struct {
 	Summary, Report, CSV, PNG, SVG string
 }
 
+// allExist reports whether every report is there: a sweep whose runs are
+// complete says so and stops only then, since it names each of them; one
+// that is missing (removed by hand, or lost to a crash while reports were
+// written) is written again from the runs' files.
+func (p ReportPaths) allExist() bool {
+	for _, f := range []string{p.Summary, p.Report, p.CSV, p.PNG, p.SVG} {
+		if ok, _ := exists(f); !ok {
+			return false
+		}
+	}
+	return true
+}
+
 // WriteReports writes summary.json, report.md, summary.csv, plot.png and
 // plot.svg under root, each atomically. They are derived from the runs'
 // files and so may be rewritten; the runs' files never are.

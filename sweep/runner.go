@@ -208,7 +208,7 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 		Summary: filepath.Join(root, SummaryFile), Report: filepath.Join(root, ReportFile),
 		CSV: filepath.Join(root, CSVFile), PNG: filepath.Join(root, PlotPNGFile), SVG: filepath.Join(root, PlotSVGFile),
 	}
-	if ok, _ := exists(reports.Summary); allDone && ok {
+	if allDone && reports.allExist() {
 		res.AlreadyComplete, res.Kept, res.Reports = true, len(order), reports
 		return res, nil
 	}

@@ -172,6 +172,17 @@ func TestSweepFindsStructuralPlateau(t *testing.T) {
 	assert.Equal(t, int64(15*32+1), f.requests.Load())
 	assert.Equal(t, before, snapshot(t, root))
 
+	// A report removed by hand is written again from the evidence (no run
+	// is measured), rather than named as if it were there.
+	for _, name := range []string{ReportFile, PlotPNGFile} {
+		require.NoError(t, os.Remove(filepath.Join(root, name)))
+		res, err = runTestSweep(t, context.Background(), cfgJSON, dir, nil)
+		require.NoError(t, err, name)
+		assert.False(t, res.AlreadyComplete, name)
+		assert.Zero(t, res.Measured, name)
+		assert.FileExists(t, filepath.Join(root, name))
+		assert.Equal(t, int64(15*32+1), f.requests.Load(), "no request is sent for a report")
+	}
 }
 
 func TestSweepResumeAfterInterruption(t *testing.T) {
