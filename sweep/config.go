@@ -209,6 +209,16 @@ func ParseConfig(b []byte) (*Config, error) {
 			}
 			return nil
 		}
+		if string(bytes.TrimSpace(raw)) == "null" && name != "slo" && name != "target" {
+			// Decoding null would leave the default, yet serving-inference
+			// refuses a null seed or warmups, fails its runs on a null
+			// temperature or timeout and reads a null stream as false: the
+			// same config must not mean something else here.
+			if required {
+				return cfgErr(name, "required, got null")
+			}
+			return cfgErr(name, "must not be null (leave the field out for its default)")
+		}
 		d := json.NewDecoder(bytes.NewReader(raw))
 		if name == "target" || name == "slo" {
 			// tinyserve's own objects: a typo there is a mistake, while

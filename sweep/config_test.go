@@ -93,6 +93,16 @@ func TestParseConfigErrorsNameTheField(t *testing.T) {
 		{"slo", func(m map[string]any) { m["slo"] = map[string]any{"ttft": 1} }},
 		{"slo", func(m map[string]any) { m["stream"], m["slo"] = false, map[string]any{"ttft_s": 1} }},
 		{"bogus_field", func(m map[string]any) { m["bogus_field"] = 1 }},
+		// null is not "left out": serving-inference refuses a null seed
+		// or warmups, fails on a null temperature or timeout, and reads a
+		// null stream as false; taking any of them as the default would
+		// make the same config mean something else here.
+		{"seed", func(m map[string]any) { m["seed"] = nil }},
+		{"warmups", func(m map[string]any) { m["warmups"] = nil }},
+		{"stream", func(m map[string]any) { m["stream"] = nil }},
+		{"temperature", func(m map[string]any) { m["temperature"] = nil }},
+		{"timeout", func(m map[string]any) { m["timeout"] = nil }},
+		{"model_metadata", func(m map[string]any) { m["model_metadata"] = nil }},
 	}
 	for _, c := range cases {
 		_, err := ParseConfig(mutate(t, c.mod))
