@@ -68,9 +68,13 @@ var ErrMismatch = errors.New("workload does not verify")
 // experiment file, the recorded SHA-256), and more, because a sidecar's
 // SHA-256 can simply be recomputed after an edit:
 //
+//   - the sidecar, byte for byte as the generator writes it (no extra key,
+//     another schema_version or another layout);
 //   - without a tokenizer, what the config alone fixes: each row's position
 //     (id and bucket in the seed's order) and the shape of its prompt (a
-//     prefix of its source text, or that text followed by fillers);
+//     prefix of its source text, or that text followed by fillers), and the
+//     file's layout: its rows written again as the generator writes them
+//     must give its bytes (no extra key, CRLF, spacing or escape);
 //   - with one (tok not nil), the whole file: the workload is regenerated
 //     and must be byte-identical, and the first row that differs is named.
 //
@@ -110,8 +114,23 @@ func Verify(dir string, cfg *Config, tok llm.Tokenizer) (string, error) {
 	if got, _ := meta["workload_sha256"].(string); got != digest {
 		return "", mismatch("%s: workload_sha256 is %q but %s has SHA-256 %s", p.Metadata, got, p.Data, digest)
 	}
+	if got, _ := meta["schema_version"].(string); got != SchemaVersion {
+		return "", mismatch("%s: schema_version is %q, want %q", p.Metadata, got, SchemaVersion)
+	}
+	if canon, err := MarshalMetadata(cfg, digest); err != nil {
+		return "", err
+	} else if !bytes.Equal(metaBytes, canon) {
+		// An extra key, or the same keys laid out otherwise: not a sidecar
+		// the generator wrote for this workload.
+		return "", mismatch("%s: %s", p.Metadata, layoutDifference(metaBytes, canon))
+	}
 	if err := checkShape(rows, cfg); err != nil {
 		return "", mismatch("%s: %v", p.Data, err)
+	}
+	if canon := MarshalRows(rows); !bytes.Equal(data, canon) {
+		// Same rows, other bytes: ParseRows reads past what the generator
+		// never writes, and the SHA-256 of those bytes is what a run records.
+		return "", mismatch("%s: %s", p.Data, layoutDifference(data, canon))
 	}
 	if tok != nil {
 		want, err := Generate(cfg, tok)
@@ -174,15 +193,21 @@ func firstDifference(got, want []Row, gotData, wantData []byte, tokName string) 
 			return fmt.Sprintf("%s: %+v, regenerated %+v", row, g, w)
 		}
 	}
-	// Same rows: the bytes differ in layout (key order, spacing, escapes,
-	// blank lines), which changes the SHA-256 all the same.
-	gl, wl := bytes.Split(gotData, []byte("\n")), bytes.Split(wantData, []byte("\n"))
+	return layoutDifference(gotData, wantData)
+}
+
+// layoutDifference names the first line where a file (got) departs from
+// the same rows as the generator writes them (want): key order, spacing,
+// escapes, extra keys, CRLF or blank lines, each of which changes the
+// SHA-256 all the same.
+func layoutDifference(got, want []byte) string {
+	gl, wl := bytes.Split(got, []byte("\n")), bytes.Split(want, []byte("\n"))
 	for i := range min(len(gl), len(wl)) {
 		if !bytes.Equal(gl[i], wl[i]) {
 			return fmt.Sprintf("line %d is not written as the generator writes it %s", i+1, textDiff(string(gl[i]), string(wl[i])))
 		}
 	}
-	return fmt.Sprintf("the file has %d lines, the regenerated one %d", len(gl), len(wl))
+	return fmt.Sprintf("the file has %d lines, as the generator writes its rows %d", len(gl), len(wl))
 }
 
 // textDiff describes where got first departs from want, with a short

@@ -219,6 +219,13 @@ func TestVerifyDetectsChanges(t *testing.T) {
 		}, "re-tokenizes"},
 		{"out of tolerance", func(t *testing.T, p Paths) { replaceAll(t, p.Data, `"prompt_tokens":48`, `"prompt_tokens":60`) }, "tolerance"},
 		{"config changed", func(t *testing.T, p Paths) { replaceIn(t, p.Metadata, `"seed": 7`, `"seed": 8`) }, "generation_config"},
+		{"sidecar schema changed", func(t *testing.T, p Paths) {
+			replaceIn(t, p.Metadata, `"schema_version": "1.0"`, `"schema_version": "2.0"`)
+		}, `schema_version is "2.0"`},
+		{"sidecar key added", func(t *testing.T, p Paths) {
+			replaceIn(t, p.Metadata, `"schema_version"`, `"note": "x", "schema_version"`)
+		}, "metadata.json: line"},
+		{"sidecar re-indented", func(t *testing.T, p Paths) { replaceAll(t, p.Metadata, "\n  ", "\n    ") }, "metadata.json: line 2 is not written as the generator writes it"},
 		{"bad json row", func(t *testing.T, p Paths) { replaceIn(t, p.Data, `{"bucket"`, `{"bucket`) }, "line 1"},
 	}
 	for _, tc := range tests {
@@ -252,7 +259,7 @@ func TestVerifyDetectsChanges(t *testing.T) {
 // TestVerifyRecomputedDigest: an edit followed by a recomputed
 // workload_sha256 passes the Python tool's checks; Verify still finds it and
 // names the first row that differs. Without a tokenizer it checks what the
-// config alone fixes (row order, prompt shape); with one it regenerates the
+// config alone fixes (row order, prompt shape) and the rows' layout; with one it regenerates the
 // workload and compares bytes, which also catches what keeps the shape.
 func TestVerifyRecomputedDigest(t *testing.T) {
 	cfg, err := ParseConfig([]byte(validConfig))
@@ -283,7 +290,17 @@ func TestVerifyRecomputedDigest(t *testing.T) {
 			replaceIn(t, p.Data, "reasoning. "+filler+filler, "reasoning. "+filler+" benchmarx")
 		}, `file "x benchmark benchmark benchmark benchmar...", expected "k benchmark`, `expected "k benchmark`},
 		{"layout changed", func(t *testing.T, p Paths) { replaceIn(t, p.Data, `"workload":"unit"}`, `"workload": "unit"}`) },
-			"line 1 is not written as the generator writes it", ""},
+			"line 1 is not written as the generator writes it", "line 1 is not written as the generator writes it"},
+		{"key added", func(t *testing.T, p Paths) {
+			replaceIn(t, p.Data, `"workload":"unit"}`, `"workload":"unit","note":"x"}`)
+		},
+			"line 1 is not written as the generator writes it", `line 1 is not written as the generator writes it (from byte`},
+		{"CRLF line endings", func(t *testing.T, p Paths) { replaceAll(t, p.Data, "}\n", "}\r\n") },
+			"line 1 is not written", "line 1 is not written"},
+		{"escape spelled otherwise", func(t *testing.T, p Paths) { replaceIn(t, p.Data, `"workload":"unit"}`, `"workload":"\u0075nit"}`) },
+			"line 1 is not written", "line 1 is not written"},
+		{"blank line added", func(t *testing.T, p Paths) { replaceIn(t, p.Data, "}\n", "}\n\n") },
+			"line 2 is not written", "line 2 is not written"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

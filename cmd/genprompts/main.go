@@ -214,7 +214,7 @@ func (r *runner) check(path string) (*workload.Config, string, error) {
 	tok, err := r.tokenizer(cfg)
 	var nf *tokenizer.NotFoundError
 	if r.override == "" && errors.As(err, &nf) {
-		fmt.Fprintf(r.stderr, "note: %s: tokenizer %q not found, so the prompts were not regenerated and token counts not re-checked (row order and prompt shape were)\n", cfg.Name, nf.Spec)
+		fmt.Fprintf(r.stderr, "note: %s: tokenizer %q not found, so the prompts were not regenerated and token counts not re-checked (row order, prompt shape and layout were)\n", cfg.Name, nf.Spec)
 		tok, err = nil, nil
 	}
 	if err != nil {
