@@ -143,6 +143,14 @@ func run(c *cli.Context, stdout, stderr io.Writer, getenv func(string) string) e
 	if err := probe.Validate(); err != nil {
 		return flagError(err)
 	}
+	output := c.String("output")
+	summaryPath := c.String("summary")
+	if summaryPath == "" {
+		summaryPath = strings.TrimSuffix(output, filepath.Ext(output)) + ".summary.json"
+	}
+	if err := checkOutputs(output, summaryPath); err != nil {
+		return err
+	}
 	base, err := sweep.ServerBase(opts.URL)
 	if err != nil {
 		return fmt.Errorf("--url: %w", err)
@@ -163,21 +171,15 @@ func run(c *cli.Context, stdout, stderr io.Writer, getenv func(string) string) e
 		}
 	}
 	opts.ServerVersion = sweep.ServerVersion(c.Context, client, base, apiKey)
-	output := c.String("output")
-	summaryPath := c.String("summary")
-	if summaryPath == "" {
-		summaryPath = strings.TrimSuffix(output, filepath.Ext(output)) + ".summary.json"
-	}
 	for _, p := range []string{output, summaryPath} {
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return err
 		}
 	}
-	if samePath(output, summaryPath) {
-		return fmt.Errorf("--output and --summary both name %s: the summary would replace the per-request records; choose another --summary", output)
-	}
-	if _, err := os.Lstat(summaryPath); err == nil {
-		return fmt.Errorf("refusing to overwrite %s: choose another --output or --summary", summaryPath)
+	// Checked again: the files may have appeared while the server was
+	// asked, and O_EXCL below is what finally keeps the records.
+	if err := checkOutputs(output, summaryPath); err != nil {
+		return err
 	}
 	f, err := os.OpenFile(output, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
 	if err != nil {
@@ -244,6 +246,24 @@ func flagError(err error) error {
 // samePath reports whether a and b name the same file: the same name in
 // the same folder, however the folders are spelled (relative, with "..", or
 // through a symbolic link). Both folders must exist.
+// checkOutputs refuses output and summary paths that would lose evidence:
+// one file for both, or either already there. It runs before the server is
+// contacted, so that a command that cannot keep its results fails at once.
+func checkOutputs(output, summaryPath string) error {
+	if samePath(output, summaryPath) {
+		return fmt.Errorf("--output and --summary both name %s: the summary would replace the per-request records; choose another --summary", output)
+	}
+	if _, err := os.Lstat(output); err == nil {
+		return fmt.Errorf("refusing to overwrite %s: choose another --output", output)
+	}
+	if _, err := os.Lstat(summaryPath); err == nil {
+		return fmt.Errorf("refusing to overwrite %s: choose another --output or --summary", summaryPath)
+	}
+	return nil
+}
+
+// samePath reports whether a and b name one file however spelled (another
+// path to the same folder, a symbolic link); folders not yet made never do.
 func samePath(a, b string) bool {
 	if filepath.Base(a) != filepath.Base(b) {
 		return false

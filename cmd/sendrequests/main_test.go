@@ -259,3 +259,26 @@ func TestSendRequestsUnreachableServer(t *testing.T) {
 	assert.NotContains(t, err.Error(), "config")
 	assert.NoFileExists(t, filepath.Join(dir, "r.jsonl"))
 }
+
+// TestSendRequestsExistingOutputRefusedFirst: an --output or summary that
+// is already there is refused before the server is contacted, so a
+// command that could not keep its results neither waits on a server nor
+// sends it anything.
+func TestSendRequestsExistingOutputRefusedFirst(t *testing.T) {
+	dir := t.TempDir()
+	prompts := writePrompts(t, dir, 2)
+	out := filepath.Join(dir, "r.jsonl")
+	for _, existing := range []string{out, filepath.Join(dir, "r.summary.json")} {
+		require.NoError(t, os.WriteFile(existing, []byte("kept\n"), 0o644))
+		// No server listens on port 1: had it been asked, the error would
+		// be ErrUnreachable.
+		_, err := runApp(t, nil, "--prompts", prompts, "--num-requests", "2", "--url", "http://127.0.0.1:1/v1/completions",
+			"--model", "m", "--output", out)
+		require.Error(t, err, existing)
+		assert.NotErrorIs(t, err, sweep.ErrUnreachable)
+		assert.Contains(t, err.Error(), "refusing to overwrite "+existing)
+		b, _ := os.ReadFile(existing)
+		assert.Equal(t, "kept\n", string(b))
+		require.NoError(t, os.Remove(existing))
+	}
+}
