@@ -57,7 +57,7 @@ func TestCompletionJSON(t *testing.T) {
 	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &r))
 	assert.Equal(t, "cmpl-req-42", r.ID)
 	assert.Equal(t, "text_completion", r.Object)
-	assert.Equal(t, "alias", r.Model)
+	assert.Equal(t, "tiny", r.Model, "the first served name, whichever was asked for, as vLLM answers")
 	assert.InDelta(t, time.Now().Unix(), r.Created, 5)
 	require.Len(t, r.Choices, 4)
 	for i, c := range r.Choices {

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -254,10 +255,12 @@ func (h *handler) checkModel(w http.ResponseWriter, r *http.Request, name string
 	return false
 }
 
-// modelName is what a response's "model" says: the name the client asked
-// for, or the first served name.
+// modelName is what a response's "model" says: the first served name, as
+// vLLM answers whichever of its names was asked for; but a folder's path
+// (the one name that is not in h.names) is answered as asked, since vLLM
+// serves the folder under that path and would answer with it.
 func (h *handler) modelName(asked string) string {
-	if asked != "" {
+	if asked != "" && !slices.Contains(h.names, asked) {
 		return asked
 	}
 	return h.names[0]

@@ -59,9 +59,12 @@ const (
 )
 
 func main() {
-	args, err := modelFirst(os.Args, newApp(io.Discard).Flags)
+	args, more := moreServedNames(os.Args)
+	args, err := modelFirst(args, newApp(io.Discard).Flags)
 	if err == nil {
-		err = newApp(os.Stderr).Run(args)
+		app := newApp(os.Stderr)
+		app.Metadata = map[string]any{moreNamesKey: more}
+		err = app.Run(args)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "tinyserve-serve:", err)
@@ -112,6 +115,34 @@ func modelFirst(args []string, flags []cli.Flag) ([]string, error) {
 	return slices.Concat(args[:1], []string{"--model", model}, rest), nil
 }
 
+// moreNamesKey is the key of cli.App.Metadata under which main passes the
+// served names that follow the first (moreServedNames).
+const moreNamesKey = "more-served-names"
+
+// moreServedNames takes out of args the words that follow
+// "--served-model-name NAME" up to the next flag: vllm serve's
+// --served-model-name takes several names, the first the one responses
+// carry, and launch scripts give them so. The flag parser would stop at
+// the second. The "=" form takes one name, as in vLLM, and a repeated flag
+// keeps its last, as vLLM's parser does.
+func moreServedNames(args []string) (rest, more []string) {
+	rest = make([]string, 0, len(args))
+	for i := 0; i < len(args); i++ {
+		rest = append(rest, args[i])
+		if i == 0 || (args[i] != "--served-model-name" && args[i] != "-served-model-name") || i+1 >= len(args) {
+			continue
+		}
+		i++
+		rest = append(rest, args[i]) // the first name: the flag's value
+		more = more[:0]              // a repeated flag replaces the names
+		for i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") && !slices.Contains([]string{"health", "help", "h"}, args[i+1]) {
+			i++
+			more = append(more, args[i])
+		}
+	}
+	return rest, more
+}
+
 // serveOptions are the flags of this binary beyond the engine's.
 type serveOptions struct {
 	addr         string
@@ -119,6 +150,9 @@ type serveOptions struct {
 	logger       *slog.Logger
 	apiKeys      []string // required on /v1/ routes when any (--api-key)
 	noAccessLog  bool     // no "http request" lines (--disable-uvicorn-access-log)
+	// servedNames, when set, are every name of the model, the first the
+	// one responses carry (--served-model-name NAME NAME...).
+	servedNames []string
 	// accessLogger, when set, logs the access lines in place of logger
 	// (an --uvicorn-log-level given apart from --log-level).
 	accessLogger *slog.Logger
@@ -196,6 +230,15 @@ func newApp(stderr io.Writer) *cli.App {
 			if err != nil {
 				return err
 			}
+			var names []string
+			if more, _ := c.App.Metadata[moreNamesKey].([]string); len(more) > 0 {
+				if !c.IsSet(tinyserve.FlagModel) {
+					// vllm serve reads these words as names too; taking the
+					// last for the model would be a guess.
+					return fmt.Errorf("--served-model-name took %q as more names of the model, as vllm serve does, and no model is given: give the model first (tinyserve-serve MODEL --served-model-name NAME...) or with --model", more)
+				}
+				names = append([]string{cfg.ServedModelName}, more...)
+			}
 			if vars := settingsFromEnv(os.Environ(), c.App.Flags); len(vars) > 0 {
 				// A setting refused or mistaken below may come from a
 				// variable the operator forgot about rather than a flag.
@@ -224,6 +267,7 @@ func newApp(stderr io.Writer) *cli.App {
 				apiKeys:      slices.DeleteFunc(c.StringSlice("api-key"), func(k string) bool { return k == "" }),
 				noAccessLog:  !accessLog(c),
 				accessLogger: accessLogger,
+				servedNames:  names,
 			})
 		},
 	}
@@ -316,7 +360,12 @@ func run(ctx context.Context, cfg tinyserve.Config, o serveOptions) error {
 			return fmt.Errorf("registering runtime metrics: %w", err)
 		}
 	}
-	h := openai.NewHandler(eng, openai.WithLogger(lg), openai.WithRegistry(reg, reg), openai.WithAPIKeys(o.apiKeys...), openai.WithAccessLog(!o.noAccessLog), openai.WithAccessLogger(o.accessLogger))
+	opts := []openai.Option{openai.WithLogger(lg), openai.WithRegistry(reg, reg), openai.WithAPIKeys(o.apiKeys...),
+		openai.WithAccessLog(!o.noAccessLog), openai.WithAccessLogger(o.accessLogger)}
+	if len(o.servedNames) > 0 {
+		opts = append(opts, openai.WithServedModelNames(o.servedNames...))
+	}
+	h := openai.NewHandler(eng, opts...)
 
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {

@@ -608,3 +608,83 @@ func TestAccessLogFlags(t *testing.T) {
 		})
 	}
 }
+
+// TestMoreServedNames: the words after --served-model-name NAME, up to the
+// next flag, are more names of the model, as vllm serve's flag takes
+// several; the = form takes one, and a repeated flag keeps its last.
+func TestMoreServedNames(t *testing.T) {
+	for _, tc := range []struct {
+		in, rest, more []string
+	}{
+		{[]string{"s", "gpt2", "--served-model-name", "a"}, []string{"s", "gpt2", "--served-model-name", "a"}, nil},
+		{[]string{"s", "gpt2", "--served-model-name", "a", "b", "c", "--port", "1"}, []string{"s", "gpt2", "--served-model-name", "a", "--port", "1"}, []string{"b", "c"}},
+		{[]string{"s", "--served-model-name", "a", "b"}, []string{"s", "--served-model-name", "a"}, []string{"b"}},
+		{[]string{"s", "gpt2", "-served-model-name", "a", "b"}, []string{"s", "gpt2", "-served-model-name", "a"}, []string{"b"}},
+		{[]string{"s", "--served-model-name=a", "gpt2"}, []string{"s", "--served-model-name=a", "gpt2"}, nil},
+		{[]string{"s", "gpt2", "--served-model-name", "a", "b", "--served-model-name", "c"}, []string{"s", "gpt2", "--served-model-name", "a", "--served-model-name", "c"}, []string{}},
+		{[]string{"s", "--served-model-name", "a", "health"}, []string{"s", "--served-model-name", "a", "health"}, nil},
+		{[]string{"s", "--served-model-name"}, []string{"s", "--served-model-name"}, nil},
+	} {
+		rest, more := moreServedNames(tc.in)
+		assert.Equal(t, tc.rest, rest, "%q", tc.in)
+		assert.Equal(t, len(tc.more), len(more), "%q: %q", tc.in, more)
+		if len(tc.more) > 0 {
+			assert.Equal(t, tc.more, more, "%q", tc.in)
+		}
+	}
+}
+
+// TestSeveralServedNames: a server given more names answers to each and
+// lists each in /v1/models, the first in its responses; more names without
+// a model are refused rather than one of them guessed to be the model.
+func TestSeveralServedNames(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	_, port, _ := net.SplitHostPort(addr)
+	require.NoError(t, ln.Close())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		app := newApp(io.Discard)
+		app.Metadata = map[string]any{moreNamesKey: []string{"beta", "org/gamma"}}
+		done <- app.RunContext(ctx, []string{"s", "--model", "mock", "--backend", "mock", "--served-model-name", "alpha",
+			"--host", "127.0.0.1", "--port", port, "--drain-timeout", "5s"})
+	}()
+	require.Eventually(t, func() bool {
+		r, err := http.Get("http://" + addr + "/health")
+		if err != nil {
+			return false
+		}
+		r.Body.Close()
+		return r.StatusCode == 200
+	}, 10*time.Second, 5*time.Millisecond, "the server did not start")
+	r, err := http.Get("http://" + addr + "/v1/models")
+	require.NoError(t, err)
+	var list struct{ Data []struct{ ID string } }
+	require.NoError(t, json.NewDecoder(r.Body).Decode(&list))
+	r.Body.Close()
+	var ids []string
+	for _, m := range list.Data {
+		ids = append(ids, m.ID)
+	}
+	assert.Equal(t, []string{"alpha", "beta", "org/gamma"}, ids)
+	for _, name := range []string{"alpha", "beta", "org/gamma"} {
+		r, err := http.Post("http://"+addr+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"hi","max_tokens":2,"model":"`+name+`"}`))
+		require.NoError(t, err)
+		var resp struct{ Model string }
+		require.NoError(t, json.NewDecoder(r.Body).Decode(&resp))
+		r.Body.Close()
+		assert.Equal(t, 200, r.StatusCode, name)
+		assert.Equal(t, "alpha", resp.Model, "responses carry the first name")
+	}
+	cancel()
+	require.NoError(t, <-done)
+
+	app := newApp(io.Discard)
+	app.Metadata = map[string]any{moreNamesKey: []string{"gpt2"}}
+	err = app.Run([]string{"s", "--backend", "mock", "--served-model-name", "alpha", "--port", "0"})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `--served-model-name took ["gpt2"] as more names of the model`)
+}
