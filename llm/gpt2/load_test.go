@@ -310,6 +310,58 @@ func TestLoadErrorIsStable(t *testing.T) {
 	}
 }
 
+// TestLoadErrorNamesFirstTensorByName: with faults in several tensors of
+// different kinds, the error names the first of them in name order, as
+// docs/gpt2.md promises, not the first in the model's own order (wte before
+// h.0). The untied lm_head.weight takes its place in that order too.
+func TestLoadErrorNamesFirstTensorByName(t *testing.T) {
+	m := smallModel(t)
+	tests := []struct {
+		name  string
+		edit  func(c *Config, es []rawEntry) []rawEntry
+		want  string
+		other string
+	}{
+		{name: "missing after a wrong shape",
+			edit: func(_ *Config, es []rawEntry) []rawEntry {
+				entry(es, "h.1.ln_2.bias").Shape = []int64{2, 2}
+				return slices.DeleteFunc(es, func(e rawEntry) bool { return e.Name == "wte.weight" })
+			},
+			want: `tensor "h.1.ln_2.bias" has shape [2 2]`, other: "wte.weight"},
+		{name: "unsupported dtype after a wrong shape",
+			edit: func(_ *Config, es []rawEntry) []rawEntry {
+				entry(es, "wpe.weight").DType = "I32"
+				entry(es, "h.0.ln_1.bias").Shape = []int64{2, 2}
+				return es
+			},
+			want: `tensor "h.0.ln_1.bias" has shape [2 2]`, other: "wpe.weight"},
+		{name: "untied head missing before ln_f",
+			edit: func(c *Config, es []rawEntry) []rawEntry {
+				c.SeparateLMHead = true
+				entry(es, "ln_f.weight").Shape = []int64{2, 2}
+				return es
+			},
+			want: `missing tensor "lm_head.weight"`, other: "ln_f.weight"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			c := m.Config
+			es, data := modelEntries(m, "")
+			es = tc.edit(&c, es)
+			writeConfig(t, dir, c)
+			writeRaw(t, filepath.Join(dir, "model.safetensors"), es, data)
+			_, err := Load(dir)
+			if err == nil {
+				t.Fatal("Load succeeded on a broken checkpoint")
+			}
+			if !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), tc.other) {
+				t.Errorf("error %q: want it to name %q, not %q", err, tc.want, tc.other)
+			}
+		})
+	}
+}
+
 // TestLoadFolderErrors covers problems with the folder rather than a file.
 func TestLoadFolderErrors(t *testing.T) {
 	m := smallModel(t)
@@ -355,7 +407,7 @@ func TestLoadFolderErrors(t *testing.T) {
 			es, data := modelEntries(m, "")
 			writeRaw(t, filepath.Join(dir, "a.safetensors"), es, data)
 			os.WriteFile(filepath.Join(dir, "model.safetensors.index.json"), []byte(`{"weight_map":{"wte.weight":"a.safetensors"}}`), 0o644)
-		}, []string{"model.safetensors.index.json", `missing tensor "wpe.weight"`}},
+		}, []string{"model.safetensors.index.json", `missing tensor "h.0.attn.c_attn.bias"`}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

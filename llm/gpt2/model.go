@@ -301,7 +301,12 @@ func LoadFormat(dir, format string) (*Model, error) {
 		_ = m.Close()
 		return nil, err
 	}
-	for _, s := range specs(cfg, &m.Weights) {
+	for _, s := range loadOrder(cfg, &m.Weights) {
+		if s.name == "lm_head.weight" && !files.has(s.name) {
+			_ = m.Close()
+			return nil, fmt.Errorf("%w: %s: missing tensor \"lm_head.weight\": config.json sets tie_word_embeddings false, so the output layer is not wte",
+				ErrBadCheckpoint, files.where())
+		}
 		v, err := files.float32s(s.name, s.shape)
 		if err != nil {
 			_ = m.Close()
@@ -309,21 +314,23 @@ func LoadFormat(dir, format string) (*Model, error) {
 		}
 		*s.dst = v
 	}
-	m.Weights.LMHead = m.Weights.WTE
-	if cfg.SeparateLMHead {
-		if !files.has("lm_head.weight") {
-			_ = m.Close()
-			return nil, fmt.Errorf("%w: %s: missing tensor \"lm_head.weight\": config.json sets tie_word_embeddings false, so the output layer is not wte",
-				ErrBadCheckpoint, files.where())
-		}
-		v, err := files.float32s("lm_head.weight", []int64{int64(cfg.VocabSize), int64(cfg.NEmbd)})
-		if err != nil {
-			_ = m.Close()
-			return nil, err
-		}
-		m.Weights.LMHead = v
+	if !cfg.SeparateLMHead {
+		m.Weights.LMHead = m.Weights.WTE
 	}
 	return m, nil
+}
+
+// loadOrder is the tensors Load reads into w, lm_head.weight included when
+// the config unties it, in name order: a checkpoint with faults in several
+// tensors then names the same one, the first by name, whatever kind each
+// fault is (docs/gpt2.md, Errors), as the header's checks do.
+func loadOrder(cfg Config, w *Weights) []tensorSpec {
+	s := specs(cfg, w)
+	if cfg.SeparateLMHead {
+		s = append(s, tensorSpec{"lm_head.weight", []int64{int64(cfg.VocabSize), int64(cfg.NEmbd)}, &w.LMHead})
+	}
+	slices.SortFunc(s, func(a, b tensorSpec) int { return strings.Compare(a.name, b.name) })
+	return s
 }
 
 // folderName is the model's name for a checkpoint folder: its base name,
