@@ -9,7 +9,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"unsafe"
@@ -407,6 +409,35 @@ func TestPyTorchErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPyTorchTruncatedLegacyNamesTheByte: in a legacy file cut short, a
+// storage whose element count lies past the end is said to be at the byte
+// where the whole file has it (the storages before it fix where it starts),
+// not at a placeholder offset.
+func TestPyTorchTruncatedLegacyNamesTheByte(t *testing.T) {
+	legacy, err := os.ReadFile(filepath.Join(torchFixtures, "legacy-f32.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cut := range []int{len(legacy) / 2, len(legacy) - 100} {
+		dir := torchDir(t, "", "")
+		if err := os.WriteFile(filepath.Join(dir, "pytorch_model.bin"), legacy[:cut], 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Load(dir)
+		if err == nil {
+			t.Fatalf("cut at %d: Load succeeded", cut)
+		}
+		m := regexp.MustCompile(`at byte (\d+)`).FindStringSubmatch(err.Error())
+		if m == nil {
+			t.Fatalf("cut at %d: error %q names no byte", cut, err)
+		}
+		at, _ := strconv.ParseInt(m[1], 10, 64)
+		if at < 0 || at+8 > int64(len(legacy)) {
+			t.Errorf("cut at %d of %d: error %q names byte %d, outside the whole file", cut, len(legacy), err, at)
+		}
 	}
 }
 

@@ -188,16 +188,19 @@ func parseTorchLegacy(data []byte) (*stHeader, error) {
 		if s.placed || s.err != nil {
 			return nil, fmt.Errorf("legacy format: storage %q is listed twice", key)
 		}
+		size := s.numel * dtypeSizes[s.dtype] // no overflow: persistentLoad bounds numel
 		if off > int64(len(data))-8 {
 			s.err = fmt.Errorf("storage %q: its element count at byte %d is past the end of the file (%d bytes; truncated file?)", key, off, len(data))
-			off = math.MaxInt64 - 8 // every later storage is missing too
+			// Every later storage is missing too; each still moves the
+			// next one by its state-dict size, so that their errors name
+			// where the whole file holds them.
+			off = min(off+8+size, math.MaxInt64-8)
 			continue
 		}
 		n := binary.LittleEndian.Uint64(data[off:])
 		if n != uint64(s.numel) {
 			return nil, fmt.Errorf("storage %q: %d elements in the file, %d in the state dict", key, n, s.numel)
 		}
-		size := s.numel * dtypeSizes[s.dtype] // no overflow: persistentLoad bounds numel
 		s.place(off+8, uint64(size), int64(len(data)))
 		off = min(off+8+size, math.MaxInt64-8)
 	}
