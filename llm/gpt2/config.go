@@ -175,8 +175,11 @@ func ParseConfig(data []byte) (Config, error) {
 // LoadConfig reads and parses dir/config.json.
 func LoadConfig(dir string) (Config, error) {
 	path := filepath.Join(dir, "config.json")
-	data, err := os.ReadFile(path)
+	data, err := readCheckpointFile(path)
 	if err != nil {
+		if errors.Is(err, ErrBadCheckpoint) {
+			return Config{}, err
+		}
 		if st, serr := os.Stat(dir); serr == nil && st.IsDir() && errors.Is(err, fs.ErrNotExist) {
 			// The folder exists but is not a checkpoint.
 			return Config{}, fmt.Errorf("%w: %s: no config.json", ErrBadCheckpoint, dir)
@@ -188,6 +191,17 @@ func LoadConfig(dir string) (Config, error) {
 		return Config{}, fmt.Errorf("%w: %s: %w", ErrBadCheckpoint, path, err)
 	}
 	return c, nil
+}
+
+// readCheckpointFile is os.ReadFile for a checkpoint's JSON files, except
+// that a folder where the file belongs is a bad checkpoint, as a folder
+// where the weights belong is: the read fails either way, but only this
+// says which name is wrong and matches ErrBadCheckpoint.
+func readCheckpointFile(path string) ([]byte, error) {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return nil, fmt.Errorf("%w: %s is a folder, not a file", ErrBadCheckpoint, path)
+	}
+	return os.ReadFile(path)
 }
 
 // marshalConfig writes c as a config.json that transformers' GPT2Config and

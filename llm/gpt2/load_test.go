@@ -408,6 +408,13 @@ func TestLoadFolderErrors(t *testing.T) {
 			writeRaw(t, filepath.Join(dir, "a.safetensors"), es, data)
 			os.WriteFile(filepath.Join(dir, "model.safetensors.index.json"), []byte(`{"weight_map":{"wte.weight":"a.safetensors"}}`), 0o644)
 		}, []string{"model.safetensors.index.json", `missing tensor "h.0.attn.c_attn.bias"`}},
+		{"index is a folder", func(t *testing.T, dir string) {
+			writeConfig(t, dir, m.Config)
+			os.Mkdir(filepath.Join(dir, "model.safetensors.index.json"), 0o755)
+		}, []string{"model.safetensors.index.json is a folder"}},
+		{"config.json is a folder", func(t *testing.T, dir string) {
+			os.Mkdir(filepath.Join(dir, "config.json"), 0o755)
+		}, []string{"config.json is a folder"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

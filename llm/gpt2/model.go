@@ -408,9 +408,12 @@ func openCheckpointFiles(dir string, formats []weightFormat) (*checkpointFiles, 
 			return &checkpointFiles{dir: dir, files: map[string]*stFile{wf.single: f}, single: wf.single}, nil
 		}
 		indexPath := filepath.Join(dir, wf.index)
-		data, err := os.ReadFile(indexPath)
+		data, err := readCheckpointFile(indexPath)
 		if errors.Is(err, os.ErrNotExist) {
 			continue
+		}
+		if errors.Is(err, ErrBadCheckpoint) {
+			return nil, err
 		}
 		if err != nil {
 			return nil, fmt.Errorf("gpt2: %w", err)
