@@ -38,7 +38,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		&cli.IntFlag{Name: "top-k", Usage: "top-k filter (0: off)"},
 		&cli.Float64Flag{Name: "top-p", Usage: "top-p filter (0 or 1: off)"},
 		&cli.Float64Flag{Name: "min-p", Usage: "min-p filter: drop tokens less likely than this times the most likely one (0: off)"},
-		&cli.Int64Flag{Name: "seed", Usage: "per-request sampling seed (0: none)"},
+		&cli.Int64Flag{Name: "seed", Usage: "per-request sampling seed, as a request's seed (0 is a seed too; default: none)"},
 		&cli.Float64Flag{Name: "presence-penalty", Usage: "subtracted from tokens already generated, in [-2, 2]"},
 		&cli.Float64Flag{Name: "frequency-penalty", Usage: "subtracted per time a token was generated, in [-2, 2]"},
 		&cli.Float64Flag{Name: "repetition-penalty", Value: 1, Usage: "divides positive (multiplies negative) logits of prompt and generated tokens; 1: off"},
@@ -106,8 +106,9 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			if err := params.Validate(); err != nil {
 				return err
 			}
-			if s := c.Int64("seed"); s != 0 {
-				params.Seed = &s
+			if c.IsSet("seed") {
+				// 0 is a seed, as a request's "seed": 0 is.
+				params.Seed = new(c.Int64("seed"))
 			}
 			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 			defer stop()

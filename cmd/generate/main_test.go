@@ -237,3 +237,20 @@ func TestSpecialTokensInPrompts(t *testing.T) {
 		t.Errorf("<|endoftext|> was not one token:\n%s", got)
 	}
 }
+
+// TestGenerateSeedZero: --seed 0 is a seed, as a request's "seed": 0 is:
+// two runs sample the same text (unseeded, each run's engine draws its
+// own seeds from the clock).
+func TestGenerateSeedZero(t *testing.T) {
+	run := func() string {
+		var out, errs bytes.Buffer
+		args := []string{"generate", "--prompt", "Hello there", "--max-tokens", "24", "--ignore-eos", "--temperature", "1", "--seed", "0"}
+		if err := newApp(&out, &errs).Run(args); err != nil {
+			t.Fatalf("%v\n%s", err, errs.String())
+		}
+		return out.String()
+	}
+	if a, b := run(), run(); a != b {
+		t.Errorf("--seed 0 sampled two texts:\n%s\n%s", a, b)
+	}
+}
