@@ -200,6 +200,22 @@ func TestLoadErrors(t *testing.T) {
 				})
 			},
 			want: []string{"header is not valid UTF-8", "byte 28"}},
+		{name: "metadata not text to text",
+			// The reference implementation reads __metadata__ as a map of
+			// strings and refuses a file whose metadata is anything else.
+			raw: func(v []byte) []byte {
+				return editHeader(v, func(js string) string {
+					return strings.Replace(js, `{"format":"pt"}`, `["pt"]`, 1)
+				})
+			},
+			want: []string{"__metadata__ must be an object of strings", `["pt"]`}},
+		{name: "metadata value not a string",
+			raw: func(v []byte) []byte {
+				return editHeader(v, func(js string) string {
+					return strings.Replace(js, `{"format":"pt"}`, `{"format":"pt","step":1000}`, 1)
+				})
+			},
+			want: []string{"__metadata__ must be an object of strings"}},
 		{name: "header over 100 MB",
 			raw: func(v []byte) []byte {
 				b := slices.Clone(v)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strings"
 	"unicode/utf8"
 	"unsafe"
 )
@@ -94,6 +95,17 @@ func parseSafetensors(b []byte, fileSize int64) (*stHeader, error) {
 	for _, name := range slices.Sorted(maps.Keys(raw)) {
 		msg := raw[name]
 		if name == "__metadata__" {
+			// The format's metadata is text to text; the reference
+			// implementation refuses anything else, so a file that
+			// holds something else was not written by it.
+			var meta map[string]string
+			if err := json.Unmarshal(msg, &meta); err != nil {
+				got := string(msg)
+				if len(got) > 40 {
+					got = strings.ToValidUTF8(got[:40], "") + "..."
+				}
+				return nil, fmt.Errorf("__metadata__ must be an object of strings, got %s", got)
+			}
 			continue
 		}
 		var rt rawTensor
