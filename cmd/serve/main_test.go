@@ -317,11 +317,8 @@ func TestFlagErrors(t *testing.T) {
 }
 
 func TestHealthCommandFails(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	require.NoError(t, ln.Close()) // nothing listens there now
-	err = newApp(io.Discard).Run([]string{"tinyserve-serve", "--port", port, "health"})
+	_, port := freeAddr(t)
+	err := newApp(io.Discard).Run([]string{"tinyserve-serve", "--port", port, "health"})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "health")
 }
@@ -338,10 +335,7 @@ func TestHealthCommandFlagOrder(t *testing.T) {
 	}))
 	defer srv.Close()
 	_, up, _ := net.SplitHostPort(srv.Listener.Addr().String())
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	_, down, _ := net.SplitHostPort(ln.Addr().String())
-	require.NoError(t, ln.Close()) // nothing listens there now
+	_, down := freeAddr(t)
 
 	tests := []struct {
 		name string
@@ -569,23 +563,12 @@ func TestAccessLogFlags(t *testing.T) {
 			done := make(chan error, 1)
 			// A port picked beforehand: under --log-level warn no
 			// "listening" line says which one a port 0 got.
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			require.NoError(t, err)
-			addr := ln.Addr().String()
-			_, port, _ := net.SplitHostPort(addr)
-			require.NoError(t, ln.Close())
+			addr, port := freeAddr(t)
 			go func() {
 				args := append([]string{"tinyserve-serve", "--backend", "mock", "--host", "127.0.0.1", "--port", port, "--log-format", "json", "--drain-timeout", "5s"}, tc.flags...)
 				done <- newApp(&logs).RunContext(ctx, args)
 			}()
-			require.Eventually(t, func() bool {
-				r, err := http.Get("http://" + addr + "/health")
-				if err != nil {
-					return false
-				}
-				r.Body.Close()
-				return r.StatusCode == 200
-			}, 10*time.Second, 5*time.Millisecond, "logs: %s", logs.String())
+			waitHealthy(t, addr)
 			r, err := http.Post("http://"+addr+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"hi","max_tokens":2}`))
 			require.NoError(t, err)
 			_, _ = io.Copy(io.Discard, r.Body)
@@ -638,11 +621,7 @@ func TestMoreServedNames(t *testing.T) {
 // lists each in /v1/models, the first in its responses; more names without
 // a model are refused rather than one of them guessed to be the model.
 func TestSeveralServedNames(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	_, port, _ := net.SplitHostPort(addr)
-	require.NoError(t, ln.Close())
+	addr, port := freeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
@@ -652,14 +631,7 @@ func TestSeveralServedNames(t *testing.T) {
 		done <- app.RunContext(ctx, []string{"s", "--model", "mock", "--backend", "mock", "--served-model-name", "alpha",
 			"--host", "127.0.0.1", "--port", port, "--drain-timeout", "5s"})
 	}()
-	require.Eventually(t, func() bool {
-		r, err := http.Get("http://" + addr + "/health")
-		if err != nil {
-			return false
-		}
-		r.Body.Close()
-		return r.StatusCode == 200
-	}, 10*time.Second, 5*time.Millisecond, "the server did not start")
+	waitHealthy(t, addr)
 	r, err := http.Get("http://" + addr + "/v1/models")
 	require.NoError(t, err)
 	var list struct{ Data []struct{ ID string } }
@@ -687,4 +659,29 @@ func TestSeveralServedNames(t *testing.T) {
 	err = app.Run([]string{"s", "--backend", "mock", "--served-model-name", "alpha", "--port", "0"})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `--served-model-name took ["gpt2"] as more names of the model`)
+}
+
+// freeAddr picks a loopback port that nothing listens on now, for a server
+// whose log may not say which port 0 got.
+func freeAddr(t *testing.T) (addr, port string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr = ln.Addr().String()
+	_, port, _ = net.SplitHostPort(addr)
+	require.NoError(t, ln.Close())
+	return addr, port
+}
+
+// waitHealthy waits until the server at addr answers GET /health with 200.
+func waitHealthy(t *testing.T, addr string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		r, err := http.Get("http://" + addr + "/health")
+		if err != nil {
+			return false
+		}
+		r.Body.Close()
+		return r.StatusCode == 200
+	}, 10*time.Second, 5*time.Millisecond, "the server at %s did not start", addr)
 }
