@@ -594,6 +594,20 @@ func TestKVPoolCappedAtUsefulSize(t *testing.T) {
 	}
 }
 
+// TestHugeMaxNumSeqs: a max_num_seqs past what the pool could ever hold
+// (math.MaxInt as "no limit") starts an engine with the backend's whole
+// pool; the product of it and the blocks of one full-length sequence
+// overflowed, and New said the backend could hold no KV block at all.
+func TestHugeMaxNumSeqs(t *testing.T) {
+	e := newEngine(t, mock.Config{KVBlocks: 100}, engine.Config{MaxNumSeqs: math.MaxInt})
+	if got := e.NumKVBlocks(); got != 100 {
+		t.Errorf("%d KV blocks, want the backend's 100", got)
+	}
+	if r := run(t, e, llm.Request{PromptTokens: prompt(1, 9), Params: greedy(4)}); len(r.tokens) != 4 {
+		t.Errorf("%d tokens, want 4", len(r.tokens))
+	}
+}
+
 // gatedFailBackend fails its second Forward, after telling the test it has
 // begun and waiting for the test's go-ahead: a request submitted meanwhile
 // sits in the engine's inbox while the engine dies.

@@ -94,7 +94,10 @@ func newStepper(b Backend, tok llm.Tokenizer, info llm.ModelInfo, cfg *Config) (
 	}
 	// With prefix caching they are not wasted: they keep cached prefixes
 	// (vLLM sizes its pool by memory alone).
-	if useful := maxSeqs * ((info.MaxModelLen + blockSize - 1) / blockSize); numBlocks > useful && maxSeqs > 0 && !cfg.PrefixCaching {
+	// maxSeqs is compared before it is multiplied: a huge one (MaxInt for
+	// "no limit") would overflow the product into a negative pool.
+	perSeq := (info.MaxModelLen + blockSize - 1) / blockSize
+	if useful := maxSeqs * perSeq; maxSeqs > 0 && maxSeqs <= numBlocks/perSeq && numBlocks > useful && !cfg.PrefixCaching {
 		if cfg.Logger != nil {
 			cfg.Logger.Info("KV cache capped at what max_num_seqs full-length sequences can use",
 				"blocks", useful, "the budget allows", numBlocks)
