@@ -94,9 +94,10 @@ type Config struct {
 	// BlockSize is the tokens per KV block; 0 means 16.
 	BlockSize int `json:"block_size,omitempty"`
 	// NumBlocks is the KV pool size in blocks; 0 means what the backend's
-	// memory budget holds.
+	// memory budget holds, and a negative one is refused.
 	NumBlocks int `json:"num_blocks,omitempty"`
-	// MaxModelLen caps the context length; 0 means the model's own.
+	// MaxModelLen caps the context length; 0 means the model's own, and a
+	// negative one is refused.
 	MaxModelLen int `json:"max_model_len,omitempty"`
 	// MaxPending bounds requests waiting to run; 0 means 1024.
 	MaxPending int `json:"max_pending,omitempty"`
@@ -155,6 +156,11 @@ func Open(ctx context.Context, cfg Config) (*engine.Engine, error) {
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if cfg.MaxModelLen < 0 {
+		// Refused before the model is loaded, as --max-model-len is: read
+		// as 0, it would silently serve the model's whole context.
+		return nil, fmt.Errorf("max_model_len must not be negative (0 for the model's context length), got %d", cfg.MaxModelLen)
 	}
 	backend, tok, info, err := load(cfg)
 	if err != nil {

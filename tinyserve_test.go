@@ -182,6 +182,10 @@ func TestOpenErrors(t *testing.T) {
 		{Config{MaxModelLen: 5000}, "max_model_len"},
 		{Config{Model: ckpt, Tokenizer: "testdata/tokenizers/qwen3/tokenizer.json"}, "vocab_size"},
 		{Config{MaxNumSeqs: -1}, "MaxNumSeqs"},
+		// Negative sizes are mistakes, as the flags' check says, not
+		// the defaults that 0 means (the sweep's JSON reaches Open unchecked).
+		{Config{MaxModelLen: -1}, "max_model_len must not be negative"},
+		{Config{NumBlocks: -1}, "NumBlocks must not be negative"},
 		// The mock refuses what it would not honour rather than ignore it.
 		{Config{Backend: BackendMock, Model: DefaultModel}, "only the mock model"},
 		{Config{Backend: BackendMock, Tokenizer: "gpt2"}, "tokenizer"},

@@ -39,7 +39,8 @@ type Config struct {
 	// BlockSize is the number of tokens per KV block; 0 means 16.
 	BlockSize int
 	// NumBlocks is the size of the KV block pool; 0 means as many as the
-	// backend can hold. A larger value is capped at what the backend can hold.
+	// backend can hold, and a negative one is refused. A larger value is
+	// capped at what the backend can hold.
 	NumBlocks int
 	// PrefixCaching reuses the KV of whole blocks of tokens that an earlier
 	// request computed, when a new one starts with the same tokens (vLLM's

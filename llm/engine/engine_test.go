@@ -608,6 +608,16 @@ func TestHugeMaxNumSeqs(t *testing.T) {
 	}
 }
 
+// TestNegativeNumBlocksRefused: a negative pool size is a mistake New
+// names, as it does a negative MaxNumSeqs or MaxPending, instead of
+// reading it as 0 (the backend's whole budget).
+func TestNegativeNumBlocksRefused(t *testing.T) {
+	_, err := mock.NewEngine(mock.Config{}, engine.Config{NumBlocks: -1})
+	if err == nil || !strings.Contains(err.Error(), "NumBlocks") {
+		t.Errorf("NumBlocks -1: %v, want an error naming NumBlocks", err)
+	}
+}
+
 // gatedFailBackend fails its second Forward, after telling the test it has
 // begun and waiting for the test's go-ahead: a request submitted meanwhile
 // sits in the engine's inbox while the engine dies.

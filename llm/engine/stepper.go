@@ -76,6 +76,9 @@ func newStepper(b Backend, tok llm.Tokenizer, info llm.ModelInfo, cfg *Config) (
 	if maxBlock := max(info.MaxModelLen, kv.DefaultBlockSize); blockSize < 1 || blockSize > maxBlock {
 		return nil, fmt.Errorf("engine: block size must be in [1, %d] (the model's context length), got %d", maxBlock, blockSize)
 	}
+	if cfg.NumBlocks < 0 {
+		return nil, fmt.Errorf("engine: NumBlocks must not be negative (0 for what the backend can hold), got %d", cfg.NumBlocks)
+	}
 	capacity, err := b.MaxKVBlocks(blockSize)
 	if err != nil {
 		return nil, fmt.Errorf("engine: sizing the KV cache: %w", err)
