@@ -46,6 +46,10 @@ type Timestamps struct {
 // Event is what a running request yields: zero or more new tokens with their
 // text, and, on the last event, why it finished. Events of one request arrive
 // in order; the last one has Finish set and the channel closes after it.
+// Its slices may share memory with the engine's state of the request
+// (tinyserve's engine hands out views of the request's generated ids, which
+// it reads again for bad_words): read them, or copy them before changing
+// them. They never change after the event is sent.
 type Event struct {
 	// TokenIDs are the tokens generated since the previous event. A stop token
 	// id, and tokens whose text was cut by a stop string, are included: they
