@@ -84,3 +84,18 @@ func TestAPIKeys(t *testing.T) {
 	resp.Body.Close()
 	assert.Equal(t, 200, resp.StatusCode, "only empty keys: no check")
 }
+
+// TestAPIKeysGivenTwice: as Option says, a second WithAPIKeys replaces the
+// first list rather than adding to it.
+func TestAPIKeysGivenTwice(t *testing.T) {
+	ms := newMockServer(t, mock.Config{}, engine.Config{}, WithAPIKeys("old"), WithAPIKeys("new"))
+	for key, want := range map[string]int{"old": 401, "new": 200} {
+		req, err := http.NewRequest("GET", ms.srv.URL+"/v1/models", nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := ms.client.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, want, resp.StatusCode, "key %q", key)
+	}
+}

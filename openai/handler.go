@@ -40,7 +40,9 @@ const (
 	MaxChoices = 1024
 )
 
-// Option configures [NewHandler].
+// Option configures [NewHandler]. Options apply in order, and a later one
+// replaces what an earlier one of its kind set: two WithAPIKeys or two
+// WithServedModelNames do not add up, the last list is the one in force.
 type Option func(*config)
 
 type config struct {
