@@ -393,6 +393,7 @@ func (e *Engine) loop() {
 		for _, q := range inbox {
 			if err := catch(func() error { return st.add(q) }); err != nil {
 				// Generate checked what could fail; this is a last guard.
+				e.log.Error("admitting a request failed", "err", err, stackAttr(err))
 				e.mu.Lock()
 				e.pending--
 				e.mu.Unlock()
@@ -436,7 +437,7 @@ func (e *Engine) loop() {
 		before := len(st.reqs)
 		err := catch(st.step)
 		if err != nil {
-			e.log.Error("backend failed; engine is dead", "err", err)
+			e.log.Error("backend failed; engine is dead", "err", err, stackAttr(err))
 			e.mu.Lock()
 			e.dead = err
 			e.pending = 0
@@ -455,10 +456,31 @@ func (e *Engine) loop() {
 func catch(f func() error) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("engine panic: %v\n%s", p, debug.Stack())
+			err = &panicError{what: "engine panic", value: p, stack: debug.Stack()}
 		}
 	}()
 	return f()
+}
+
+// panicError is a recovered panic. Its message names the panic; the stack,
+// where it happened, is only logged (see stackAttr): the message reaches
+// callers and, through the OpenAI handler, every client (a 503's message,
+// /health's reason), which have no use for the server's source paths.
+type panicError struct {
+	what  string // "engine panic", or "panic" inside ErrBackend's wrapping
+	value any
+	stack []byte
+}
+
+func (p *panicError) Error() string { return fmt.Sprintf("%s: %v", p.what, p.value) }
+
+// stackAttr is the log attribute of the stack of the panic err holds, or,
+// for another error, the empty Attr, which handlers leave out.
+func stackAttr(err error) slog.Attr {
+	if pe, ok := errors.AsType[*panicError](err); ok {
+		return slog.String("stack", string(pe.stack))
+	}
+	return slog.Attr{}
 }
 
 // finished records that n requests ended, waking Drain callers at zero.

@@ -507,6 +507,39 @@ func TestEnginePanicKillsEngineNotProcess(t *testing.T) {
 	}
 }
 
+// TestPanicStackLoggedNotReturned: after a panic in the backend or in the
+// engine's own code, the errors that reach callers (the last event,
+// Health, Generate), and from them HTTP clients (a 503's message, /health's
+// reason, open even behind API keys), name the panic but carry no stack
+// trace with the server's source paths; the stack is in the engine's log.
+func TestPanicStackLoggedNotReturned(t *testing.T) {
+	for name, newBroken := range map[string]func(engine.Config) (*engine.Engine, error){
+		"backend": func(cfg engine.Config) (*engine.Engine, error) {
+			return mock.NewEngine(mock.Config{PanicAtStep: 2}, cfg)
+		},
+		"engine": func(cfg engine.Config) (*engine.Engine, error) {
+			return engine.New(mock.NewBackend(mock.Config{}), panicTokenizer{mock.NewTokenizer()}, mock.Info(), cfg)
+		},
+	} {
+		var logs syncbuf.Buffer
+		e, err := newBroken(engine.Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := run(t, e, llm.Request{PromptTokens: prompt(1, 4), Params: greedy(10)})
+		_, genErr := e.Generate(context.Background(), llm.Request{PromptTokens: []int{1}, Params: greedy(1)})
+		for what, err := range map[string]error{"last event": r.last.Err, "Health": e.Health(), "Generate": genErr} {
+			if err == nil || !strings.Contains(err.Error(), "panic") || strings.Contains(err.Error(), "goroutine") {
+				t.Errorf("%s panic: %s error %q, want the panic named without a stack", name, what, err)
+			}
+		}
+		e.Close()
+		if !strings.Contains(logs.String(), "goroutine") {
+			t.Errorf("%s panic: no stack in the log:\n%s", name, logs.String())
+		}
+	}
+}
+
 // TestHugeMaxTokens: a max_tokens near the largest int is a context-length
 // error, not an overflow into a sequence that seems to fit (which crashed
 // the engine when the scheduler sized its token slice).

@@ -350,7 +350,7 @@ func (st *stepper) choose(q *request, needLogits bool, row SampleRow) (int, *llm
 func (st *stepper) forward(b *Batch) (rows []SampleRow, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("%w: panic: %v\n%s", ErrBackend, p, debug.Stack())
+			err = fmt.Errorf("%w: %w", ErrBackend, &panicError{what: "panic", value: p, stack: debug.Stack()})
 		}
 	}()
 	rows, err = st.backend.Forward(b)
