@@ -72,6 +72,7 @@ type Engine struct {
 	wake      chan struct{}
 	closed    chan struct{} // closed by Close
 	done      chan struct{} // closed when the loop exits
+	shut      chan struct{} // closed when Close has closed the backend too
 
 	mu        sync.Mutex
 	inbox     []*request
@@ -126,7 +127,7 @@ func New(backend Backend, tok llm.Tokenizer, info llm.ModelInfo, cfg Config) (*E
 	}
 	e := &Engine{
 		info: info, tok: tok, cfg: cfg, st: st, log: cfg.Logger,
-		wake: make(chan struct{}, 1), closed: make(chan struct{}), done: make(chan struct{}),
+		wake: make(chan struct{}, 1), closed: make(chan struct{}), done: make(chan struct{}), shut: make(chan struct{}),
 		seedState: seed,
 	}
 	st.started = e.started
@@ -351,19 +352,21 @@ func (e *Engine) Drain(ctx context.Context) error {
 
 // Close implements llm.Engine. Running requests end with an abort event
 // carrying ErrClosed. The backend is closed if it implements io.Closer.
-// Closing again, and Drain after Close, return nil.
+// Closing again, and Drain after Close, return nil; every Close, the
+// first and any at the same time, returns once the backend is closed, so
+// that what the caller frees after it is no longer in use.
 func (e *Engine) Close() error {
 	e.mu.Lock()
 	already := e.closing
 	e.closing = true
 	e.mu.Unlock()
-	if !already {
-		close(e.closed)
-	}
-	<-e.done
 	if already {
+		<-e.shut
 		return nil
 	}
+	defer close(e.shut)
+	close(e.closed)
+	<-e.done
 	if c, ok := e.st.backend.(io.Closer); ok {
 		return c.Close()
 	}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -831,5 +832,50 @@ func TestEngineSeedSkipsSeededRequests(t *testing.T) {
 	}
 	if alone, after := second(false), second(true); !slices.Equal(alone, after) {
 		t.Errorf("the second unseeded request sampled %v, and %v after a seeded one", alone, after)
+	}
+}
+
+// slowClosingBackend is the mock backend with a Close that says when it is
+// entered and returns only when released.
+type slowClosingBackend struct {
+	*mock.Backend
+	entered, release chan struct{}
+	closed           atomic.Bool
+}
+
+func (b *slowClosingBackend) Close() error {
+	close(b.entered)
+	<-b.release
+	b.closed.Store(true)
+	return nil
+}
+
+// TestConcurrentCloseWaitsForBackend: a Close made while another is closing
+// the backend returns only once the backend is closed, so that a caller
+// freeing what the backend used after its own Close is safe. (Were the
+// second Close to return early, it would see the backend still open; a
+// machine too slow to let it return before the release makes the test pass
+// without showing that, never fail wrongly.)
+func TestConcurrentCloseWaitsForBackend(t *testing.T) {
+	be := &slowClosingBackend{Backend: mock.NewBackend(mock.Config{}), entered: make(chan struct{}), release: make(chan struct{})}
+	e, err := engine.New(be, mock.NewTokenizer(), mock.Info(), engine.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := make(chan error, 1)
+	go func() { first <- e.Close() }()
+	<-be.entered
+	second := make(chan bool, 1)
+	go func() {
+		_ = e.Close()
+		second <- be.closed.Load()
+	}()
+	time.Sleep(20 * time.Millisecond) // room for an early return to show
+	close(be.release)
+	if !<-second {
+		t.Error("the second Close returned while the first was still closing the backend")
+	}
+	if err := <-first; err != nil {
+		t.Error(err)
 	}
 }
