@@ -8,11 +8,11 @@ import (
 // Percentile returns the p-th percentile (0 <= p <= 100) of sorted, a slice
 // in ascending order, by linear interpolation between the closest ranks:
 // numpy's default method and serving-inference's percentile(). It returns
-// NaN for an empty slice; callers that serialise use [Distribute], which turns
-// that into null.
+// NaN for an empty slice, and for a p outside [0, 100] (or NaN); callers
+// that serialise use [Distribute], which turns that into null.
 func Percentile(sorted []float64, p float64) float64 {
 	n := len(sorted)
-	if n == 0 {
+	if n == 0 || !(p >= 0 && p <= 100) { // !(...) catches NaN too
 		return math.NaN()
 	}
 	pos := float64(n-1) * p / 100

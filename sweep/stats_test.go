@@ -23,6 +23,9 @@ func TestPercentileFixed(t *testing.T) {
 	}
 	assert.Equal(t, 5.0, Percentile([]float64{5}, 99))
 	assert.True(t, math.IsNaN(Percentile(nil, 50)))
+	for _, p := range []float64{-1, 100.5, math.NaN(), math.Inf(1)} {
+		assert.True(t, math.IsNaN(Percentile(s, p)), "p %v is no percentile", p)
+	}
 	assert.InDelta(t, 1.5, Percentile([]float64{1, 2}, 50), 1e-12)
 }
 
