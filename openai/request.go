@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"strconv"
 	"strings"
 	"unicode"
 
@@ -345,33 +344,68 @@ func checkUnsupported(raw *rawCompletionRequest) *apiError {
 }
 
 // parseLogitBias reads OpenAI's logit_bias, an object from token ids (as
-// decimal strings) to biases; null or absent is none.
+// strings) to biases; null or absent is none. A key is read as vLLM reads
+// it, with Python's int() (pythonInt): " 5", "05", "+5" and "0_5" are all
+// token 5. Keys that name the same id are kept as vLLM's dict comprehension
+// keeps them: the value of the one written last wins, except that a key
+// written twice character for character stays where it first appeared
+// (a Python dict keeps a repeated key's first place and its last value).
 func parseLogitBias(raw json.RawMessage) (map[int]float64, *apiError) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
 		return nil, nil
 	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
-		return nil, badRequest("logit_bias", "invalid_type", "logit_bias: expected an object, got %s", jsonKind(raw))
+	notObject := badRequest("logit_bias", "invalid_type", "logit_bias: expected an object, got %s", jsonKind(raw))
+	if raw[0] != '{' {
+		return nil, notObject
 	}
-	if len(m) == 0 {
+	type entry struct {
+		key string
+		val json.RawMessage
+	}
+	var entries []entry
+	at := map[string]int{} // a key's place in entries
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if _, err := dec.Token(); err != nil { // the '{'
+		return nil, notObject
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		k, isKey := tok.(string)
+		if err != nil || !isKey {
+			return nil, notObject
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, notObject
+		}
+		if i, seen := at[k]; seen {
+			entries[i].val = v
+			continue
+		}
+		at[k] = len(entries)
+		entries = append(entries, entry{k, v})
+	}
+	if len(entries) == 0 {
 		return nil, nil
 	}
-	out := make(map[int]float64, len(m))
-	for k, v := range m {
-		id, err := strconv.Atoi(k)
-		if err != nil || strconv.Itoa(id) != k {
-			return nil, badRequest("logit_bias", "invalid_value", "logit_bias: key %q is not a token id", k)
+	out := make(map[int]float64, len(entries))
+	for _, e := range entries {
+		id, ok, fits := pythonInt(e.key)
+		switch {
+		case !ok:
+			return nil, badRequest("logit_bias", "invalid_value", "logit_bias: key %q is not a token id", shorten(e.key))
+		case !fits:
+			return nil, badRequest("logit_bias", "invalid_value", "logit_bias: key %q is out of the vocabulary's range", shorten(e.key))
 		}
 		var b *float64
-		if err := json.Unmarshal(v, &b); err != nil || b == nil {
-			if jsonKind(v) == "a number" {
+		if err := json.Unmarshal(e.val, &b); err != nil || b == nil {
+			if jsonKind(e.val) == "a number" {
 				// A number beyond float64 (1e400) fails to decode: it is
 				// out of range, not of the wrong type.
-				return nil, badRequest("logit_bias", "invalid_value", "logit_bias: the bias of token %d must be in [-100, 100], got %s", id, bytes.TrimSpace(v))
+				return nil, badRequest("logit_bias", "invalid_value", "logit_bias: the bias of token %d must be in [-100, 100], got %s", id, bytes.TrimSpace(e.val))
 			}
-			return nil, badRequest("logit_bias", "invalid_type", "logit_bias: the bias of token %d must be a number, got %s", id, jsonKind(v))
+			return nil, badRequest("logit_bias", "invalid_type", "logit_bias: the bias of token %d must be a number, got %s", id, jsonKind(e.val))
 		}
 		out[id] = *b
 	}

@@ -154,8 +154,14 @@ func TestValidation(t *testing.T) {
 		{"best_of", `{"prompt":"a","best_of":3}`, 400, "best_of", "unsupported_parameter", ""},
 		{"suffix", `{"prompt":"a","suffix":"z"}`, 400, "suffix", "unsupported_parameter", ""},
 		{"logit_bias key not an id", `{"prompt":"a","logit_bias":{"x":10}}`, 400, "logit_bias", "invalid_value", `key "x" is not a token id`},
-		{"logit_bias key padded", `{"prompt":"a","logit_bias":{"05":10}}`, 400, "logit_bias", "invalid_value", "not a token id"},
+		// Python's int(), which vLLM reads keys with, refuses these too.
+		{"logit_bias key trailing underscore", `{"prompt":"a","logit_bias":{"5_":10}}`, 400, "logit_bias", "invalid_value", `key "5_" is not a token id`},
+		{"logit_bias key space after sign", `{"prompt":"a","logit_bias":{"+ 5":10}}`, 400, "logit_bias", "invalid_value", "not a token id"},
+		{"logit_bias key decimal point", `{"prompt":"a","logit_bias":{"5.0":10}}`, 400, "logit_bias", "invalid_value", "not a token id"},
+		{"logit_bias key empty", `{"prompt":"a","logit_bias":{"":10}}`, 400, "logit_bias", "invalid_value", "not a token id"},
+		{"logit_bias key beyond int64", `{"prompt":"a","logit_bias":{"99999999999999999999":10}}`, 400, "logit_bias", "invalid_value", "out of the vocabulary's range"},
 		{"logit_bias negative id", `{"prompt":"a","logit_bias":{"-1":10}}`, 400, "logit_bias", "invalid_value", "non-negative"},
+		{"logit_bias negative id padded", `{"prompt":"a","logit_bias":{" -01 ":10}}`, 400, "logit_bias", "invalid_value", "non-negative"},
 		{"logit_bias id outside the vocabulary", `{"prompt":"a","logit_bias":{"257":10}}`, 400, "logit_bias", "invalid_value", "out of vocabulary range"},
 		{"logit_bias over 100", `{"prompt":"a","logit_bias":{"5":101}}`, 400, "logit_bias", "invalid_value", "[-100, 100]"},
 		{"logit_bias beyond float64", `{"prompt":"a","logit_bias":{"5":-1e400}}`, 400, "logit_bias", "invalid_value", "must be in [-100, 100], got -1e400"},
@@ -292,6 +298,93 @@ func TestPenaltiesAndBiasReachTheEngine(t *testing.T) {
 	rec = serve(t, NewHandler(f), "POST", "/v1/completions", `{"prompt":"a","max_tokens":2,"logit_bias":{"98":-100,"0":2.5}}`)
 	require.Equal(t, 200, rec.Code, rec.Body.String())
 	assert.Equal(t, map[int]float64{98: -100, 0: 2.5}, f.requests()[1].Params.LogitBias)
+}
+
+// TestLogitBiasKeysAsPythonInt: vLLM turns each logit_bias key into a token
+// id with Python's int(), so keys with whitespace, a sign, leading zeros or
+// underscores between digits name the token they spell; keys naming the
+// same token keep the value of the one written last, as vLLM's dict does.
+func TestLogitBiasKeysAsPythonInt(t *testing.T) {
+	tests := []struct {
+		name string
+		bias string
+		want map[int]float64
+	}{
+		{"spelled variously", `{"05":1," 6":2,"+7":3,"1_0":4,"\t11\n":5,"0_0_12":6}`,
+			map[int]float64{5: 1, 6: 2, 7: 3, 10: 4, 11: 5, 12: 6}},
+		{"Unicode space and digits", `{"\u00a0\u0661\u0663\u3000":1,"\uff11\uff14":2}`, map[int]float64{13: 1, 14: 2}},
+		{"the later of two spellings wins", `{"5":1,"05":2}`, map[int]float64{5: 2}},
+		{"the later of two spellings wins, reversed", `{"05":2,"5":1}`, map[int]float64{5: 1}},
+		// {"5":1,"05":2,"5":3} is the dict {"5":3,"05":2} to Python: the
+		// repeated key keeps its first place, so "05" comes last.
+		{"a repeated key keeps its first place", `{"5":1,"05":2,"5":3}`, map[int]float64{5: 2}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake()
+			rec := serve(t, NewHandler(f), "POST", "/v1/completions", `{"prompt":"a","max_tokens":2,"logit_bias":`+tc.bias+`}`)
+			require.Equal(t, 200, rec.Code, rec.Body.String())
+			assert.Equal(t, tc.want, f.requests()[0].Params.LogitBias)
+		})
+	}
+}
+
+// TestPythonInt checks pythonInt against what CPython's int(str) answers
+// (each row's expectation was read from Python 3.11).
+func TestPythonInt(t *testing.T) {
+	tests := []struct {
+		in       string
+		want     int
+		ok, fits bool
+	}{
+		{"5", 5, true, true},
+		{"05", 5, true, true},
+		{"+5", 5, true, true},
+		{"-5", -5, true, true},
+		{"-0", 0, true, true},
+		{" 5", 5, true, true},
+		{"5 ", 5, true, true},
+		{"\t\n\v\f\r 5 \r\n", 5, true, true},
+		{"\u00855\u00a0", 5, true, true},
+		{"\u20285\u3000", 5, true, true},
+		{"1_0", 10, true, true},
+		{"0_5", 5, true, true},
+		{"1_2_3", 123, true, true},
+		{"00000000000000000000000000007", 7, true, true},
+		{"\u0665", 5, true, true},               // ARABIC-INDIC DIGIT FIVE
+		{"\uff11\uff15", 15, true, true},        // FULLWIDTH DIGITS
+		{"\U0001d7ce\U0001d7e1", 9, true, true}, // MATHEMATICAL BOLD ZERO, DOUBLE-STRUCK NINE
+		{"1_\u0662", 12, true, true},
+		{"9223372036854775807", 9223372036854775807, true, true},
+		{"9223372036854775808", 0, true, false},
+		{"-99999999999999999999", 0, true, false},
+		{"", 0, false, false},
+		{" ", 0, false, false},
+		{"+", 0, false, false},
+		{"-", 0, false, false},
+		{"_5", 0, false, false},
+		{"5_", 0, false, false},
+		{"5__0", 0, false, false},
+		{"+_5", 0, false, false},
+		{"+ 5", 0, false, false},
+		{"+-5", 0, false, false},
+		{"5 5", 0, false, false},
+		{"5.0", 0, false, false},
+		{"1e3", 0, false, false},
+		{"0x5", 0, false, false},
+		{"\x1c5", 0, false, false},   // str.isspace, but not stripped by int()
+		{"\u200b5", 0, false, false}, // ZERO WIDTH SPACE is not whitespace
+		{"x", 0, false, false},
+	}
+	for _, tc := range tests {
+		in := tc.in
+		v, ok, fits := pythonInt(in)
+		assert.Equal(t, tc.ok, ok, "%q ok", in)
+		assert.Equal(t, tc.fits, fits, "%q fits", in)
+		if tc.ok && tc.fits {
+			assert.Equal(t, tc.want, v, "%q", in)
+		}
+	}
 }
 
 // TestWholeFloatsAreIntegers: integer fields and token ids given as whole
