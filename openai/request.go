@@ -243,7 +243,12 @@ func decodeCompletion(body []byte) (*completionRequest, *apiError) {
 	if p.LogitBias, e = parseLogitBias(raw.LogitBias); e != nil {
 		return nil, e
 	}
-	p.Seed = raw.Seed
+	if raw.Seed != nil && *raw.Seed != -1 {
+		// vLLM reads seed -1 as no seed (SamplingParams.__post_init__), the
+		// "random" that clients such as llama.cpp's write it for; taken as
+		// a seed, it would make every such request give the same text.
+		p.Seed = raw.Seed
+	}
 	p.IgnoreEOS = raw.IgnoreEOS != nil && *raw.IgnoreEOS
 	if p.StopTokenIDs, e = notNull("stop_token_ids", "stop_token_ids", raw.StopTokenIDs); e != nil {
 		return nil, e

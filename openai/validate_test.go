@@ -300,6 +300,24 @@ func TestPenaltiesAndBiasReachTheEngine(t *testing.T) {
 	assert.Equal(t, map[int]float64{98: -100, 0: 2.5}, f.requests()[1].Params.LogitBias)
 }
 
+// TestSeedMinusOneIsNoSeed: vLLM reads seed -1 as no seed, so each choice
+// is sampled afresh (the engine's own seeds); other negative seeds are seeds.
+func TestSeedMinusOneIsNoSeed(t *testing.T) {
+	f := newFake()
+	h := NewHandler(f)
+	rec := serve(t, h, "POST", "/v1/completions", `{"prompt":"a","max_tokens":2,"n":2,"seed":-1}`)
+	require.Equal(t, 200, rec.Code, rec.Body.String())
+	rec = serve(t, h, "POST", "/v1/completions", `{"prompt":"a","max_tokens":2,"n":2,"seed":-2}`)
+	require.Equal(t, 200, rec.Code, rec.Body.String())
+	reqs := f.requests()
+	require.Len(t, reqs, 4)
+	assert.Nil(t, reqs[0].Params.Seed)
+	assert.Nil(t, reqs[1].Params.Seed)
+	if assert.NotNil(t, reqs[2].Params.Seed) && assert.NotNil(t, reqs[3].Params.Seed) {
+		assert.Equal(t, []int64{-2, -1}, []int64{*reqs[2].Params.Seed, *reqs[3].Params.Seed}, "seed -2's second choice has seed -1, a seed")
+	}
+}
+
 // TestLogitBiasKeysAsPythonInt: vLLM turns each logit_bias key into a token
 // id with Python's int(), so keys with whitespace, a sign, leading zeros or
 // underscores between digits name the token they spell; keys naming the
