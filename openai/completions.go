@@ -102,6 +102,10 @@ func (h *handler) completions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.withModelDefaults(h.info.Defaults)
+	if e := req.checkGreedyN(); e != nil {
+		writeError(w, r, e)
+		return
+	}
 	prompts, e := h.preparePrompts(req)
 	if e != nil {
 		writeError(w, r, e)

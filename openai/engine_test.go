@@ -389,7 +389,7 @@ func TestDisconnectFreesBlocks(t *testing.T) {
 			ms := newMockServer(t, mcfg, engine.Config{}, WithRegistry(reg, reg), WithServedModelNames("m"))
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			body := fmt.Sprintf(`{"prompt":"%s","max_tokens":3000,"n":2,"temperature":0,"stream":%v}`, strings.Repeat("z", 100), stream)
+			body := fmt.Sprintf(`{"prompt":"%s","max_tokens":3000,"n":2,"top_k":1,"stream":%v}`, strings.Repeat("z", 100), stream)
 			running := make(chan struct{})
 			done := make(chan struct{})
 			go func() {

@@ -66,7 +66,7 @@ func (c hostileClient) run(t *testing.T, ms *mockServer) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	stream := c.kind != hostileJSONTimeout && c.kind != hostileJSONComplete
-	body := fmt.Sprintf(`{"prompt":%q,"max_tokens":%d,"n":%d,"temperature":0,"stream":%v}`, c.prompt, c.max, c.n, stream)
+	body := fmt.Sprintf(`{"prompt":%q,"max_tokens":%d,"n":%d,"top_k":1,"stream":%v}`, c.prompt, c.max, c.n, stream)
 	switch c.kind {
 	case hostileJSONTimeout:
 		ctx, cancel = context.WithTimeout(ctx, c.wait)
@@ -239,7 +239,7 @@ func TestTokenCountersMatchWhatClientsReceived(t *testing.T) {
 			n := 1 + i%3
 			stream := i%2 == 0
 			pj, _ := json.Marshal(prompts)
-			body := fmt.Sprintf(`{"prompt":%s,"max_tokens":%d,"n":%d,"temperature":0,"stream":%v,"stream_options":%s}`,
+			body := fmt.Sprintf(`{"prompt":%s,"max_tokens":%d,"n":%d,"top_k":1,"stream":%v,"stream_options":%s}`,
 				pj, 5+i, n, stream, map[bool]string{true: `{"include_usage":true}`, false: "null"}[stream])
 			resp, err := ms.post(context.Background(), "/v1/completions", body)
 			if !assert.NoError(t, err) {
@@ -290,9 +290,9 @@ func TestCloseWhileInFlight(t *testing.T) {
 	}
 	bodies := []string{
 		`{"prompt":"a","max_tokens":3000,"temperature":0,"stream":true}`,
-		`{"prompt":"b","max_tokens":3000,"temperature":0,"stream":true,"n":2}`,
+		`{"prompt":"b","max_tokens":3000,"top_k":1,"stream":true,"n":2}`,
 		`{"prompt":"c","max_tokens":3000,"temperature":0}`,
-		`{"prompt":"d","max_tokens":3000,"temperature":0,"n":2}`,
+		`{"prompt":"d","max_tokens":3000,"top_k":1,"n":2}`,
 		`{"prompt":["e","f"],"max_tokens":3000,"temperature":0,"stream":true}`,
 	}
 	results := make(chan result, len(bodies))

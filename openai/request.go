@@ -86,6 +86,19 @@ func (c *completionRequest) withModelDefaults(d llm.SamplingDefaults) {
 	d.Apply(&c.params)
 }
 
+// checkGreedyN refuses n > 1 with greedy sampling, as vLLM does
+// (SamplingParams._verify_greedy_sampling in vllm/sampling_params.py): the
+// choices would all be the same text. It runs once the model's defaults are
+// in, since vLLM checks the temperature a request runs with. vLLM raises a
+// temperature in (0, 0.01) to 0.01 before it checks, so only 0 is greedy
+// here; top_k 1, greedy too in tinyserve, is not refused, as vLLM does not.
+func (c *completionRequest) checkGreedyN() *apiError {
+	if c.n > 1 && c.params.Temperature == 0 {
+		return badRequest("n", "invalid_value", "n must be 1 when using greedy sampling, got %d.", c.n)
+	}
+	return nil
+}
+
 func (c *completionRequest) numPrompts() int { return len(c.texts) + len(c.tokenLists) }
 
 // rawCompletionRequest is the JSON shape. Pointers tell "absent or null"

@@ -182,6 +182,7 @@ func TestValidation(t *testing.T) {
 		// sequences of 11 tokens (the spaced forms are longer, so left
 		// out): over the tokens limit only once tokenized.
 		{"bad_words over the token limit", `{"prompt":"a","bad_words":[` + manyLongWords(100, 11) + `]}`, 400, "bad_words", "invalid_value", "at most 1024 tokens"},
+		{"n with greedy sampling", `{"prompt":"a","n":2,"temperature":0}`, 400, "n", "invalid_value", "n must be 1 when using greedy sampling, got 2."},
 		{"priority", `{"prompt":"a","priority":1}`, 400, "priority", "unsupported_parameter", "first come, first served"},
 		{"return_tokens_as_token_ids string", `{"prompt":"a","return_tokens_as_token_ids":"yes"}`, 400, "return_tokens_as_token_ids", "invalid_type", ""},
 		{"context length", `{"prompt":"` + long + `"}`, 400, "prompt", "context_length_exceeded",
@@ -298,6 +299,30 @@ func TestPenaltiesAndBiasReachTheEngine(t *testing.T) {
 	rec = serve(t, NewHandler(f), "POST", "/v1/completions", `{"prompt":"a","max_tokens":2,"logit_bias":{"98":-100,"0":2.5}}`)
 	require.Equal(t, 200, rec.Code, rec.Body.String())
 	assert.Equal(t, map[int]float64{98: -100, 0: 2.5}, f.requests()[1].Params.LogitBias)
+}
+
+// TestGreedyN: n > 1 is refused with temperature 0, whether the request or
+// the model's defaults set it, as vLLM refuses it; a temperature above 0,
+// however small (vLLM samples it at 0.01), and top_k 1 are not refused.
+func TestGreedyN(t *testing.T) {
+	for _, body := range []string{
+		`{"prompt":"a","max_tokens":2,"n":1,"temperature":0}`,
+		`{"prompt":"a","max_tokens":2,"n":2,"temperature":1e-6}`,
+		`{"prompt":"a","max_tokens":2,"n":2,"top_k":1}`,
+	} {
+		rec := serve(t, NewHandler(newFake()), "POST", "/v1/completions", body)
+		assert.Equal(t, 200, rec.Code, "%s: %s", body, rec.Body.String())
+	}
+	f := newFake()
+	zero := 0.0
+	f.info.Defaults = llm.SamplingDefaults{Temperature: &zero}
+	h := NewHandler(f)
+	rec := serve(t, h, "POST", "/v1/completions", `{"prompt":"a","max_tokens":2,"n":2}`)
+	require.Equal(t, 400, rec.Code, rec.Body.String())
+	assert.Equal(t, "n must be 1 when using greedy sampling, got 2.", decodeErr(t, rec).Error.Message)
+	rec = serve(t, h, "POST", "/v1/completions", `{"prompt":"a","max_tokens":2,"n":2,"temperature":0.5}`)
+	assert.Equal(t, 200, rec.Code, rec.Body.String())
+	require.Len(t, f.requests(), 2, "only the request that set its temperature reached the engine")
 }
 
 // TestSeedMinusOneIsNoSeed: vLLM reads seed -1 as no seed, so each choice

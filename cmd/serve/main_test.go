@@ -164,7 +164,7 @@ func TestDrainWaitsForSlowReaders(t *testing.T) {
 	slow := drainwait.SlowClient()
 	// Some 9 MB of events: more than twice what the socket buffers hold.
 	resp, err := slow.Post(base+"/v1/completions", "application/json",
-		strings.NewReader(`{"prompt":"slow reader","max_tokens":4000,"n":4,"logprobs":20,"temperature":0,"stream":true}`))
+		strings.NewReader(`{"prompt":"slow reader","max_tokens":4000,"n":4,"logprobs":20,"top_k":1,"stream":true}`))
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	require.Equal(t, 200, resp.StatusCode)

@@ -112,7 +112,7 @@ func TestServeWaitsForAnswers(t *testing.T) {
 	slow := drainwait.SlowClient()
 	// Some 9 MB of events: more than twice what the socket buffers hold.
 	req, err := http.NewRequest("POST", "http://"+ln.Addr().String()+"/llm/v1/completions",
-		strings.NewReader(`{"prompt":"slow reader","max_tokens":4000,"n":4,"logprobs":20,"temperature":0,"stream":true}`))
+		strings.NewReader(`{"prompt":"slow reader","max_tokens":4000,"n":4,"logprobs":20,"top_k":1,"stream":true}`))
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer secret")
 	resp, err := slow.Do(req)
