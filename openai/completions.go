@@ -102,6 +102,7 @@ func (h *handler) completions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.withModelDefaults(h.info.Defaults)
+	req.raiseTinyTemperature()
 	if e := req.checkGreedyN(); e != nil {
 		writeError(w, r, e)
 		return

@@ -325,6 +325,34 @@ func TestGreedyN(t *testing.T) {
 	require.Len(t, f.requests(), 2, "only the request that set its temperature reached the engine")
 }
 
+// TestTinyTemperatureIsRaised: a temperature above 0 and below 0.01, the
+// request's or the model's, reaches the engine as 0.01, as vLLM raises it;
+// 0 stays greedy and 0.01 and above pass as given.
+func TestTinyTemperatureIsRaised(t *testing.T) {
+	tests := []struct {
+		body string
+		want float64
+	}{
+		{`{"prompt":"a","max_tokens":2,"temperature":0}`, 0},
+		{`{"prompt":"a","max_tokens":2,"temperature":1e-6}`, 0.01},
+		{`{"prompt":"a","max_tokens":2,"temperature":0.005}`, 0.01},
+		{`{"prompt":"a","max_tokens":2,"temperature":0.01}`, 0.01},
+		{`{"prompt":"a","max_tokens":2,"temperature":0.02}`, 0.02},
+	}
+	for _, tc := range tests {
+		f := newFake()
+		rec := serve(t, NewHandler(f), "POST", "/v1/completions", tc.body)
+		require.Equal(t, 200, rec.Code, rec.Body.String())
+		assert.Equal(t, tc.want, f.requests()[0].Params.Temperature, tc.body)
+	}
+	f := newFake()
+	tiny := 1e-4
+	f.info.Defaults = llm.SamplingDefaults{Temperature: &tiny}
+	rec := serve(t, NewHandler(f), "POST", "/v1/completions", `{"prompt":"a","max_tokens":2}`)
+	require.Equal(t, 200, rec.Code, rec.Body.String())
+	assert.Equal(t, 0.01, f.requests()[0].Params.Temperature, "the model's default is raised too")
+}
+
 // TestSeedMinusOneIsNoSeed: vLLM reads seed -1 as no seed, so each choice
 // is sampled afresh (the engine's own seeds); other negative seeds are seeds.
 func TestSeedMinusOneIsNoSeed(t *testing.T) {
