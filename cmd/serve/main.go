@@ -372,7 +372,7 @@ func run(ctx context.Context, cfg tinyserve.Config, o serveOptions) error {
 		return err
 	}
 	srv := &http.Server{
-		Handler:           h,
+		Handler:           allowAllCORS(h),
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
 		IdleTimeout:       idleTimeout,
