@@ -750,3 +750,25 @@ func TestOpenLoopKeepsItsConnections(t *testing.T) {
 	close(release)
 	require.NoError(t, <-done)
 }
+
+// serving-inference's first prompt files (its send_requests.py default,
+// prompts/generated_prompts.jsonl) name a row's workload "category";
+// send_requests.py records row.get("workload") or row.get("category"), and
+// so must this client, or the same file gives records without a workload.
+func TestRecordWorkloadFallsBackToCategory(t *testing.T) {
+	f := newFakeServer(t, &fakeServer{})
+	in := `{"id": "prompt_000000", "prompt": "Write a short technical summary of CUDA shared memory.", "category": "systems_inference", "target_output_tokens": 2}
+{"id": "b", "prompt": "p", "category": "c", "workload": "w", "target_output_tokens": 2}
+{"id": "c", "prompt": "p", "target_output_tokens": 2}
+`
+	rows, err := DecodeRows(strings.NewReader(in), 0)
+	require.NoError(t, err)
+	var out bytes.Buffer
+	_, _, err = RunCondition(context.Background(), LoadOptions{URL: f.URL(), Model: "m", Concurrency: 1, Stream: true}, rows, &out)
+	require.NoError(t, err)
+	got := map[string]any{}
+	for _, l := range decodeLines(t, out.Bytes()) {
+		got[l["id"].(string)] = l["workload"]
+	}
+	assert.Equal(t, map[string]any{"prompt_000000": "systems_inference", "b": "w", "c": nil}, got)
+}

@@ -39,6 +39,21 @@ type Row struct {
 	TargetOutputTokens *int   `json:"target_output_tokens"` // sent as max_tokens
 	TargetPromptTokens *int   `json:"target_prompt_tokens"` // the length the generator aimed for
 	Workload           string `json:"workload"`             // the workload's name
+	// Category is what serving-inference's first prompt files (and its
+	// send_requests.py default, prompts/generated_prompts.jsonl) carry
+	// instead of workload; a record's workload falls back to it, as
+	// send_requests.py's does.
+	Category string `json:"category"`
+}
+
+// workloadName is the workload a record names for the row: its workload,
+// else its category (send_requests.py's row.get("workload") or
+// row.get("category")); "" when the row has neither.
+func (r *Row) workloadName() string {
+	if r.Workload != "" {
+		return r.Workload
+	}
+	return r.Category
 }
 
 // MaxTokens is the max_tokens to request for the row.

@@ -91,8 +91,7 @@ func (s *sender) send(ctx context.Context, j job) Record {
 		InterChunkS:        []float64{},
 		XRequestID:         fmt.Sprintf("%s-%06d", s.prefix, j.index),
 	}
-	if row.Workload != "" {
-		w := row.Workload
+	if w := row.workloadName(); w != "" {
 		rec.Workload = &w
 	}
 	if row.Bucket != "" {
