@@ -64,7 +64,7 @@ func newApp(stdout, stderr io.Writer, getenv func(string) string) *cli.App {
 			&cli.StringFlag{Name: "url", Value: "http://localhost:8000/v1/completions", EnvVars: env("URL"), Usage: "endpoint; a path ending in /chat/completions speaks the chat API, any other the completions API"},
 			&cli.StringFlag{Name: "model", EnvVars: env("MODEL"), Usage: "model name to send (default: the first model the server's /v1/models lists)"},
 			&cli.IntFlag{Name: "num-requests", Value: 10, EnvVars: env("NUM_REQUESTS"), Usage: "requests to send: the first N rows of --prompts"},
-			&cli.IntFlag{Name: "concurrency", Value: 1, EnvVars: env("CONCURRENCY"), Usage: "requests in flight (with --request-rate: a cap, 0 for none)"},
+			&cli.IntFlag{Name: "concurrency", Value: 1, EnvVars: env("CONCURRENCY"), Usage: "requests in flight (with --request-rate: a cap, 0 or left out for none, as vllm bench serve's --max-concurrency)"},
 			&cli.Float64Flag{Name: "request-rate", EnvVars: env("REQUEST_RATE"), Usage: "open loop: mean Poisson arrival rate in requests/s (0: closed loop)"},
 			&cli.Int64Flag{Name: "seed", EnvVars: env("SEED"), Usage: "seed of the open-loop arrival times"},
 			&cli.Float64Flag{Name: "temperature", EnvVars: env("TEMPERATURE"), Usage: "sampling temperature sent with every request"},
@@ -103,10 +103,19 @@ func run(c *cli.Context, stdout, stderr io.Writer, getenv func(string) string) e
 			return fmt.Errorf("--api-key-env: environment variable %s is empty or unset", name)
 		}
 	}
+	concurrency := c.Int("concurrency")
+	if c.Float64("request-rate") > 0 && !c.IsSet("concurrency") {
+		// An open loop is capped only when asked, as vllm bench serve's
+		// --max-concurrency is: the closed loop's default of 1 would hold
+		// one request in flight and queue every other arrival in the
+		// client, measuring a closed loop that the summary calls an open
+		// one at the given rate.
+		concurrency = 0
+	}
 	opts := sweep.LoadOptions{
 		URL:           c.String("url"),
 		Model:         c.String("model"),
-		Concurrency:   c.Int("concurrency"),
+		Concurrency:   concurrency,
 		RequestRate:   c.Float64("request-rate"),
 		Seed:          c.Int64("seed"),
 		Temperature:   c.Float64("temperature"),

@@ -282,3 +282,35 @@ func TestSendRequestsExistingOutputRefusedFirst(t *testing.T) {
 		require.NoError(t, os.Remove(existing))
 	}
 }
+
+// --request-rate without --concurrency is an open loop with no cap, as
+// vllm bench serve's --request-rate without --max-concurrency: the closed
+// loop's default of one request in flight would queue every other arrival
+// in the client. A --concurrency given (or set through its variable) still
+// caps it.
+func TestSendRequestsRequestRateUncappedByDefault(t *testing.T) {
+	dir := t.TempDir()
+	srv, _, _ := fakeServer(t, false)
+	prompts := writePrompts(t, dir, 4)
+	concurrencyOf := func(name string, env map[string]string, extra ...string) float64 {
+		t.Helper()
+		out := filepath.Join(dir, name+".jsonl")
+		args := append([]string{"--prompts", prompts, "--url", srv.URL + "/v1/completions", "--num-requests", "4",
+			"--request-rate", "1000", "--seed", "1", "--output", out}, extra...)
+		_, err := runApp(t, env, args...)
+		require.NoError(t, err)
+		b, err := os.ReadFile(filepath.Join(dir, name+".summary.json"))
+		require.NoError(t, err)
+		var sum struct {
+			Config struct {
+				Concurrency float64 `json:"concurrency"`
+			} `json:"config"`
+		}
+		require.NoError(t, json.Unmarshal(b, &sum))
+		return sum.Config.Concurrency
+	}
+	assert.Equal(t, 0.0, concurrencyOf("open", nil), "no cap unless asked for")
+	assert.Equal(t, 2.0, concurrencyOf("capped", nil, "--concurrency", "2"))
+	t.Setenv("TINYSERVE_CONCURRENCY", "1")
+	assert.Equal(t, 1.0, concurrencyOf("env", nil))
+}
