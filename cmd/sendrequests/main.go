@@ -11,6 +11,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -217,11 +218,10 @@ func run(c *cli.Context, stdout, stderr io.Writer, getenv func(string) string) e
 	if runErr != nil {
 		return fmt.Errorf("%w (records written so far are in %s)", runErr, output)
 	}
-	b, err := json.MarshalIndent(sum, "", "  ")
+	b, err := summaryJSON(sum)
 	if err != nil {
 		return err
 	}
-	b = append(b, '\n')
 	// Never replaces a file: whatever appeared at summaryPath during the run
 	// (the records themselves, under another spelling of their path) stays.
 	werr := sweep.WriteNewFile(summaryPath, b)
@@ -237,6 +237,22 @@ func run(c *cli.Context, stdout, stderr io.Writer, getenv func(string) string) e
 		return exitCoder{fmt.Errorf("%d of %d requests failed (the first: %s; every record is in %s)", sum.Counts.Failed, sum.Counts.Attempted, sweep.FirstFailure(recs), output), 2}
 	}
 	return nil
+}
+
+// summaryJSON is the summary as the file holds it: two-space indentation
+// and a final newline, as the sweep writes its run summaries and
+// serving-inference its own, and without encoding/json's HTML escaping,
+// which would write an extra_body stop string "</s>" or a URL's "&" as
+// \u003c/s\u003e and \u0026 (neither tool escapes them).
+func summaryJSON(sum *sweep.Summary) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(sum); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }
 
 // flagError turns a LoadOptions error, which names its JSON field

@@ -314,3 +314,24 @@ func TestSendRequestsRequestRateUncappedByDefault(t *testing.T) {
 	t.Setenv("TINYSERVE_CONCURRENCY", "1")
 	assert.Equal(t, 1.0, concurrencyOf("env", nil))
 }
+
+// The summary keeps what it records as written, as the sweep's run
+// summaries and serving-inference's do: encoding/json's HTML escaping
+// turned an extra_body stop string and a URL's query into \u003c/s\u003e
+// and \u0026, in the file and on stdout.
+func TestSendRequestsSummaryNotHTMLEscaped(t *testing.T) {
+	dir := t.TempDir()
+	srv, _, _ := fakeServer(t, false)
+	out := filepath.Join(dir, "c1.jsonl")
+	stdout, err := runApp(t, nil, "--prompts", writePrompts(t, dir, 1), "--url", srv.URL+"/v1/completions?a=1&b=2",
+		"--num-requests", "1", "--output", out, "--extra-body", `{"stop":["</s>"]}`)
+	require.NoError(t, err)
+	sum, err := os.ReadFile(filepath.Join(dir, "c1.summary.json"))
+	require.NoError(t, err)
+	for name, text := range map[string]string{"summary file": string(sum), "stdout": stdout} {
+		assert.Contains(t, text, `"</s>"`, name)
+		assert.Contains(t, text, `/v1/completions?a=1&b=2"`, name)
+		assert.NotContains(t, text, `\u00`, name)
+	}
+	assert.True(t, strings.HasPrefix(stdout, string(sum)), "stdout starts with the file's bytes")
+}
