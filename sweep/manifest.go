@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -30,6 +31,13 @@ type Manifest struct {
 	// describe the first): a resumed sweep's runs may come from different
 	// code or machines, and this says which.
 	Resumes []ManifestResume `json:"resumes,omitempty"`
+
+	// raw is manifest.json as a resumed sweep read it, numbers exact, so
+	// that writing it again keeps what this struct does not hold: a
+	// manifest written by serving-inference records the vLLM version and
+	// fingerprint it measured (serving.vllm), its Python packages and
+	// CUDA version, which a resume must not drop.
+	raw map[string]any
 }
 
 // ManifestResume is one invocation that resumed the sweep. Each run's
@@ -229,7 +237,15 @@ func startManifest(ctx context.Context, root, wd string, orig, rc *Config, sha s
 	}
 	if b, err := os.ReadFile(path); err == nil && json.Unmarshal(b, &m) == nil && m.SchemaVersion == ManifestSchemaVersion {
 		// checkWorkload has made sure the prompt file is the one recorded.
+		_ = DecodeJSONExact(b, &m.raw)
 		m.Experiment.Status, m.Experiment.CompletedAtUTC = "running", nil
+		if m.Experiment.Sessions == 0 {
+			// serving-inference counts no sessions: its runs (whose
+			// summaries name none, so session 1) were at least one
+			// invocation, and this one must not share its number, or a
+			// report would not see that the rows mix two set-ups.
+			m.Experiment.Sessions = 1
+		}
 		m.Experiment.Sessions++
 		m.Resumes = append(m.Resumes, ManifestResume{
 			Session:      m.Experiment.Sessions,
@@ -273,11 +289,44 @@ func startManifest(ctx context.Context, root, wd string, orig, rc *Config, sha s
 	return &m, writeManifest(root, &m)
 }
 
-// writeManifest replaces root's manifest.json atomically.
+// writeManifest replaces root's manifest.json atomically. Members of the
+// manifest as read (m.raw) that m does not hold are kept: the file is
+// then written with sorted keys, as serving-inference writes it.
 func writeManifest(root string, m *Manifest) error {
 	b, err := marshalIndent(m)
 	if err != nil {
 		return err
 	}
+	if m.raw != nil {
+		var ours map[string]any
+		if err := DecodeJSONExact(b, &ours); err != nil {
+			return err
+		}
+		if merged := mergeJSON(m.raw, ours); !reflect.DeepEqual(merged, ours) {
+			if b, err = marshalIndent(merged); err != nil {
+				return err
+			}
+		}
+	}
 	return writeFileAtomic(filepath.Join(root, ManifestFile), b)
+}
+
+// mergeJSON returns old with ours laid over it: ours' members replace
+// old's, objects are merged member by member, and old's members that ours
+// lacks are kept. Neither argument is changed.
+func mergeJSON(old, ours map[string]any) map[string]any {
+	out := make(map[string]any, len(old)+len(ours))
+	for k, v := range old {
+		out[k] = v
+	}
+	for k, v := range ours {
+		o, ok1 := out[k].(map[string]any)
+		n, ok2 := v.(map[string]any)
+		if ok1 && ok2 {
+			out[k] = mergeJSON(o, n)
+		} else {
+			out[k] = v
+		}
+	}
+	return out
 }

@@ -918,3 +918,77 @@ func TestSweepConfigNumbersExact(t *testing.T) {
 	require.NoError(t, err, "0 and 0.0 are one value")
 	assert.True(t, res.AlreadyComplete)
 }
+
+// TestSweepResumesServingInferenceFolder: a sweep folder that
+// serving-inference began (its config.json, manifest.json and a complete
+// run, none of tinyserve's fields) is resumed here without losing what its
+// manifest records beyond tinyserve's fields (the vLLM version it
+// measured, its Python packages), and the resume is a second session, so
+// the report says that its rows mix two set-ups.
+func TestSweepResumesServingInferenceFolder(t *testing.T) {
+	dir := t.TempDir()
+	f := newFakeServer(t, &fakeServer{})
+	const n = 2
+	prompts := writePrompts(t, dir, n, 2)
+	cfgJSON := sweepConfigJSON(f.URL(), prompts, []int{1, 2}, n, 0, 1)
+	root := filepath.Join(dir, "results", "test-sweep")
+	first := Order(20260729, []int{1, 2}, 0, 1)[0]
+	require.NoError(t, os.MkdirAll(filepath.Join(root, first.Dir()), 0o755))
+
+	var cfg map[string]any
+	require.NoError(t, json.Unmarshal(cfgJSON, &cfg))
+	b, _ := json.MarshalIndent(cfg, "", "  ") // sort_keys=True, as run_experiment.py writes it
+	require.NoError(t, os.WriteFile(filepath.Join(root, ConfigFile), append(b, '\n'), 0o644))
+	sha, err := FileSHA256(prompts)
+	require.NoError(t, err)
+	manifest := fmt.Sprintf(`{
+  "config": {"original": {}, "resolved": {}},
+  "environment": {
+    "accelerator": {"cuda_version": "12.4", "driver_version": null, "gpus": [], "nvidia_smi_available": false, "reason": "FileNotFoundError"},
+    "python": {"dependencies": [{"name": "aiohttp", "version": "3.9.5"}], "implementation": "CPython", "version": "3.12.3"},
+    "system": {"kernel": "#1 SMP", "machine": "x86_64", "os": "Linux", "release": "6.8.0"}
+  },
+  "experiment": {"completed_at_utc": "2026-07-29T10:00:00Z", "name": "test-sweep", "repeats": 1, "started_at_utc": "2026-07-29T09:00:00Z", "status": "failed", "warmups": 0},
+  "schema_version": "1.0",
+  "serving": {"model": {"name": "fake-model"}, "server": {"discovery": "explicit", "launch_flags": []}, "vllm": {"fingerprint": "sha256:abc", "installed": true, "version": "0.21.0"}},
+  "source": {"git": {"available": true, "dirty": false, "revision": "3342ed5"}},
+  "workload": {"path": %q, "sha256": %q}
+}
+`, prompts, sha)
+	require.NoError(t, os.WriteFile(filepath.Join(root, ManifestFile), []byte(manifest), 0o644))
+	var lines []string
+	for i := range n {
+		lines = append(lines, fmt.Sprintf(`{"schema_version": "1.0", "id": "w_%06d", "request_index": %d, "workload": "w", "prompt_tokens": 10, "target_prompt_tokens": 10, "target_output_tokens": 2, "status": 200, "started_offset_s": 0.0, "ended_offset_s": 0.5, "latency_s": 0.5, "ttft_s": 0.05, "approx_time_per_output_token_s": 0.4, "observed_inter_chunk_latency_s": [0.4], "output_tokens": 2, "server_token_usage_present": true, "finish_reason": "length", "stream_text_event_count": 2, "malformed_stream_events": 0}`, i, i))
+	}
+	require.NoError(t, os.WriteFile(first.RawPath(root), []byte(strings.Join(lines, "\n")+"\n"), 0o644))
+	summary := fmt.Sprintf(`{"config": {"url": %q, "model": "fake-model", "num_requests": %d, "concurrency": %d, "stream": true, "temperature": 0.0, "store_response": false, "result_schema_version": "1.0"},
+  "counts": {"attempted": %d, "successful": %d, "failed": 0, "output_tokens": %d}, "duration_s": 0.6, "request_throughput_per_s": 3.3, "output_token_throughput_per_s": 6.6,
+  "latency_s": {"count": 2, "mean": 0.5, "p50": 0.5, "p90": 0.5, "p99": 0.5}, "ttft_s": {"count": 2, "mean": 0.05, "p50": 0.05, "p90": 0.05, "p99": 0.05},
+  "approx_time_per_output_token_s": {"count": 2, "mean": 0.4, "p50": 0.4, "p90": 0.4, "p99": 0.4}, "observed_inter_chunk_latency_s": {"count": 2, "mean": 0.4, "p50": 0.4, "p90": 0.4, "p99": 0.4}}
+`, f.URL(), n, first.Concurrency, n, n, 2*n)
+	require.NoError(t, os.WriteFile(first.SummaryPath(root), []byte(summary), 0o644))
+
+	res, err := runTestSweep(t, context.Background(), cfgJSON, dir, nil)
+	require.NoError(t, err)
+	assert.Equal(t, 1, res.Kept)
+	assert.Equal(t, 1, res.Measured)
+
+	b, err = os.ReadFile(filepath.Join(root, ManifestFile))
+	require.NoError(t, err)
+	var got map[string]any
+	require.NoError(t, json.Unmarshal(b, &got))
+	serving := got["serving"].(map[string]any)
+	assert.Equal(t, map[string]any{"fingerprint": "sha256:abc", "installed": true, "version": "0.21.0"}, serving["vllm"], "the measured vLLM stays recorded")
+	env := got["environment"].(map[string]any)
+	assert.Equal(t, "3.12.3", env["python"].(map[string]any)["version"])
+	assert.Equal(t, "12.4", env["accelerator"].(map[string]any)["cuda_version"])
+	assert.Equal(t, "6.8.0", env["system"].(map[string]any)["release"])
+	exp := got["experiment"].(map[string]any)
+	assert.Equal(t, "completed", exp["status"])
+	assert.Equal(t, 2.0, exp["sessions"], "serving-inference's invocation was session 1")
+	resumes := got["resumes"].([]any)
+	require.Len(t, resumes, 1)
+	assert.Equal(t, 2.0, resumes[0].(map[string]any)["session"])
+	assert.NotEmpty(t, res.Combined.SessionChanges, "the rows mix serving-inference's client and this one")
+	assert.Contains(t, RenderReport(res.Combined), "resumed with different software")
+}
