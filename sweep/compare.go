@@ -39,7 +39,29 @@ func ReadCombined(path string) (*Combined, error) {
 	if len(c.ByConcurrency) == 0 {
 		return nil, fmt.Errorf("%s: %w: it has no by_concurrency levels", path, ErrNotSweepSummary)
 	}
+	if c.Workload == nil {
+		c.Workload = manifestWorkload(filepath.Join(filepath.Dir(path), ManifestFile))
+	}
 	return &c, nil
+}
+
+// manifestWorkload is the workload the manifest at path records, or nil.
+// serving-inference's summary.json does not name its prompt file, but the
+// manifest beside it records its SHA-256, as tinyserve's does: without it,
+// comparing such a sweep would say that the workloads could not be
+// compared.
+func manifestWorkload(path string) *ManifestWorkload {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	var m struct {
+		Workload *ManifestWorkload `json:"workload"`
+	}
+	if json.Unmarshal(b, &m) != nil || m.Workload == nil || m.Workload.SHA256 == "" {
+		return nil
+	}
+	return m.Workload
 }
 
 // CompareMetric is one figure compared between two sweeps at one level.

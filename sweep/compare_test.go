@@ -131,3 +131,39 @@ func TestCompareWarnsOfIncomparableSweeps(t *testing.T) {
 		})
 	}
 }
+
+// serving-inference's summary.json does not record the workload, but its
+// manifest.json does: comparing a sweep folder of that tool reads it there,
+// instead of warning that the prompt files could not be compared (and
+// missing that they differ).
+func TestReadCombinedWorkloadFromManifest(t *testing.T) {
+	write := func(sha string) string {
+		dir := t.TempDir()
+		b, err := marshalIndent(combinedOf("si", []int{1}, []float64{1}, []float64{1}))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, SummaryFile), b, 0o644))
+		m := `{"schema_version": "1.0", "workload": {"path": "/x/prompts/mixed.jsonl", "sha256": "` + sha + `"}}`
+		require.NoError(t, os.WriteFile(filepath.Join(dir, ManifestFile), []byte(m), 0o644))
+		return dir
+	}
+	sha := strings.Repeat("a", 64)
+	a, err := ReadCombined(write(sha))
+	require.NoError(t, err)
+	require.NotNil(t, a.Workload)
+	assert.Equal(t, sha, a.Workload.SHA256)
+	b, err := ReadCombined(filepath.Join(write(strings.Repeat("b", 64)), SummaryFile))
+	require.NoError(t, err)
+	assert.Contains(t, Compare(a, b).Warnings, "different workloads: prompt file SHA-256 A "+sha+", B "+strings.Repeat("b", 64))
+
+	// A summary.json that records its workload keeps it.
+	c := combinedOf("ts", []int{1}, []float64{1}, []float64{1})
+	c.Workload = &ManifestWorkload{Path: "p", SHA256: strings.Repeat("c", 64)}
+	dir := t.TempDir()
+	cb, err := marshalIndent(c)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, SummaryFile), cb, 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ManifestFile), []byte(`{"workload": {"sha256": "`+sha+`"}}`), 0o644))
+	got, err := ReadCombined(dir)
+	require.NoError(t, err)
+	assert.Equal(t, strings.Repeat("c", 64), got.Workload.SHA256)
+}
