@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -400,6 +401,7 @@ func TestLoadOptionsValidate(t *testing.T) {
 		{"model", func(o *LoadOptions) { o.Model = "" }},
 		{"concurrency", func(o *LoadOptions) { o.Concurrency = 0 }},
 		{"request_rate", func(o *LoadOptions) { o.RequestRate = -1 }},
+		{"request_rate", func(o *LoadOptions) { o.RequestRate = math.Inf(1) }},
 		{"temperature", func(o *LoadOptions) { o.Temperature = -1 }},
 		{"extra_body", func(o *LoadOptions) { o.ExtraBody = json.RawMessage(`[1]`) }},
 		{"extra_body.max_tokens", func(o *LoadOptions) { o.ExtraBody = json.RawMessage(`{"max_tokens":3}`) }},

@@ -148,6 +148,10 @@ func (o *LoadOptions) Validate() error {
 		return fmt.Errorf("url: want an http(s) URL, got %q", o.URL)
 	case o.Model == "":
 		return errors.New("model: required")
+	case math.IsInf(o.RequestRate, 1):
+		// vllm bench serve's default, spelled out by users of that tool:
+		// there it means every request at once, which is the closed loop.
+		return errors.New("request_rate: inf (every request at once, as in vllm bench serve) is the closed loop here: leave the rate out and set concurrency to the requests in flight wanted (the number of requests for all at once)")
 	case o.RequestRate < 0 || math.IsNaN(o.RequestRate) || math.IsInf(o.RequestRate, 0):
 		return fmt.Errorf("request_rate: must be a positive number of requests per second, got %v", o.RequestRate)
 	case o.RequestRate == 0 && o.Concurrency < 1:

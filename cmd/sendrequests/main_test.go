@@ -335,3 +335,16 @@ func TestSendRequestsSummaryNotHTMLEscaped(t *testing.T) {
 	}
 	assert.True(t, strings.HasPrefix(stdout, string(sum)), "stdout starts with the file's bytes")
 }
+
+// vllm bench serve users spell its default rate, inf (every request at
+// once): the error says that this is the closed loop here and which flags
+// give it, rather than that inf is not a positive number.
+func TestSendRequestsRequestRateInf(t *testing.T) {
+	dir := t.TempDir()
+	srv, n, _ := fakeServer(t, false)
+	_, err := runApp(t, nil, "--prompts", writePrompts(t, dir, 2), "--url", srv.URL+"/v1/completions",
+		"--num-requests", "2", "--request-rate", "inf", "--output", filepath.Join(dir, "o.jsonl"))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "--request-rate: inf (every request at once, as in vllm bench serve) is the closed loop here: leave the rate out and set concurrency")
+	assert.Equal(t, int64(0), n.Load())
+}
