@@ -35,12 +35,19 @@ type fakeServer struct {
 	// under mu once the server runs.
 	Version string
 
-	sem      chan struct{}
-	requests atomic.Int64
-	mu       sync.Mutex
-	bodies   []map[string]any
-	headers  []http.Header
-	srv      *httptest.Server
+	// LagSuccess makes /metrics report vllm:request_success_total as the
+	// previous scrape found it, as a server whose counters follow its
+	// answers shows a run's last requests only a moment later.
+	LagSuccess bool
+
+	answered  atomic.Int64 // completion answers written in full
+	published int64        // the lagging counter, under mu
+	sem       chan struct{}
+	requests  atomic.Int64
+	mu        sync.Mutex
+	bodies    []map[string]any
+	headers   []http.Header
+	srv       *httptest.Server
 }
 
 func newFakeServer(t *testing.T, f *fakeServer) *fakeServer {
@@ -66,6 +73,13 @@ func newFakeServer(t *testing.T, f *fakeServer) *fakeServer {
 	})
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "# HELP vllm:num_requests_running x\nvllm:num_requests_running{model_name=\"fake\"} %d\nvllm:num_preemptions_total{model_name=\"fake\"} 0\n", len(f.sem))
+		success := f.answered.Load()
+		if f.LagSuccess {
+			f.mu.Lock()
+			success, f.published = f.published, success
+			f.mu.Unlock()
+		}
+		fmt.Fprintf(w, "vllm:request_success_total{finished_reason=\"length\"} %d\n", success)
 	})
 	f.srv = httptest.NewServer(mux)
 	t.Cleanup(f.srv.Close)
@@ -138,6 +152,7 @@ func (f *fakeServer) serve(w http.ResponseWriter, r *http.Request, api API) {
 			sleep()
 		}
 		fmt.Fprintf(w, `{"choices":[{"text":%q,"finish_reason":"length"}],"usage":{"prompt_tokens":3,"completion_tokens":%d}}`, strings.Repeat("t", maxTokens), maxTokens)
+		f.answered.Add(1)
 		return
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
@@ -155,6 +170,7 @@ func (f *fakeServer) serve(w http.ResponseWriter, r *http.Request, api API) {
 		fmt.Fprintf(w, "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":%d}}\n\n", maxTokens)
 	}
 	io.WriteString(w, "data: [DONE]\n\n")
+	f.answered.Add(1)
 }
 
 // fakeMaxTokens checks the request's prompt fields for api and returns its

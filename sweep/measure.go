@@ -34,6 +34,14 @@ type sweeper struct {
 // reachTimeout bounds CheckReachable's request.
 const reachTimeout = 30 * time.Second
 
+// settleTimeout bounds the wait for a server's counters to include a run's
+// last requests (settledAfter), polled every settlePoll; a server that
+// counts them before answering costs one scrape.
+const (
+	settleTimeout = 2 * time.Second
+	settlePoll    = 20 * time.Millisecond
+)
+
 // CheckReachable sends one GET to base/v1/models. Any HTTP answer, an error
 // status included (a server without the route, a wrong key), shows the
 // server is up; only a failure to get an answer is an error, wrapping
@@ -279,7 +287,8 @@ func (s *sweeper) measure(ctx context.Context, spec RunSpec) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	rm.After = ScrapeMetrics(ctx, s.client, s.base, s.opts.APIKey, s.now)
+	rm.After, rm.AfterScrapes, rm.AfterUnsettled = settledAfter(ctx, rm.Before, sum.Counts.Successful, settleTimeout, settlePoll,
+		func() MetricsSnapshot { return ScrapeMetrics(ctx, s.client, s.base, s.opts.APIKey, s.now) })
 	if b, err := marshalIndent(rm); err == nil {
 		if err := writeNewFileAtomic(metricsPath, b); err != nil {
 			return err

@@ -70,6 +70,46 @@ type RunMetrics struct {
 	// the run was in flight; DuringSamples counts those scrapes.
 	DuringMax     map[string]float64 `json:"during_max,omitempty"`
 	DuringSamples int                `json:"during_samples"`
+	// AfterScrapes counts the scrapes made for After: more than one when
+	// the server's vllm:request_success_total had not yet counted every
+	// request the run saw answered, as a server that updates its counters
+	// after the last byte (vLLM's stats follow its outputs) shows for a
+	// moment. AfterUnsettled is true when it still had not after
+	// settleTimeout: After may then undercount the run's last requests.
+	AfterScrapes   int  `json:"after_scrapes,omitempty"`
+	AfterUnsettled bool `json:"after_unsettled,omitempty"`
+}
+
+// successMetric is the counter settledAfter waits on.
+const successMetric = "vllm:request_success_total"
+
+// settledAfter scrapes /metrics after a run until the server's
+// request_success_total has grown since before by at least answered, the
+// requests the client saw answered in full (each finished on the server, so
+// each is counted there), or until timeout. Without the wait, the token
+// counters, phase histograms and prefix-cache counters of the run's last
+// requests could land after the scrape and be missed. A server without
+// the counter gets one scrape. It returns the last scrape, how many were
+// made and whether the counter was there but never caught up.
+func settledAfter(ctx context.Context, before MetricsSnapshot, answered int, timeout, poll time.Duration,
+	scrape func() MetricsSnapshot) (MetricsSnapshot, int, bool) {
+	deadline := time.Now().Add(timeout)
+	for n := 1; ; n++ {
+		s := scrape()
+		start, okBefore := before.Values[successMetric]
+		end, okAfter := s.Values[successMetric]
+		if !s.Available || !before.Available || !okBefore || !okAfter || end-start >= float64(answered) {
+			return s, n, false
+		}
+		if !time.Now().Add(poll).Before(deadline) {
+			return s, n, true
+		}
+		select {
+		case <-ctx.Done():
+			return s, n, true
+		case <-time.After(poll):
+		}
+	}
 }
 
 // readRunMetrics reads a run's .metrics.json; nil when it is missing or
