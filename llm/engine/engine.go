@@ -406,7 +406,7 @@ func (e *Engine) loop() {
 		}
 		n := len(st.reqs)
 		for _, id := range aborts {
-			if q, ok := st.reqs[id]; ok && q.times.FirstScheduled.IsZero() {
+			if q, ok := st.reqs[id]; ok && !q.scheduled {
 				e.mu.Lock()
 				e.pending--
 				e.mu.Unlock()

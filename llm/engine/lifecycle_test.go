@@ -280,3 +280,49 @@ func TestCloseEndsEveryRequest(t *testing.T) {
 	}
 	goleak.VerifyNone(t, before)
 }
+
+// TestQueueBoundWithAFrozenClock: whether a request still holds a waiting
+// queue place does not depend on the clock. With a Config.Now that returns
+// the zero time (a frozen test clock), a running request aborted by its
+// caller used to look never scheduled, returned a place it had already
+// given back, and the queue then took MaxPending+1 requests.
+func TestQueueBoundWithAFrozenClock(t *testing.T) {
+	pb := &pausableBackend{Backend: mock.NewBackend(mock.Config{})}
+	e, err := engine.New(pb, mock.NewTokenizer(), mock.Info(), engine.Config{
+		MaxNumSeqs: 1, MaxPending: 1, Now: func() time.Time { return time.Time{} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	a, err := e.Generate(ctx, llm.Request{PromptTokens: prompt(1, 4), Params: greedy(1000)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-a // running: its first token is out
+	cancel()
+	collect(t, a)
+	waitIdle(t, e) // the abort is applied
+
+	began, resume := pb.pause()
+	b, err := e.Generate(context.Background(), llm.Request{PromptTokens: prompt(2, 4), Params: greedy(1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-began // b is scheduled, its place free again; the loop is held
+	c, err := e.Generate(context.Background(), llm.Request{PromptTokens: prompt(3, 4), Params: greedy(1)})
+	if err != nil {
+		resume()
+		t.Fatalf("the one queue place: %v", err)
+	}
+	d, err := e.Generate(context.Background(), llm.Request{PromptTokens: prompt(4, 4), Params: greedy(1)})
+	if !errors.Is(err, llm.ErrOverloaded) {
+		t.Errorf("a second waiting request with MaxPending 1: %v, want ErrOverloaded", err)
+	}
+	resume()
+	for _, ch := range []<-chan llm.Event{b, c, d} {
+		if ch != nil {
+			collect(t, ch)
+		}
+	}
+}

@@ -32,7 +32,12 @@ type request struct {
 	pen          *penalty           // nil without penalties
 	allowed      []float32          // scratch of allow: the allowed ids' logits
 	times        llm.Timestamps
-	done         bool
+	// scheduled is set when the scheduler first gives the request tokens,
+	// and with it the request's waiting-queue place is free again. A flag
+	// of its own, not times.FirstScheduled: Config.Now may be a test clock
+	// that returns the zero time.
+	scheduled bool
+	done      bool
 }
 
 func newRequest(id kv.SeqID, r llm.Request, tok llm.Tokenizer, eos int, seed uint64, sink func(llm.Event), now time.Time) *request {

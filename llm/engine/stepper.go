@@ -238,6 +238,7 @@ func (st *stepper) step() error {
 		if sc.First {
 			firstScheduled++
 			q.times.FirstScheduled = now
+			q.scheduled = true
 			q.cachedTokens = sc.StartPos // a first chunk starts after the cached prefix
 			st.counters.promptTokens += uint64(len(q.req.PromptTokens))
 		}
