@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -324,5 +326,116 @@ func TestQueueBoundWithAFrozenClock(t *testing.T) {
 		if ch != nil {
 			collect(t, ch)
 		}
+	}
+}
+
+// TestCloseRacesGenerate: Close lands while callers are submitting, some
+// of them cancelling as they go. Each Generate either fails (ErrClosed once
+// Close has begun, or its own cancelled context) or returns a channel that
+// closes; a request that reached the engine ends, if it did not run to its
+// length, with an abort carrying ErrClosed or with its caller's
+// cancellation; every Close returns; no goroutine is left behind.
+func TestCloseRacesGenerate(t *testing.T) {
+	var refused atomic.Int64
+	outcomes := map[llm.FinishReason]*atomic.Int64{"": {}, llm.FinishLength: {}, llm.FinishAbort: {}, llm.FinishStop: {}, llm.FinishError: {}}
+	defer func() {
+		t.Logf("refused %d, closed without a final event %d, length %d, abort %d",
+			refused.Load(), outcomes[""].Load(), outcomes[llm.FinishLength].Load(), outcomes[llm.FinishAbort].Load())
+	}()
+	for round := range 8 {
+		e, err := mock.NewEngine(mock.Config{}, engine.Config{
+			MaxNumSeqs: 3, BlockSize: 4, NumBlocks: 12, MaxNumBatchedTokens: 8, PrefixCaching: round%2 == 0, MaxPending: 1 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := goleak.IgnoreCurrent()
+		rng := rand.New(rand.NewPCG(uint64(round), 3))
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		progress := make(chan struct{}, 24) // a request's first event
+		for i := range 24 {
+			cancelAfter := rng.IntN(4) // events read before cancelling; 3: never cancel
+			n := 1 + rng.IntN(20)
+			wg.Go(func() {
+				<-start
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				ch, err := e.Generate(ctx, llm.Request{PromptTokens: prompt(i%5, 4+i%7), Params: greedy(n)})
+				if err != nil {
+					if !errors.Is(err, llm.ErrClosed) {
+						t.Errorf("Generate racing Close: %v", err)
+					}
+					refused.Add(1)
+					return
+				}
+				read := 0
+				var last llm.Event
+				for ev := range ch {
+					read++
+					if read == 1 {
+						progress <- struct{}{}
+					}
+					if ev.Finish != "" {
+						last = ev
+					}
+					if read == cancelAfter {
+						cancel()
+					}
+				}
+				outcomes[last.Finish].Add(1)
+				switch {
+				case last.Finish == "": // cancelled: the channel may close without a final event
+					if ctx.Err() == nil {
+						t.Errorf("request %d: channel closed without a final event, not cancelled", i)
+					}
+				case last.Finish == llm.FinishLength:
+					if last.CompletionTokens != n {
+						t.Errorf("request %d: length finish after %d of %d tokens", i, last.CompletionTokens, n)
+					}
+				case last.Finish == llm.FinishAbort:
+					if !errors.Is(last.Err, llm.ErrClosed) && !errors.Is(last.Err, context.Canceled) {
+						t.Errorf("request %d: abort with %v", i, last.Err)
+					}
+				default:
+					t.Errorf("request %d: finish %q (%v)", i, last.Finish, last.Err)
+				}
+			})
+		}
+		closed := make(chan error, 2)
+		// Close once a few requests are under way, so that it finds some
+		// running, some queued and some still being submitted; twice at
+		// once, as two shutdown paths might.
+		waitFor, yields := rng.IntN(8), rng.IntN(3)
+		ready := make(chan struct{})
+		wg.Go(func() {
+			<-start
+			for range waitFor {
+				<-progress
+			}
+			close(ready)
+		})
+		for k := range 2 {
+			wg.Go(func() {
+				<-ready
+				for range k * yields {
+					runtime.Gosched()
+				}
+				closed <- e.Close()
+			})
+		}
+		close(start)
+		wg.Wait()
+		for range 2 {
+			if err := <-closed; err != nil {
+				t.Errorf("Close: %v", err)
+			}
+		}
+		if s := e.Stats(); s.Running != 0 || s.Waiting != 0 || s.KVBlocksUsed != 0 {
+			t.Errorf("round %d: stats after Close: %+v", round, s)
+		}
+		if err := e.Health(); !errors.Is(err, llm.ErrClosed) {
+			t.Errorf("Health after Close: %v", err)
+		}
+		goleak.VerifyNone(t, before)
 	}
 }
