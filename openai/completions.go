@@ -36,6 +36,11 @@ type choice struct {
 	offset   int                // text_offset of the next token, in characters
 	sent     int                // characters of text streamed so far
 	started  bool
+	// newTokens counts the tokens applied since the last chunk, and
+	// sentTokens those already streamed: a stream sends a chunk for every
+	// event that carries a token, whatever its text (see streamCompletion).
+	newTokens  int
+	sentTokens int
 
 	finish           llm.FinishReason
 	stopReason       any
@@ -51,6 +56,7 @@ func (c *choice) apply(ev llm.Event, req *completionRequest) bool {
 		c.promptLP = ev.PromptLogprobs
 	}
 	c.text.WriteString(ev.Text)
+	c.newTokens += len(ev.TokenIDs)
 	if req.returnTokenIDs {
 		c.tokenIDs = append(c.tokenIDs, ev.TokenIDs...)
 	}

@@ -205,7 +205,8 @@ func sseEvents(t *testing.T, body string) []string {
 func TestStreaming(t *testing.T) {
 	f := newFake()
 	// "é" is two bytes: the first event's text is empty (half a character),
-	// so no chunk may be sent for it.
+	// and its chunk goes out anyway, with the token's id and
+	// log-probability, as vLLM streams every step that made a token.
 	f.script = func(req llm.Request) []llm.Event {
 		base := llm.Event{StopTokenID: -1, PromptTokens: len(req.PromptTokens)}
 		e1, e2, e3 := base, base, base
@@ -224,46 +225,111 @@ func TestStreaming(t *testing.T) {
 	evs := sseEvents(t, rec.Body.String())
 	require.Equal(t, "[DONE]", evs[len(evs)-1])
 	evs = evs[:len(evs)-1]
-	require.Len(t, evs, 2*2+1, "two chunks per choice plus usage")
+	require.Len(t, evs, 2*3+1, "a chunk per token and choice, plus usage")
 
-	texts := map[int]string{}
-	finished := map[int]bool{}
-	for _, raw := range evs[:4] {
+	type want struct {
+		text     string
+		ids      []int
+		logprobs string
+	}
+	// The offsets of each chunk start at the text sent so far (nothing,
+	// then "é", one character), not at the U+FFFD token strings of the
+	// chunks before, as vLLM's stream counts them.
+	wants := []want{
+		{"", []int{0xC3}, `{"tokens":["\ufffd"],"token_logprobs":[-1],"top_logprobs":[{"\ufffd":-1}],"text_offset":[0]}`},
+		{"é", []int{0xA9}, `{"tokens":["\ufffd"],"token_logprobs":[-2],"top_logprobs":[{"\ufffd":-2}],"text_offset":[0]}`},
+		{"!", []int{'!'}, `{"tokens":["!"],"token_logprobs":[-3],"top_logprobs":[{"!":-3}],"text_offset":[1]}`},
+	}
+	seen := map[int]int{}
+	for _, raw := range evs[:6] {
 		var c respJSON
 		require.NoError(t, json.Unmarshal([]byte(raw), &c), raw)
 		assert.Contains(t, raw, `"usage":null`, "with include_usage every chunk carries usage, null until the last")
 		require.Len(t, c.Choices, 1)
 		ch := c.Choices[0]
-		assert.NotEmpty(t, ch.Text, "no empty deltas")
-		assert.False(t, finished[ch.Index], "nothing after a choice's finish")
-		texts[ch.Index] += ch.Text
-		if ch.FinishReason != nil {
-			finished[ch.Index] = true
-			assert.Equal(t, "length", *ch.FinishReason)
-		}
-		if ch.Text == "é" {
-			assert.Equal(t, []int{0xC3, 0xA9}, ch.TokenIDs, "held-back tokens travel with the text")
+		k := seen[ch.Index]
+		seen[ch.Index]++
+		require.Less(t, k, len(wants), "nothing after a choice's finish: %s", raw)
+		w := wants[k]
+		assert.Equal(t, w.text, ch.Text, "choice %d chunk %d", ch.Index, k)
+		assert.Equal(t, w.ids, ch.TokenIDs, "each chunk carries the ids of its step's tokens")
+		assert.JSONEq(t, w.logprobs, string(ch.Logprobs), "choice %d chunk %d", ch.Index, k)
+		if k == 0 {
 			assert.Equal(t, []int{'h', 'e', 'y'}, ch.PromptIDs, "prompt ids on a choice's first chunk")
-			assert.JSONEq(t, `{"tokens":["\ufffd","\ufffd"],"token_logprobs":[-1,-2],"top_logprobs":[{"\ufffd":-1},{"\ufffd":-2}],"text_offset":[0,1]}`, string(ch.Logprobs))
 		} else {
 			assert.Nil(t, ch.PromptIDs)
-			// The chunk starts at the text sent so far ("é", one
-			// character), not at the two U+FFFD token strings, as vLLM's
-			// stream counts it.
-			assert.JSONEq(t, `{"tokens":["!"],"token_logprobs":[-3],"top_logprobs":[{"!":-3}],"text_offset":[1]}`, string(ch.Logprobs))
+		}
+		if k == len(wants)-1 {
+			require.NotNil(t, ch.FinishReason)
+			assert.Equal(t, "length", *ch.FinishReason)
+		} else {
+			assert.Nil(t, ch.FinishReason)
 		}
 		assert.Equal(t, "cmpl-", c.ID[:5])
 	}
-	assert.Equal(t, map[int]string{0: "é!", 1: "é!"}, texts)
-	assert.Equal(t, map[int]bool{0: true, 1: true}, finished)
+	assert.Equal(t, map[int]int{0: 3, 1: 3}, seen)
 	var u respJSON
-	require.NoError(t, json.Unmarshal([]byte(evs[4]), &u))
+	require.NoError(t, json.Unmarshal([]byte(evs[6]), &u))
 	assert.Empty(t, u.Choices)
 	assert.NotNil(t, u.Choices, "choices: [] in the usage chunk")
 	require.NotNil(t, u.Usage)
 	assert.Equal(t, 3, u.Usage.Prompt)
 	assert.Equal(t, 6, u.Usage.Completion)
 	assert.Equal(t, 9, u.Usage.Total)
+}
+
+// streamWriter is a flushing http.ResponseWriter whose body may be read
+// while the handler writes it.
+type streamWriter struct {
+	header http.Header
+	body   syncbuf.Buffer
+}
+
+func (w *streamWriter) Header() http.Header         { return w.header }
+func (w *streamWriter) Write(p []byte) (int, error) { return w.body.Write(p) }
+func (w *streamWriter) WriteHeader(int)             {}
+func (w *streamWriter) Flush()                      {}
+
+// TestStreamFirstChunkAtFirstToken: a choice's first chunk leaves with its
+// first token, not when that token's text is complete. By the time the
+// engine hands over the second token the client has been sent a chunk with
+// the first one's id and its empty text, so a benchmark that stops its TTFT
+// clock at the first chunk (vllm bench serve) times the first token here as
+// it does against vLLM, and counts one inter-token gap per token.
+func TestStreamFirstChunkAtFirstToken(t *testing.T) {
+	f := newFake()
+	f.script = func(req llm.Request) []llm.Event {
+		base := llm.Event{StopTokenID: -1, PromptTokens: len(req.PromptTokens)}
+		e1, e2 := base, base
+		e1.TokenIDs, e1.CompletionTokens = []int{0xC3}, 1
+		e2.TokenIDs, e2.Text, e2.CompletionTokens, e2.Finish = []int{0xA9}, "é", 2, llm.FinishLength
+		return []llm.Event{e1, e2}
+	}
+	w := &streamWriter{header: http.Header{}}
+	var atSecond string
+	f.delivered = func(i int) {
+		if i == 1 {
+			atSecond = w.body.String()
+		}
+	}
+	req := httptest.NewRequest("POST", "/v1/completions", strings.NewReader(`{"prompt":"hi","max_tokens":2,"stream":true,"return_token_ids":true}`))
+	NewHandler(f).ServeHTTP(w, req)
+	require.NoError(t, f.Close()) // the fake's goroutine, and its write of atSecond, are done
+
+	sent := sseEvents(t, atSecond)
+	require.NotEmpty(t, sent, "no chunk had been sent when the second token was handed over")
+	var c respJSON
+	require.NoError(t, json.Unmarshal([]byte(sent[0]), &c), sent[0])
+	require.Len(t, c.Choices, 1)
+	assert.Equal(t, "", c.Choices[0].Text, "half a character has no text yet")
+	assert.Equal(t, []int{0xC3}, c.Choices[0].TokenIDs)
+	assert.Nil(t, c.Choices[0].FinishReason)
+
+	all := sseEvents(t, w.body.String())
+	require.Len(t, all, 3, "a chunk per token, then [DONE]: %v", all)
+	require.NoError(t, json.Unmarshal([]byte(all[1]), &c), all[1])
+	assert.Equal(t, "é", c.Choices[0].Text)
+	assert.Equal(t, []int{0xA9}, c.Choices[0].TokenIDs)
 }
 
 func TestStreamEchoWithoutUsage(t *testing.T) {

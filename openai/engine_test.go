@@ -128,9 +128,8 @@ func TestSDK(t *testing.T) {
 		var u sdk.CompletionUsage
 		for stream.Next() {
 			c := stream.Current()
-			chunks++
 			for _, ch := range c.Choices {
-				assert.NotEmpty(t, ch.Text, "no empty deltas")
+				chunks++
 				text.WriteString(ch.Text)
 				if ch.FinishReason != "" {
 					finish = string(ch.FinishReason)
@@ -144,7 +143,7 @@ func TestSDK(t *testing.T) {
 		require.NoError(t, stream.Close())
 		assert.Equal(t, ms.expected("hi", 20), text.String())
 		assert.Equal(t, "length", finish)
-		assert.Greater(t, chunks, 2, "text arrives in pieces")
+		assert.Equal(t, 20, chunks, "a chunk per token")
 		assert.Equal(t, int64(2), u.PromptTokens)
 		assert.Equal(t, int64(20), u.CompletionTokens)
 		assert.Equal(t, int64(22), u.TotalTokens)
@@ -214,6 +213,49 @@ func TestSDK(t *testing.T) {
 // TestLoad sends 200 concurrent requests against a bounded server: every
 // answer is a 200 with exact usage or a 429, the KV cache is empty after,
 // and no goroutine is left behind.
+// TestStreamChunkPerTokenWhileTextIsHeldBack: on the real engine, text that
+// could still start a stop string is held back (four bytes for "#####"),
+// yet every token goes out in its own chunk with its id, the first ones with
+// empty text, as vLLM streams each step while its detokenizer holds text
+// back; the last chunk brings the rest, and each chunk's offsets start at
+// the text sent so far.
+func TestStreamChunkPerTokenWhileTextIsHeldBack(t *testing.T) {
+	ms := newMockServer(t, mock.Config{}, engine.Config{})
+	resp, err := ms.post(context.Background(), "/v1/completions",
+		`{"prompt":"abc","max_tokens":8,"temperature":0,"stop":"#####","logprobs":0,"return_token_ids":true,"stream":true}`)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, 200, resp.StatusCode)
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	evs := sseEvents(t, string(b))
+	require.Equal(t, "[DONE]", evs[len(evs)-1])
+	evs = evs[:len(evs)-1]
+	require.Len(t, evs, 8, "a chunk per token: %v", evs)
+
+	tok := mock.NewTokenizer()
+	ids := mock.Expected(ms.mcfg, tok.Encode("abc", true), 8)
+	var text strings.Builder
+	for k, raw := range evs {
+		var c respJSON
+		require.NoError(t, json.Unmarshal([]byte(raw), &c), raw)
+		require.Len(t, c.Choices, 1)
+		ch := c.Choices[0]
+		assert.Equal(t, []int{ids[k]}, ch.TokenIDs, "chunk %d", k)
+		if k < 4 {
+			assert.Equal(t, "", ch.Text, "chunk %d: its text is held back", k)
+		}
+		var lp struct {
+			TextOffset []int `json:"text_offset"`
+		}
+		require.NoError(t, json.Unmarshal(ch.Logprobs, &lp), raw)
+		assert.Equal(t, []int{text.Len()}, lp.TextOffset, "chunk %d", k)
+		text.WriteString(ch.Text)
+		assert.Equal(t, k == 7, ch.FinishReason != nil, "chunk %d", k)
+	}
+	assert.Equal(t, ms.expected("abc", 8), text.String())
+}
+
 func TestLoad(t *testing.T) {
 	tests := []struct {
 		name string

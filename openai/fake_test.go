@@ -57,10 +57,14 @@ type fakeEngine struct {
 	genErr error                             // Generate's rejection, when set
 	script func(req llm.Request) []llm.Event // events of one request; default: fakeScript
 	hold   chan struct{}                     // when set, events wait for it to close
-	health error
-	stats  llm.Stats
-	tok    llm.Tokenizer // nil means byteTok
-	panics bool          // Generate panics
+	// delivered, when set, is called with i once the reader has received
+	// event i: it is back at its channel, so it has done what event i-1
+	// asked of it.
+	delivered func(i int)
+	health    error
+	stats     llm.Stats
+	tok       llm.Tokenizer // nil means byteTok
+	panics    bool          // Generate panics
 	// admit, when positive, is how many Generate calls succeed before the
 	// rest fail with genErr: an engine whose queue fills part-way through
 	// one request's choices.
@@ -164,11 +168,14 @@ func (f *fakeEngine) Generate(ctx context.Context, req llm.Request) (<-chan llm.
 				return
 			}
 		}
-		for _, ev := range evs {
+		for i, ev := range evs {
 			select {
 			case ch <- ev:
 			case <-ctx.Done():
 				return
+			}
+			if f.delivered != nil {
+				f.delivered(i)
 			}
 		}
 	}()

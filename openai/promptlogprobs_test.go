@@ -253,11 +253,13 @@ func TestEchoWithoutGenerationEndsByLength(t *testing.T) {
 	}
 }
 
-// TestStreamEchoHoldsIncompleteTokens: with echo the prompt's chunk goes out
-// at once, but a generated token whose text is not complete yet (half of
-// "é") waits for the chunk that carries its text, with its id and
-// log-probability, as it does without echo.
-func TestStreamEchoHoldsIncompleteTokens(t *testing.T) {
+// TestStreamEchoSendsIncompleteTokens: with echo the prompt's chunk goes
+// out with the first event, and carries its generated token even when that
+// token's text is not complete yet (half of "é"): its id, and its
+// log-probability after the prompt's, as vLLM's echo chunk joins the prompt
+// and the first output. The next chunk's offsets start after the prompt's
+// text, the text sent so far.
+func TestStreamEchoSendsIncompleteTokens(t *testing.T) {
 	f := newFake()
 	f.script = func(req llm.Request) []llm.Event {
 		base := llm.Event{StopTokenID: -1, PromptTokens: len(req.PromptTokens)}
@@ -272,16 +274,17 @@ func TestStreamEchoHoldsIncompleteTokens(t *testing.T) {
 	rec := serve(t, NewHandler(f), "POST", "/v1/completions", `{"prompt":"hi","max_tokens":2,"stream":true,"echo":true,"logprobs":0,"return_token_ids":true}`)
 	require.Equal(t, 200, rec.Code, rec.Body.String())
 	evs := sseEvents(t, rec.Body.String())
-	require.Len(t, evs, 3, "the echo, the completed character, [DONE]: %v", evs)
+	require.Len(t, evs, 3, "the echo with the half character, the completed character, [DONE]: %v", evs)
 	var first, second respJSON
 	require.NoError(t, json.Unmarshal([]byte(evs[0]), &first))
 	require.NoError(t, json.Unmarshal([]byte(evs[1]), &second))
 	assert.Equal(t, "hi", first.Choices[0].Text)
-	assert.Equal(t, []int{}, first.Choices[0].TokenIDs, "the half character's id waits for its text")
-	assert.JSONEq(t, `{"tokens":["h","i"],"token_logprobs":[null,-0.25],"top_logprobs":[null,{"i":-0.25}],"text_offset":[0,1]}`, string(first.Choices[0].Logprobs))
+	assert.Equal(t, []int{'h', 'i'}, first.Choices[0].PromptIDs)
+	assert.Equal(t, []int{0xC3}, first.Choices[0].TokenIDs, "the half character's id goes with the step that made it")
+	assert.JSONEq(t, `{"tokens":["h","i","\ufffd"],"token_logprobs":[null,-0.25,-1],"top_logprobs":[null,{"i":-0.25},{"\ufffd":-1}],"text_offset":[0,1,2]}`, string(first.Choices[0].Logprobs))
 	assert.Equal(t, "é", second.Choices[0].Text)
-	assert.Equal(t, []int{0xC3, 0xA9}, second.Choices[0].TokenIDs)
-	assert.JSONEq(t, `{"tokens":["\ufffd","\ufffd"],"token_logprobs":[-1,-2],"top_logprobs":[{"\ufffd":-1},{"\ufffd":-2}],"text_offset":[2,3]}`, string(second.Choices[0].Logprobs))
+	assert.Equal(t, []int{0xA9}, second.Choices[0].TokenIDs)
+	assert.JSONEq(t, `{"tokens":["\ufffd"],"token_logprobs":[-2],"top_logprobs":[{"\ufffd":-2}],"text_offset":[2]}`, string(second.Choices[0].Logprobs))
 }
 
 // TestVLLMPromptLogprobsField: vLLM's prompt_logprobs request field adds

@@ -9,8 +9,6 @@ import (
 	"net/http"
 	"time"
 	"unicode/utf8"
-
-	"github.com/tinyserve/tinyserve/llm"
 )
 
 // sseWriter writes server-sent events, each flushed at once under a write
@@ -51,8 +49,15 @@ func (s *sseWriter) flush() error {
 	return nil
 }
 
-// streamCompletion writes the choices' events as server-sent events, one
-// flushed chunk per piece of new text, vLLM's way.
+// streamCompletion writes the choices' events as server-sent events: one
+// flushed chunk per engine event that carries new tokens, even when their
+// text is empty, as vLLM's completion stream does (serving_completion.py,
+// completion_stream_generator; v1's OutputProcessor makes a DELTA output for
+// every step with new token ids, while its detokenizer holds back half a
+// character or text that could still start a stop string). A chunk thus goes
+// out at each token, carrying that token's id and log-probability, and a
+// client that times chunks (vllm bench serve's TTFT and inter-token
+// latencies) sees the tokens when they were made.
 func (h *handler) streamCompletion(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter,
 	r *http.Request, req *completionRequest, prompts []promptIn, choices []*choice) {
 	lg := requestLogger(r)
@@ -82,16 +87,11 @@ func (h *handler) streamCompletion(ctx context.Context, cancel context.CancelFun
 	done := 0
 	var writeErr error
 	failed := h.applyEach(ctx, cancel, choices, req, func(c *choice, finished bool) bool {
-		if c.text.Len() == 0 && !finished && (c.started || !req.echo) {
-			return true // no empty deltas: keep the tokens for the next chunk
-		}
-		// With echo the prompt goes out at once; generated tokens whose text
-		// is not complete yet still wait for it, as they do without echo.
-		var heldIDs []int
-		var heldLPs []llm.TokenLogprob
-		if c.text.Len() == 0 && !finished {
-			heldIDs, heldLPs = c.tokenIDs, c.lps
-			c.tokenIDs, c.lps = nil, nil
+		// vLLM skips only an output with neither text nor new tokens before
+		// the choice's first token (its chunked-prefill case); the echo's
+		// chunk and a finish always go out.
+		if c.text.Len() == 0 && c.newTokens == 0 && c.sentTokens == 0 && !finished && (c.started || !req.echo) {
+			return true
 		}
 		cc := completionChoice{Index: c.index, Text: c.text.String()}
 		first := !c.started
@@ -122,7 +122,9 @@ func (h *handler) streamCompletion(ctx context.Context, cancel context.CancelFun
 			done++
 		}
 		c.text.Reset()
-		c.tokenIDs, c.lps = heldIDs, heldLPs
+		c.tokenIDs, c.lps = nil, nil
+		c.sentTokens += c.newTokens
+		c.newTokens = 0
 		chunk := base
 		chunk.Choices = []completionChoice{cc}
 		var out any = chunk
