@@ -2,7 +2,9 @@
 # GPU device check for llm/cuda (issue 7). Runs on a machine with an NVIDIA
 # GPU (CUDA 12 or 13 driver) from binaries build.sh made elsewhere; Go is not
 # needed here. Python 3 with torch + transformers is needed only for the
-# PyTorch peer (skipped, and said so, without them).
+# PyTorch peer (skipped, and said so, without them). The binaries come as
+# bench/gpu/bin.tar.xz (what the device tool carries), unpacked here into
+# bench/gpu/bin, or already in bench/gpu/bin.
 #
 #   bench/gpu/run.sh            # results in bench/gpu/out (or $RESULTS)
 #   OUT=/some/dir bench/gpu/run.sh  # also packs them, as the device tool
@@ -97,13 +99,31 @@ step() { # step NAME TIMEOUT CMD... ; output to $out/NAME.txt
 note "# tinyserve GPU device check"
 note ""
 note "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-note "git: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+# The binaries travel packed (build.sh): unpack them, with xz, or with
+# Python's tarfile where xz is not installed.
+if [ -f "$bin.tar.xz" ]; then
+	rm -rf "$bin"
+	if command -v xz >/dev/null; then
+		tar -C "$(dirname "$bin")" -xJf "$bin.tar.xz"
+	else
+		"$python" - "$bin.tar.xz" "$(dirname "$bin")" <<'PY'
+import sys, tarfile
+with tarfile.open(sys.argv[1]) as t:
+    if hasattr(tarfile, "data_filter"):
+        t.extractall(sys.argv[2], filter="data")
+    else:
+        t.extractall(sys.argv[2])
+PY
+	fi || note "cannot unpack $bin.tar.xz"
+fi
+note "git: $(cat "$bin/REVISION" 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown) (binaries built from it)"
+note "libcuda per the system loader: $( (ldconfig -p 2>/dev/null | grep -m3 'libcuda\.so\.1 ' | sed 's/.*=> //' | paste -sd' ') || true)"
 note "gpu: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo 'nvidia-smi not found')"
 note "model: $model, requests per scenario: $requests, dtype: $dtype"
 note ""
 for f in cuda.test gpubench; do
 	if [ ! -x "$bin/$f" ]; then
-		note "missing $bin/$f: run bench/gpu/build.sh on a machine with Go first"
+		note "missing $bin/$f: run bench/gpu/build.sh on a machine with Go first, and carry bench/gpu/bin.tar.xz"
 		exit 2
 	fi
 done
