@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 )
 
@@ -176,8 +177,12 @@ func SearchDirs(libDir string, getenv func(string) string) []string {
 // usual prefixes (a virtualenv, conda, the python3 first on PATH, ~/.local,
 // /usr/local, the system) without running Python. The python3 on PATH
 // counts because an image may put a virtualenv's bin folder on PATH without
-// setting VIRTUAL_ENV; its prefix is the folder above bin, the symlink to
-// the system interpreter not followed.
+// setting VIRTUAL_ENV; its prefix is the folder above bin. An image may
+// instead link a virtualenv's interpreter into a folder already on PATH
+// (/usr/local/bin/python3 -> /opt/torch/.venv/bin/python3), so each link
+// of the chain is followed one step at a time and the folder above each
+// step's bin counts too (following the whole chain at once would skip the
+// virtualenv and land on the system interpreter it links to).
 func sitePackages(getenv func(string) string) []string {
 	var prefixes []string
 	for _, v := range []string{"VIRTUAL_ENV", "CONDA_PREFIX"} {
@@ -187,7 +192,7 @@ func sitePackages(getenv func(string) string) []string {
 	}
 	for _, d := range filepath.SplitList(getenv("PATH")) {
 		if st, err := os.Stat(filepath.Join(d, "python3")); d != "" && err == nil && !st.IsDir() {
-			prefixes = append(prefixes, filepath.Dir(filepath.Clean(d)))
+			prefixes = append(prefixes, interpreterPrefixes(filepath.Join(filepath.Clean(d), "python3"))...)
 			break
 		}
 	}
@@ -200,6 +205,27 @@ func sitePackages(getenv func(string) string) []string {
 		for _, pat := range []string{"lib/python3*/site-packages", "lib/python3*/dist-packages", "lib/python3/dist-packages"} {
 			m, _ := filepath.Glob(filepath.Join(p, pat))
 			out = append(out, m...)
+		}
+	}
+	return out
+}
+
+// interpreterPrefixes is the folder above the bin folder of exe and of
+// each file its chain of symbolic links passes through, in order (at most
+// 8 links).
+func interpreterPrefixes(exe string) []string {
+	out := []string{filepath.Dir(filepath.Dir(exe))}
+	for range 8 {
+		target, err := os.Readlink(exe)
+		if err != nil {
+			break
+		}
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(filepath.Dir(exe), target)
+		}
+		exe = filepath.Clean(target)
+		if p := filepath.Dir(filepath.Dir(exe)); !slices.Contains(out, p) {
+			out = append(out, p)
 		}
 	}
 	return out

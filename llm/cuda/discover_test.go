@@ -102,6 +102,27 @@ func TestSearchDirs(t *testing.T) {
 	if slices.Contains(dirs, "/usr/local/cuda/lib64/stubs") {
 		t.Errorf("SearchDirs kept the stub library folder: %v", dirs)
 	}
+	// A virtualenv's interpreter linked into a folder on PATH
+	// (/usr/local/bin/python3 -> venv/bin/python3 -> python3.12, as an
+	// image may do): the virtualenv's site-packages are searched.
+	venv3, bin3 := t.TempDir(), t.TempDir()
+	sp3 := filepath.Join(venv3, "lib", "python3.12", "site-packages")
+	touch(t, venv3, "bin/python3.12")
+	touch(t, sp3, "nvidia/cu13/lib/libcublas.so.13")
+	if err := os.Symlink("python3.12", filepath.Join(venv3, "bin", "python3")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(venv3, "bin", "python3"), filepath.Join(bin3, "python3")); err != nil {
+		t.Fatal(err)
+	}
+	env = map[string]string{"PATH": bin3}
+	dirs = SearchDirs("", func(k string) string { return env[k] })
+	if want := filepath.Join(sp3, "nvidia", "cu13", "lib"); !slices.Contains(dirs, want) {
+		t.Errorf("SearchDirs lacks %s (the site-packages of the virtualenv the python3 on PATH links to): %v", want, dirs)
+	}
+	if got, err := Locate(LibCuBLAS(), dirs); err != nil || !strings.HasPrefix(got, "/usr") && got != filepath.Join(sp3, "nvidia/cu13/lib/libcublas.so.13") {
+		t.Errorf("Locate(cuBLAS) = %q, %v; want the linked virtualenv's CUDA 13 wheel", got, err)
+	}
 	// No lib dir, empty environment: no empty entry.
 	for _, d := range SearchDirs("", func(string) string { return "" }) {
 		if d == "" {
