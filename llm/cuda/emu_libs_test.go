@@ -142,6 +142,49 @@ func TestEmuEventElapsedBinding(t *testing.T) {
 	}
 }
 
+// TestEmuMemoryIsPoisoned: the emulated driver's device and page-locked
+// allocations hold 0xff bytes (NaN as a float, -1 as an int32), not zeros,
+// as a GPU's cuMemAlloc holds whatever was there before: every emulated
+// test then fails on a read of memory nothing wrote instead of passing on
+// zeros a GPU would not provide.
+func TestEmuMemoryIsPoisoned(t *testing.T) {
+	d, err := LoadDriver([]string{emuLibDir(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Init(); err != nil {
+		t.Fatal(err)
+	}
+	const n = 4096
+	p, err := d.MemAlloc(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.MemFree(p)
+	host, err := d.MemAllocHost(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.MemFreeHost(host)
+	for i, b := range unsafe.Slice((*byte)(host), n) {
+		if b != 0xff {
+			t.Fatalf("page-locked byte %d is %#x, want the 0xff poison", i, b)
+		}
+	}
+	back := make([]byte, n)
+	if err := d.CopyDtoH(unsafe.Pointer(&back[0]), p, n, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.StreamSync(0); err != nil {
+		t.Fatal(err)
+	}
+	for i, b := range back {
+		if b != 0xff {
+			t.Fatalf("device byte %d is %#x, want the 0xff poison", i, b)
+		}
+	}
+}
+
 // BenchmarkLaunchCallPath measures what one cuLaunchKernel costs on the
 // host through each purego calling path, on the emulated driver with the
 // null device (the kernel is checked and skipped), so that the figures are

@@ -181,6 +181,11 @@ func (g *fakeGPU) allocMapped(n int) DevicePtr {
 	if err := syscall.Mprotect(m[size:], syscall.PROT_NONE); err != nil {
 		g.t.Fatalf("guard page: %v", err)
 	}
+	// Poisoned as the emulated libcuda's cuMemAlloc_v2 poisons its memory
+	// (testdata/emu/driver.cc): a GPU's allocations are not zeroed.
+	for i := range m[:size] {
+		m[i] = 0xff
+	}
 	start := (size - n) &^ 15
 	a := &fakeAlloc{base: DevicePtr(uintptr(unsafe.Pointer(&m[0])) + uintptr(start)), data: m[start : start+n : start+n], mapping: m}
 	i := sort.Search(len(g.allocs), func(i int) bool { return g.allocs[i].base > a.base })

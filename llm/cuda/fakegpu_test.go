@@ -206,6 +206,11 @@ func (g *fakeGPU) driver() *Driver {
 		memGetInfo:        func(free, total *uint64) int32 { *free, *total = g.free, 16<<30; return 0 },
 		memAllocHost: func(p *unsafe.Pointer, n uint64) int32 {
 			b := make([]byte, n)
+			if g.emu != nil { // poisoned, as the device memory (allocMapped)
+				for i := range b {
+					b[i] = 0xff
+				}
+			}
 			*p = unsafe.Pointer(&b[0])
 			g.host[*p] = b
 			return 0

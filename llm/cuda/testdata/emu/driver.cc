@@ -243,7 +243,12 @@ CU_API cuCtxSynchronize(void) { return kSuccess; }
 // --- memory ---
 
 // cuMemAlloc_v2 maps fresh memory whose end meets a PROT_NONE page (within
-// 16 bytes), so that a kernel overrunning a buffer faults.
+// 16 bytes), so that a kernel overrunning a buffer faults. The memory is
+// filled with 0xff bytes (NaN as float32, float16 and bfloat16, -1 as an
+// int32), not left zero as mmap leaves it: a GPU's cuMemAlloc returns
+// whatever the memory held (an earlier allocation's data within a
+// process), so a kernel or copy that reads what nothing wrote must fail
+// here rather than read zeros that happen to be right.
 CU_API cuMemAlloc_v2(CUdeviceptr* p, size_t bytes) {
   if (!p || bytes == 0) return kInvalidValue;
   std::lock_guard<std::mutex> l(mu);
@@ -253,6 +258,7 @@ CU_API cuMemAlloc_v2(CUdeviceptr* p, size_t bytes) {
   void* m = mmap(nullptr, size + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (m == MAP_FAILED) return kOutOfMemory;
   mprotect((char*)m + size, page, PROT_NONE);
+  memset(m, 0xff, size);
   CUdeviceptr base = (CUdeviceptr)((uintptr_t)m + ((size - bytes) & ~(size_t)15));
   allocations[base] = {m, size + page, bytes};
   memUsed += bytes;
@@ -277,10 +283,14 @@ CU_API cuMemGetInfo_v2(size_t* free, size_t* total) {
   return kSuccess;
 }
 
+// cuMemAllocHost_v2's memory is poisoned as cuMemAlloc_v2's is: the
+// driver's page-locked memory is not zeroed either.
 CU_API cuMemAllocHost_v2(void** p, size_t bytes) {
   if (!p || bytes == 0) return kInvalidValue;
-  *p = calloc(1, bytes);
-  return *p ? kSuccess : kOutOfMemory;
+  *p = malloc(bytes);
+  if (!*p) return kOutOfMemory;
+  memset(*p, 0xff, bytes);
+  return kSuccess;
 }
 
 CU_API cuMemFreeHost(void* p) {
