@@ -192,7 +192,18 @@ func NewBackend(m *gpt2.Model, opts Options) (*Backend, error) {
 func (b *Backend) start() error {
 	dirs := SearchDirs(b.opts.LibDir, b.opts.Getenv)
 	var err error
-	if b.drv, err = LoadDriver(dirs); err != nil {
+	// The driver must match the kernel module, so the one the system loader
+	// picks (what every CUDA program loads) comes first, and the folders
+	// only where it finds none; a folder given explicitly (LibDir, as the
+	// emulator is) is searched first instead.
+	var nf *NotFoundError
+	if b.opts.LibDir == "" {
+		b.drv, err = LoadSystemDriver()
+	}
+	if b.drv == nil && (err == nil || errors.As(err, &nf)) {
+		b.drv, err = LoadDriver(dirs)
+	}
+	if err != nil {
 		return err
 	}
 	// setup calls this once it knows the driver and the GPU (b.arch).

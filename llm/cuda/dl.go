@@ -87,7 +87,7 @@ func openLibrary(lib Library, dirs []string, companions []string) (uintptr, stri
 				}
 			}
 			nf := err.(*NotFoundError)
-			nf.Searched = append(nf.Searched, "the system loader's search path (ld.so.cache)")
+			nf.Searched = append(nf.Searched, systemLoaderPlace)
 		}
 		return 0, "", err
 	}

@@ -2,8 +2,13 @@ package cuda
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
+	"strings"
 	"unsafe"
+
+	"github.com/ebitengine/purego"
 )
 
 // DevicePtr is a device memory address (CUdeviceptr).
@@ -106,6 +111,64 @@ func LoadDriver(dirs []string) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
+	return bindDriver(h, path)
+}
+
+// systemLoaderPlace is how a NotFoundError names the system loader's search.
+const systemLoaderPlace = "the system loader's search path (LD_LIBRARY_PATH, ld.so.cache)"
+
+// LoadSystemDriver opens libcuda.so.1 by its soname through the system's
+// dynamic loader (LD_LIBRARY_PATH, then ld.so.cache): the driver the CUDA
+// runtime, and so PyTorch and nvidia-smi's CUDA programs, load. Where a
+// machine has more than one libcuda.so.1 (an image's own beside the one
+// matching the kernel module, mounted into /usr/local/nvidia and named in
+// ld.so.conf.d), that is the one that matches; a folder list can pick the
+// other, whose cuInit then fails. Path is the file actually mapped, read
+// from /proc/self/maps. It returns a *NotFoundError where the loader finds
+// none, or finds the toolkit's link-time stub (in a "stubs" folder; it
+// fails every call with CUDA_ERROR_STUB_LIBRARY).
+func LoadSystemDriver() (*Driver, error) {
+	const soname = "libcuda.so.1"
+	nf := &NotFoundError{Lib: LibCUDA(), Searched: []string{systemLoaderPlace}}
+	h, err := purego.Dlopen(soname, purego.RTLD_NOW|purego.RTLD_GLOBAL)
+	if err != nil {
+		return nil, nf
+	}
+	path := soname
+	if maps, err := os.ReadFile("/proc/self/maps"); err == nil {
+		if p := mappedLibrary(string(maps), "libcuda.so"); p != "" {
+			path = p
+		}
+	}
+	if filepath.Base(filepath.Dir(path)) == "stubs" {
+		_ = purego.Dlclose(h)
+		nf.Searched[0] += " (found only the stub " + path + ")"
+		return nil, nf
+	}
+	return bindDriver(h, path)
+}
+
+// mappedLibrary returns the path of the first file in maps (the text of
+// /proc/self/maps) whose name starts with prefix, or "".
+func mappedLibrary(maps, prefix string) string {
+	for line := range strings.Lines(maps) {
+		// address perms offset dev inode path: the path is the sixth field
+		// and may hold spaces.
+		f := strings.Fields(line)
+		if len(f) < 6 {
+			continue
+		}
+		p := strings.Join(f[5:], " ")
+		if strings.HasPrefix(p, "/") && strings.HasPrefix(filepath.Base(p), prefix) {
+			return p
+		}
+	}
+	return ""
+}
+
+// bindDriver binds every call the package uses from the driver opened as h
+// from path.
+func bindDriver(h uintptr, path string) (*Driver, error) {
 	d := &Driver{Path: path}
 	b := &binder{lib: path, handle: h}
 	b.bind(&d.getErrorName, "cuGetErrorName")

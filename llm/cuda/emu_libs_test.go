@@ -6,6 +6,7 @@ package cuda
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -272,5 +273,50 @@ func TestEmuStepAllocations(t *testing.T) {
 		if err := b.Close(); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestEmuSystemDriverFirst: with no library folder given, NewBackend opens
+// the driver the system loader picks (here the emulator, through the
+// process's LD_LIBRARY_PATH) before any folder of the library search,
+// which here (through Options.Getenv) offers a broken libcuda.so.1 first:
+// the folder list alone would have opened that one and failed. It runs
+// in a child process, since the loader reads LD_LIBRARY_PATH at start.
+func TestEmuSystemDriverFirst(t *testing.T) {
+	if dir := os.Getenv("TS_TEST_SYSTEM_DRIVER_DIR"); dir != "" {
+		bad := t.TempDir()
+		touch(t, bad, "libcuda.so.1") // not a library: dlopen fails
+		env := map[string]string{"LD_LIBRARY_PATH": bad + ":" + dir}
+		b, err := NewBackend(tinyModel(t), Options{DType: "float32", CacheDir: t.TempDir(), Getenv: func(k string) string { return env[k] }})
+		if err != nil {
+			t.Fatalf("NewBackend: %v", err)
+		}
+		defer b.Close()
+		if want := filepath.Join(dir, "libcuda.so.1"); b.drv.Path != want {
+			t.Fatalf("driver from %q, want the system loader's %q", b.drv.Path, want)
+		}
+		return
+	}
+	loadEmu(t) // skips where the emulator cannot be built
+	dir := t.TempDir()
+	lib, err := compileEmu(dir, KernelSource(), kernelNames(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One file named as the driver, so that /proc/self/maps names it so;
+	// cuBLAS and NVRTC are links to it (one loaded object, one device).
+	if err := os.Rename(lib, filepath.Join(dir, "libcuda.so.1")); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"libcublas.so.12", "libnvrtc.so.12"} {
+		if err := os.Symlink("libcuda.so.1", filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestEmuSystemDriverFirst$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), "TS_TEST_SYSTEM_DRIVER_DIR="+dir, "LD_LIBRARY_PATH="+dir)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestEmuSystemDriverFirst") {
+		t.Fatalf("child: %v\n%s", err, out)
 	}
 }
