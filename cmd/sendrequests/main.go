@@ -1,5 +1,5 @@
 // Command sendrequests measures one condition against an OpenAI-compatible
-// completions endpoint: a closed loop at a fixed concurrency (or an open loop
+// completions (or chat completions) endpoint: a closed loop at a fixed concurrency (or an open loop
 // with seeded Poisson arrivals) over the first N rows of a prompt file. It
 // writes one JSONL record per request as each finishes, and a summary JSON,
 // in serving-inference's schema 1.0; it exits with status 2 when any request

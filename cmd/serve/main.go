@@ -1,13 +1,15 @@
 // Command tinyserve-serve serves a model over the OpenAI completions API, as
-// `vllm serve` does: POST /v1/completions, GET /v1/models, GET /health, GET
-// /metrics, POST /tokenize and POST /detokenize (see docs/server.md).
+// `vllm serve` does: POST /v1/completions, GET /v1/models (and
+// /v1/models/{model}), GET /health, GET /version, GET /metrics, POST /tokenize
+// and POST /detokenize (see docs/server.md), with CORS open to any origin.
 //
 //	go run ./cmd/serve                         # built-in tiny GPT-2 on the CPU
 //	go run ./cmd/serve --backend mock --port 8001
 //	go run ./cmd/serve gpt2 --port 8000        # the model first, as vllm serve takes it
 //
-// Every flag can also be set from a TINYSERVE_* environment variable (the
-// flag name in upper case with underscores: TINYSERVE_MAX_NUM_SEQS). On
+// Every tinyserve flag can also be set from a TINYSERVE_* environment variable
+// (the flag name in upper case with underscores: TINYSERVE_MAX_NUM_SEQS); the
+// vLLM flags it accepts have none. On
 // SIGINT or SIGTERM the server drains: /health turns 503, new requests get
 // 503, accepted requests finish (up to --drain-timeout), then it exits 0; a
 // second signal during the drain ends the process at once.

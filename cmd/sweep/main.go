@@ -1,5 +1,5 @@
 // Command sweep runs a load sweep against an OpenAI-compatible completions
-// server, or against tinyserve started in-process, and writes the evidence
+// (or chat completions) server, or against tinyserve started in-process, and writes the evidence
 // and the reports:
 //
 //	go run ./cmd/sweep experiments/example.json
