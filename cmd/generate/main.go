@@ -34,11 +34,11 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 	flags := append(tinyserve.EngineFlags(""),
 		&cli.StringSliceFlag{Name: "prompt", Aliases: []string{"p"}, KeepSpace: true, Usage: "prompt text (repeat for a batch, run together)", Value: cli.NewStringSlice("The meaning of life is", "Paged attention lets a server")},
 		&cli.IntFlag{Name: "max-tokens", Value: 24, Usage: "tokens to generate per prompt"},
-		&cli.Float64Flag{Name: "temperature", Usage: "sampling temperature (0: greedy)"},
+		&cli.Float64Flag{Name: "temperature", Usage: "sampling temperature (0: greedy; above 0 and below 0.01 runs as 0.01, as a request's)"},
 		&cli.IntFlag{Name: "top-k", Usage: "top-k filter (0: off)"},
 		&cli.Float64Flag{Name: "top-p", Usage: "top-p filter (0 or 1: off)"},
 		&cli.Float64Flag{Name: "min-p", Usage: "min-p filter: drop tokens less likely than this times the most likely one (0: off)"},
-		&cli.Int64Flag{Name: "seed", Usage: "per-request sampling seed, as a request's seed (0 is a seed too; default: none)"},
+		&cli.Int64Flag{Name: "seed", Usage: "per-request sampling seed, as a request's seed (0 is a seed too; -1 or left out: none)"},
 		&cli.Float64Flag{Name: "presence-penalty", Usage: "subtracted from tokens already generated, in [-2, 2]"},
 		&cli.Float64Flag{Name: "frequency-penalty", Usage: "subtracted per time a token was generated, in [-2, 2]"},
 		&cli.Float64Flag{Name: "repetition-penalty", Value: 1, Usage: "divides positive (multiplies negative) logits of prompt and generated tokens; 1: off"},
@@ -110,6 +110,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 				// 0 is a seed, as a request's "seed": 0 is.
 				params.Seed = new(c.Int64("seed"))
 			}
+			asRequest(&params)
 			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			return generate(ctx, cfg, c.StringSlice("prompt"), params, stdout)
@@ -215,4 +216,20 @@ func runAll(ctx context.Context, e llm.Engine, reqs []llm.Request, collect func(
 	}
 	wg.Wait()
 	return nil
+}
+
+// minTemperature is the server's floor for a temperature above 0 (vLLM's
+// _MAX_TEMP, openai's minTemperature).
+const minTemperature = 1e-2
+
+// asRequest applies what the server does to a completions request's
+// fields, so that the flags mean what those fields mean: a seed of -1 is no
+// seed, and a temperature in (0, 0.01) runs as 0.01, as vLLM reads them.
+func asRequest(p *llm.SamplingParams) {
+	if p.Seed != nil && *p.Seed == -1 {
+		p.Seed = nil
+	}
+	if p.Temperature > 0 && p.Temperature < minTemperature {
+		p.Temperature = minTemperature
+	}
 }
