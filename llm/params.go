@@ -218,6 +218,24 @@ func (p *SamplingParams) validateBadWords() error {
 // would overflow to infinities and pick a token no distribution chose.
 const GreedyTemperature = 1e-5
 
+// MinRequestTemperature is vLLM's _MAX_TEMP (vllm/sampling_params.py): a
+// request's temperature above 0 but below it is raised to it, since
+// dividing the logits by less risks infinities.
+const MinRequestTemperature = 1e-2
+
+// RaiseTinyTemperature raises a temperature in (0, MinRequestTemperature)
+// to MinRequestTemperature, as vLLM's SamplingParams.__post_init__ does
+// (with a warning) before it decides whether sampling is greedy: such a
+// request samples at 0.01 in vLLM, where the engine would sample sharper,
+// or below GreedyTemperature take the argmax. The server and cmd/generate
+// apply it so that their temperatures mean what vLLM's do; the engine
+// itself takes a temperature as given.
+func (p *SamplingParams) RaiseTinyTemperature() {
+	if p.Temperature > 0 && p.Temperature < MinRequestTemperature {
+		p.Temperature = MinRequestTemperature
+	}
+}
+
 // Greedy reports whether the params choose the most likely token every step.
 func (p *SamplingParams) Greedy() bool {
 	return p.Temperature < GreedyTemperature || p.TopK == 1

@@ -86,21 +86,9 @@ func (c *completionRequest) withModelDefaults(d llm.SamplingDefaults) {
 	d.Apply(&c.params)
 }
 
-// minTemperature is vLLM's _MAX_TEMP (vllm/sampling_params.py): a
-// temperature above 0 but below it is raised to it, since dividing the
-// logits by less risks infinities.
-const minTemperature = 1e-2
-
-// raiseTinyTemperature raises a temperature in (0, 0.01) to 0.01, as vLLM's
-// SamplingParams.__post_init__ does (with a warning) before it decides
-// whether sampling is greedy: such a request samples at 0.01 in vLLM, where
-// the engine would have sampled sharper, or below 1e-5 taken the argmax.
-// It runs once the model's defaults are in, as vLLM's does.
-func (c *completionRequest) raiseTinyTemperature() {
-	if t := c.params.Temperature; t > 0 && t < minTemperature {
-		c.params.Temperature = minTemperature
-	}
-}
+// raiseTinyTemperature raises a temperature in (0, 0.01) to 0.01, as
+// vLLM does. It runs once the model's defaults are in, as vLLM's does.
+func (c *completionRequest) raiseTinyTemperature() { c.params.RaiseTinyTemperature() }
 
 // checkGreedyN refuses n > 1 with greedy sampling, as vLLM does
 // (SamplingParams._verify_greedy_sampling in vllm/sampling_params.py): the

@@ -218,10 +218,6 @@ func runAll(ctx context.Context, e llm.Engine, reqs []llm.Request, collect func(
 	return nil
 }
 
-// minTemperature is the server's floor for a temperature above 0 (vLLM's
-// _MAX_TEMP, openai's minTemperature).
-const minTemperature = 1e-2
-
 // asRequest applies what the server does to a completions request's
 // fields, so that the flags mean what those fields mean: a seed of -1 is no
 // seed, and a temperature in (0, 0.01) runs as 0.01, as vLLM reads them.
@@ -229,7 +225,5 @@ func asRequest(p *llm.SamplingParams) {
 	if p.Seed != nil && *p.Seed == -1 {
 		p.Seed = nil
 	}
-	if p.Temperature > 0 && p.Temperature < minTemperature {
-		p.Temperature = minTemperature
-	}
+	p.RaiseTinyTemperature()
 }
