@@ -196,6 +196,9 @@ type Engine interface {
 	// the channel then closes, possibly without a final event. The caller must
 	// read until the channel closes or cancel ctx. With ctx already done,
 	// Generate may fail with ctx's error instead (tinyserve's engine does).
+	// The channel may be buffered (tinyserve's engine's is): a caller that
+	// falls behind then finds len(ch) events already waiting, which it can
+	// take without blocking (the OpenAI server merges them into one chunk).
 	Generate(ctx context.Context, req Request) (<-chan Event, error)
 	// Info describes the served model.
 	Info() ModelInfo

@@ -201,7 +201,10 @@ func (e *Engine) Health() error {
 // Generate implements llm.Engine. A nil ctx is an error matching
 // llm.ErrInvalidRequest; a ctx already done fails with its error. The
 // engine keeps copies of r's slices, maps and pointers, so the caller may
-// reuse or change them once Generate returns.
+// reuse or change them once Generate returns. The channel is buffered
+// (streamBuffer events): what the engine produced while the caller was busy
+// is waiting in it, len(ch) events that the caller can take without
+// blocking.
 func (e *Engine) Generate(ctx context.Context, r llm.Request) (<-chan llm.Event, error) {
 	if ctx == nil {
 		// The stream's goroutine would dereference it later and take the

@@ -7,9 +7,18 @@ import (
 	"github.com/tinyserve/tinyserve/llm"
 )
 
+// streamBuffer is how many events a request's channel holds. Events the
+// loop made while the caller was busy wait there, so a caller that falls
+// behind sees (len of the channel) what is already queued and can take it
+// at once without blocking: the OpenAI server merges them into one chunk,
+// as vLLM's RequestOutputCollector (vllm/v1/engine/output_processor.py)
+// merges the outputs its consumer has not yet taken. More wait in the
+// stream's queue; 16 events are a few KiB per request.
+const streamBuffer = 16
+
 // stream carries one request's events from the loop to the caller without
 // ever blocking the loop: push appends to a queue, and a goroutine per
-// request forwards the queue into the caller's channel.
+// request forwards the queue into the caller's buffered channel.
 type stream struct {
 	ctx    context.Context
 	out    chan llm.Event
@@ -19,7 +28,7 @@ type stream struct {
 }
 
 func newStream(ctx context.Context) *stream {
-	return &stream{ctx: ctx, out: make(chan llm.Event), notify: make(chan struct{}, 1)}
+	return &stream{ctx: ctx, out: make(chan llm.Event, streamBuffer), notify: make(chan struct{}, 1)}
 }
 
 // push is called by the loop; it never blocks.
