@@ -41,6 +41,9 @@ type choice struct {
 	// event that carries a token, whatever its text (see streamCompletion).
 	newTokens  int
 	sentTokens int
+	// held is set while the stream holds back events applied since the
+	// last chunk, to merge them with the next one already queued.
+	held bool
 
 	finish           llm.FinishReason
 	stopReason       any
@@ -288,17 +291,21 @@ func (h *handler) maxTokensFor(req *completionRequest, promptLen int) (int, erro
 // eachEvent calls fn with every event of every choice in arrival order until
 // fn returns false, every choice has finished or closed, or ctx ends; then
 // it calls cancel, which aborts whatever still runs. ok is false when a
-// choice's channel closed without a final event. A single choice is read
-// directly (the common case stays free of goroutines); several are merged
-// by one forwarding goroutine each, all gone when eachEvent returns.
-func eachEvent(ctx context.Context, cancel context.CancelFunc, choices []*choice, fn func(c *choice, ev llm.Event, ok bool) bool) {
+// choice's channel closed without a final event. queued says that another
+// event of the same choice was already waiting in its channel (len(c.ch) >
+// 0) when this one was taken or handed over, so fn will be called with it
+// unless ctx ends or fn stops first; an engine with unbuffered channels
+// never says so. A single choice is read directly (the common case stays
+// free of goroutines); several are merged by one forwarding goroutine each,
+// all gone when eachEvent returns.
+func eachEvent(ctx context.Context, cancel context.CancelFunc, choices []*choice, fn func(c *choice, ev llm.Event, ok, queued bool) bool) {
 	defer cancel()
 	if len(choices) == 1 {
 		c := choices[0]
 		for {
 			select {
 			case ev, ok := <-c.ch:
-				if !fn(c, ev, ok) || !ok || ev.Finish != "" {
+				if !fn(c, ev, ok, ok && len(c.ch) > 0) || !ok || ev.Finish != "" {
 					return
 				}
 			case <-ctx.Done():
@@ -307,9 +314,10 @@ func eachEvent(ctx context.Context, cancel context.CancelFunc, choices []*choice
 		}
 	}
 	type tagged struct {
-		c  *choice
-		ev llm.Event
-		ok bool
+		c      *choice
+		ev     llm.Event
+		ok     bool
+		queued bool // another event was waiting when the forwarder took this one
 	}
 	var wg sync.WaitGroup
 	defer func() {
@@ -328,7 +336,7 @@ func eachEvent(ctx context.Context, cancel context.CancelFunc, choices []*choice
 				}
 			}
 			for ev := range c.ch {
-				if !send(tagged{c, ev, true}) || ev.Finish != "" {
+				if !send(tagged{c, ev, true, len(c.ch) > 0}) || ev.Finish != "" {
 					return // after a final event only the channel's close is left
 				}
 			}
@@ -342,7 +350,10 @@ func eachEvent(ctx context.Context, cancel context.CancelFunc, choices []*choice
 			if !t.ok || t.ev.Finish != "" {
 				open--
 			}
-			if !fn(t.c, t.ev, t.ok) {
+			// Only this choice's forwarder takes from its channel, so an
+			// event waiting there now is still to come; one it took since
+			// the handover is not seen, and a merge may stop short of it.
+			if !fn(t.c, t.ev, t.ok, t.ok && (t.queued || len(t.c.ch) > 0)) {
 				return
 			}
 		case <-ctx.Done():
@@ -353,11 +364,12 @@ func eachEvent(ctx context.Context, cancel context.CancelFunc, choices []*choice
 
 // applyEach is eachEvent for the response writers: it applies every event
 // to its choice (metrics, text, token ids, logprobs) and then calls fn with
-// whether the choice just finished, and stops at the first choice that
-// fails (an engine error, or a channel closed without a final event),
-// which it returns.
-func (h *handler) applyEach(ctx context.Context, cancel context.CancelFunc, choices []*choice, req *completionRequest, fn func(c *choice, finished bool) bool) (failed *choice) {
-	eachEvent(ctx, cancel, choices, func(c *choice, ev llm.Event, ok bool) bool {
+// whether the choice just finished and, for one that did not, whether its
+// next event is already queued (see eachEvent), and stops at the first
+// choice that fails (an engine error, or a channel closed without a final
+// event), which it returns.
+func (h *handler) applyEach(ctx context.Context, cancel context.CancelFunc, choices []*choice, req *completionRequest, fn func(c *choice, finished, queued bool) bool) (failed *choice) {
+	eachEvent(ctx, cancel, choices, func(c *choice, ev llm.Event, ok, queued bool) bool {
 		if !ok {
 			if c.finish != "" {
 				return true
@@ -372,7 +384,7 @@ func (h *handler) applyEach(ctx context.Context, cancel context.CancelFunc, choi
 			failed = c
 			return false
 		}
-		return fn(c, finished)
+		return fn(c, finished, queued && !finished)
 	})
 	return failed
 }
@@ -382,7 +394,7 @@ func (h *handler) finishCompletion(ctx context.Context, cancel context.CancelFun
 	req *completionRequest, prompts []promptIn, choices []*choice) {
 	wantLP := req.params.Logprobs != nil
 	done := 0
-	failed := h.applyEach(ctx, cancel, choices, req, func(c *choice, finished bool) bool {
+	failed := h.applyEach(ctx, cancel, choices, req, func(c *choice, finished, _ bool) bool {
 		if finished {
 			done++
 		}

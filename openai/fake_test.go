@@ -57,6 +57,10 @@ type fakeEngine struct {
 	genErr error                             // Generate's rejection, when set
 	script func(req llm.Request) []llm.Event // events of one request; default: fakeScript
 	hold   chan struct{}                     // when set, events wait for it to close
+	// queued puts all of a request's events in its (buffered) channel
+	// before Generate returns: a stream that fell behind by the whole
+	// request, whose events wait to be merged.
+	queued bool
 	// delivered, when set, is called with i once the reader has received
 	// event i: it is back at its channel, so it has done what event i-1
 	// asked of it.
@@ -157,6 +161,15 @@ func (f *fakeEngine) Generate(ctx context.Context, req llm.Request) (<-chan llm.
 		script = fakeScript
 	}
 	evs := script(req)
+	if f.queued {
+		ch := make(chan llm.Event, len(evs))
+		for _, ev := range evs {
+			ch <- ev
+		}
+		close(ch)
+		f.wg.Done()
+		return ch, nil
+	}
 	ch := make(chan llm.Event)
 	go func() {
 		defer f.wg.Done()

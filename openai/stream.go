@@ -58,6 +58,17 @@ func (s *sseWriter) flush() error {
 // out at each token, carrying that token's id and log-probability, and a
 // client that times chunks (vllm bench serve's TTFT and inter-token
 // latencies) sees the tokens when they were made.
+//
+// When the stream falls behind the engine (a slow client, a busy machine,
+// many streams), the events already queued for a choice when it gets to one
+// are merged into one chunk: its text, token ids and logprobs are theirs
+// together, its usage is the last one's, and it finishes if the last one
+// does. vLLM's RequestOutputCollector (vllm/v1/engine/output_processor.py,
+// with RequestOutput.add in vllm/outputs.py) merges per choice index the
+// same way the outputs its consumer has not taken yet, so its stream sends
+// fewer, larger chunks instead of a burst of tiny ones. Every event is still
+// applied, and observed by the metrics, on its own; only where chunks
+// begin and end changes.
 func (h *handler) streamCompletion(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter,
 	r *http.Request, req *completionRequest, prompts []promptIn, choices []*choice) {
 	lg := requestLogger(r)
@@ -84,14 +95,14 @@ func (h *handler) streamCompletion(ctx context.Context, cancel context.CancelFun
 		Model: h.modelName(req.model),
 	}
 	wantLP := req.params.Logprobs != nil
-	done := 0
-	var writeErr error
-	failed := h.applyEach(ctx, cancel, choices, req, func(c *choice, finished bool) bool {
+	// send writes what c applied since its last chunk, if anything.
+	send := func(c *choice, finished bool) error {
+		c.held = false
 		// vLLM skips only an output with neither text nor new tokens before
 		// the choice's first token (its chunked-prefill case); the echo's
 		// chunk and a finish always go out.
 		if c.text.Len() == 0 && c.newTokens == 0 && c.sentTokens == 0 && !finished && (c.started || !req.echo) {
-			return true
+			return nil
 		}
 		cc := completionChoice{Index: c.index, Text: c.text.String()}
 		first := !c.started
@@ -119,7 +130,6 @@ func (h *handler) streamCompletion(ctx context.Context, cancel context.CancelFun
 			fr := string(c.finish)
 			cc.FinishReason = &fr
 			cc.StopReason = c.stopReason
-			done++
 		}
 		c.text.Reset()
 		c.tokenIDs, c.lps = nil, nil
@@ -137,11 +147,35 @@ func (h *handler) streamCompletion(ctx context.Context, cancel context.CancelFun
 			}
 			out = cu
 		}
-		if writeErr = sse.event(out); writeErr != nil {
+		return sse.event(out)
+	}
+	done := 0
+	var writeErr error
+	failed := h.applyEach(ctx, cancel, choices, req, func(c *choice, finished, queued bool) bool {
+		if queued {
+			// The next event is already here: merge this one into its chunk.
+			c.held = true
+			return true
+		}
+		if writeErr = send(c, finished); writeErr != nil {
 			return false
+		}
+		if finished {
+			done++
 		}
 		return done < len(choices)
 	})
+	if failed != nil && writeErr == nil && r.Context().Err() == nil {
+		// What was held back to merge goes out before the error, as it
+		// would have unmerged (an error or abort event carries no tokens).
+		for _, c := range choices {
+			if c.held {
+				if writeErr = send(c, false); writeErr != nil {
+					break
+				}
+			}
+		}
+	}
 	switch {
 	case writeErr != nil:
 		cancel()
