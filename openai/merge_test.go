@@ -268,3 +268,59 @@ func TestStreamMergesOnTheRealEngine(t *testing.T) {
 		assert.Equal(t, []int{1, 2, 3, 4, 5, 6, 7}, lp.TextOffset, "one character per token of the mock, after the first chunk's")
 	})
 }
+
+// countingWriter is a flushing http.ResponseWriter that keeps only counts.
+type countingWriter struct {
+	header          http.Header
+	status          int
+	writes, flushes int
+}
+
+func (w *countingWriter) Header() http.Header         { return w.header }
+func (w *countingWriter) WriteHeader(code int)        { w.status = code }
+func (w *countingWriter) Write(p []byte) (int, error) { w.writes++; return len(p), nil }
+func (w *countingWriter) Flush()                      { w.flushes++ }
+
+// BenchmarkStreamQueuedEvents streams a 256-token request whose events are
+// all queued when the handler starts (a stream that fell behind: one merged
+// chunk) and the same request from a fake that hands its events over one
+// at a time (the handler keeps up: a chunk per token), alternating in one
+// loop so that load from elsewhere hits both alike. It reports each one's
+// time and writes per request and merged/unmerged, the ratio of their
+// times. The unmerged side also pays the fake's channel handover per event.
+//
+//	go test -run XXX -bench StreamQueuedEvents ./openai
+func BenchmarkStreamQueuedEvents(b *testing.B) {
+	const tokens = 256
+	body := fmt.Sprintf(`{"prompt":"hey","max_tokens":%d,"logprobs":1,"return_token_ids":true,"stream":true}`, tokens)
+	kept, merged := newFake(), newFake()
+	merged.queued = true
+	kept.info.MaxModelLen, merged.info.MaxModelLen = 2*tokens, 2*tokens
+	hKept, hMerged := NewHandler(kept), NewHandler(merged)
+	serveOnce := func(h http.Handler) (time.Duration, int) {
+		w := &countingWriter{header: http.Header{}}
+		req := httptest.NewRequest("POST", "/v1/completions", strings.NewReader(body))
+		start := time.Now()
+		h.ServeHTTP(w, req)
+		d := time.Since(start)
+		if w.status != http.StatusOK {
+			b.Fatalf("status %d", w.status)
+		}
+		return d, w.writes
+	}
+	var tKept, tMerged time.Duration
+	var wKept, wMerged int
+	b.ReportAllocs()
+	for b.Loop() {
+		d, n := serveOnce(hKept)
+		tKept, wKept = tKept+d, wKept+n
+		d, n = serveOnce(hMerged)
+		tMerged, wMerged = tMerged+d, wMerged+n
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(tKept.Nanoseconds())/n, "unmerged_ns/req")
+	b.ReportMetric(float64(tMerged.Nanoseconds())/n, "merged_ns/req")
+	b.ReportMetric(float64(wKept)/n, "unmerged_writes/req")
+	b.ReportMetric(float64(wMerged)/n, "merged_writes/req")
+	b.ReportMetric(tMerged.Seconds()/tKept.Seconds(), "merged/unmerged")
+}
