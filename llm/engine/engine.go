@@ -25,6 +25,7 @@ import (
 
 	"github.com/tinyserve/tinyserve/llm"
 	"github.com/tinyserve/tinyserve/llm/kv"
+	"github.com/tinyserve/tinyserve/llm/sched"
 )
 
 // DefaultMaxPending is the waiting-queue bound when Config.MaxPending is 0.
@@ -223,7 +224,7 @@ func (e *Engine) Generate(ctx context.Context, r llm.Request) (<-chan llm.Event,
 	if !e.st.sched.Fits(len(r.PromptTokens), r.Params.MaxTokens) { // the pool size never changes
 		return nil, fmt.Errorf("%w: %d prompt + %d max tokens need %d blocks, the pool has %d",
 			llm.ErrTooLargeForCache, len(r.PromptTokens), r.Params.MaxTokens,
-			e.st.kv.BlocksFor(len(r.PromptTokens)+r.Params.MaxTokens), e.st.kv.NumBlocks())
+			e.st.kv.BlocksFor(sched.SlotsNeeded(len(r.PromptTokens), r.Params.MaxTokens)), e.st.kv.NumBlocks())
 	}
 	r.PromptTokens = append([]int(nil), r.PromptTokens...) // the caller keeps its slice
 	r.Params.Stop = append([]string(nil), r.Params.Stop...)

@@ -350,17 +350,18 @@ func TestRejections(t *testing.T) {
 		{"token out of vocab", llm.Request{PromptTokens: []int{300}, Params: greedy(1)}, llm.ErrInvalidRequest},
 		{"negative max tokens", llm.Request{PromptTokens: []int{1}, Params: llm.SamplingParams{MaxTokens: -1}}, llm.ErrInvalidRequest},
 		{"context length", llm.Request{PromptTokens: []int{1}, Params: greedy(5000)}, llm.ErrContextLength},
-		{"never fits the pool", llm.Request{PromptTokens: prompt(0, 10), Params: greedy(7)}, llm.ErrTooLargeForCache},
+		{"never fits the pool", llm.Request{PromptTokens: prompt(0, 10), Params: greedy(8)}, llm.ErrTooLargeForCache},
 	}
 	for _, c := range cases {
 		if _, err := e.Generate(context.Background(), c.req); !errors.Is(err, c.want) {
 			t.Errorf("%s: %v, want %v", c.name, err, c.want)
 		}
 	}
-	// The engine is unaffected.
-	r := run(t, e, llm.Request{PromptTokens: prompt(0, 10), Params: greedy(6)})
-	if len(r.tokens) != 6 {
-		t.Errorf("after rejections: %d tokens", len(r.tokens))
+	// The engine is unaffected, and a request that fills the pool exactly
+	// runs: its last token is never fed back, so 10 + 7 tokens need 16 slots.
+	r := run(t, e, llm.Request{PromptTokens: prompt(0, 10), Params: greedy(7)})
+	if len(r.tokens) != 7 || r.last.Finish != llm.FinishLength || r.last.Err != nil {
+		t.Errorf("after rejections: %d tokens, finish %q, err %v", len(r.tokens), r.last.Finish, r.last.Err)
 	}
 }
 

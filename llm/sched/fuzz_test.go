@@ -182,7 +182,7 @@ func fuzzTrial(data []byte) error {
 			}
 			nextID++
 			err := s.Add(r.id, r.prompt, r.maxTokens)
-			if fits := m.BlocksFor(len(r.prompt)+r.maxTokens) <= numBlocks; fits != (err == nil) {
+			if fits := m.BlocksFor(SlotsNeeded(len(r.prompt), r.maxTokens)) <= numBlocks; fits != (err == nil) {
 				return fmt.Errorf("add %d (%d+%d tokens, pool %dx%d): fits=%v err=%v", r.id, len(r.prompt), r.maxTokens, numBlocks, blockSize, fits, err)
 			}
 			if err == nil {

@@ -155,7 +155,7 @@ func randomTrial(rng *rand.Rand, caching bool, g trialGen, c *trialCounts) error
 				r.uncached = true
 			}
 			err := add(r.id, r.prompt, r.maxTokens)
-			fits := m.BlocksFor(len(r.prompt)+r.maxTokens) <= numBlocks
+			fits := m.BlocksFor(SlotsNeeded(len(r.prompt), r.maxTokens)) <= numBlocks
 			if fits != (err == nil) {
 				return fmt.Errorf("add %d (%d+%d tokens, pool %dx%d): fits=%v err=%v", r.id, len(r.prompt), r.maxTokens, numBlocks, blockSize, fits, err)
 			}

@@ -25,6 +25,7 @@ package sched
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/tinyserve/tinyserve/llm/kv"
 )
@@ -144,12 +145,25 @@ func (s *Scheduler) NumRunning() int { return len(s.running) - s.numRemovedRunni
 func (s *Scheduler) Stats() Stats { return s.stats }
 
 // Fits reports whether a sequence of promptTokens plus maxTokens could ever
-// fit in the pool; Add rejects those that cannot. It compares without adding
-// the two, so that a huge maxTokens from a client cannot overflow into a
-// sequence that seems to fit.
+// fit in the pool; Add rejects those that cannot. The last token sampled
+// ends the sequence and is never fed back, so it needs no slot: the
+// sequence holds at most promptTokens + maxTokens - 1 tokens' KV
+// (SlotsNeeded). It compares without adding, so that a huge maxTokens from
+// a client cannot overflow into a sequence that seems to fit.
 func (s *Scheduler) Fits(promptTokens, maxTokens int) bool {
 	capacity := s.kv.NumBlocks() * s.kv.BlockSize()
-	return promptTokens <= capacity && maxTokens <= capacity-promptTokens
+	return promptTokens <= capacity && max(maxTokens-1, 0) <= capacity-promptTokens
+}
+
+// SlotsNeeded is the most KV slots a sequence of promptTokens and
+// maxTokens ever holds: every prompt token and every sampled token but the
+// last, which ends it. It saturates rather than overflow.
+func SlotsNeeded(promptTokens, maxTokens int) int {
+	fed := max(maxTokens-1, 0)
+	if fed > math.MaxInt-promptTokens {
+		return math.MaxInt
+	}
+	return promptTokens + fed
 }
 
 // Add queues a new sequence at the back of the waiting queue. prompt is
@@ -181,8 +195,8 @@ func (s *Scheduler) add(id kv.SeqID, prompt []int, maxTokens int, uncached bool)
 		return fmt.Errorf("%w: %d", ErrDuplicate, id)
 	}
 	if !s.Fits(len(prompt), maxTokens) {
-		return fmt.Errorf("%w: %d prompt + %d max tokens, the pool holds %d tokens (%d blocks of %d)",
-			ErrTooLarge, len(prompt), maxTokens, s.kv.NumBlocks()*s.kv.BlockSize(), s.kv.NumBlocks(), s.kv.BlockSize())
+		return fmt.Errorf("%w: %d prompt + %d max tokens need %d slots, the pool holds %d tokens (%d blocks of %d)",
+			ErrTooLarge, len(prompt), maxTokens, SlotsNeeded(len(prompt), maxTokens), s.kv.NumBlocks()*s.kv.BlockSize(), s.kv.NumBlocks(), s.kv.BlockSize())
 	}
 	tokens := make([]int, len(prompt), len(prompt)+maxTokens)
 	copy(tokens, prompt)
