@@ -175,7 +175,7 @@ func newApp(stderr io.Writer) *cli.App {
 		&cli.StringFlag{Name: "log-format", Value: "text", EnvVars: env("log-format"), Usage: "text or json"},
 		&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("log-level"), Usage: "debug, info, warn or error"},
 		&cli.Int64Flag{Name: "seed", EnvVars: env("seed"), Usage: "seed of the seeds of requests that give none, as vLLM's --seed: the same seed and requests sent one at a time sample the same text (default: from the clock)"},
-		&cli.StringSliceFlag{Name: "api-key", EnvVars: env("api-key"), Usage: "require \"Authorization: Bearer <key>\" on /v1/ routes (repeat for several keys; the variable takes them comma-separated)"},
+		&cli.StringSliceFlag{Name: "api-key", EnvVars: env("api-key"), Usage: "require \"Authorization: Bearer <key>\" on /v1/ routes (repeat for several keys; the variable takes them comma-separated; without either, VLLM_API_KEY as vllm serve reads it)"},
 	)
 	flags = append(flags, vllmFlags()...)
 	return &cli.App{
@@ -266,7 +266,7 @@ func newApp(stderr io.Writer) *cli.App {
 				addr:         net.JoinHostPort(c.String("host"), strconv.Itoa(port)),
 				drainTimeout: c.Duration("drain-timeout"),
 				logger:       logger,
-				apiKeys:      slices.DeleteFunc(c.StringSlice("api-key"), func(k string) bool { return k == "" }),
+				apiKeys:      apiKeys(c.StringSlice("api-key"), os.Getenv("VLLM_API_KEY")),
 				noAccessLog:  !accessLog(c),
 				accessLogger: accessLogger,
 				servedNames:  names,
@@ -458,4 +458,17 @@ func checkHealth(ctx context.Context, host string, port int) error {
 		return fmt.Errorf("health: %s: %s", resp.Status, bytes.TrimSpace(body))
 	}
 	return nil
+}
+
+// apiKeys returns the keys the /v1/ routes require: those of --api-key (or
+// TINYSERVE_API_KEY), else VLLM_API_KEY as one key, as vllm serve reads it
+// (its --api-key takes precedence over the variable). Without the fallback a
+// deployment moved from vLLM with its key in VLLM_API_KEY would serve
+// without authentication and not say so.
+func apiKeys(flagKeys []string, vllmKey string) []string {
+	keys := slices.DeleteFunc(slices.Clone(flagKeys), func(k string) bool { return k == "" })
+	if len(keys) == 0 && vllmKey != "" {
+		keys = []string{vllmKey}
+	}
+	return keys
 }

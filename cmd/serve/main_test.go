@@ -685,3 +685,11 @@ func waitHealthy(t *testing.T, addr string) {
 		return r.StatusCode == 200
 	}, 10*time.Second, 5*time.Millisecond, "the server at %s did not start", addr)
 }
+
+func TestAPIKeysFallBackToVLLMAPIKey(t *testing.T) {
+	assert.Empty(t, apiKeys(nil, ""))
+	assert.Empty(t, apiKeys([]string{""}, ""))
+	assert.Equal(t, []string{"v"}, apiKeys(nil, "v"), "VLLM_API_KEY alone is required, as vllm serve requires it")
+	assert.Equal(t, []string{"a,b"}, apiKeys(nil, "a,b"), "VLLM_API_KEY is one key")
+	assert.Equal(t, []string{"a", "b"}, apiKeys([]string{"a", "", "b"}, "v"), "--api-key takes precedence")
+}
