@@ -224,24 +224,7 @@ func fuzzTrial(data []byte) error {
 			break
 		}
 	}
-	for _, r := range reqs {
-		if !r.done && !r.aborted {
-			return fmt.Errorf("seq %d never finished", r.id)
-		}
-	}
-	if m.NumUsed() != 0 || m.NumSeqs() != 0 {
-		return fmt.Errorf("blocks leaked: %d used by %d seqs", m.NumUsed(), m.NumSeqs())
-	}
-	var admitted []kv.SeqID
-	for _, id := range addOrder {
-		if reqs[id].admitted {
-			admitted = append(admitted, id)
-		}
-	}
-	if !slices.Equal(admitted, firstOrder) {
-		return fmt.Errorf("first admissions %v, arrival order %v", firstOrder, admitted)
-	}
-	return nil
+	return checkEnd(m, reqs, addOrder, firstOrder)
 }
 
 // checkPolicy checks one step's plan against the model queues and moves

@@ -251,6 +251,13 @@ func randomTrial(rng *rand.Rand, caching bool, g trialGen, c *trialCounts) error
 			return err
 		}
 	}
+	return checkEnd(m, reqs, addOrder, firstOrder)
+}
+
+// checkEnd checks a workload run to its end: every request finished or was
+// aborted, no block or sequence is left, and first admissions followed
+// arrival order (FCFS; requests aborted before admission never appear).
+func checkEnd(m *kv.Manager, reqs map[kv.SeqID]*request, addOrder, firstOrder []kv.SeqID) error {
 	for _, r := range reqs {
 		if !r.done && !r.aborted {
 			return fmt.Errorf("seq %d never finished", r.id)
@@ -259,16 +266,14 @@ func randomTrial(rng *rand.Rand, caching bool, g trialGen, c *trialCounts) error
 	if m.NumUsed() != 0 || m.NumSeqs() != 0 {
 		return fmt.Errorf("blocks leaked: %d used by %d seqs", m.NumUsed(), m.NumSeqs())
 	}
-	// FCFS: first admissions follow arrival order (aborted-before-admission
-	// requests simply never appear).
-	var admittedInOrder []kv.SeqID
+	var admitted []kv.SeqID
 	for _, id := range addOrder {
 		if reqs[id].admitted {
-			admittedInOrder = append(admittedInOrder, id)
+			admitted = append(admitted, id)
 		}
 	}
-	if !slices.Equal(admittedInOrder, firstOrder) {
-		return fmt.Errorf("admission order %v, arrival order %v", firstOrder, admittedInOrder)
+	if !slices.Equal(admitted, firstOrder) {
+		return fmt.Errorf("first admissions %v, arrival order %v", firstOrder, admitted)
 	}
 	return nil
 }
