@@ -106,7 +106,12 @@ def main():
         for i in range(n):
             length = isl2 if isl2 and i % 2 == 1 else isl
             prompts.append(torch.randint(0, vocab, (length,), generator=gen))
-        run_batch(prompts[:1], osl)  # warm-up, untimed
+        # Warm-up, untimed, at the scenario's own batch shape: PyTorch and
+        # cuBLAS pick (and some compile) kernels per shape on first use,
+        # which cost one timed batch up to seconds when the warm-up was a
+        # single prompt (seen on an H200, 2026-12-04: decode_32_128's first
+        # 4-wide batch took 4.9 s against 0.76 s for the others).
+        run_batch(prompts[:conc], osl)
         lat = []
         start = time.perf_counter()
         for i in range(0, n, conc):

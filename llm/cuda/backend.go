@@ -175,7 +175,7 @@ func NewBackend(m *gpt2.Model, opts Options) (*Backend, error) {
 	// The attention kernel keeps a row's scores in shared memory, within
 	// the 48 KiB (static and dynamic together) a launch gets without
 	// opting in to more.
-	if need := attentionShared(cfg.NPositions, cfg.HeadDim()) + attentionStaticShared; need > 48<<10 {
+	if need := attentionShared(cfg.NPositions, cfg.HeadDim(), dt.size) + attentionStaticShared; need > 48<<10 {
 		return nil, fmt.Errorf("cuda: context length %d needs %d bytes of shared memory per attention block, over 48 KiB", cfg.NPositions, need)
 	}
 	b := &Backend{m: m, cfg: cfg, opts: opts, dt: dt, log: log}

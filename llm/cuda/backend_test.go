@@ -85,16 +85,22 @@ func TestNewBackendRejectsShapesTheKernelsCannotRun(t *testing.T) {
 	}
 	opts := Options{DType: "float32", LibDir: t.TempDir(), Getenv: func(string) string { return "" }}
 	D := base.HeadDim()
-	// Dynamic shared memory of exactly 48 KiB: the static scratch makes it
-	// one launch too many.
-	full := 48<<10/4 - D - attentionThreads(D)
+	// The longest context whose attention block fits 48 KiB (float32
+	// storage), static scratch included; one position more does not.
+	within := ((48<<10-attentionStaticShared)/4 - D - attentionThreads(D)*4) / 2
+	if need := attentionShared(within, D, 4) + attentionStaticShared; need > 48<<10 {
+		t.Fatalf("%d positions need %d bytes", within, need)
+	}
+	if need := attentionShared(within+1, D, 4) + attentionStaticShared; need <= 48<<10 {
+		t.Fatalf("%d positions need only %d bytes", within+1, need)
+	}
 	for _, tc := range []struct {
 		name   string
 		mutate func(*gpt2.Config)
 		want   string // "" for a shape that passes the check
 	}{
-		{"context over the shared memory", func(c *gpt2.Config) { c.NPositions = full }, "shared memory"},
-		{"context within it", func(c *gpt2.Config) { c.NPositions = full - attentionStaticShared/4 }, ""},
+		{"context over the shared memory", func(c *gpt2.Config) { c.NPositions = within + 1 }, "shared memory"},
+		{"context within it", func(c *gpt2.Config) { c.NPositions = within }, ""},
 		{"heads over a grid dimension", func(c *gpt2.Config) { c.NHead, c.NEmbd = 65536, 65536 }, "65535"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -326,11 +326,12 @@ func TestEmuMatchesGoEmulation(t *testing.T) {
 
 // TestEmuOddHeadDims runs the attention kernel with head sizes whose D*G is
 // not a whole number of warps (D = 40 and 24: 120 threads before rounding)
-// or exceeds 128 (D = 160), against the CPU backend in float32. Before the
-// block was rounded up to whole warps, the kernel's full-warp shuffles read
-// lanes that did not exist.
+// or exceeds 128 (D = 160), and one whose rows are not whole 16-byte packs
+// (D = 18, loaded element by element), against the CPU backend in float32.
+// Before the block was rounded up to whole warps, the kernel's full-warp
+// shuffles read lanes that did not exist.
 func TestEmuOddHeadDims(t *testing.T) {
-	for _, shape := range []struct{ embd, heads int }{{80, 2}, {48, 2}, {160, 1}} {
+	for _, shape := range []struct{ embd, heads int }{{80, 2}, {48, 2}, {160, 1}, {36, 2}} {
 		t.Run(fmt.Sprintf("D=%d", shape.embd/shape.heads), func(t *testing.T) {
 			m := smallModel(t, func(c *gpt2.Config) { c.NEmbd, c.NHead = shape.embd, shape.heads })
 			const blocks = 40
@@ -353,11 +354,11 @@ func TestEmuOddHeadDims(t *testing.T) {
 func TestEmuCatchesMissingBarrier(t *testing.T) {
 	loadEmu(t) // skips where there is no compiler
 	src := KernelSource()
-	const barrier = "__syncthreads();\n  float m = -3.0e38f;"
+	const barrier = "__syncthreads();\n  int L = D / W;"
 	if strings.Count(src, barrier) != 1 {
 		t.Fatalf("the attention kernel's query barrier is not where this test expects it")
 	}
-	broken, err := buildEmu(strings.Replace(src, barrier, "float m = -3.0e38f;", 1), kernelNames())
+	broken, err := buildEmu(strings.Replace(src, barrier, "int L = D / W;", 1), kernelNames())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 // kernel's shared arrays are sized for at most 1024.
 const (
 	rowThreads    = 256
-	argmaxThreads = 512
+	argmaxThreads = 1024
 	ewBlocksMax   = 4096
 )
 
@@ -241,7 +241,7 @@ func (b *Backend) forwardDevice(m *batchMeta, npos int) error {
 	layerBytes := DevicePtr(b.numBlocks*b.blockSize*C) * DevicePtr(b.dt.size)
 	stride := m.MaxBlocks
 	attBlock := [3]uint32{uint32(attentionThreads(D)), 1, 1}
-	attShared := uint32(attentionShared(npos, D))
+	attShared := uint32(attentionShared(npos, D, b.dt.size))
 
 	a := &b.args
 	if b.prof != nil {
@@ -365,8 +365,13 @@ func (b *Backend) linear(out, in, w DevicePtr, M, k, n int) error {
 func attentionThreads(D int) int { return (D*max(1, 128/D) + 31) / 32 * 32 }
 
 // attentionShared is the attention kernel's dynamic shared memory in bytes
-// for npos positions: scores, the scaled query and the partial outputs.
-func attentionShared(npos, D int) int { return (npos + D + attentionThreads(D)) * 4 }
+// for npos positions with elemSize-byte storage: scores and cache slots, the
+// scaled query, and the partial outputs of the weighted values, room for
+// one 16-byte pack per thread (a head row loaded element by element needs
+// less).
+func attentionShared(npos, D, elemSize int) int {
+	return (2*npos + D + attentionThreads(D)*16/elemSize) * 4
+}
 
 // attentionStaticShared is the attention kernel's static shared memory in
 // bytes (its scratch[32] of floats), which counts against the same 48 KiB

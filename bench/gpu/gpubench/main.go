@@ -166,8 +166,12 @@ func scenariosCmd(args []string, stdout, stderr io.Writer) error {
 		if len(want) > 0 && !want[s.Name] {
 			continue
 		}
-		// One untimed warm-up request of the scenario's shape.
-		if _, err := runScenario(ctx, llmEng, Scenario{Name: s.Name + "-warmup", ISL: s.ISL, OSL: s.OSL, Concurrency: 1}, 1, m.Config.VocabSize); err != nil {
+		// An untimed warm-up of the scenario's shape, one request per
+		// client, so that every batch size it reaches (each CUDA graph it
+		// captures) has been seen; hf_peer.py warms up alike.
+		warm := s
+		warm.Name += "-warmup"
+		if _, err := runScenario(ctx, llmEng, warm, s.Concurrency, m.Config.VocabSize); err != nil {
 			return err
 		}
 		r, err := runScenario(ctx, llmEng, s, *requests, m.Config.VocabSize)

@@ -165,41 +165,54 @@ __device__ void qkv_store(float* q, const float* qkv, const typename S::T* bias,
   }
 }
 
-// attention: causal attention of row i, head h (grid N x H) over positions
-// 0..pos[i] of its own sequence, read through the block table. Rows of a
-// prefill chunk see the chunk's own keys because qkv_store ran first.
-// blockDim is D*G rounded up to whole warps (blockSum and blockMax shuffle
-// over full warps): thread t < D*G handles dimension t%D for the positions
-// congruent to t/D mod G. Dynamic shared memory: (npos + D + blockDim)
-// floats, npos >= pos[i]+1.
-template <typename S>
-__device__ void attention(typename S::T* out, const float* q, const typename S::T* kc,
-                          const typename S::T* vc, const int* pos, const int* seq, const int* bt,
-                          int maxBlocks, int bs, int C, int D, int npos, float scale) {
-  TS_DYNAMIC_SHARED(float, sh);
-  __shared__ float scratch[32];
-  float* sc = sh;              // [npos] scores, then weights
-  float* qs = sh + npos;       // [D] this head's query
-  float* part = qs + D;        // [blockDim] partial outputs
+// Pack is W storage elements moved as one unit. With W*sizeof(T) = 16 a
+// pack is one 16-byte load: a thread then has a whole 64-wide head row of
+// float16 keys in flight in eight loads, where element by element it waited
+// for 64 (a decode step's attention is bound by load latency, not by
+// bandwidth).
+template <typename T, int W>
+struct alignas(W * sizeof(T)) Pack {
+  T v[W];
+};
+
+// attentionRows is attention with W elements per load; the caller checked
+// that head rows start on a multiple of W (D and C are multiples of W).
+// sh is the dynamic shared memory: scores (then weights) and cache slots
+// for npos positions, the scaled query, and blockDim*W partial outputs.
+template <typename S, int W>
+__device__ void attentionRows(typename S::T* out, const float* q, const typename S::T* kc,
+                              const typename S::T* vc, const int* pos, const int* seq, const int* bt,
+                              int maxBlocks, int bs, int C, int D, int npos, float scale, float* sh,
+                              float* scratch) {
+  typedef Pack<typename S::T, W> P;
+  float* sc = sh;                   // [npos] scores, then weights
+  int* slots = (int*)(sh + npos);   // [npos] each position's cache slot
+  float* qs = sh + 2 * npos;        // [D] this head's query, scaled
+  float* part = qs + D;             // [G*D] partial outputs, G*D <= blockDim*W
   int i = blockIdx.x, h = blockIdx.y;
   int p = pos[i];
   const int* table = bt + seq[i] * maxBlocks;
   for (int d = threadIdx.x; d < D; d += blockDim.x) qs[d] = q[(long long)i * C + h * D + d] * scale;
   __syncthreads();
+  int L = D / W;  // packs per head row
+  // Scores: one position per thread, its key row read in L packs, all
+  // issued before the first is used.
   float m = -3.0e38f;
   for (int j = threadIdx.x; j <= p; j += blockDim.x) {
-    long long slot = (long long)table[j / bs] * bs + j % bs;
-    const typename S::T* k = kc + slot * C + h * D;
+    int slot = table[j / bs] * bs + j % bs;
+    slots[j] = slot;
+    const P* k = (const P*)(kc + (long long)slot * C + h * D);
     float dot = 0.f;
-    // Unrolled so that eight loads of the key are in flight at once: with
-    // one row per thread, a decode step is bound by load latency, not by
-    // bandwidth (GPT-2's D = 64 is a multiple of 8).
 #pragma unroll 8
-    for (int d = 0; d < D; d++) dot += qs[d] * S::ld(k[d]);
+    for (int u = 0; u < L; u++) {
+      P x = k[u];
+#pragma unroll
+      for (int e = 0; e < W; e++) dot += qs[u * W + e] * S::ld(x.v[e]);
+    }
     sc[j] = dot;
     m = fmaxf(m, dot);
   }
-  m = blockMax(m, scratch);
+  m = blockMax(m, scratch);  // also orders the writes to slots before the reads below
   float sum = 0.f;
   for (int j = threadIdx.x; j <= p; j += blockDim.x) {
     float e = expf(sc[j] - m);  // not __expf: the float32 mode is compared at 1e-5
@@ -207,22 +220,51 @@ __device__ void attention(typename S::T* out, const float* q, const typename S::
     sum += e;
   }
   sum = blockSum(sum, scratch);  // also orders the writes to sc before the reads below
-  int G = blockDim.x / D;
-  int d = threadIdx.x % D, g = threadIdx.x / D;
-  float acc = 0.f;
+  // Weighted values: L threads share a position (a pack each), G positions
+  // at a time, each group summing every G-th position into part.
+  int G = blockDim.x / L;
+  int lane = threadIdx.x % L, g = threadIdx.x / L;
   if (g < G) {
+    float acc[W];
+#pragma unroll
+    for (int e = 0; e < W; e++) acc[e] = 0.f;
 #pragma unroll 4
     for (int j = g; j <= p; j += G) {
-      long long slot = (long long)table[j / bs] * bs + j % bs;
-      acc += sc[j] * S::ld(vc[slot * C + h * D + d]);
+      P x = ((const P*)(vc + (long long)slots[j] * C + h * D))[lane];
+      float w = sc[j];
+#pragma unroll
+      for (int e = 0; e < W; e++) acc[e] += w * S::ld(x.v[e]);
     }
+#pragma unroll
+    for (int e = 0; e < W; e++) part[g * D + lane * W + e] = acc[e];
   }
-  part[threadIdx.x] = acc;
   __syncthreads();
-  if (threadIdx.x < D) {
+  for (int d = threadIdx.x; d < D; d += blockDim.x) {
     float t = 0.f;
-    for (int k = 0; k < G; k++) t += part[k * D + threadIdx.x];
-    out[(long long)i * C + h * D + threadIdx.x] = S::st(t / sum);
+    for (int k = 0; k < G; k++) t += part[k * D + d];
+    out[(long long)i * C + h * D + d] = S::st(t / sum);
+  }
+}
+
+// attention: causal attention of row i, head h (grid N x H) over positions
+// 0..pos[i] of its own sequence, read through the block table. Rows of a
+// prefill chunk see the chunk's own keys because qkv_store ran first.
+// blockDim is at least D, in whole warps (blockSum and blockMax shuffle
+// over full warps). Dynamic shared memory: (2*npos + D + blockDim*16/
+// sizeof(T)) floats, npos >= pos[i]+1 (attentionShared in forward.go).
+// Heads whose rows hold whole 16-byte packs (GPT-2's D = 64, every dtype)
+// load them so; others element by element.
+template <typename S>
+__device__ void attention(typename S::T* out, const float* q, const typename S::T* kc,
+                          const typename S::T* vc, const int* pos, const int* seq, const int* bt,
+                          int maxBlocks, int bs, int C, int D, int npos, float scale) {
+  TS_DYNAMIC_SHARED(float, sh);
+  __shared__ float scratch[32];
+  const int W = 16 / sizeof(typename S::T);
+  if (D % W == 0 && C % W == 0) {
+    attentionRows<S, W>(out, q, kc, vc, pos, seq, bt, maxBlocks, bs, C, D, npos, scale, sh, scratch);
+  } else {
+    attentionRows<S, 1>(out, q, kc, vc, pos, seq, bt, maxBlocks, bs, C, D, npos, scale, sh, scratch);
   }
 }
 
@@ -298,12 +340,20 @@ extern "C" __global__ void argmax_rows(int* out, const float* logits, int V) {
   const float* row = logits + (long long)blockIdx.x * V;
   float best = __uint_as_float(0xff800000u);  // -inf, as the CPU backend: any finite logit can win
   int besti = 0x7fffffff;
-  for (int k = threadIdx.x; k < V; k += blockDim.x) {
+  int bd = blockDim.x, k = threadIdx.x;
+  // Four loads in flight per thread (a row is read once, so latency, not
+  // bandwidth, bounds the pass); each thread still visits its ids in
+  // increasing order, so a tie keeps the lower id.
+  for (; k + 3 * bd < V; k += 4 * bd) {
+    float v0 = row[k], v1 = row[k + bd], v2 = row[k + 2 * bd], v3 = row[k + 3 * bd];
+    if (v0 > best) best = v0, besti = k;
+    if (v1 > best) best = v1, besti = k + bd;
+    if (v2 > best) best = v2, besti = k + 2 * bd;
+    if (v3 > best) best = v3, besti = k + 3 * bd;
+  }
+  for (; k < V; k += bd) {
     float v = row[k];
-    if (v > best) {  // strided in increasing k, so a tie keeps the lower id
-      best = v;
-      besti = k;
-    }
+    if (v > best) best = v, besti = k;
   }
   bv[threadIdx.x] = best;
   bi[threadIdx.x] = besti;
