@@ -14,7 +14,9 @@
 # Steps (about 2-3 minutes on an H200; each bounded by a timeout):
 #   1. correctness: the llm/cuda GPU tests (float32 goldens, mixed batches vs
 #      the CPU backend, float16/bfloat16 top-10), skips turned into failures
-#   2. per-step time: GPT-2 124M, 4 decoding sequences (goal: < 1 ms), then
+#   2. per-step time: GPT-2 124M, 4 decoding sequences (goal: < 1 ms; the
+#      GEMMs in skinny_gemm and, as the baseline, in cuBLAS), and one
+#      64-token prefill chunk, then
 #      (its own process) the eager step's time by kernel and GEMM
 #      (TestProfileGPUStep)
 #   3. tiny-vLLM's seven scenarios through the engine on the GPU (gpubench),
@@ -138,7 +140,7 @@ grep -E '^(--- |    --- )|max .*(GPU|device)|GPU .*sm_' "$out/correctness.txt" |
 #    its launches, the step queued behind a hold kernel). Two processes: a
 #    test binary skips its benchmarks once a test of the same run has failed
 #    (testing.M.Run), so a failing profile must not cost the step time.
-TINYSERVE_GPU_BENCH_MODEL=$model step step_time 75 "$bin/cuda.test" -test.v -test.run '^$' -test.bench 'GPUDecodeStep' -test.benchtime "$benchtime"
+TINYSERVE_GPU_BENCH_MODEL=$model step step_time 75 "$bin/cuda.test" -test.v -test.run '^$' -test.bench 'GPUDecodeStep|GPUPrefillChunk' -test.benchtime "$benchtime"
 grep -E 'Benchmark' "$out/step_time.txt" | sed 's/^/    /' >>"$summary"
 TINYSERVE_GPU_BENCH_MODEL=$model step profile 45 "$bin/cuda.test" -test.v -test.run '^TestProfileGPUStep$'
 sed -n '/decode step, .* eager, mean of/,/total (GPU/p' "$out/profile.txt" | sed 's/^ *gpu_test.go:[0-9]*: //; s/^/    /' >>"$summary"

@@ -339,20 +339,25 @@ func benchModel(b *testing.B) *gpt2.Model {
 // BenchmarkGPUDecodeStep times one decode step of GPT-2 124M (random
 // weights; see benchModel) for 4 sequences at position 128, the per-step goal
 // (under 1 ms), in float16. Each iteration is a full Forward: metadata
-// copy, 12 layers, LM head for 4 rows, argmax, result copy.
+// copy, 12 layers, LM head for 4 rows, argmax, result copy. The
+// float16-cublas variant sends the GEMMs to cuBLAS instead of skinny_gemm:
+// the baseline the skinny kernel is measured against, in the same process.
 func BenchmarkGPUDecodeStep(b *testing.B) {
 	for _, v := range []struct {
-		dt     string
-		graphs bool
-	}{{"float16", false}, {"float16", true}, {"float32", false}} {
+		dt             string
+		graphs, cublas bool
+	}{{"float16", false, false}, {"float16", true, false}, {"float16", false, true}, {"float32", false, false}} {
 		name := v.dt
 		if v.graphs {
 			name += "-graphs"
 		}
+		if v.cublas {
+			name += "-cublas"
+		}
 		b.Run(name, func(b *testing.B) {
 			m := benchModel(b)
 			const seqs, prompt = 4, 128
-			gb := newGPUOpts(b, m, Options{DType: v.dt, CUDAGraphs: v.graphs}, seqs*64)
+			gb := newGPUOpts(b, m, Options{DType: v.dt, CUDAGraphs: v.graphs, cublasOnly: v.cublas}, seqs*64)
 			batch := decodeBatch(b, gb, m.Config.VocabSize, seqs, prompt, 64)
 			for range 10 { // warm up (buffers grown, clocks up)
 				if _, err := gb.Forward(batch); err != nil {
@@ -368,6 +373,42 @@ func BenchmarkGPUDecodeStep(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/step")
 		})
 	}
+}
+
+// BenchmarkGPUPrefillChunk times the step a prefill_512_16 request spends
+// most of its steps in at tiny-vLLM's 64-token step budget: one 64-token
+// chunk of a prompt at positions 256..319 (float16, eager, no row sampled).
+func BenchmarkGPUPrefillChunk(b *testing.B) {
+	m := benchModel(b)
+	const done, chunk = 256, 64
+	gb := newGPUOpts(b, m, Options{DType: "float16"}, 64)
+	mgr, _ := kv.New(64, 16)
+	id := kv.SeqID(1)
+	if ok, err := mgr.Allocate(id, done+chunk); err != nil || !ok {
+		b.Fatal(ok, err)
+	}
+	toks := make([]int, done+chunk)
+	for j := range toks {
+		toks[j] = (j * 104729) % m.Config.VocabSize
+	}
+	table := mgr.BlockTable(id)
+	pre := &engine.Batch{NumTokens: done, Seqs: []engine.SeqBatch{{ID: id, Tokens: toks[:done], BlockTable: table}}}
+	if _, err := gb.Forward(pre); err != nil {
+		b.Fatal(err)
+	}
+	batch := &engine.Batch{NumTokens: chunk, Seqs: []engine.SeqBatch{{ID: id, Tokens: toks[done:], StartPos: done, BlockTable: table}}}
+	for range 10 {
+		if _, err := gb.Forward(batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := gb.Forward(batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/step")
 }
 
 // decodeBatch prefills seqs sequences of prompt made-up tokens on gb and
