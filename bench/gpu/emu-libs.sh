@@ -17,7 +17,7 @@ src=llm/cuda/kernels/gpt2.cu
 # storage suffix, and the plain extern "C" kernels.
 {
 	for sfx in $(grep -oE '^TS_INSTANTIATE\([A-Z0-9]+, *[a-z0-9]+\)' "$src" | sed -E 's/.*, *([a-z0-9]+)\)/\1/'); do
-		for k in $(grep -oE '__global__ void (__launch_bounds__\([A-Z_0-9]+\) )?[a-z_0-9]+_##SUF' "$src" | sed -E 's/.* //; s/_##SUF//'); do
+		for k in $(grep -oE '__global__ void [a-z_0-9]+_##SUF' "$src" | sed -E 's/__global__ void //; s/_##SUF//'); do
 			echo "TS_EMU_KERNEL(${k}_$sfx)"
 		done
 	done

@@ -14,9 +14,8 @@
 # Steps (about 2-3 minutes on an H200; each bounded by a timeout):
 #   1. correctness: the llm/cuda GPU tests (float32 goldens, mixed batches vs
 #      the CPU backend, float16/bfloat16 top-10), skips turned into failures
-#   2. per-step time: GPT-2 124M, 4 decoding sequences (goal: < 1 ms; the
-#      GEMMs in skinny_gemm and, as the baseline, in cuBLAS), and one
-#      64-token prefill chunk, then
+#   2. per-step time: GPT-2 124M, 4 decoding sequences (goal: < 1 ms) and
+#      one 64-token prefill chunk, then
 #      (its own process) the eager step's time by kernel and GEMM
 #      (TestProfileGPUStep)
 #   3. tiny-vLLM's seven scenarios through the engine on the GPU (gpubench),

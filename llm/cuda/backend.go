@@ -55,10 +55,6 @@ type Options struct {
 	// saving the launch overhead of about 110 kernels and GEMMs per step (GPT-2 124M).
 	// Off by default until it has been verified on a GPU (see docs/cuda.md).
 	CUDAGraphs bool
-
-	// cublasOnly sends every GEMM to cuBLAS, skinny ones too: the baseline
-	// the step benchmark measures skinny_gemm against.
-	cublasOnly bool
 }
 
 // Backend runs a GPT-2 model on an NVIDIA GPU as an engine.Backend. It
@@ -134,8 +130,8 @@ type Backend struct {
 
 // kernels are the module's functions for the backend's dtype.
 type kernels struct {
-	embed, layernorm, addLayernorm, qkvStore, attention, biasAct, residual, argmax, skinny Function
-	hold                                                                                   Function // the profiler's (profile.go)
+	embed, layernorm, addLayernorm, qkvStore, attention, biasAct, residual, argmax Function
+	hold                                                                           Function // the profiler's (profile.go)
 }
 
 // NewBackend loads the CUDA libraries, compiles (or reads from the cache)
@@ -334,7 +330,7 @@ func (b *Backend) setup(load func(drvVersion int) (*NVRTC, *CuBLAS, error)) erro
 	}{
 		{&b.fn.embed, "embed" + sfx}, {&b.fn.layernorm, "layernorm" + sfx}, {&b.fn.addLayernorm, "add_layernorm" + sfx},
 		{&b.fn.qkvStore, "qkv_store" + sfx}, {&b.fn.attention, "attention" + sfx},
-		{&b.fn.biasAct, "bias_act" + sfx}, {&b.fn.residual, "residual" + sfx}, {&b.fn.skinny, "skinny_gemm" + sfx},
+		{&b.fn.biasAct, "bias_act" + sfx}, {&b.fn.residual, "residual" + sfx},
 		{&b.fn.argmax, "argmax_rows"}, {&b.fn.hold, "hold_ns"},
 	} {
 		if *k.f, err = b.drv.Function(b.mod, k.name); err != nil {

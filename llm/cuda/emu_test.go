@@ -557,34 +557,3 @@ func TestFakeGPUStepProfile(t *testing.T) {
 		return b
 	}, smallModel(t, nil), "float32", 0, 3)
 }
-
-// TestEmuSkinnyGemmMatchesCuBLAS: the GEMMs of steps with few rows run in
-// skinny_gemm (kernels/gpt2.cu), the others and the LM head in cuBLAS; on
-// mixed batches the emulated kernels give the logits that cuBLAS alone
-// gives, within the dtype's rounding, and both paths are taken.
-func TestEmuSkinnyGemmMatchesCuBLAS(t *testing.T) {
-	m := smallModel(t, nil)
-	for _, tc := range []struct {
-		dtype, suffix string
-		tol           float64
-	}{{"float32", "_f32", 1e-5}, {"float16", "_f16", 2e-2}} {
-		t.Run(tc.dtype, func(t *testing.T) {
-			const blocks = 40
-			skinny, gs := newEmuBackendOrder(t, m, Options{DType: tc.dtype}, blocks, false)
-			ref, gr := newEmuBackendOrder(t, m, Options{DType: tc.dtype, cublasOnly: true}, blocks, false)
-			// Chunks of 12 tokens: prefill steps go past skinnyRows rows.
-			worst := compareMixed(t, skinny, ref, smallPrompts(300, 21, 5, 9), blocks, 12, 6)
-			if worst > tc.tol {
-				t.Errorf("skinny_gemm vs cuBLAS: logits differ by %.3g (tolerance %.0e)", worst, tc.tol)
-			}
-			name := "skinny_gemm" + tc.suffix
-			if gs.byKernel[name] == 0 || gr.byKernel[name] != 0 {
-				t.Errorf("%s launches: %d with it, %d with cuBLAS only", name, gs.byKernel[name], gr.byKernel[name])
-			}
-			if gs.gemms == 0 || gs.gemms >= gr.gemms {
-				t.Errorf("cuBLAS GEMMs: %d with skinny_gemm, %d without: want fewer, and some (prefill, LM head)", gs.gemms, gr.gemms)
-			}
-			t.Logf("max |skinny - cuBLAS| logit %.3g; %d skinny launches; cuBLAS GEMMs %d against %d", worst, gs.byKernel[name], gs.gemms, gr.gemms)
-		})
-	}
-}

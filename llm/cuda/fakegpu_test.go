@@ -50,8 +50,6 @@ type fakeGPU struct {
 	capturing *[]func()
 	graphs    map[GraphExec][]func()
 	launches  int
-	byKernel  map[string]int // launches per kernel name
-	gemms     int            // cuBLAS GEMMs
 	free      uint64
 	// emu, when set, runs the kernels' CUDA C and the GEMMs on the host
 	// (emu_test.go) instead of the Go emulations below; device memory is
@@ -313,11 +311,7 @@ func storage(name string) (int, string) {
 // cuLaunchKernel copies them), the work runs now or at graph replay.
 func (g *fakeGPU) launch(name string, grid, block [3]uint32, shared uint32, params unsafe.Pointer) {
 	g.launches++
-	if g.byKernel == nil {
-		g.byKernel = map[string]int{}
-	}
-	g.byKernel[name]++
-	nargs := map[string]int{"embed": 6, "layernorm": 7, "add_layernorm": 8, "qkv_store": 11, "attention": 13, "bias_act": 6, "residual": 5, "skinny_gemm": 6, "argmax_rows": 3, "hold_ns": 1}
+	nargs := map[string]int{"embed": 6, "layernorm": 7, "add_layernorm": 8, "qkv_store": 11, "attention": 13, "bias_act": 6, "residual": 5, "argmax_rows": 3, "hold_ns": 1}
 	dt, base := storage(name)
 	n, ok := nargs[base]
 	if g.emu != nil {
@@ -455,25 +449,6 @@ func (g *fakeGPU) run(k string, dt int, grid, block [3]uint32, shared uint32, a 
 		for k := range rows * cols {
 			g.setF32(x, k, g.f32(x, k)+g.f32(in, k)+g.elem(bias, k%cols, dt))
 		}
-	case "skinny_gemm": // (float* out, const T* in, const T* w, int M, int K, int N)
-		out, in, w, M, K, N := a.ptr(0), a.ptr(1), a.ptr(2), a.int(3), a.int(4), a.int(5)
-		size := 4
-		if dt != DataFloat32 {
-			size = 2
-		}
-		cols := skinnyCols * 16 / size
-		if M > skinnyRows || N%(16/size) != 0 || w%16 != 0 || block[0] != skinnyThreads || int(grid[0]) != (N+cols-1)/cols {
-			panic(fmt.Sprintf("skinny_gemm: M=%d N=%d w=%#x block %v grid %v", M, N, w, block, grid))
-		}
-		for m := range M {
-			for c := range N {
-				var acc float64
-				for k := range K {
-					acc += float64(g.elem(in, m*K+k, dt)) * float64(g.elem(w, k*N+c, dt))
-				}
-				g.setF32(out, m*N+c, float32(acc))
-			}
-		}
 	case "hold_ns": // (long long ns): the profiler's wait; nothing to emulate
 	case "argmax_rows": // (int* out, const float* logits, int V)
 		out, logits, V := a.ptr(0), a.ptr(1), a.int(2)
@@ -528,7 +503,6 @@ func (g *fakeGPU) blas() *CuBLAS {
 		gemmEx: func(h uintptr, ta, tb int32, m, n, k int32, alpha unsafe.Pointer,
 			A DevicePtr, atype int32, lda int32, B DevicePtr, btype int32, ldb int32,
 			beta unsafe.Pointer, Cp DevicePtr, ctype int32, ldc int32, compute int32, algo int32) int32 {
-			g.gemms++
 			al, be := *(*float32)(alpha), *(*float32)(beta)
 			// The float32 mode's GEMMs (float32 inputs) are pedantic; the
 			// half modes' accumulate in float32 the default way.

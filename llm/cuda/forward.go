@@ -15,12 +15,6 @@ import (
 const (
 	rowThreads    = 256
 	argmaxThreads = 1024
-	// skinny_gemm's shape (TS_SKINNY_* in kernels/gpt2.cu): at most
-	// skinnyRows rows, skinnyCols threads across a block's columns,
-	// skinnyThreads threads a block.
-	skinnyRows    = 8
-	skinnyCols    = 4
-	skinnyThreads = 512
 	ewBlocksMax   = 4096
 )
 
@@ -345,37 +339,22 @@ func (b *Backend) forwardDevice(m *batchMeta, npos int) error {
 }
 
 // linear computes out[M][n] = in[M][k] · W[k][n] (float32 result; GPT-2's
-// Conv1D weights are row-major in×out). A decode step's few rows go to
-// skinny_gemm (kernels/gpt2.cu); the rest to cuBLAS, which is column-major:
-// there the row-major arrays read as outᵀ (n×M), Wᵀ (n×k) and inᵀ (k×M),
-// so outᵀ = Wᵀ · inᵀ needs no transposition: A = W with lda n, B = in
-// with ldb k.
+// Conv1D weights are row-major in×out). cuBLAS is column-major, where the
+// row-major arrays read as outᵀ (n×M), Wᵀ (n×k) and inᵀ (k×M), so
+// outᵀ = Wᵀ · inᵀ needs no transposition: A = W with lda n, B = in with
+// ldb k.
 func (b *Backend) linear(out, in, w DevicePtr, M, k, n int) error {
-	var err error
-	if pack := 16 / b.dt.size; M <= skinnyRows && n%pack == 0 && !b.opts.cublasOnly {
-		cols := skinnyCols * pack
-		a := b.args.reset().ptr(out).ptr(in).ptr(w).i32(M).i32(k).i32(n)
-		// Not b.launch: the profiler labels a GEMM by its shape, below.
-		err = b.drv.Launch(b.fn.skinny, [3]uint32{uint32((n + cols - 1) / cols), 1, 1}, [3]uint32{skinnyThreads, 1, 1}, 0,
-			b.stream, unsafe.Pointer(&a.ptrs[0]))
-	} else {
-		err = b.cublasLinear(out, in, w, M, k, n)
-	}
-	if b.prof != nil && err == nil {
-		b.prof.mark(fmt.Sprintf("gemm %d→%d", k, n))
-	}
-	return err
-}
-
-// cublasLinear is linear through cuBLAS.
-func (b *Backend) cublasLinear(out, in, w DevicePtr, M, k, n int) error {
-	return b.blas.GemmEx(Gemm{
+	err := b.blas.GemmEx(Gemm{
 		TransA: OpN, TransB: OpN, M: n, N: M, K: k,
 		A: w, AType: b.dt.blas, LDA: n,
 		B: in, BType: b.dt.blas, LDB: k,
 		C: out, CType: DataFloat32, LDC: n,
 		Alpha: 1,
 	})
+	if b.prof != nil && err == nil {
+		b.prof.mark(fmt.Sprintf("gemm %d→%d", k, n))
+	}
+	return err
 }
 
 // attentionThreads is the attention kernel's blockDim for head size D:

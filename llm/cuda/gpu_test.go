@@ -339,25 +339,20 @@ func benchModel(b *testing.B) *gpt2.Model {
 // BenchmarkGPUDecodeStep times one decode step of GPT-2 124M (random
 // weights; see benchModel) for 4 sequences at position 128, the per-step goal
 // (under 1 ms), in float16. Each iteration is a full Forward: metadata
-// copy, 12 layers, LM head for 4 rows, argmax, result copy. The
-// float16-cublas variant sends the GEMMs to cuBLAS instead of skinny_gemm:
-// the baseline the skinny kernel is measured against, in the same process.
+// copy, 12 layers, LM head for 4 rows, argmax, result copy.
 func BenchmarkGPUDecodeStep(b *testing.B) {
 	for _, v := range []struct {
-		dt             string
-		graphs, cublas bool
-	}{{"float16", false, false}, {"float16", true, false}, {"float16", false, true}, {"float32", false, false}} {
+		dt     string
+		graphs bool
+	}{{"float16", false}, {"float16", true}, {"float32", false}} {
 		name := v.dt
 		if v.graphs {
 			name += "-graphs"
 		}
-		if v.cublas {
-			name += "-cublas"
-		}
 		b.Run(name, func(b *testing.B) {
 			m := benchModel(b)
 			const seqs, prompt = 4, 128
-			gb := newGPUOpts(b, m, Options{DType: v.dt, CUDAGraphs: v.graphs, cublasOnly: v.cublas}, seqs*64)
+			gb := newGPUOpts(b, m, Options{DType: v.dt, CUDAGraphs: v.graphs}, seqs*64)
 			batch := decodeBatch(b, gb, m.Config.VocabSize, seqs, prompt, 64)
 			for range 10 { // warm up (buffers grown, clocks up)
 				if _, err := gb.Forward(batch); err != nil {

@@ -99,4 +99,4 @@ func kernelNames() []string {
 }
 
 // templateKernels are the kernels instantiated per storage type.
-var templateKernels = []string{"embed", "layernorm", "add_layernorm", "qkv_store", "attention", "bias_act", "residual", "skinny_gemm"}
+var templateKernels = []string{"embed", "layernorm", "add_layernorm", "qkv_store", "attention", "bias_act", "residual"}

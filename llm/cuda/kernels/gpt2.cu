@@ -294,86 +294,6 @@ __device__ void residual(float* x, const float* in, const typename S::T* bias, i
     x[k] += in[k] + S::ld(bias[k % cols]);
 }
 
-// Skinny GEMMs: a decode step multiplies a handful of rows by each weight
-// matrix, where cuBLAS spent 7-10 us a GEMM on an H200 (launch-bound
-// kernels, a split-K reduction) while reading the weights takes 1-2 us.
-// skinny_gemm issues every load of the weight matrix at once instead: each
-// thread reads P = 16/sizeof(T) adjacent columns of a row of w in one
-// 16-byte pack, TS_SKINNY_COLS threads cover a block's columns, and the
-// block's other threads take every (blockDim/TS_SKINNY_COLS)-th row of w,
-// so a 768-row matrix is six loads per thread, all in flight.
-#define TS_SKINNY_ROWS 8    // at most this many rows (M); skinnyRows in forward.go
-#define TS_SKINNY_COLS 4    // column threads per block; skinnyCols in forward.go
-#define TS_SKINNY_THREADS 512  // skinnyThreads in forward.go
-
-// skinny_gemm: out[m][c] = sum_k in[m][k] * w[k][c] in float32, for
-// m < M <= TS_SKINNY_ROWS (in: [M][K], w: [K][N] row-major, out: [M][N]).
-// N must be a multiple of P and w 16-byte aligned. Grid
-// ceil(N / (TS_SKINNY_COLS*P)), TS_SKINNY_THREADS threads. The sum over k
-// is in a fixed order (each thread's rows in turn, then the k-groups of a
-// warp by shuffles, then the warps), so a step's result does not depend
-// on timing.
-template <typename S>
-__device__ void skinny_gemm(float* out, const typename S::T* in, const typename S::T* w, int M, int K, int N) {
-  const int P = 16 / sizeof(typename S::T);
-  typedef Pack<typename S::T, P> PK;
-  __shared__ float red[(TS_SKINNY_THREADS / 32) * TS_SKINNY_COLS * P];  // [warps][columns]
-  int ct = threadIdx.x % TS_SKINNY_COLS, kg = threadIdx.x / TS_SKINNY_COLS;
-  int KG = blockDim.x / TS_SKINNY_COLS;
-  int c0 = (blockIdx.x * TS_SKINNY_COLS + ct) * P;
-  float acc[TS_SKINNY_ROWS][P];
-#pragma unroll
-  for (int m = 0; m < TS_SKINNY_ROWS; m++)
-#pragma unroll
-    for (int e = 0; e < P; e++) acc[m][e] = 0.f;
-  if (c0 < N) {
-#pragma unroll 8
-    for (int k = kg; k < K; k += KG) {
-      PK x = *(const PK*)(w + (long long)k * N + c0);
-      float wf[P];
-#pragma unroll
-      for (int e = 0; e < P; e++) wf[e] = S::ld(x.v[e]);
-#pragma unroll
-      for (int m = 0; m < TS_SKINNY_ROWS; m++) {
-        if (m < M) {
-          float a = S::ld(in[(long long)m * K + k]);
-#pragma unroll
-          for (int e = 0; e < P; e++) acc[m][e] += a * wf[e];
-        }
-      }
-    }
-  }
-  // A warp holds 32/TS_SKINNY_COLS k-groups of the same columns (lanes
-  // ct, ct+COLS, ...): shuffles add them, then shared memory the warps.
-  int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nw = blockDim.x / 32;
-  const int cols = TS_SKINNY_COLS * P;
-#pragma unroll
-  for (int m = 0; m < TS_SKINNY_ROWS; m++) {
-    if (m >= M) break;  // M is the same for the whole block
-    float v[P];
-#pragma unroll
-    for (int e = 0; e < P; e++) {
-      float t = acc[m][e];
-      for (int o = TS_SKINNY_COLS; o < 32; o <<= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
-      v[e] = t;
-    }
-    __syncthreads();  // the previous row's reads of red are done
-    if (lane < TS_SKINNY_COLS) {
-#pragma unroll
-      for (int e = 0; e < P; e++) red[warp * cols + lane * P + e] = v[e];
-    }
-    __syncthreads();
-    for (int j = threadIdx.x; j < cols; j += blockDim.x) {
-      int c = blockIdx.x * cols + j;
-      if (c < N) {
-        float t = 0.f;
-        for (int q = 0; q < nw; q++) t += red[q * cols + j];
-        out[(long long)m * N + c] = t;
-      }
-    }
-  }
-}
-
 #define TS_INSTANTIATE(S, SUF)                                                                        \
   extern "C" __global__ void embed_##SUF(float* x, const S::T* wte, const S::T* wpe,                 \
                                          const int* tokens, const int* pos, int C) {                  \
@@ -405,10 +325,6 @@ __device__ void skinny_gemm(float* out, const typename S::T* in, const typename 
   extern "C" __global__ void residual_##SUF(float* x, const float* in, const S::T* bias, int rows,   \
                                             int cols) {                                               \
     residual<S>(x, in, bias, rows, cols);                                                             \
-  }                                                                                                   \
-  extern "C" __global__ void __launch_bounds__(TS_SKINNY_THREADS) skinny_gemm_##SUF(                 \
-      float* out, const S::T* in, const S::T* w, int M, int K, int N) {                               \
-    skinny_gemm<S>(out, in, w, M, K, N);                                                              \
   }
 
 TS_INSTANTIATE(F32, f32)

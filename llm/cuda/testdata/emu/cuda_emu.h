@@ -19,7 +19,6 @@
 #define __global__
 #define __device__
 #define __forceinline__ inline
-#define __launch_bounds__(...)
 // One copy per kernel instantiation: blocks run one after another, so the
 // copy is the running block's shared memory.
 #define __shared__ static
