@@ -358,11 +358,12 @@ func (b *Backend) linear(out, in, w DevicePtr, M, k, n int) error {
 }
 
 // attentionThreads is the attention kernel's blockDim for head size D:
-// G = max(1, 128/D) groups of D threads, each group summing a share of the
-// positions, rounded up to whole warps, because the kernel's block
-// reductions shuffle across full warps (the threads past D*G only help
-// with the scores). GPT-2's D = 64 gives 128.
-func attentionThreads(D int) int { return (D*max(1, 128/D) + 31) / 32 * 32 }
+// max(1, 256/D) times D threads, rounded up to whole warps, because the
+// kernel's block reductions shuffle across full warps. GPT-2's D = 64
+// gives 256: a decode step's scores up to position 255 in one pass, and
+// its weighted values 32 positions at a time (8 threads a position, each
+// a 16-byte pack). With 128 the H200 spent 12.9 us a layer at position 128.
+func attentionThreads(D int) int { return (D*max(1, 256/D) + 31) / 32 * 32 }
 
 // attentionShared is the attention kernel's dynamic shared memory in bytes
 // for npos positions with elemSize-byte storage: scores and cache slots, the
