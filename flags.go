@@ -27,7 +27,7 @@ const (
 	FlagKVCacheBytes         = "kv-cache-bytes"
 	FlagThreads              = "threads"
 	FlagGenerationConfig     = "generation-config"
-	FlagCUDAGraphs           = "cuda-graphs"
+	FlagEnforceEager         = "enforce-eager"
 	FlagEnablePrefixCaching  = "enable-prefix-caching"
 )
 
@@ -63,7 +63,7 @@ func EngineFlags(envPrefix string) []cli.Flag {
 		&cli.IntFlag{Name: FlagThreads, EnvVars: env(FlagThreads), Usage: "CPU threads for the forward pass (0: GOMAXPROCS)"},
 		&cli.StringFlag{Name: FlagGenerationConfig, Value: "auto", EnvVars: env(FlagGenerationConfig), Usage: "default sampling settings for what a request leaves out: auto (the checkpoint's generation_config.json, as vLLM), vllm (the API's own), or a folder holding a generation_config.json (whose max_new_tokens also limits every request's max_tokens)"},
 		&cli.BoolFlag{Name: FlagEnablePrefixCaching, EnvVars: env(FlagEnablePrefixCaching), Usage: "reuse the KV of prompt prefixes earlier requests computed (off by default: repeated benchmark prompts would measure the cache)"},
-		&cli.BoolFlag{Name: FlagCUDAGraphs, EnvVars: env(FlagCUDAGraphs), Usage: "replay decode-only steps from CUDA graphs (cuda; not yet verified on a GPU)"},
+		&cli.BoolFlag{Name: FlagEnforceEager, EnvVars: env(FlagEnforceEager), Usage: "run every step eagerly: no CUDA graphs for decode-only steps (cuda; the cpu and mock backends are always eager)"},
 	}
 }
 
@@ -103,7 +103,7 @@ func ConfigFromFlags(c *cli.Context) (Config, error) {
 		GPUMemoryUtilization: c.Float64(FlagGPUMemoryUtilization),
 		KVCacheBytes:         c.Int64(FlagKVCacheBytes),
 		Threads:              c.Int(FlagThreads),
-		CUDAGraphs:           c.Bool(FlagCUDAGraphs),
+		EnforceEager:         c.Bool(FlagEnforceEager),
 		EnablePrefixCaching:  c.Bool(FlagEnablePrefixCaching),
 		GenerationConfig:     c.String(FlagGenerationConfig),
 	}

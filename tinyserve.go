@@ -59,8 +59,8 @@ type Config struct {
 	// own model with a byte tokenizer and refuses Model (other than mock).
 	// Each backend refuses the options it would ignore rather than ignore
 	// them: DType (other than auto) and Tokenizer on the mock, KVCacheBytes
-	// and Threads (cpu only), GPUMemoryUtilization and CUDAGraphs (cuda
-	// only), MockLatency (mock only).
+	// and Threads (cpu only), GPUMemoryUtilization (cuda only),
+	// MockLatency (mock only).
 	Backend string `json:"backend,omitempty"`
 	// DType is the weight and KV type: auto (the default) means float32 on
 	// the cpu backend and float16 on cuda; cuda also takes bfloat16 and
@@ -115,8 +115,11 @@ type Config struct {
 	KVCacheBytes int64 `json:"kv_cache_bytes,omitempty"`
 	// Threads is the CPU backend's parallelism; 0 means GOMAXPROCS.
 	Threads int `json:"threads,omitempty"`
-	// CUDAGraphs replays decode-only steps from CUDA graphs (cuda backend).
-	CUDAGraphs bool `json:"cuda_graphs,omitempty"`
+	// EnforceEager runs every step eagerly, as vLLM's --enforce-eager. By
+	// default the cuda backend replays decode-only steps from CUDA graphs
+	// (cuda.Options.CUDAGraphs); the cpu and mock backends are always
+	// eager, so they accept it too.
+	EnforceEager bool `json:"enforce_eager,omitempty"`
 	// Seed seeds the seeds of requests that set none (vLLM's --seed; see
 	// engine.Config.Seed); nil means from the clock.
 	Seed *uint64 `json:"seed,omitempty"`
@@ -275,7 +278,7 @@ func load(cfg Config) (engine.Backend, llm.Tokenizer, llm.ModelInfo, error) {
 		}
 		b, err := cuda.NewBackend(m, cuda.Options{
 			DType: dtype, GPUMemoryUtilization: cfg.GPUMemoryUtilization, NumBlocks: cfg.NumBlocks,
-			LibDir: cuda.LibDirFromEnv(), Getenv: cfg.Getenv, Logger: cfg.Logger, CUDAGraphs: cfg.CUDAGraphs,
+			LibDir: cuda.LibDirFromEnv(), Getenv: cfg.Getenv, Logger: cfg.Logger, CUDAGraphs: !cfg.EnforceEager,
 		})
 		if err != nil {
 			m.Close()
@@ -368,7 +371,6 @@ func refuseIgnored(cfg Config) error {
 		{"kv_cache_bytes (--kv-cache-bytes)", cfg.KVCacheBytes != 0, cfg.KVCacheBytes, []string{BackendCPU}},
 		{"threads (--threads)", cfg.Threads != 0, cfg.Threads, []string{BackendCPU}},
 		{"gpu_memory_utilization (--gpu-memory-utilization)", cfg.GPUMemoryUtilization != 0, cfg.GPUMemoryUtilization, []string{BackendCUDA}},
-		{"cuda_graphs (--cuda-graphs)", cfg.CUDAGraphs, cfg.CUDAGraphs, []string{BackendCUDA}},
 		{"mock latency", cfg.MockLatency != (mock.Latency{}), cfg.MockLatency, []string{BackendMock}},
 		{"generation_config (--generation-config)", cfg.GenerationConfig != "" && cfg.GenerationConfig != "auto", cfg.GenerationConfig, []string{BackendCPU, BackendCUDA}},
 	} {

@@ -192,9 +192,7 @@ func TestOpenErrors(t *testing.T) {
 		{Config{Backend: BackendMock, DType: "bfloat16"}, "dtype"},
 		{Config{Backend: BackendMock, KVCacheBytes: 1 << 20}, "kv_cache_bytes"},
 		{Config{Backend: BackendMock, Threads: 2}, "threads"},
-		{Config{Backend: BackendMock, CUDAGraphs: true}, "cuda_graphs"},
 		// So do the other backends.
-		{Config{CUDAGraphs: true}, "cuda_graphs (--cuda-graphs) true does not apply to the cpu backend (only to cuda)"},
 		{Config{GPUMemoryUtilization: 0.5}, "gpu_memory_utilization (--gpu-memory-utilization) 0.5 does not apply to the cpu backend"},
 		{Config{Backend: BackendCUDA, Threads: 4}, "threads (--threads) 4 does not apply to the cuda backend (only to cpu)"},
 		{Config{Backend: BackendCUDA, KVCacheBytes: 1 << 20}, "kv_cache_bytes"},
@@ -209,6 +207,15 @@ func TestOpenErrors(t *testing.T) {
 		}
 		if !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: error %q does not mention %q", c.cfg, err, c.want)
+		}
+	}
+	// --enforce-eager is what the cpu and mock backends always do: they
+	// accept it, as vLLM does on every device.
+	for _, b := range []string{BackendCPU, BackendMock} {
+		if e, err := Open(context.Background(), Config{Backend: b, EnforceEager: true}); err != nil {
+			t.Errorf("%s, enforce_eager: %v", b, err)
+		} else {
+			e.Close()
 		}
 	}
 	// vLLM's --dtype float is float32: the cpu backend opens with it, and

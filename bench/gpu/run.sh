@@ -23,8 +23,8 @@
 #   4. the same scenarios with Hugging Face transformers (hf_peer.py)
 #   5. the comparison table -> table.md, everything -> summary.md
 #   6. the embedded sweep with experiments/sweep-*.json, when cmd/sweep and
-#      those configs exist (backend cuda, REQUESTS requests, one repeat, no
-#      warm-up; needs the cuda case of tinyserve.Open), skipped when the
+#      those configs exist (backend cuda with the tools' defaults, CUDA
+#      graphs on, REQUESTS requests, one repeat, no warm-up), skipped when the
 #      earlier steps ran long
 #
 # Knobs: REQUESTS (per scenario, default 32; tiny-vLLM used 100),

@@ -417,7 +417,7 @@ func TestModelFirst(t *testing.T) {
 		{[]string{"s", "--served-model-name", "m", "-port", "1"}, []string{"s", "--served-model-name", "m", "-port", "1"}, ""}, // flag values are not the model
 		{[]string{"s", "health", "--port", "1"}, []string{"s", "health", "--port", "1"}, ""},
 		{[]string{"s", "--port", "8001", "health"}, []string{"s", "--port", "8001", "health"}, ""},
-		{[]string{"s", "--cuda-graphs", "health"}, []string{"s", "--cuda-graphs", "health"}, ""},
+		{[]string{"s", "--enforce-eager", "health"}, []string{"s", "--enforce-eager", "health"}, ""},
 		// vLLM's flags: booleans take no value, -tp takes one.
 		{[]string{"s", "--disable-log-requests", "--enforce-eager", "gpt2", "-tp", "1"}, []string{"s", "--model", "gpt2", "--disable-log-requests", "--enforce-eager", "-tp", "1"}, ""},
 		{[]string{"s", "-tp", "1", "gpt2"}, []string{"s", "--model", "gpt2", "-tp", "1"}, ""},
@@ -466,7 +466,6 @@ func TestVLLMFlags(t *testing.T) {
 	}{
 		{[]string{"--disable-log-requests", "--disable-log-stats", "--trust-remote-code", "--enforce-eager", "--enable-chunked-prefill", "--no-enable-prefix-caching"}, reachedOpen},
 		{[]string{"-tp", "1", "--pipeline-parallel-size", "1", "-dp", "1", "--kv-cache-dtype", "auto", "--load-format", "auto", "--scheduling-policy", "fcfs"}, reachedOpen},
-		{[]string{"--enforce-eager", "--cuda-graphs"}, "--enforce-eager and --cuda-graphs contradict"},
 		{[]string{"--no-enable-prefix-caching", "--enable-prefix-caching"}, "contradict"},
 		{[]string{"--enable-log-requests"}, "never logs prompts"},
 		{[]string{"-tp", "2"}, "--tensor-parallel-size 2: tinyserve runs one model on one device"},
@@ -481,8 +480,7 @@ func TestVLLMFlags(t *testing.T) {
 		// does not do it.
 		{[]string{"--enable-chunked-prefill=false"}, "--enable-chunked-prefill=false: prefill is always chunked"},
 		{[]string{"--enable-chunked-prefill=False"}, "--enable-chunked-prefill=false"},
-		{[]string{"--enforce-eager=false"}, "--enforce-eager=false: CUDA graphs are used only with --cuda-graphs"},
-		{[]string{"--enforce-eager=false", "--cuda-graphs"}, reachedOpen},
+		{[]string{"--enforce-eager=false"}, reachedOpen}, // tinyserve's own flag now: CUDA graphs, the default
 		{[]string{"--no-enable-prefix-caching=false"}, "--no-enable-prefix-caching=false"},
 		{[]string{"--no-enable-prefix-caching=false", "--enable-prefix-caching"}, reachedOpen},
 		{[]string{"--disable-log-requests=false"}, "--disable-log-requests=false: tinyserve never logs prompts"},

@@ -16,14 +16,13 @@ import (
 const vllmCategory = "vLLM flags (accepted where tinyserve already behaves as they ask)"
 
 // vllmFlags are `vllm serve` flags that launch scripts and benchmark guides
-// carry (--disable-log-requests, -tp 1, --enforce-eager, ...). Each is
+// carry (--disable-log-requests, -tp 1, --trust-remote-code, ...). Each is
 // accepted only with a value under which tinyserve does what vLLM would,
 // and otherwise refused with the reason, so that a script moved from vLLM
 // runs unchanged or says what differs; none is ignored. They have no
 // TINYSERVE_ variables: they belong to command lines.
 func vllmFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.BoolFlag{Name: "enforce-eager", Category: vllmCategory, Usage: "no CUDA graphs (tinyserve's default; refused with --cuda-graphs)"},
 		&cli.BoolFlag{Name: "enable-chunked-prefill", Category: vllmCategory, Usage: "chunked prefill (always on)"},
 		&cli.BoolFlag{Name: "no-enable-prefix-caching", Category: vllmCategory, Usage: "no prefix caching (tinyserve's default; refused with --enable-prefix-caching)"},
 		&cli.BoolFlag{Name: "trust-remote-code", Category: vllmCategory, Usage: "accepted: GPT-2 needs no code from its checkpoint, and none is ever run"},
@@ -47,8 +46,6 @@ func vllmFlags() []cli.Flag {
 // value tinyserve does not honour, or one that contradicts cfg.
 func checkVLLMFlags(c *cli.Context, cfg tinyserve.Config) error {
 	switch {
-	case c.Bool("enforce-eager") && cfg.CUDAGraphs:
-		return fmt.Errorf("--enforce-eager and --cuda-graphs contradict each other: give one")
 	case c.Bool("no-enable-prefix-caching") && cfg.EnablePrefixCaching:
 		return fmt.Errorf("--no-enable-prefix-caching and --enable-prefix-caching contradict each other: give one")
 	case c.Bool("enable-log-requests"):
@@ -61,7 +58,6 @@ func checkVLLMFlags(c *cli.Context, cfg tinyserve.Config) error {
 		ok   bool // tinyserve does what the false asks
 		why  string
 	}{
-		{"enforce-eager", cfg.CUDAGraphs, "CUDA graphs are used only with --cuda-graphs"},
 		{"enable-chunked-prefill", false, "prefill is always chunked to the step's token budget (--max-num-batched-tokens)"},
 		{"no-enable-prefix-caching", cfg.EnablePrefixCaching, "prefix caching is on only with --enable-prefix-caching"},
 		{"disable-log-requests", false, "tinyserve never logs prompts or outputs"},

@@ -53,7 +53,7 @@ type Options struct {
 	// CUDAGraphs replays decode-only steps (every sequence decoding one
 	// token) of up to 64 sequences from CUDA graphs captured per batch size,
 	// saving the launch overhead of about 110 kernels and GEMMs per step (GPT-2 124M).
-	// Off by default until it has been verified on a GPU (see docs/cuda.md).
+	// tinyserve.Open turns it on unless Config.EnforceEager (docs/cuda.md).
 	CUDAGraphs bool
 }
 
