@@ -142,7 +142,7 @@ grep -E '^(--- |    --- )|max .*(GPU|device)|GPU .*sm_' "$out/correctness.txt" |
 TINYSERVE_GPU_BENCH_MODEL=$model step step_time 75 "$bin/cuda.test" -test.v -test.run '^$' -test.bench 'GPUDecodeStep|GPUPrefillChunk' -test.benchtime "$benchtime"
 grep -E 'Benchmark' "$out/step_time.txt" | sed 's/^/    /' >>"$summary"
 TINYSERVE_GPU_BENCH_MODEL=$model step profile 45 "$bin/cuda.test" -test.v -test.run '^TestProfileGPUStep$'
-sed -n '/decode step, .* eager, mean of/,/total (GPU/p' "$out/profile.txt" | sed 's/^ *gpu_test.go:[0-9]*: //; s/^/    /' >>"$summary"
+sed -n -E '/(decode|prefill) step, .* eager, mean of/,/total \(GPU/p' "$out/profile.txt" | sed 's/^ *gpu_test.go:[0-9]*: //; s/^/    /' >>"$summary"
 cd "$root"
 
 # 3. tinyserve on the seven scenarios, eager, then with CUDA graphs.

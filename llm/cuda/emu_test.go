@@ -548,7 +548,8 @@ func TestEmuArgmaxEdgeRows(t *testing.T) {
 // kernels: the accounting of every launch and GEMM, and profiled steps
 // equal to plain ones. (Its times are the emulator's.)
 func TestEmuStepProfile(t *testing.T) {
-	checkStepProfile(t, newEmuBackend, smallModel(t, nil), "float16", time.Millisecond, 3)
+	checkStepProfile(t, newEmuBackend, smallModel(t, nil), "float16", time.Millisecond, 3, false)
+	checkStepProfile(t, newEmuBackend, smallModel(t, nil), "float16", time.Millisecond, 2, true)
 }
 
 // TestFakeGPUStepProfile: the same accounting on the fake GPU, whose
@@ -557,5 +558,5 @@ func TestFakeGPUStepProfile(t *testing.T) {
 	checkStepProfile(t, func(t testing.TB, m *gpt2.Model, opts Options, numBlocks int) *Backend {
 		b, _ := newFakeBackend(t, m, opts, numBlocks)
 		return b
-	}, smallModel(t, nil), "float32", 0, 3)
+	}, smallModel(t, nil), "float32", 0, 3, true)
 }

@@ -375,23 +375,8 @@ func BenchmarkGPUDecodeStep(b *testing.B) {
 // chunk of a prompt at positions 256..319 (float16, eager, no row sampled).
 func BenchmarkGPUPrefillChunk(b *testing.B) {
 	m := benchModel(b)
-	const done, chunk = 256, 64
 	gb := newGPUOpts(b, m, Options{DType: "float16"}, 64)
-	mgr, _ := kv.New(64, 16)
-	id := kv.SeqID(1)
-	if ok, err := mgr.Allocate(id, done+chunk); err != nil || !ok {
-		b.Fatal(ok, err)
-	}
-	toks := make([]int, done+chunk)
-	for j := range toks {
-		toks[j] = (j * 104729) % m.Config.VocabSize
-	}
-	table := mgr.BlockTable(id)
-	pre := &engine.Batch{NumTokens: done, Seqs: []engine.SeqBatch{{ID: id, Tokens: toks[:done], BlockTable: table}}}
-	if _, err := gb.Forward(pre); err != nil {
-		b.Fatal(err)
-	}
-	batch := &engine.Batch{NumTokens: chunk, Seqs: []engine.SeqBatch{{ID: id, Tokens: toks[done:], StartPos: done, BlockTable: table}}}
+	batch := prefillChunkBatch(b, gb, m.Config.VocabSize, 256, 64, false)
 	for range 10 {
 		if _, err := gb.Forward(batch); err != nil {
 			b.Fatal(err)
@@ -404,6 +389,29 @@ func BenchmarkGPUPrefillChunk(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/step")
+}
+
+// prefillChunkBatch prefills done made-up tokens of one sequence on gb
+// (blocks of 16, at most 64 of them) and returns the batch that prefills
+// its next chunk tokens, sampling the last one when sample is set (as a
+// prompt's final chunk does).
+func prefillChunkBatch(tb testing.TB, gb *Backend, vocab, done, chunk int, sample bool) *engine.Batch {
+	tb.Helper()
+	mgr, _ := kv.New(64, 16)
+	id := kv.SeqID(1)
+	if ok, err := mgr.Allocate(id, done+chunk); err != nil || !ok {
+		tb.Fatal(ok, err)
+	}
+	toks := make([]int, done+chunk)
+	for j := range toks {
+		toks[j] = (j * 104729) % vocab
+	}
+	table := mgr.BlockTable(id)
+	pre := &engine.Batch{NumTokens: done, Seqs: []engine.SeqBatch{{ID: id, Tokens: toks[:done], BlockTable: table}}}
+	if _, err := gb.Forward(pre); err != nil {
+		tb.Fatal(err)
+	}
+	return &engine.Batch{NumTokens: chunk, Seqs: []engine.SeqBatch{{ID: id, Tokens: toks[done:], StartPos: done, BlockTable: table, Sample: sample}}}
 }
 
 // decodeBatch prefills seqs sequences of prompt made-up tokens on gb and
@@ -447,17 +455,30 @@ func TestProfileGPUStep(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = m.Close() })
-	checkStepProfile(t, newGPUOpts, m, "float16", 20*time.Millisecond, 50)
+	checkStepProfile(t, newGPUOpts, m, "float16", 20*time.Millisecond, 50, false)
+	checkStepProfile(t, newGPUOpts, m, "float16", 20*time.Millisecond, 50, true)
 }
 
-// checkStepProfile profiles steps decode steps of 4 sequences: every
-// launch and GEMM of the step is accounted for, once per step, the
-// profiled steps compute what unprofiled ones do, and the table is logged.
-func checkStepProfile(t *testing.T, newDev newDevice, m *gpt2.Model, dt string, hold time.Duration, steps int) {
+// checkStepProfile profiles steps decode steps of 4 sequences, or with
+// prefill set steps that prefill a 64-token chunk of one sequence at
+// position 256 and sample its last row (GPT-2's sizes; the test models
+// are shorter): every launch and GEMM of the step is accounted for, once
+// per step, the profiled steps compute what unprofiled ones do, and the
+// table is logged.
+func checkStepProfile(t *testing.T, newDev newDevice, m *gpt2.Model, dt string, hold time.Duration, steps int, prefill bool) {
 	const seqs = 4
-	prompt := min(128, m.Config.NPositions/2) // 128 for GPT-2; the test models are shorter
+	prompt := min(128, m.Config.NPositions/2)
 	gb := newDev(t, m, Options{DType: dt}, seqs*64)
-	batch := decodeBatch(t, gb, m.Config.VocabSize, seqs, prompt, 64)
+	var batch *engine.Batch
+	var what string
+	if prefill {
+		done, chunk := min(256, m.Config.NPositions/2), min(64, m.Config.NPositions/4)
+		batch = prefillChunkBatch(t, gb, m.Config.VocabSize, done, chunk, true)
+		what = fmt.Sprintf("prefill step, one %d-token chunk at position %d", chunk, done)
+	} else {
+		batch = decodeBatch(t, gb, m.Config.VocabSize, seqs, prompt, 64)
+		what = fmt.Sprintf("decode step, %d sequences at position %d", seqs, prompt)
+	}
 	plain, err := gb.Forward(batch)
 	if err != nil {
 		t.Fatal(err)
@@ -504,7 +525,7 @@ func checkStepProfile(t *testing.T, newDev newDevice, m *gpt2.Model, dt string, 
 	if err := p.write(&sb); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("decode step, %d sequences at position %d, %s, eager, mean of %d steps (%s):\n%s", seqs, prompt, dt, steps, m.Name, sb.String())
+	t.Logf("%s, %s, eager, mean of %d steps (%s):\n%s", what, dt, steps, m.Name, sb.String())
 }
 
 // TestGPUGraphsMatchEager decodes 4 sequences for 24 steps on two float32
