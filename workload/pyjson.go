@@ -34,10 +34,22 @@ func decodeJSON(data []byte) (any, error) {
 	if err := dec.Decode(&v); err != nil {
 		return nil, err
 	}
-	if _, err := dec.Token(); err == nil {
-		return nil, fmt.Errorf("unexpected data after the JSON value")
+	// Only JSON whitespace may follow the value, as json.loads says "Extra
+	// data" otherwise. Asking dec.Token() for a next token is not enough: it
+	// errors on junk such as `xyz` or a stray `]`, and an error there was
+	// taken for "nothing more", so `{...} xyz` was accepted.
+	if rest := bytes.TrimLeft(data[dec.InputOffset():], " \t\r\n"); len(rest) > 0 {
+		return nil, fmt.Errorf("unexpected data after the JSON value at offset %d: %q", len(data)-len(rest), head(rest, 16))
 	}
 	return v, nil
+}
+
+// head returns at most the first n bytes of b, for error messages.
+func head(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[:n]
+	}
+	return b
 }
 
 // isPyFloat reports whether Python's json module reads this number as a

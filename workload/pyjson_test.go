@@ -2,6 +2,7 @@ package workload
 
 import (
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -103,5 +104,38 @@ func TestPyEqual(t *testing.T) {
 		if got := pyEqual(a, b); got != tc.want {
 			t.Errorf("pyEqual(%s, %s) = %v, want %v", tc.a, tc.b, got, tc.want)
 		}
+	}
+}
+
+// TestDecodeJSONTrailingData: junk after the JSON value is refused, as
+// Python's json.loads refuses it ("Extra data"); trailing whitespace is not
+// junk. Before the fix only a second valid token was noticed: `{} xyz`,
+// `[1]]` and `{} "x` were silently accepted.
+func TestDecodeJSONTrailingData(t *testing.T) {
+	for _, in := range []string{
+		`{"a":1} xyz`, `[1]]`, `{"a":1}}`, `{"a":1} 2`, `{"a":1} "x`, `{"a":1},`,
+		`{"a":1} :`, "{\"a\":1}\x00", `{"a":1} {"b":2}`, `1 x`, `"s"]`,
+	} {
+		if v, err := decodeJSON([]byte(in)); err == nil {
+			t.Errorf("decodeJSON(%q) = %v, want an error", in, v)
+		} else if !strings.Contains(err.Error(), "after the JSON value") {
+			t.Errorf("decodeJSON(%q) err = %v, want it to name the data after the value", in, err)
+		}
+	}
+	for _, in := range []string{`{"a":1}`, "{\"a\":1} \t\r\n", " [1] ", "2\n"} {
+		if _, err := decodeJSON([]byte(in)); err != nil {
+			t.Errorf("decodeJSON(%q): %v", in, err)
+		}
+	}
+	// The callers say where: ParseConfig and ParseRows refuse it too.
+	if _, err := ParseConfig([]byte(validConfig + " xyz")); err == nil {
+		t.Error("ParseConfig accepted junk after the object")
+	}
+	row := `{"bucket":"a","id":"x","prompt":"p","workload":"w","prompt_tokens":1,"target_output_tokens":1,"target_prompt_tokens":1}`
+	if _, err := ParseRows([]byte(row + "\n")); err != nil {
+		t.Fatalf("ParseRows(valid row): %v", err)
+	}
+	if _, err := ParseRows([]byte(row + "}\n")); err == nil || !strings.Contains(err.Error(), "line 1") {
+		t.Errorf("ParseRows(row with junk) err = %v, want a line 1 error", err)
 	}
 }
