@@ -122,15 +122,29 @@ func SnapshotOf(dir string) (id, commit string, ok bool) {
 }
 
 // IsRepoID reports whether s looks like a Hugging Face repository id (NAME
-// or ORG/NAME) rather than a file path.
+// or ORG/NAME) rather than a file path. It follows the Hub's rule
+// (huggingface_hub's validate_repo_id): each name is letters, digits, '-',
+// '_' and '.', beginning and ending with a letter, digit or '_', and there is
+// no "--" or ".." anywhere. Without that rule "a/.." and "a/." were ids
+// (paths, resolving to another folder), and so were "a--b" and "a-/b", whose
+// cache folders (models--a--b, models--a---b) read back as other ids (see
+// SnapshotOf). A name ending in .json is a file, not an id.
 func IsRepoID(s string) bool {
-	if s == "" || strings.HasPrefix(s, ".") || strings.HasPrefix(s, "/") || strings.Contains(s, `\`) ||
-		strings.Count(s, "/") > 1 || strings.HasSuffix(s, "/") || strings.HasSuffix(s, ".json") {
+	if strings.HasSuffix(s, ".json") || strings.Contains(s, "--") || strings.Contains(s, "..") {
 		return false
 	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./", r)) {
+	names := strings.Split(s, "/")
+	if len(names) > 2 {
+		return false
+	}
+	for _, n := range names {
+		if n == "" || !isNameByte(n[0]) || !isNameByte(n[len(n)-1]) {
 			return false
+		}
+		for i := 0; i < len(n); i++ {
+			if !isNameByte(n[i]) && n[i] != '-' && n[i] != '.' {
+				return false
+			}
 		}
 	}
 	return true

@@ -17,6 +17,19 @@ func TestIsRepoID(t *testing.T) {
 		"tokenizer.json":             false,
 		"org/":                       false,
 		"has space/x":                false,
+		"org_1/m.v2":                 true,
+		// Refused by the Hub: a path ("a/..", "a/.") or an id whose cache
+		// folder reads back as another ("a--b" is models--a--b, a/b's).
+		"a/..":   false,
+		"a/.":    false,
+		"a..b":   false,
+		"a--b":   false,
+		"a-/b":   false,
+		"org/-m": false,
+		"org./m": false,
+		"org/m.": false,
+		"--":     false,
+		"_x/y_":  true,
 	}
 	for in, want := range tests {
 		if got := IsRepoID(in); got != want {
