@@ -80,3 +80,77 @@ func FuzzSnapshotOf(f *testing.F) {
 		}
 	})
 }
+
+// FuzzExpandPath: ExpandPath agrees with a reference written from Python's
+// os.path.expandvars(os.path.expanduser(p)) (posixpath in CPython 3.11), less
+// what its doc says it does otherwise: an empty variable is left as written,
+// like an unset one, a `~\` prefix is the home folder too (Windows), and the
+// home folder is used as given (expanduser strips a trailing '/' from it,
+// which only doubles a separator in the same path). Variables: HOME and A
+// hold fuzzed values, everything else is unset.
+func FuzzExpandPath(f *testing.F) {
+	for _, s := range [][3]string{
+		{"~/x", "/h", "/a"}, {"$A/b", "/h", "/a"}, {"${A}b", "", "v"}, {"${UNSET$A}", "/h", "/a"}, {"${$A}", "/h", "x"},
+		{"${A/$A}", "/h", "/a"}, {"$$A", "/h", "/a"}, {"${}x$A", "/h", "/a"}, {"${A", "/h", "/a"}, {"~", "$A", "/a"},
+		{"cost$", "", ""}, {`~\x`, `C:\u`, ""}, {"~x/$HOME", "/h", ""},
+	} {
+		f.Add(s[0], s[1], s[2])
+	}
+	f.Fuzz(func(t *testing.T, p, home, a string) {
+		env := map[string]string{"HOME": home, "A": a}
+		getenv := func(k string) string { return env[k] }
+		if got, want := ExpandPath(p, getenv), refExpandPath(p, env); got != want {
+			t.Fatalf("ExpandPath(%q) with HOME=%q A=%q = %q, want %q", p, home, a, got, want)
+		}
+	})
+}
+
+// refExpandPath is os.path.expandvars(os.path.expanduser(p)) as CPython's
+// posixpath writes them, with the differences FuzzExpandPath lists.
+func refExpandPath(p string, env map[string]string) string {
+	// expanduser: "~" or "~/..." (here also `~\...`); "~user" is left.
+	if strings.HasPrefix(p, "~") {
+		i := strings.IndexAny(p[1:], `/\`) + 1
+		if i == 0 {
+			i = len(p)
+		}
+		if h := env["HOME"]; i == 1 && h != "" {
+			p = h + p[1:]
+		}
+	}
+	// expandvars: re.compile(r'\$(\w+|\{[^}]*\})', re.ASCII); an unset
+	// variable's whole reference is skipped, a set one's value is not
+	// scanned again.
+	for i := 0; ; {
+		j := strings.IndexByte(p[i:], '$')
+		if j < 0 {
+			return p
+		}
+		start := i + j
+		end := start + 1
+		if end < len(p) && p[end] == '{' {
+			k := strings.IndexByte(p[end:], '}')
+			if k < 0 {
+				i = start + 1 // no match here: search from the next character
+				continue
+			}
+			end += k + 1
+		} else {
+			for end < len(p) && isNameByte(p[end]) {
+				end++
+			}
+			if end == start+1 {
+				i = start + 1
+				continue
+			}
+		}
+		name := strings.TrimSuffix(strings.TrimPrefix(p[start+1:end], "{"), "}")
+		v, set := env[name]
+		if !set || v == "" {
+			i = end
+			continue
+		}
+		p = p[:start] + v + p[end:]
+		i = start + len(v)
+	}
+}

@@ -71,8 +71,11 @@ func ExpandPath(p string, getenv func(string) string) string {
 		p = p[i:]
 		name, n := "", 0 // the variable's name, and the length of its reference
 		if strings.HasPrefix(p, "${") {
-			if j := strings.IndexByte(p, '}'); j > 2 && !strings.ContainsRune(p[2:j], '/') {
+			if j := strings.IndexByte(p, '}'); j >= 2 {
 				name, n = p[2:j], j+1
+				if strings.ContainsRune(name, '/') {
+					name = "" // names no variable: left as written
+				}
 			}
 		} else {
 			for n = 1; n < len(p) && isNameByte(p[n]); n++ {
@@ -84,8 +87,12 @@ func ExpandPath(p string, getenv func(string) string) string {
 			p = p[n:]
 			continue
 		}
-		b.WriteByte('$') // not a reference, or to a variable not set
-		p = p[1:]
+		// Not a reference, or one to a variable not set: left as written,
+		// all of it, as expandvars skips its whole match. Skipping only the
+		// '$' expanded a '$' inside it: "${UNSET$A}" became "${UNSET/a}".
+		n = max(n, 1)
+		b.WriteString(p[:n])
+		p = p[n:]
 	}
 }
 

@@ -157,6 +157,12 @@ func TestExpandPath(t *testing.T) {
 		"cost$":         "cost$",
 		"$$A":           "$/a",
 		"~/$A/${HOME}/": "/h//a//h/",
+		// A reference to a variable not set is left whole, with any '$'
+		// inside it, as expandvars leaves it.
+		"${UNSET$A}": "${UNSET$A}",
+		"${$A}":      "${$A}",
+		"${A/$A}":    "${A/$A}",
+		"${}$A":      "${}/a",
 	} {
 		if got := ExpandPath(in, getenv); got != want {
 			t.Errorf("ExpandPath(%q) = %q, want %q", in, got, want)
