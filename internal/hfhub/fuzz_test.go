@@ -1,6 +1,7 @@
 package hfhub
 
 import (
+	"fmt"
 	"path"
 	"path/filepath"
 	"strings"
@@ -77,6 +78,34 @@ func FuzzSnapshotOf(f *testing.F) {
 		cache := filepath.Dir(filepath.Dir(filepath.Dir(clean)))
 		if back := filepath.Join(RepoDir(cache, id), "snapshots", commit); back != clean {
 			t.Fatalf("SnapshotOf(%q) = %q, %q, which names %q", dir, id, commit, back)
+		}
+	})
+}
+
+// FuzzCheckRevision: a revision CheckRevision accepts names a file strictly
+// inside the refs folder and a folder strictly inside the snapshots folder
+// (no "..", ".", "" or Windows path in it: it is clean and relative), and a
+// refused one is named in the error.
+func FuzzCheckRevision(f *testing.F) {
+	for _, s := range []string{"main", "refs/pr/3", "v1.0", "607a30d", "../x", "/abs", "main/", "./main", "a//b", `C:x`, `..\x`, "...", ""} {
+		f.Add(s)
+	}
+	repo := filepath.Join(string(filepath.Separator), "repo")
+	f.Fuzz(func(t *testing.T, rev string) {
+		if err := CheckRevision(rev); err != nil {
+			if !strings.Contains(err.Error(), fmt.Sprintf("revision %q", rev)) {
+				t.Fatalf("CheckRevision(%q) = %v: does not name the revision", rev, err)
+			}
+			return
+		}
+		if path.Clean(rev) != rev || path.IsAbs(rev) || strings.ContainsAny(rev, `\:`) {
+			t.Fatalf("CheckRevision accepted %q, not a clean relative name", rev)
+		}
+		for _, sub := range []string{"refs", "snapshots"} {
+			base := filepath.Join(repo, sub)
+			if p := filepath.Join(base, filepath.FromSlash(rev)); !strings.HasPrefix(p, base+string(filepath.Separator)) {
+				t.Fatalf("CheckRevision accepted %q, which names %q, not a file under %q", rev, p, base)
+			}
 		}
 	})
 }
