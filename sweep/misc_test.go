@@ -175,7 +175,7 @@ func TestParseSLO(t *testing.T) {
 	s, err := ParseSLO([]string{"ttft=0.2", "tpot=0.05", "latency=3"})
 	require.NoError(t, err)
 	assert.Equal(t, SLO{TTFTS: 0.2, TPOTS: 0.05, LatencyS: 3}, s)
-	for _, bad := range []string{"ttft", "ttft=-1", "ttft=x", "foo=1"} {
+	for _, bad := range []string{"ttft", "ttft=-1", "ttft=x", "foo=1", "ttft=nan", "tpot=NaN", "latency=inf"} {
 		_, err := ParseSLO([]string{bad})
 		assert.ErrorContains(t, err, bad)
 	}

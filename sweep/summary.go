@@ -33,7 +33,9 @@ func ParseSLO(items []string) (SLO, error) {
 			return s, fmt.Errorf("slo %q: want name=seconds", it)
 		}
 		v, err := strconv.ParseFloat(strings.TrimSpace(val), 64)
-		if err != nil || v <= 0 || math.IsInf(v, 0) {
+		// !(v > 0), not v <= 0: "nan" parses, and a NaN threshold would be
+		// met by no request and make the run summary unwritable as JSON.
+		if err != nil || !(v > 0) || math.IsInf(v, 0) {
 			return s, fmt.Errorf("slo %q: want a positive number of seconds", it)
 		}
 		switch strings.ToLower(strings.TrimSpace(name)) {
