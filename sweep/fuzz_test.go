@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -179,4 +180,63 @@ func lastFor(items []string, name string) string {
 		}
 	}
 	return last
+}
+
+// FuzzDecodeJSONExact: DecodeJSONExact accepts exactly one JSON value with
+// nothing after it (json.Valid), out-of-range numbers included, and keeps
+// every number as written: the value it gives, written out and decoded
+// again, is the same value, and where json.Unmarshal can decode the input
+// too each number parses as the float64 it gives.
+func FuzzDecodeJSONExact(f *testing.F) {
+	for _, s := range []string{`{"seed": 1700000000123456789}`, `[1, 2.50, -0e+3]`, `{"a":1} x`, `1 2`, `"s"`, `{"a":{"b":[null,true]}}`, `{`, ` 7 `, `1e400`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var exact, plain any
+		err := DecodeJSONExact(b, &exact)
+		if (err == nil) != json.Valid(b) {
+			t.Fatalf("DecodeJSONExact(%q): %v, but json.Valid says %v", b, err, json.Valid(b))
+		}
+		if err != nil {
+			return
+		}
+		out, err := json.Marshal(exact)
+		if err != nil {
+			t.Fatalf("decoded %q cannot be written: %v", b, err)
+		}
+		var again any
+		if err := DecodeJSONExact(out, &again); err != nil || !reflect.DeepEqual(again, exact) {
+			t.Fatalf("%q decoded as %#v, written as %s, decoded again as %#v (%v)", b, exact, out, again, err)
+		}
+		if json.Unmarshal(b, &plain) == nil {
+			checkNumbers(t, exact, plain)
+		}
+	})
+}
+
+// checkNumbers walks the value DecodeJSONExact gave and the one
+// json.Unmarshal gave side by side: every number of the first is a
+// json.Number that parses as the float64 in the second.
+func checkNumbers(t *testing.T, exact, plain any) {
+	t.Helper()
+	switch e := exact.(type) {
+	case json.Number:
+		f, err := e.Float64()
+		p, ok := plain.(float64)
+		if !ok || (err == nil && f != p) || !json.Valid([]byte(e)) {
+			t.Fatalf("number %q, json.Unmarshal gives %#v", e, plain)
+		}
+	case float64:
+		t.Fatalf("number decoded as float64 %v, not as written", e)
+	case []any:
+		p := plain.([]any)
+		for i := range e {
+			checkNumbers(t, e[i], p[i])
+		}
+	case map[string]any:
+		p := plain.(map[string]any)
+		for k := range e {
+			checkNumbers(t, e[k], p[k])
+		}
+	}
 }
