@@ -3,6 +3,8 @@ package gpt2
 import (
 	"archive/zip"
 	"encoding/binary"
+	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -154,5 +156,69 @@ func FuzzUnpickle(f *testing.F) {
 			t.Fatalf("unpickle ended at %d of %d bytes, not after a STOP", end, len(b))
 		}
 		_, _ = torchHeader(v, int64(len(b)))
+	})
+}
+
+// FuzzOpenShards feeds arbitrary bytes as a sharded checkpoint's index
+// (model.safetensors.index.json) with a fake shard opener that fails at the
+// failAt-th open: it must never panic; an accepted index opens each shard
+// it names once, only plain file names in the checkpoint folder, finds every
+// tensor of its weight_map in its shard, and releases nothing; a refused one
+// releases every shard it opened, once.
+func FuzzOpenShards(f *testing.F) {
+	f.Add([]byte(`{"metadata":{"total_size":8},"weight_map":{"wte.weight":"model-00001-of-00002.safetensors","h.0.ln_1.weight":"model-00002-of-00002.safetensors","wpe.weight":"model-00001-of-00002.safetensors"}}`), uint8(0))
+	f.Add([]byte(`{"weight_map":{"a":"x.safetensors","b":"y.safetensors","c":"z.safetensors"}}`), uint8(3))
+	f.Add([]byte(`{"weight_map":{"a":"../x.safetensors"}}`), uint8(0))
+	f.Add([]byte(`{"weight_map":{"a":"ok.safetensors","b":".."}}`), uint8(0))
+	f.Add([]byte(`{"weight_map":{}}`), uint8(0))
+	f.Add([]byte(`{"weight_map":{"a":1}}`), uint8(0))
+	dir := filepath.Join(string(filepath.Separator), "ckpt")
+	f.Fuzz(func(t *testing.T, data []byte, failAt uint8) {
+		opened := map[string]int{}
+		released := map[string]int{}
+		failed := "" // the shard whose open failed: nothing to release
+		open := func(p string) (*stFile, error) {
+			if filepath.Dir(p) != dir {
+				t.Fatalf("opened %q, not a file of %q", p, dir)
+			}
+			opened[p]++
+			if len(opened) == int(failAt) {
+				failed = p
+				return nil, errors.New("open failed")
+			}
+			return &stFile{path: p, release: func() error { released[p]++; return nil }}, nil
+		}
+		cf, err := openShards(dir, filepath.Join(dir, "model.safetensors.index.json"), data, open)
+		for p, n := range opened {
+			if n != 1 {
+				t.Fatalf("opened %q %d times", p, n)
+			}
+		}
+		if err != nil {
+			if !errors.Is(err, ErrBadCheckpoint) && err.Error() != "open failed" {
+				t.Fatalf("error %v is neither ErrBadCheckpoint nor the opener's", err)
+			}
+			for p := range opened {
+				if want := map[bool]int{true: 0, false: 1}[p == failed]; released[p] != want {
+					t.Fatalf("refused index: %q opened and released %d times, want %d", p, released[p], want)
+				}
+			}
+			return
+		}
+		if len(released) != 0 || failed != "" {
+			t.Fatalf("accepted index released %v", released)
+		}
+		if len(cf.weights) == 0 {
+			t.Fatal("accepted an index without weights")
+		}
+		for name, file := range cf.weights {
+			sf, key, ok := cf.lookup(name)
+			if !ok || key != name || sf == nil || sf.path != filepath.Join(dir, file) {
+				t.Fatalf("tensor %q of shard %q: lookup gives %v, %q, %v", name, file, sf, key, ok)
+			}
+		}
+		if len(cf.files) != len(opened) {
+			t.Fatalf("%d shards kept, %d opened", len(cf.files), len(opened))
+		}
 	})
 }

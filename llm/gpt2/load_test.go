@@ -409,6 +409,10 @@ func TestLoadFolderErrors(t *testing.T) {
 			writeConfig(t, dir, m.Config)
 			os.WriteFile(filepath.Join(dir, "model.safetensors.index.json"), []byte(`{"weight_map":{"wte.weight":"../x.safetensors"}}`), 0o644)
 		}, []string{"model.safetensors.index.json", "not a file name"}},
+		{"shard is the folder", func(t *testing.T, dir string) {
+			writeConfig(t, dir, m.Config)
+			os.WriteFile(filepath.Join(dir, "model.safetensors.index.json"), []byte(`{"weight_map":{"wte.weight":"/"}}`), 0o644)
+		}, []string{"model.safetensors.index.json", `shard "/" is not a file name`}},
 		{"shard is a folder", func(t *testing.T, dir string) {
 			writeConfig(t, dir, m.Config)
 			os.Mkdir(filepath.Join(dir, "a.safetensors"), 0o755)

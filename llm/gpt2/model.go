@@ -456,7 +456,10 @@ func openShards(dir, indexPath string, data []byte, open func(string) (*stFile, 
 		if _, ok := cf.files[file]; ok {
 			continue
 		}
-		if file != filepath.Base(file) || file == "." || file == ".." {
+		// filepath.Base("/") is "/" itself: without the last test that
+		// shard was the checkpoint folder ("... is a folder, not a
+		// safetensors file").
+		if file != filepath.Base(file) || file == "." || file == ".." || file == string(filepath.Separator) {
 			closeAll()
 			return nil, fmt.Errorf("%w: %s: shard %q is not a file name in the checkpoint folder", ErrBadCheckpoint, indexPath, file)
 		}
