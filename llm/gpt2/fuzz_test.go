@@ -4,6 +4,8 @@ import (
 	"archive/zip"
 	"encoding/binary"
 	"errors"
+	"math"
+	"math/big"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -219,6 +221,104 @@ func FuzzOpenShards(f *testing.F) {
 		}
 		if len(cf.files) != len(opened) {
 			t.Fatalf("%d shards kept, %d opened", len(cf.files), len(opened))
+		}
+	})
+}
+
+// FuzzFloat32ToHalf: float32ToFloat16 and float32ToBFloat16, which write the
+// F16 and BF16 checkpoints, round every float32 to the nearest value of the
+// narrower type, ties to even, overflowing to infinity as IEEE 754 does
+// (infinity counts as the next power of two after the largest finite
+// value), keeping the sign; a NaN stays a NaN. TestFloat16 covers the
+// round trip of every half value; this covers the float32s between them.
+func FuzzFloat32ToHalf(f *testing.F) {
+	for _, x := range []float32{0, 1, 1 + 1.0/2048, 1 + 1.0/256, 65504, 65519, 65520, 6e-8, 2.9e-8, 3e-8, -1e-45, 3.4e38, float32(math.NaN())} {
+		f.Add(math.Float32bits(x))
+	}
+	f16 := func(h uint16) float64 {
+		if h&0x7fff == 0x7c00 {
+			return 65536 // infinity, as the rounding sees it
+		}
+		return float64(float16ToFloat32(h & 0x7fff))
+	}
+	bf16 := func(h uint16) float64 {
+		if h&0x7fff == 0x7f80 {
+			return 0x1p128
+		}
+		return float64(math.Float32frombits(uint32(h&0x7fff) << 16))
+	}
+	f.Fuzz(func(t *testing.T, bits uint32) {
+		x := math.Float32frombits(bits)
+		for _, c := range []struct {
+			name     string
+			conv     func(float32) uint16
+			value    func(uint16) float64
+			inf, nan uint16 // +infinity; the exponent bits of a NaN
+		}{
+			{"float32ToFloat16", float32ToFloat16, f16, 0x7c00, 0x7c00},
+			{"float32ToBFloat16", float32ToBFloat16, bf16, 0x7f80, 0x7f80},
+		} {
+			h := c.conv(x)
+			if math.IsNaN(float64(x)) {
+				if h&c.nan != c.nan || h&0x7fff == c.inf {
+					t.Fatalf("%s(NaN %#08x) = %#04x, not a NaN", c.name, bits, h)
+				}
+				continue
+			}
+			if h>>15 != uint16(bits>>31) {
+				t.Fatalf("%s(%v) = %#04x: sign lost", c.name, x, h)
+			}
+			m := h & 0x7fff
+			if m > c.inf {
+				t.Fatalf("%s(%v) = %#04x, a NaN", c.name, x, h)
+			}
+			ax := math.Abs(float64(x))
+			if math.IsInf(ax, 0) {
+				if m != c.inf {
+					t.Fatalf("%s(%v) = %#04x, want infinity", c.name, x, h)
+				}
+				continue
+			}
+			d := math.Abs(ax - c.value(m))
+			for _, n := range []uint16{m - 1, m + 1} {
+				if m == 0 && n == m-1 || n > c.inf {
+					continue
+				}
+				dn := math.Abs(ax - c.value(n))
+				if dn < d || dn == d && m&1 == 1 {
+					t.Fatalf("%s(%v) = %#04x (%v), but %#04x (%v) is nearer or an even tie", c.name, x, h, c.value(m), n, c.value(n))
+				}
+			}
+		}
+	})
+}
+
+// FuzzDecodeLong: decodeLong reads a pickle LONG1/LONG4 payload, a
+// little-endian two's-complement integer, as that integer (checked against
+// math/big), an int64 exactly when it fits.
+func FuzzDecodeLong(f *testing.F) {
+	for _, b := range [][]byte{{}, {0xff}, {0x80}, {0x7f}, {0, 0x80}, {1, 2, 3, 4, 5, 6, 7, 0x80}, {0, 0, 0, 0, 0, 0, 0, 0x80, 0xff}, {0, 0, 0, 0, 0, 0, 0, 0x80, 0}, {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}} {
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		want := new(big.Int)
+		for i := len(b) - 1; i >= 0; i-- {
+			want.Lsh(want, 8).Or(want, big.NewInt(int64(b[i])))
+		}
+		if len(b) > 0 && b[len(b)-1]&0x80 != 0 {
+			want.Sub(want, new(big.Int).Lsh(big.NewInt(1), uint(8*len(b))))
+		}
+		switch got := decodeLong(b).(type) {
+		case int64:
+			if !want.IsInt64() || got != want.Int64() {
+				t.Fatalf("decodeLong(%x) = %d, want %v", b, got, want)
+			}
+		case *big.Int:
+			if want.IsInt64() || got.Cmp(want) != 0 {
+				t.Fatalf("decodeLong(%x) = big %v, want %v (an int64 when it fits)", b, got, want)
+			}
+		default:
+			t.Fatalf("decodeLong(%x) = %T", b, got)
 		}
 	})
 }
