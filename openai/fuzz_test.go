@@ -4,11 +4,16 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"math"
+	"math/big"
 	"net/http"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/tinyserve/tinyserve/llm"
 	"github.com/tinyserve/tinyserve/llm/engine"
@@ -252,3 +257,78 @@ func referenceTokenIDs(raw []byte) ([]int, *apiError) {
 	}
 	return notNull("p", "p", ptrs)
 }
+
+// FuzzPythonInt checks pythonInt, which reads a logit_bias key as Python's
+// int(str) does, against a reference written from int()'s grammar:
+// optional surrounding whitespace, one optional sign, then decimal digits
+// (Unicode Nd) with single underscores between digits; the value is that of
+// the digits (math/big), and fits says whether an int holds it. An accepted
+// key that fits round-trips: its value written in decimal, padded with
+// whitespace, with a '+' or with an underscore between its digits, reads as
+// the same value.
+func FuzzPythonInt(f *testing.F) {
+	for _, s := range []string{"5", " -0_5\t", "+1_2_3", "\u0665\uff11", "5__0", "_5", "5_", "+-5", "9223372036854775807",
+		"-9223372036854775808", "9223372036854775808", "\u00a05\u3000", "\x1c5", "1e3", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		v, ok, fits := pythonInt(s)
+		want, wantOK := refPythonInt(s)
+		if ok != wantOK {
+			t.Fatalf("pythonInt(%q): ok %v, want %v", s, ok, wantOK)
+		}
+		if !ok {
+			if fits || v != 0 {
+				t.Fatalf("pythonInt(%q) = %d, %v, %v: refused but fits", s, v, ok, fits)
+			}
+			return
+		}
+		if wantFits := want.Cmp(big.NewInt(math.MinInt)) >= 0 && want.Cmp(big.NewInt(math.MaxInt)) <= 0; fits != wantFits {
+			t.Fatalf("pythonInt(%q): fits %v, want %v (value %v)", s, fits, wantFits, want)
+		}
+		if !fits {
+			return
+		}
+		if int64(v) != want.Int64() {
+			t.Fatalf("pythonInt(%q) = %d, want %v", s, v, want)
+		}
+		plain := strconv.Itoa(v)
+		digits := strings.TrimPrefix(plain, "-")
+		forms := []string{plain, " \t" + plain + "\n", "\u3000" + plain + "\u00a0"}
+		if v >= 0 {
+			forms = append(forms, "+"+plain, "0"+plain)
+		}
+		if len(digits) > 1 {
+			forms = append(forms, plain[:len(plain)-1]+"_"+plain[len(plain)-1:])
+		}
+		for _, form := range forms {
+			if back, ok, fits := pythonInt(form); !ok || !fits || back != v {
+				t.Fatalf("pythonInt(%q) = %d; %q reads as %d, %v, %v", s, v, form, back, ok, fits)
+			}
+		}
+	})
+}
+
+// refPythonInt is int(s) for a str, written from its grammar for
+// FuzzPythonInt: the value, and whether int() accepts s. Whitespace is
+// what unicode.IsSpace calls space (the same set as int()'s, checked
+// against CPython 3.11); a digit's value is decimalValue's (its run of ten
+// Nd code points; TestPythonInt checks some against CPython).
+func refPythonInt(s string) (*big.Int, bool) {
+	s = strings.TrimFunc(s, unicode.IsSpace)
+	if !pyIntGrammar.MatchString(s) {
+		return nil, false
+	}
+	v := new(big.Int)
+	for _, r := range s {
+		if d, ok := decimalValue(r); ok {
+			v.Mul(v, big.NewInt(10)).Add(v, big.NewInt(int64(d)))
+		}
+	}
+	if s[0] == '-' {
+		v.Neg(v)
+	}
+	return v, true
+}
+
+var pyIntGrammar = regexp.MustCompile(`^[+-]?\p{Nd}+(?:_\p{Nd}+)*$`)

@@ -26,6 +26,12 @@ func pythonInt(s string) (v int, ok, fits bool) {
 		return 0, false, false
 	}
 	var u uint64
+	// The largest magnitude an int holds: one more below zero, so that
+	// -9223372036854775808 fits, as this function's doc says it must.
+	limit := uint64(math.MaxInt)
+	if neg {
+		limit++
+	}
 	fits = true
 	afterDigit := false // an underscore may follow a digit only
 	for _, r := range s {
@@ -41,7 +47,7 @@ func pythonInt(s string) (v int, ok, fits bool) {
 			return 0, false, false
 		}
 		afterDigit = true
-		if u > (math.MaxInt-uint64(d))/10 {
+		if u > (limit-uint64(d))/10 {
 			fits = false
 		} else if fits {
 			u = u*10 + uint64(d)
@@ -54,7 +60,7 @@ func pythonInt(s string) (v int, ok, fits bool) {
 		return 0, true, false
 	}
 	if neg {
-		return -int(u), true, true
+		return int(-u), true, true // two's complement: u may be 1<<63
 	}
 	return int(u), true, true
 }

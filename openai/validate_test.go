@@ -3,6 +3,7 @@ package openai
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -428,6 +429,8 @@ func TestPythonInt(t *testing.T) {
 		{"1_\u0662", 12, true, true},
 		{"9223372036854775807", 9223372036854775807, true, true},
 		{"9223372036854775808", 0, true, false},
+		{"-9223372036854775808", math.MinInt, true, true},
+		{"-9223372036854775809", 0, true, false},
 		{"-99999999999999999999", 0, true, false},
 		{"", 0, false, false},
 		{" ", 0, false, false},
