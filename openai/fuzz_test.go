@@ -332,3 +332,46 @@ func refPythonInt(s string) (*big.Int, bool) {
 }
 
 var pyIntGrammar = regexp.MustCompile(`^[+-]?\p{Nd}+(?:_\p{Nd}+)*$`)
+
+// FuzzWholeInt64 checks wholeInt64, which reads a JSON number literal
+// given to an integer field (10.0, 1e3) as the whole int64 it is, against
+// exact arithmetic (big.Rat): it accepts a literal exactly when its value is
+// a whole number that fits an int64, and returns that number in plain
+// decimal. A literal whose exponent is 10^4 or more in size is checked
+// without big.Rat, which would build a huge number: it is whole (0) only
+// when its digits are all zeros.
+func FuzzWholeInt64(f *testing.F) {
+	for _, s := range []string{"10.0", "1e3", "1E+2", "-0.0", "0e999", "1.5", "9223372036854775807", "9223372036854775808",
+		"-9223372036854775808", "-9.223372036854775808e18", "92233720368547758070e-1", "1e19", "100e-2", "1.0e-0", "0.000000000000000000001e21", "01", "1e", "0e-99999", "1e99999", "-1.0e-0099999"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, lit string) {
+		if !json.Valid([]byte(lit)) || lit == "" || strings.Trim(lit, "0123456789.eE+-") != "" {
+			return // not a JSON number literal: wholeInt64 never sees one
+		}
+		if mant, exp, ok := strings.Cut(strings.ToLower(lit), "e"); ok && len(strings.TrimLeft(exp, "+-0")) > 4 {
+			// |exponent| >= 10^4, more than the literal has digits: the
+			// value is 0 or not a whole int64 (too large, or a fraction).
+			if len(lit) >= 10_000 {
+				return
+			}
+			zero := strings.Trim(mant, "-0.") == ""
+			if got, ok := wholeInt64(lit); ok != zero || ok && got != "0" {
+				t.Fatalf("wholeInt64(%q) = %q, %v; want ok only for a zero", lit, got, ok)
+			}
+			return
+		}
+		r, ok := new(big.Rat).SetString(lit)
+		if !ok {
+			t.Fatalf("big.Rat cannot read the JSON number %q", lit)
+		}
+		wantOK := r.IsInt() && r.Num().IsInt64()
+		got, gotOK := wholeInt64(lit)
+		if gotOK != wantOK {
+			t.Fatalf("wholeInt64(%q): ok %v, want %v (value %v)", lit, gotOK, wantOK, r.RatString())
+		}
+		if gotOK && got != r.Num().String() {
+			t.Fatalf("wholeInt64(%q) = %q, want %q", lit, got, r.Num().String())
+		}
+	})
+}
