@@ -2,11 +2,15 @@ package tokenizer
 
 import (
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"unicode/utf8"
 
 	"golang.org/x/text/unicode/norm"
+
+	"github.com/tinyserve/tinyserve/llm"
 )
 
 // FuzzParseHF feeds arbitrary tokenizer.json contents to the parser: it must
@@ -76,6 +80,78 @@ func FuzzRoundTrip(f *testing.F) {
 			}
 			if got := tinyTok.Decode(tinyTok.Encode(text, allow), false); got != want {
 				t.Fatalf("tiny allowSpecial=%v: %q -> %q, want %q", allow, text, got, want)
+			}
+		}
+	})
+}
+
+// FuzzDetokenize decodes arbitrary id sequences (two bytes of input per id,
+// ids out of range included) with the tiny fixture and GPT-2, whose
+// single-byte tokens make any byte string: the streaming decoder's pieces
+// are valid UTF-8 and add up (with Flush) to what Decode gives for the whole
+// sequence, skipping special tokens is decoding the sequence without them,
+// and the decoded text round-trips through Encode (after NFC where the
+// tokenizer normalizes). FuzzRoundTrip starts from text; this starts from
+// ids, so its texts hold added tokens, U+FFFD and odd byte splits. Each
+// run encodes too, so new inputs are slow to minimize: fuzz with
+//
+//	go test -run XXX -fuzz FuzzDetokenize -fuzzminimizetime 2s ./llm/tokenizer
+func FuzzDetokenize(f *testing.F) {
+	f.Add([]byte{0, 72, 0, 105})
+	f.Add([]byte{0, 0xe6, 0, 0x97, 0, 0x41, 0, 0xe6})    // a character cut by another token
+	f.Add([]byte{0, 0xed, 0, 0xa0, 0, 0x80, 0xff, 0xff}) // a surrogate's bytes, an id out of range
+	f.Add([]byte{0, 0xf0, 0, 0x9f, 0, 0x98})
+	g := gpt2(f)
+	tinyOnce.Do(func() { tinyTok, tinyErr = LoadHF(tinyJSON) })
+	if tinyErr != nil {
+		f.Fatal(tinyErr)
+	}
+	toks := []struct {
+		name string
+		tok  llm.Tokenizer
+		nfc  bool
+	}{{"tiny", tinyTok, true}, {"gpt2", g, false}}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) > 1<<9 {
+			t.Skip()
+		}
+		for _, c := range toks {
+			n := c.tok.VocabSize()
+			ids := make([]int, 0, len(data)/2)
+			for i := 0; i+1 < len(data); i += 2 {
+				v := int(data[i])<<8 | int(data[i+1])
+				ids = append(ids, v%(n+2)-1) // -1 and n name no token
+			}
+			for _, skip := range []bool{false, true} {
+				want := c.tok.Decode(ids, skip)
+				if !utf8.ValidString(want) {
+					t.Fatalf("%s: Decode(%v, %v) = %q, not UTF-8", c.name, ids, skip, want)
+				}
+				d := c.tok.NewDecoder(skip)
+				var got strings.Builder
+				for _, id := range ids {
+					piece := d.Add(id)
+					if !utf8.ValidString(piece) {
+						t.Fatalf("%s: streaming %v emitted %q, not UTF-8", c.name, ids, piece)
+					}
+					got.WriteString(piece)
+				}
+				got.WriteString(d.Flush())
+				if got.String() != want {
+					t.Fatalf("%s skipSpecial=%v: streaming %v gives %q, Decode %q", c.name, skip, ids, got.String(), want)
+				}
+			}
+			kept := slices.DeleteFunc(slices.Clone(ids), c.tok.IsSpecial)
+			if a, b := c.tok.Decode(ids, true), c.tok.Decode(kept, false); a != b {
+				t.Fatalf("%s: skipping specials of %v gives %q, decoding without them %q", c.name, ids, a, b)
+			}
+			text := c.tok.Decode(ids, false)
+			want := text
+			if c.nfc {
+				want = norm.NFC.String(text)
+			}
+			if back := c.tok.Decode(c.tok.Encode(text, true), false); back != want {
+				t.Fatalf("%s: %q (from %v) encodes and decodes to %q", c.name, text, ids, back)
 			}
 		}
 	})
