@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unicode"
 	"unicode/utf8"
 
 	"golang.org/x/text/unicode/norm"
@@ -155,4 +156,73 @@ func FuzzDetokenize(f *testing.F) {
 			}
 		}
 	})
+}
+
+// FuzzSplitAdded cuts fuzzed text at up to three fuzzed added tokens (each
+// with fuzzed special, single_word, lstrip and rstrip flags): the segments
+// are never empty and concatenate back to the text; a token segment is its
+// token's content plus, only where lstrip/rstrip allow it, whitespace on
+// that side; no special token is cut out when they are skipped; and a
+// single_word token cut out does not touch a word character.
+func FuzzSplitAdded(f *testing.F) {
+	f.Add("a <x> b<x>c <|endoftext|>", "<x>", "<|endoftext|>", "", uint16(0x0f0))
+	f.Add("  <x>  y", "<x>", "x", "<", uint16(0x00c))
+	f.Add("abab", "ab", "aba", "b", uint16(0x111))
+	f.Add("日本 語 日本", "日本", " ", "本", uint16(0xfff))
+	f.Fuzz(func(t *testing.T, s, c0, c1, c2 string, flags uint16) {
+		var tokens []addedToken
+		trie := newTokenTrie()
+		for i, c := range []string{c0, c1, c2} {
+			fl := flags >> (4 * i)
+			tokens = append(tokens, addedToken{id: i, content: c, special: fl&1 != 0, singleWord: fl&2 != 0, lstrip: fl&4 != 0, rstrip: fl&8 != 0})
+			trie.add(c, i)
+		}
+		for _, skip := range []bool{false, true} {
+			segs := splitAdded(nil, s, trie, tokens, skip)
+			var all strings.Builder
+			for k, seg := range segs {
+				all.WriteString(seg.text)
+				if seg.text == "" {
+					t.Fatalf("segment %d of %q is empty: %q", k, s, segTexts(segs))
+				}
+				if seg.token < 0 {
+					continue
+				}
+				at := tokens[seg.token]
+				if skip && at.special {
+					t.Fatalf("special token %q cut out of %q while skipped", at.content, s)
+				}
+				// The content may itself hold whitespace: any place of it
+				// that leaves only allowed whitespace around it will do
+				// (and, for a single_word token, touches no word character
+				// in the text around that place).
+				found := false
+				for i := 0; i+len(at.content) <= len(seg.text) && !found; i++ {
+					l, r := seg.text[:i], seg.text[i+len(at.content):]
+					found = seg.text[i:i+len(at.content)] == at.content &&
+						(l == "" || at.lstrip && strings.TrimFunc(l, unicode.IsSpace) == "") &&
+						(r == "" || at.rstrip && strings.TrimFunc(r, unicode.IsSpace) == "")
+					if found && at.singleWord {
+						before := strings.Join(segTexts(segs[:k]), "") + l
+						after := r + strings.Join(segTexts(segs[k+1:]), "")
+						found = !endsWithWordChar(before) && !startsWithWordChar(after)
+					}
+				}
+				if !found {
+					t.Fatalf("segment %q of %q is not token %+v with only allowed whitespace around it (or it touches a word)", seg.text, s, at)
+				}
+			}
+			if all.String() != s {
+				t.Fatalf("segments %q of %q concatenate to %q", segTexts(segs), s, all.String())
+			}
+		}
+	})
+}
+
+func segTexts(segs []segment) []string {
+	out := make([]string, len(segs))
+	for i, s := range segs {
+		out[i] = s.text
+	}
+	return out
 }
