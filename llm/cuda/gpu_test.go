@@ -353,30 +353,14 @@ func BenchmarkGPUDecodeStep(b *testing.B) {
 			m := benchModel(b)
 			const seqs, prompt = 4, 128
 			gb := newGPUOpts(b, m, Options{DType: v.dt, CUDAGraphs: v.graphs}, seqs*64)
-			batch := decodeBatch(b, gb, m.Config.VocabSize, seqs, prompt, 64)
-			for range 10 { // warm up (buffers grown, clocks up)
-				if _, err := gb.Forward(batch); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ResetTimer()
-			for b.Loop() {
-				if _, err := gb.Forward(batch); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/step")
+			timeSteps(b, gb, decodeBatch(b, gb, m.Config.VocabSize, seqs, prompt, 64))
 		})
 	}
 }
 
-// BenchmarkGPUPrefillChunk times the step a prefill_512_16 request spends
-// most of its steps in at tiny-vLLM's 64-token step budget: one 64-token
-// chunk of a prompt at positions 256..319 (float16, eager, no row sampled).
-func BenchmarkGPUPrefillChunk(b *testing.B) {
-	m := benchModel(b)
-	gb := newGPUOpts(b, m, Options{DType: "float16"}, 64)
-	batch := prefillChunkBatch(b, gb, m.Config.VocabSize, 256, 64, false)
+// timeSteps runs batch on gb as b's loop, after ten untimed steps (buffers
+// grown, graphs captured, clocks up), and reports ms/step.
+func timeSteps(b *testing.B, gb *Backend, batch *engine.Batch) {
 	for range 10 {
 		if _, err := gb.Forward(batch); err != nil {
 			b.Fatal(err)
@@ -389,6 +373,15 @@ func BenchmarkGPUPrefillChunk(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/step")
+}
+
+// BenchmarkGPUPrefillChunk times the step a prefill_512_16 request spends
+// most of its steps in at tiny-vLLM's 64-token step budget: one 64-token
+// chunk of a prompt at positions 256..319 (float16, eager, no row sampled).
+func BenchmarkGPUPrefillChunk(b *testing.B) {
+	m := benchModel(b)
+	gb := newGPUOpts(b, m, Options{DType: "float16"}, 64)
+	timeSteps(b, gb, prefillChunkBatch(b, gb, m.Config.VocabSize, 256, 64, false))
 }
 
 // prefillChunkBatch prefills done made-up tokens of one sequence on gb
