@@ -3,6 +3,7 @@ package cuda
 import (
 	"io"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -217,6 +218,15 @@ func TestFakeGPUSizing(t *testing.T) {
 	}
 	if _, err := b.MaxKVBlocks(0); err == nil {
 		t.Error("block size 0 accepted")
+	}
+	// The kernels index cache slots with 32-bit ints: however much memory
+	// is free, no pool has more.
+	b.opts.NumBlocks, b.opts.GPUMemoryUtilization, g.free = 0, 1, 1<<62
+	if n, err := b.MaxKVBlocks(16); err != nil || int64(n)*16 > math.MaxInt32 || n < math.MaxInt32/16-1 {
+		t.Errorf("MaxKVBlocks with 4 EiB free: %d, %v; want the %d blocks 32-bit slots allow", n, err, math.MaxInt32/16)
+	}
+	if err := b.AllocateKV(math.MaxInt32/16+1, 16); err == nil || !strings.Contains(err.Error(), "slots") {
+		t.Errorf("AllocateKV past 2^31 slots: %v", err)
 	}
 }
 

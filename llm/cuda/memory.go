@@ -121,14 +121,21 @@ func (b *Backend) MaxKVBlocks(blockSize int) (int, error) {
 	if budget < per {
 		return 0, fmt.Errorf("cuda: %d MiB free on %s leaves no room for one KV block (%d bytes) at utilization %.2f", free>>20, b.deviceName, per, u)
 	}
-	return int(min(budget/per, math.MaxInt32)), nil
+	return int(min(budget/per, maxSlots/int64(blockSize))), nil
 }
+
+// maxSlots bounds a KV cache's slots (blocks times block size): the
+// kernels index slots with 32-bit ints.
+const maxSlots = math.MaxInt32
 
 // AllocateKV implements engine.Backend: one allocation for the keys and
 // one for the values of every layer, for exactly numBlocks blocks.
 func (b *Backend) AllocateKV(numBlocks, blockSize int) error {
 	if numBlocks < 1 || blockSize < 1 {
 		return fmt.Errorf("cuda: AllocateKV(%d, %d): both must be positive", numBlocks, blockSize)
+	}
+	if int64(numBlocks)*int64(blockSize) > maxSlots {
+		return fmt.Errorf("cuda: AllocateKV(%d, %d): over the %d cache slots the kernels can index", numBlocks, blockSize, maxSlots)
 	}
 	done, err := b.enter()
 	defer done()
