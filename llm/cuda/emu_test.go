@@ -327,13 +327,11 @@ func TestEmuMatchesGoEmulation(t *testing.T) {
 // TestEmuOddHeadDims runs the attention kernel with head sizes whose D*G is
 // not a whole number of warps (D = 40 and 24: 120 threads before rounding)
 // or exceeds 128 (D = 160), one whose rows are not whole 16-byte packs
-// (D = 18, loaded element by element), and a model whose rows are wider
-// than the row kernels keep in registers (C = 2080 > 8*256), against the
-// CPU backend in float32.
+// (D = 18, loaded element by element), against the CPU backend in float32.
 // Before the block was rounded up to whole warps, the kernel's full-warp
 // shuffles read lanes that did not exist.
 func TestEmuOddHeadDims(t *testing.T) {
-	for _, shape := range []struct{ embd, heads int }{{80, 2}, {48, 2}, {160, 1}, {36, 2}, {2080, 4}} {
+	for _, shape := range []struct{ embd, heads int }{{80, 2}, {48, 2}, {160, 1}, {36, 2}} {
 		t.Run(fmt.Sprintf("C=%d,D=%d", shape.embd, shape.embd/shape.heads), func(t *testing.T) {
 			m := smallModel(t, func(c *gpt2.Config) { c.NEmbd, c.NHead = shape.embd, shape.heads })
 			const blocks = 40

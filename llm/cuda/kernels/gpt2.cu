@@ -100,55 +100,11 @@ __device__ void embed(float* x, const typename S::T* wte, const typename S::T* w
   for (int c = threadIdx.x; c < C; c += blockDim.x) x[(long long)i * C + c] = S::ld(te[c]) + S::ld(pe[c]);
 }
 
-// TS_ROW_REGS is how many elements of a row each thread of a row kernel
-// keeps in registers (C <= TS_ROW_REGS * blockDim: GPT-2 XL's 1600 at 256
-// threads); wider rows take the path through global memory.
-#define TS_ROW_REGS 8
-
-// layernormRegs writes LN(v) * w + b to out, by the whole block, where v
-// holds this thread's elements of the row, c = threadIdx.x + k*blockDim.x.
-// Sums in double, like the CPU reference, so the float32 mode matches it
-// closely; the weights are loaded before the first reduction, so that
-// their latency overlaps it. Same arithmetic as layernormRow.
-template <typename S>
-__device__ void layernormRegs(typename S::T* __restrict__ out, const float (&v)[TS_ROW_REGS],
-                              const typename S::T* __restrict__ w, const typename S::T* __restrict__ b,
-                              int C, float eps, double* scratch) {
-  float wv[TS_ROW_REGS], bv[TS_ROW_REGS];
-  double s = 0;
-#pragma unroll
-  for (int k = 0; k < TS_ROW_REGS; k++) {
-    int c = threadIdx.x + k * blockDim.x;
-    if (c < C) {
-      wv[k] = S::ld(w[c]);
-      bv[k] = S::ld(b[c]);
-      s += v[k];
-    }
-  }
-  double mean = blockSum(s, scratch) / C;
-  double ss = 0;
-#pragma unroll
-  for (int k = 0; k < TS_ROW_REGS; k++) {
-    if (threadIdx.x + k * blockDim.x < C) {
-      double d = v[k] - mean;
-      ss += d * d;
-    }
-  }
-  double inv = rsqrt(blockSum(ss, scratch) / C + (double)eps);
-#pragma unroll
-  for (int k = 0; k < TS_ROW_REGS; k++) {
-    int c = threadIdx.x + k * blockDim.x;
-    if (c < C) {
-      float n = (float)((v[k] - mean) * inv);
-      out[c] = S::st(n * wv[k] + bv[k]);
-    }
-  }
-}
-
-// layernormRow writes LN(xr) * w + b to out, by the whole block, for rows
-// too wide for layernormRegs. Each thread reads only the elements
-// c = threadIdx.x + k*blockDim.x, so a caller may have written those same
-// elements just before without a barrier.
+// layernormRow writes LN(xr) * w + b to out, by the whole block. Sums in
+// double, like the CPU reference, so the float32 mode matches it closely.
+// Each thread reads only the elements c = threadIdx.x + k*blockDim.x, so a
+// caller may have written those same elements just before without a
+// barrier.
 template <typename S>
 __device__ void layernormRow(typename S::T* out, const float* xr, const typename S::T* w,
                              const typename S::T* b, int C, float eps, double* scratch) {
@@ -171,55 +127,25 @@ __device__ void layernormRow(typename S::T* out, const float* xr, const typename
 // optional row list gathers the sampled rows for the final LayerNorm, so
 // the LM head runs on those rows only.
 template <typename S>
-__device__ void layernorm(typename S::T* __restrict__ out, const float* __restrict__ x, const int* rows,
-                          const typename S::T* __restrict__ w, const typename S::T* __restrict__ b, int C,
-                          float eps) {
+__device__ void layernorm(typename S::T* out, const float* x, const int* rows,
+                          const typename S::T* w, const typename S::T* b, int C, float eps) {
   __shared__ double scratch[32];
   int r = blockIdx.x;
   int src = rows ? rows[r] : r;
-  const float* xr = x + (long long)src * C;
-  if (C > TS_ROW_REGS * (int)blockDim.x) {
-    layernormRow<S>(out + (long long)r * C, xr, w, b, C, eps, scratch);
-    return;
-  }
-  float v[TS_ROW_REGS];
-#pragma unroll
-  for (int k = 0; k < TS_ROW_REGS; k++) {
-    int c = threadIdx.x + k * blockDim.x;
-    v[k] = c < C ? xr[c] : 0.f;
-  }
-  layernormRegs<S>(out + (long long)r * C, v, w, b, C, eps, scratch);
+  layernormRow<S>(out + (long long)r * C, x + (long long)src * C, w, b, C, eps, scratch);
 }
 
 // add_layernorm: x[r] += in[r] + bias (a c_proj output joining the residual
 // stream), then out[r] = LN(x[r]) * w + b, in one launch. Grid N.
 template <typename S>
-__device__ void add_layernorm(typename S::T* __restrict__ out, float* __restrict__ x, const float* __restrict__ in,
-                              const typename S::T* __restrict__ bias, const typename S::T* __restrict__ w,
-                              const typename S::T* __restrict__ b, int C, float eps) {
+__device__ void add_layernorm(typename S::T* out, float* x, const float* in, const typename S::T* bias,
+                              const typename S::T* w, const typename S::T* b, int C, float eps) {
   __shared__ double scratch[32];
   int r = blockIdx.x;
   float* xr = x + (long long)r * C;
   const float* ir = in + (long long)r * C;
-  if (C > TS_ROW_REGS * (int)blockDim.x) {
-    for (int c = threadIdx.x; c < C; c += blockDim.x) xr[c] += ir[c] + S::ld(bias[c]);
-    layernormRow<S>(out + (long long)r * C, xr, w, b, C, eps, scratch);
-    return;
-  }
-  // The row stays in registers between the add and the three passes of
-  // the LayerNorm, instead of being read back from memory twice.
-  float v[TS_ROW_REGS];
-#pragma unroll
-  for (int k = 0; k < TS_ROW_REGS; k++) {
-    int c = threadIdx.x + k * blockDim.x;
-    if (c < C) {
-      v[k] = xr[c] + (ir[c] + S::ld(bias[c]));
-      xr[c] = v[k];
-    } else {
-      v[k] = 0.f;
-    }
-  }
-  layernormRegs<S>(out + (long long)r * C, v, w, b, C, eps, scratch);
+  for (int c = threadIdx.x; c < C; c += blockDim.x) xr[c] += ir[c] + S::ld(bias[c]);
+  layernormRow<S>(out + (long long)r * C, xr, w, b, C, eps, scratch);
 }
 
 // qkv_store adds the c_attn bias, keeps q (float32, [N][C]) for attention
