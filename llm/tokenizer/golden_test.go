@@ -24,6 +24,8 @@ func TestGoldens(t *testing.T) {
 		{"gpt2_special", func(tb testing.TB) llm.Tokenizer { return gpt2(tb) }, goldenGPT2Sp, true, nil},
 		{"qwen3", func(tb testing.TB) llm.Tokenizer { return qwen(tb) }, goldenQwen, false, nil},
 		{"qwen3_special", func(tb testing.TB) llm.Tokenizer { return qwen(tb) }, goldenQwenSp, true, nil},
+		{"llama3_1", func(tb testing.TB) llm.Tokenizer { return llama(tb) }, goldenLlama, false, nil},
+		{"llama3_1_special", func(tb testing.TB) llm.Tokenizer { return llama(tb) }, goldenLlamaSp, true, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -15,18 +15,24 @@ const (
 	goldenGPT2Sp   = fixtures + "golden_gpt2_special.json"
 	goldenQwen     = fixtures + "golden_qwen3.json"
 	goldenQwenSp   = fixtures + "golden_qwen3_special.json"
+	llamaJSON      = fixtures + "llama3_1/tokenizer.json"
+	goldenLlama    = fixtures + "golden_llama3_1.json"
+	goldenLlamaSp  = fixtures + "golden_llama3_1_special.json"
 	goldenVariants = fixtures + "variants/golden_variants.json"
 )
 
 // The Qwen tokenizer.json is 11 MB and GPT-2's ranks take a while to parse:
 // load each once per test binary.
 var (
-	qwenOnce sync.Once
-	qwenTok  *HFTokenizer
-	qwenErr  error
-	gpt2Once sync.Once
-	gpt2Tok  *GPT2Tokenizer
-	gpt2Err  error
+	qwenOnce  sync.Once
+	qwenTok   *HFTokenizer
+	qwenErr   error
+	llamaOnce sync.Once
+	llamaTok  *HFTokenizer
+	llamaErr  error
+	gpt2Once  sync.Once
+	gpt2Tok   *GPT2Tokenizer
+	gpt2Err   error
 )
 
 func qwen(tb testing.TB) *HFTokenizer {
@@ -36,6 +42,15 @@ func qwen(tb testing.TB) *HFTokenizer {
 		tb.Fatal(qwenErr)
 	}
 	return qwenTok
+}
+
+func llama(tb testing.TB) *HFTokenizer {
+	tb.Helper()
+	llamaOnce.Do(func() { llamaTok, llamaErr = LoadHF(llamaJSON) })
+	if llamaErr != nil {
+		tb.Fatal(llamaErr)
+	}
+	return llamaTok
 }
 
 func gpt2(tb testing.TB) *GPT2Tokenizer {

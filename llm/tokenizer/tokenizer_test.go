@@ -23,7 +23,7 @@ func tiny(tb testing.TB) *HFTokenizer {
 }
 
 func TestVocabAndSpecials(t *testing.T) {
-	g, q, ty := gpt2(t), qwen(t), tiny(t)
+	g, q, l, ty := gpt2(t), qwen(t), llama(t), tiny(t)
 	tests := []struct {
 		name       string
 		tok        llm.Tokenizer
@@ -34,6 +34,9 @@ func TestVocabAndSpecials(t *testing.T) {
 		{"gpt2", g, 50257, 50256, []int{50256}, []int{0, 50255, 50257, -1}},
 		// Qwen's tokenizer_config.json names <|im_end|> as eos_token.
 		{"qwen3", q, 151669, 151645, []int{151643, 151644, 151645, 151656}, []int{151657, 151667, 151668, 0, 151669}},
+		// Llama 3.1's tokenizer_config.json names <|eot_id|> (the end of a
+		// chat turn), not <|end_of_text|>; all 256 added tokens are special.
+		{"llama3_1", l, 128256, 128009, []int{128000, 128001, 128009, 128002, 128255}, []int{0, 127999, 128256, -1}},
 		{"tiny", ty, 270, 268, []int{268}, []int{269, 0}},
 	}
 	for _, tc := range tests {
@@ -59,7 +62,7 @@ func TestVocabAndSpecials(t *testing.T) {
 }
 
 func TestSpecialTokenHandling(t *testing.T) {
-	g, q := gpt2(t), qwen(t)
+	g, q, l := gpt2(t), qwen(t), llama(t)
 	tests := []struct {
 		name         string
 		tok          llm.Tokenizer
@@ -74,6 +77,9 @@ func TestSpecialTokenHandling(t *testing.T) {
 		{"qwen as text", q, "<|endoftext|>", false, nil, 151643},
 		// Non-special added tokens are matched either way, as in Hugging Face.
 		{"qwen think as text", q, "<think>", false, []int{151667}, -1},
+		{"llama allowed", l, "<|begin_of_text|>Hello<|eot_id|>", true, []int{128000, 9906, 128009}, -1},
+		{"llama reserved allowed", l, "<|reserved_special_token_250|>", true, []int{128255}, -1},
+		{"llama as text", l, "<|begin_of_text|>Hello", false, nil, 128000},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -94,7 +100,7 @@ func TestSpecialTokenHandling(t *testing.T) {
 }
 
 func TestDecodeSkipSpecial(t *testing.T) {
-	g, q := gpt2(t), qwen(t)
+	g, q, l := gpt2(t), qwen(t), llama(t)
 	tests := []struct {
 		name string
 		tok  llm.Tokenizer
@@ -108,6 +114,8 @@ func TestDecodeSkipSpecial(t *testing.T) {
 		{"qwen skip special keeps think", q, []int{151644, 9707, 151667, 151645}, true, "Hello<think>"},
 		{"qwen keep", q, []int{151644, 9707, 151645}, false, "<|im_start|>Hello<|im_end|>"},
 		{"qwen unknown ids skipped", q, []int{151669, 9707, -5}, false, "Hello"},
+		{"llama skip", l, []int{128000, 9906, 128009}, true, "Hello"},
+		{"llama keep", l, []int{128000, 9906, 128009}, false, "<|begin_of_text|>Hello<|eot_id|>"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
