@@ -411,22 +411,6 @@ func appendPreTokenizer(seq *[]preTokenizer, raw json.RawMessage) error {
 	}
 }
 
-// checkPostProcessor accepts the post-processors of byte-level models. They
-// only add template tokens (BOS/EOS) or trim offsets, neither of which Encode
-// does, so they change nothing here.
-func checkPostProcessor(raw json.RawMessage) error {
-	typ, err := componentType(raw, "post_processor")
-	if err != nil {
-		return err
-	}
-	switch typ {
-	case "", "ByteLevel", "TemplateProcessing", "RobertaProcessing", "BertProcessing", "Sequence":
-		return nil
-	default:
-		return fmt.Errorf("%w: post_processor %q", ErrUnsupported, typ)
-	}
-}
-
 // checkDecoder requires the ByteLevel decoder (alone or as the only step of a
 // Sequence), which is what Decode implements.
 func checkDecoder(raw json.RawMessage) error {

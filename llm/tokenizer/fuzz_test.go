@@ -15,9 +15,10 @@ import (
 )
 
 // FuzzParseHF feeds arbitrary tokenizer.json contents to the parser: it must
-// return an error or a tokenizer that encodes and decodes without panicking.
-// Seeds: the tiny fixture (testdata/tiny) and the corpus in
-// testdata/fuzz/FuzzParseHF.
+// return an error or a tokenizer that encodes and decodes without panicking
+// and whose ids, the template's included, are all in the vocabulary.
+// Seeds: the tiny fixture (testdata/tiny), small files with each kind of
+// post_processor, and the corpus in testdata/fuzz/FuzzParseHF.
 func FuzzParseHF(f *testing.F) {
 	tinyData, err := os.ReadFile(tinyJSON)
 	if err != nil {
@@ -26,16 +27,31 @@ func FuzzParseHF(f *testing.F) {
 	f.Add(tinyData)
 	f.Add([]byte(`{"model":{"type":"BPE","vocab":{"a":0},"merges":[]},"pre_tokenizer":{"type":"ByteLevel"},"decoder":{"type":"ByteLevel"}}`))
 	f.Add([]byte(`{"model":{"vocab":{"a":0,"b":1,"ab":2},"merges":["a b"]},"pre_tokenizer":{"type":"ByteLevel","add_prefix_space":false},"decoder":{"type":"Sequence","decoders":[{"type":"ByteLevel"}]},"added_tokens":[{"id":3,"content":"<x>","special":true,"lstrip":true,"rstrip":true,"single_word":true}]}`))
+	// The post-processors a template can come from, on a small file, so
+	// the fuzzer starts from each shape (nested Sequence, multi-id
+	// special tokens, cls/sep pairs).
+	const pre = `{"model":{"type":"BPE","vocab":{"a":0,"b":1,"ab":2},"merges":["a b"]},"pre_tokenizer":{"type":"ByteLevel","add_prefix_space":false},"decoder":{"type":"ByteLevel"},"added_tokens":[{"id":3,"content":"<s>","special":true}],"post_processor":`
+	for _, pp := range []string{
+		`{"type":"Sequence","processors":[{"type":"ByteLevel","trim_offsets":false},{"type":"TemplateProcessing","single":[{"SpecialToken":{"id":"<s>","type_id":0}},{"Sequence":{"id":"A","type_id":0}}],"pair":[],"special_tokens":{"<s>":{"id":"<s>","ids":[3],"tokens":["<s>"]}}}]}`,
+		`{"type":"TemplateProcessing","single":[{"Sequence":{"id":"A","type_id":0}},{"SpecialToken":{"id":"T","type_id":1}}],"special_tokens":{"T":{"id":"T","ids":[3,2],"tokens":["<s>","ab"]}}}`,
+		`{"type":"RobertaProcessing","sep":["<s>",3],"cls":["a",0]}`,
+		`{"type":"BertProcessing","sep":["<s>",3],"cls":["b",1]}`,
+	} {
+		f.Add([]byte(pre + pp + "}"))
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		tok, err := ParseHF(data, HFOptions{})
 		if err != nil {
 			return
 		}
+		if b := tok.BOSTokenID(); b < -1 || b >= tok.VocabSize() {
+			t.Fatalf("BOSTokenID %d outside [-1, %d)", b, tok.VocabSize())
+		}
 		for _, text := range []string{"", "ab <x> hello world", "<|endoftext|>日本 \u00e9\u0301 12345  \n\t"} {
 			ids := tok.Encode(text, true)
-			for _, id := range ids {
+			for _, id := range tok.AddSpecialTokens(ids) {
 				if id < 0 || id >= tok.VocabSize() {
-					t.Fatalf("Encode(%q) gave id %d outside [0, %d)", text, id, tok.VocabSize())
+					t.Fatalf("AddSpecialTokens(Encode(%q)) gave id %d outside [0, %d)", text, id, tok.VocabSize())
 				}
 			}
 			_ = tok.Decode(ids, true)

@@ -138,6 +138,17 @@ func (t *GPT2Tokenizer) TokenString(id int) string {
 	return ByteLevelEncode(t.tokens[id])
 }
 
+// AddSpecialTokens returns a copy of ids: GPT-2 has no template tokens
+// (Hugging Face's GPT-2 tokenizer adds nothing with add_special_tokens=True
+// either). It exists so that every tokenizer of this package offers the
+// same way to add them.
+func (t *GPT2Tokenizer) AddSpecialTokens(ids []int) []int {
+	return append(make([]int, 0, len(ids)), ids...)
+}
+
+// BOSTokenID returns -1: GPT-2 puts no token in front of a sequence.
+func (t *GPT2Tokenizer) BOSTokenID() int { return -1 }
+
 // VocabSize implements llm.Tokenizer: 50257.
 func (t *GPT2Tokenizer) VocabSize() int { return GPT2VocabSize }
 

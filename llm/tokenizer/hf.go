@@ -25,6 +25,15 @@ type HFOptions struct {
 	// eos_token does). Empty means: guess from common names
 	// (<|endoftext|>, <|end_of_text|>, </s>, <eos>), else none.
 	EOSToken string
+	// BOSToken is the content of the beginning-of-sequence token
+	// (tokenizer_config.json's bos_token). It is used only with
+	// AddBOSToken; empty means none.
+	BOSToken string
+	// AddBOSToken and AddEOSToken are tokenizer_config.json's
+	// add_bos_token and add_eos_token: AddSpecialTokens puts BOSToken in
+	// front and EOSToken behind a sequence. They apply only when the
+	// tokenizer.json post_processor adds nothing itself; see ParseHF.
+	AddBOSToken, AddEOSToken bool
 }
 
 // HFTokenizer is a Hugging Face byte-level BPE tokenizer read from a
@@ -33,7 +42,9 @@ type HFOptions struct {
 // Encode follows the Rust tokenizers library's encode with
 // add_special_tokens=false: added tokens are cut out of the raw text first,
 // the rest is normalized, pre-tokenized and run through BPE. No template
-// tokens (BOS) are added; truncation and padding settings are ignored, as
+// tokens (BOS) are added: AddSpecialTokens adds them afterwards, so that a
+// prompt is tokenized the same way whether or not a chat template already
+// wrote its BOS. Truncation and padding settings are ignored, as
 // transformers' encode ignores them.
 type HFTokenizer struct {
 	added      []addedToken
@@ -49,6 +60,10 @@ type HFTokenizer struct {
 	spelled map[int]string
 	special []bool
 	eos     int
+	// tmpl is what AddSpecialTokens puts around a sequence: the
+	// post_processor's single template, or tokenizer_config.json's
+	// add_bos_token/add_eos_token when that adds nothing.
+	tmpl template
 }
 
 var _ llm.Tokenizer = (*HFTokenizer)(nil)
@@ -83,7 +98,8 @@ type hfFile struct {
 }
 
 // LoadHF reads a tokenizer.json file. When a tokenizer_config.json sits
-// beside it, its eos_token names the end-of-sequence token.
+// beside it, its eos_token names the end-of-sequence token, and its
+// bos_token, add_bos_token and add_eos_token fill the rest of HFOptions.
 func LoadHF(path string) (*HFTokenizer, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -100,8 +116,8 @@ func LoadHF(path string) (*HFTokenizer, error) {
 	return t, nil
 }
 
-// hfOptionsBeside reads eos_token from the tokenizer_config.json next to a
-// tokenizer.json, if there is one.
+// hfOptionsBeside reads the HFOptions from the tokenizer_config.json next
+// to a tokenizer.json, if there is one.
 func hfOptionsBeside(path string) (HFOptions, error) {
 	cfgPath := filepath.Join(filepath.Dir(path), "tokenizer_config.json")
 	data, err := os.ReadFile(cfgPath)
@@ -111,27 +127,55 @@ func hfOptionsBeside(path string) (HFOptions, error) {
 	if err != nil {
 		return HFOptions{}, fmt.Errorf("tokenizer: %w", err)
 	}
-	var cfg struct {
-		EOS json.RawMessage `json:"eos_token"`
-	}
-	if err := json.Unmarshal(data, &cfg); err != nil {
+	opts, err := parseHFConfig(data)
+	if err != nil {
 		return HFOptions{}, fmt.Errorf("tokenizer: %s: %w", cfgPath, err)
 	}
-	// eos_token is either a string or an AddedToken object with "content".
+	return opts, nil
+}
+
+// parseHFConfig reads the HFOptions from a tokenizer_config.json.
+func parseHFConfig(data []byte) (HFOptions, error) {
+	var cfg struct {
+		EOS         json.RawMessage `json:"eos_token"`
+		BOS         json.RawMessage `json:"bos_token"`
+		AddBOSToken *bool           `json:"add_bos_token"`
+		AddEOSToken *bool           `json:"add_eos_token"`
+	}
+	if err := json.Unmarshal(data, &cfg); err != nil {
+		return HFOptions{}, err
+	}
+	return HFOptions{
+		EOSToken:    configToken(cfg.EOS),
+		BOSToken:    configToken(cfg.BOS),
+		AddBOSToken: cfg.AddBOSToken != nil && *cfg.AddBOSToken,
+		AddEOSToken: cfg.AddEOSToken != nil && *cfg.AddEOSToken,
+	}, nil
+}
+
+// configToken reads a token setting of tokenizer_config.json, either a
+// string or an AddedToken object with "content"; "" for null or anything
+// else.
+func configToken(raw json.RawMessage) string {
 	var s string
-	if err := json.Unmarshal(cfg.EOS, &s); err == nil {
-		return HFOptions{EOSToken: s}, nil
+	if err := json.Unmarshal(raw, &s); err == nil {
+		return s
 	}
 	var obj struct {
 		Content string `json:"content"`
 	}
-	if err := json.Unmarshal(cfg.EOS, &obj); err == nil {
-		return HFOptions{EOSToken: obj.Content}, nil
+	if err := json.Unmarshal(raw, &obj); err == nil {
+		return obj.Content
 	}
-	return HFOptions{}, nil
+	return ""
 }
 
-// ParseHF builds a tokenizer from the contents of a tokenizer.json.
+// ParseHF builds a tokenizer from the contents of a tokenizer.json. The
+// post_processor gives the template AddSpecialTokens applies; when it adds
+// nothing (Qwen's ByteLevel, GPT-2's), opts.AddBOSToken and AddEOSToken
+// decide instead, as transformers' LlamaTokenizerFast would. A
+// post_processor that adds tokens wins over them, so a BOS is never added
+// twice.
 func ParseHF(data []byte, opts HFOptions) (*HFTokenizer, error) {
 	var f hfFile
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -149,7 +193,8 @@ func ParseHF(data []byte, opts HFOptions) (*HFTokenizer, error) {
 	if t.preTok, err = parsePreTokenizer(f.PreTokenizer); err != nil {
 		return nil, err
 	}
-	if err := checkPostProcessor(f.PostProcessor); err != nil {
+	tmpl, err := parsePostProcessor(f.PostProcessor)
+	if err != nil {
 		return nil, err
 	}
 	if err := checkDecoder(f.Decoder); err != nil {
@@ -165,7 +210,47 @@ func ParseHF(data []byte, opts HFOptions) (*HFTokenizer, error) {
 	if opts.EOSToken != "" && t.eos < 0 {
 		return nil, fmt.Errorf("eos token %q is not in the vocabulary", opts.EOSToken)
 	}
+	if err := t.checkTemplateIDs(tmpl); err != nil {
+		return nil, err
+	}
+	if tmpl.empty() {
+		if tmpl, err = t.configTemplate(opts); err != nil {
+			return nil, err
+		}
+	}
+	t.tmpl = tmpl
 	return t, nil
+}
+
+// configTemplate is the template tokenizer_config.json's add_bos_token and
+// add_eos_token ask for.
+//
+// transformers' LlamaTokenizerFast (and Gemma's) rebuild the post-processor
+// from these flags whenever they load, replacing what tokenizer.json says;
+// PreTrainedTokenizerFast, which Llama 3 and Qwen use, ignores them. We
+// take the flags only when tokenizer.json's post-processor adds nothing, so
+// that a file whose post-processor already adds BOS never gets it twice,
+// and a true flag is never silently dropped. As in transformers, a flag set
+// without its token is an error.
+func (t *HFTokenizer) configTemplate(opts HFOptions) (template, error) {
+	var tp template
+	if opts.AddBOSToken {
+		if opts.BOSToken == "" {
+			return template{}, errors.New("tokenizer_config.json sets add_bos_token but no bos_token")
+		}
+		id := t.findToken(opts.BOSToken)
+		if id < 0 {
+			return template{}, fmt.Errorf("bos token %q is not in the vocabulary", opts.BOSToken)
+		}
+		tp.prefix = []int{id}
+	}
+	if opts.AddEOSToken {
+		if opts.EOSToken == "" {
+			return template{}, errors.New("tokenizer_config.json sets add_eos_token but no eos_token")
+		}
+		tp.suffix = []int{t.eos} // found above, or ParseHF failed
+	}
+	return tp, nil
 }
 
 func (t *HFTokenizer) buildModel(f *hfFile) error {
@@ -344,21 +429,34 @@ func decodeAddedContent(s string) []byte {
 	return []byte(s)
 }
 
+// findEOS returns the id of the end-of-sequence token name, or when name is
+// empty of the first common end-of-sequence token the vocabulary has; -1
+// when there is none.
 func (t *HFTokenizer) findEOS(name string) int {
 	names := []string{name}
 	if name == "" {
 		names = []string{"<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>"}
 	}
 	for _, n := range names {
-		for _, at := range t.added {
-			if at.content == n {
-				return at.id
-			}
+		if id := t.findToken(n); id >= 0 {
+			return id
 		}
-		if raw, ok := byteLevelDecode(n); ok {
-			if id, ok := t.model.vocab[string(raw)]; ok {
-				return int(id)
-			}
+	}
+	return -1
+}
+
+// findToken returns the id of the token spelled name in tokenizer.json (an
+// added token's content or a vocabulary entry in the byte-level alphabet),
+// or -1.
+func (t *HFTokenizer) findToken(name string) int {
+	for _, at := range t.added {
+		if at.content == name {
+			return at.id
+		}
+	}
+	if raw, ok := byteLevelDecode(name); ok {
+		if id, ok := t.model.vocab[string(raw)]; ok {
+			return int(id)
 		}
 	}
 	return -1
@@ -445,6 +543,21 @@ func (t *HFTokenizer) TokenString(id int) string {
 	}
 	return ByteLevelEncode(t.tokens[id])
 }
+
+// AddSpecialTokens returns ids with the tokenizer's template tokens for a
+// single sequence added (Llama 3: <|begin_of_text|> in front), as Hugging
+// Face's encode(text, add_special_tokens=True) does; ids is not modified.
+// The template is the tokenizer.json post_processor's (TemplateProcessing's
+// single template, RobertaProcessing's and BertProcessing's cls and sep,
+// also inside a Sequence), or when that adds nothing the BOS and EOS that
+// HFOptions.AddBOSToken and AddEOSToken ask for. Qwen adds nothing.
+func (t *HFTokenizer) AddSpecialTokens(ids []int) []int { return t.tmpl.apply(ids) }
+
+// BOSTokenID returns the id AddSpecialTokens puts in front of a sequence,
+// the beginning-of-sequence token (Llama 3: 128000, <|begin_of_text|>), or
+// -1 when it puts nothing there, so that a caller can tell whether a
+// prompt already starts with it (a chat template often writes it).
+func (t *HFTokenizer) BOSTokenID() int { return t.tmpl.bos() }
 
 // VocabSize implements llm.Tokenizer: one more than the largest id of the
 // vocabulary and the added tokens.
