@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"os"
 	"strings"
 	"testing"
 )
@@ -52,4 +53,30 @@ func BenchmarkEncode1MB(b *testing.B) {
 			b.ReportMetric(float64(n), "tokens")
 		})
 	}
+}
+
+// BenchmarkParseBuiltinQwen measures what the first call of Qwen() costs
+// (later calls reuse its result): decompressing the embedded 11 MB
+// tokenizer.json and parsing it, against parsing the same bytes alone.
+//
+//	go test -run '^$' -bench ParseBuiltinQwen -benchtime 5x -benchmem ./llm/tokenizer
+func BenchmarkParseBuiltinQwen(b *testing.B) {
+	b.Run("gunzip+parse", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := parseBuiltinQwen(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("parse", func(b *testing.B) {
+		data, err := os.ReadFile(qwenJSON)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for b.Loop() {
+			if _, err := ParseHF(data, HFOptions{EOSToken: "<|im_end|>"}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

@@ -14,11 +14,14 @@ import (
 // BuiltinGPT2 is the tokenizer spec that selects the built-in GPT-2 BPE.
 const BuiltinGPT2 = "gpt2"
 
-// IsBuiltin reports whether spec names the built-in GPT-2 tokenizer: "gpt2"
-// or a Hugging Face id whose tokenizer is exactly GPT-2's, so it needs no
-// file (unless LoadOptions.Revision asks for a cached one).
+// IsBuiltin reports whether spec names a built-in tokenizer, which needs no
+// file: "gpt2" or a Hugging Face id whose tokenizer is exactly GPT-2's
+// (unless LoadOptions.Revision asks for a cached one), or "qwen2.5"
+// ([BuiltinQwen]). No Qwen id is taken for the built-in Qwen tokenizer, its
+// files differing from each Qwen model's own in a few added tokens or the
+// chat template.
 func IsBuiltin(spec string) bool {
-	return spec == BuiltinGPT2 || spec == "openai-community/gpt2"
+	return spec == BuiltinGPT2 || spec == "openai-community/gpt2" || spec == BuiltinQwen
 }
 
 // LoadOptions tell Load where to look for Hugging Face ids. They are plain
@@ -28,9 +31,10 @@ func IsBuiltin(spec string) bool {
 type LoadOptions struct {
 	// Revision, when set, is the branch, tag or commit hash of a Hugging
 	// Face id to load (vLLM's --tokenizer-revision): only hub cache layouts
-	// are searched (see hfhub.SnapshotAt), and a path or the built-in
-	// "gpt2" is an error, having no revisions; "gpt2" and
-	// "openai-community/gpt2" are then looked up in the cache like any id.
+	// are searched (see hfhub.SnapshotAt). A path, or the built-in
+	// "qwen2.5", is an error, having no revisions; "gpt2" and
+	// "openai-community/gpt2" then name GPT-2's repository and are looked
+	// up in the cache like any id.
 	Revision string
 	// TokenizerDir is an extra folder searched first for ids, as
 	// DIR/ORG/NAME/tokenizer.json or as a Hugging Face cache layout
@@ -128,12 +132,12 @@ func (e *NotFoundError) Error() string {
 		fmt.Fprintf(&b, " or by fetching it into the Hugging Face cache once: %s (huggingface_hub before 0.34: huggingface-cli download, same arguments)",
 			hfhub.DownloadCommand(e.Spec, "tokenizer.json", "tokenizer_config.json"))
 	}
-	b.WriteString(`; "gpt2" is built in`)
+	b.WriteString(`; "gpt2" and "qwen2.5" are built in`)
 	return b.String()
 }
 
 // Locate finds the tokenizer.json that spec names without loading it. spec
-// is "gpt2" (built in: builtin is true and path empty), a path to a
+// is "gpt2" or "qwen2.5" (built in: builtin is true and path empty), a path to a
 // tokenizer.json, a model folder containing one (or, lacking it, a slow
 // tokenizer's vocab.json and merges.txt: path is then the vocab.json), or a
 // Hugging Face id such as
@@ -145,6 +149,10 @@ func Locate(spec string, opts LoadOptions) (path string, builtin bool, err error
 		return "", false, errors.New("tokenizer: empty name")
 	}
 	if opts.Revision != "" {
+		if spec == BuiltinQwen {
+			// Not a Hugging Face id: no cache holds revisions of it.
+			return "", false, fmt.Errorf("tokenizer revision %q: the built-in tokenizer %q has no revisions; name the model's Hugging Face id (such as Qwen/Qwen2.5-0.5B-Instruct) instead", opts.Revision, spec)
+		}
 		return locateRevision(spec, opts)
 	}
 	if IsBuiltin(spec) {
@@ -250,7 +258,8 @@ func inHubCache(repoDir string) (string, bool) {
 func isFile(p string) bool { return hfhub.IsFile(p) }
 
 // Load returns the tokenizer spec names (see [Locate] for what spec may be):
-// the built-in GPT-2 BPE for "gpt2", otherwise the Hugging Face tokenizer.json
+// the built-in GPT-2 BPE for "gpt2", the built-in Qwen tokenizer ([Qwen])
+// for "qwen2.5", otherwise the Hugging Face tokenizer.json
 // found, with the end-of-sequence token from a tokenizer_config.json beside
 // it, or the vocab.json and merges.txt found (see [LoadVocabMerges]). It
 // reads only local files.
@@ -261,15 +270,25 @@ func Load(spec string, opts LoadOptions) (llm.Tokenizer, error) {
 
 // LoadWithFiles is Load that also returns the paths of the files it read,
 // so that a benchmark can record them by content; none for the built-in
-// BPE.
+// tokenizers.
 func LoadWithFiles(spec string, opts LoadOptions) (llm.Tokenizer, []string, error) {
 	path, builtin, err := Locate(spec, opts)
 	if err != nil {
 		return nil, nil, err
 	}
 	if builtin {
-		tok, err := GPT2()
-		return tok, nil, err
+		// Returned through explicit nils: a nil *HFTokenizer in the
+		// llm.Tokenizer result would not compare equal to nil.
+		var tok llm.Tokenizer
+		if spec == BuiltinQwen {
+			tok, err = Qwen()
+		} else {
+			tok, err = GPT2()
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		return tok, nil, nil
 	}
 	var tok llm.Tokenizer
 	var names []string
