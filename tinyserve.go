@@ -19,16 +19,17 @@ import (
 
 	"github.com/tinyserve/tinyserve/internal/hfhub"
 	"github.com/tinyserve/tinyserve/llm"
+	"github.com/tinyserve/tinyserve/llm/cpu"
 	"github.com/tinyserve/tinyserve/llm/cuda"
 	"github.com/tinyserve/tinyserve/llm/engine"
-	"github.com/tinyserve/tinyserve/llm/gpt2"
 	"github.com/tinyserve/tinyserve/llm/mock"
+	"github.com/tinyserve/tinyserve/llm/model"
 	"github.com/tinyserve/tinyserve/llm/tokenizer"
 )
 
 // DefaultModel is the model Open loads when Config.Model is empty: a small
 // GPT-2 with random weights, generated in code, that needs no download.
-const DefaultModel = gpt2.BuiltinTiny
+const DefaultModel = model.BuiltinTiny
 
 // Backends Open knows.
 const (
@@ -41,10 +42,11 @@ const (
 // tiny-gpt2 on the CPU with vLLM's scheduler defaults. JSON keys are the
 // flag names with underscores (the sweep's embedded target uses them).
 type Config struct {
-	// Model is a built-in model name (tiny-gpt2, gpt2-124m-random), a
-	// Hugging Face GPT-2 checkpoint folder, or the id of one in the local
-	// Hugging Face cache (openai-community/gpt2; nothing is downloaded).
-	// Empty means DefaultModel.
+	// Model is a built-in model name (tiny-gpt2, gpt2-124m-random,
+	// qwen2.5-0.5b-random), a Hugging Face checkpoint folder (GPT-2, Llama,
+	// Qwen2/2.5, Qwen3), or the id of one in the local Hugging Face cache
+	// (Qwen/Qwen2.5-0.5B-Instruct; nothing is downloaded). Empty means
+	// DefaultModel.
 	Model string `json:"model,omitempty"`
 	// Revision is the branch, tag or commit hash of a Model given as a
 	// Hugging Face id (vLLM's --revision), which the local cache must
@@ -62,10 +64,12 @@ type Config struct {
 	// and Threads (cpu only), GPUMemoryUtilization (cuda only),
 	// MockLatency (mock only).
 	Backend string `json:"backend,omitempty"`
-	// DType is the weight and KV type: auto (the default) means float32 on
-	// the cpu backend and float16 on cuda; cuda also takes bfloat16 and
-	// float32 (for exact comparisons); cpu takes bfloat16 for the streamed
-	// matrix weights (computed in float32, half the bytes per decode step).
+	// DType is the weight and KV type. auto (the default) follows the
+	// checkpoint's torch_dtype, as vLLM does: bfloat16 for a bfloat16
+	// checkpoint on either backend; otherwise float32 on the cpu backend
+	// and float16 on cuda. cuda also takes float32 (for exact comparisons);
+	// cpu takes bfloat16 for the streamed matrix weights (computed in
+	// float32, half the bytes per decode step) and float32.
 	DType string `json:"dtype,omitempty"`
 	// Tokenizer overrides the model's tokenizer: gpt2, a tokenizer.json
 	// path, a model folder (tokenizer.json, or vocab.json and merges.txt)
@@ -238,44 +242,42 @@ func load(cfg Config) (engine.Backend, llm.Tokenizer, llm.ModelInfo, error) {
 	if name == "" {
 		name = DefaultModel
 	}
-	m, err := gpt2.OpenWith(name, gpt2.OpenOptions{Revision: cfg.Revision, LoadFormat: cfg.LoadFormat, Getenv: cfg.Getenv})
+	src, err := model.Resolve(name, model.ResolveOptions{Revision: cfg.Revision, LoadFormat: cfg.LoadFormat, Getenv: cfg.Getenv})
 	if err != nil {
 		return nil, nil, llm.ModelInfo{}, err
 	}
-	if m.HubID != "" {
+	m, err := model.Open(src, cfg.LoadFormat)
+	if err != nil {
+		return nil, nil, llm.ModelInfo{}, err
+	}
+	if src.HubID != "" {
 		// A Hugging Face id: say which snapshot of the cache was loaded.
-		cfg.Logger.Info("model found in the Hugging Face cache", "model", name, "revision", m.Revision, "folder", m.Dir)
+		cfg.Logger.Info("model found in the Hugging Face cache", "model", name, "revision", src.Revision, "folder", src.Dir)
 	}
 	tok, tokSpec, tokFiles, err := modelTokenizer(cfg, name, m)
 	if err != nil {
 		m.Close()
 		return nil, nil, llm.ModelInfo{}, err
 	}
-	if tv, mv := tok.VocabSize(), m.Config.VocabSize; tv < mv && mv-tv <= maxVocabPadding && m.TrimVocab(tv) == nil {
-		// A vocabulary padded past the tokenizer's (nanoGPT's 50304): the
-		// extra ids are padding that no text maps to, so they are dropped
-		// rather than ever sampled. A bigger gap is a tokenizer that does
-		// not belong to the model, refused below.
-		cfg.Logger.Info("the model's vocabulary is padded past its tokenizer's: the extra ids are never produced",
-			"model_vocab_size", mv, "tokenizer_vocab_size", tv)
-	}
-	if tok.VocabSize() != m.Config.VocabSize {
+	if err := fitVocab(cfg, m, tok, tokSpec); err != nil {
 		m.Close()
-		which := tokSpec
-		if cfg.Tokenizer == "" && tokSpec == tokenizer.BuiltinGPT2 && !gpt2.IsBuiltin(name) {
-			which = "GPT-2's built-in BPE (the model folder has no tokenizer.json, nor vocab.json with merges.txt)"
-		}
-		return nil, nil, llm.ModelInfo{}, fmt.Errorf("tokenizer has %d tokens but the model's config.json says vocab_size %d; the tokenizer is %s", tok.VocabSize(), m.Config.VocabSize, which)
+		return nil, nil, llm.ModelInfo{}, err
 	}
 	if err := setSamplingDefaults(cfg, m); err != nil {
 		m.Close()
 		return nil, nil, llm.ModelInfo{}, err
 	}
+	dtype := resolveDType(cfg.Backend, cfg.DType, m.Config.TorchDType)
+	kvElem := 4
+	if cfg.Backend == BackendCUDA && dtype != "float32" {
+		kvElem = 2
+	}
+	cfg.Logger.Info("model loaded", "model", name, "architecture", m.Config.Architecture, "params", m.NumParams(),
+		"weights_bytes", m.WeightBytes(), "dtype", dtype, "heads", m.Config.Heads, "kv_heads", m.Config.KVHeads,
+		// What grouped-query attention saves: the paged cache holds
+		// num_key_value_heads heads per layer, not num_attention_heads.
+		"kv_bytes_per_token", m.Config.KVBytesPerToken(kvElem))
 	if cfg.Backend == BackendCUDA {
-		dtype := cfg.DType
-		if dtype == "half" {
-			dtype = "float16"
-		}
 		b, err := cuda.NewBackend(m, cuda.Options{
 			DType: dtype, GPUMemoryUtilization: cfg.GPUMemoryUtilization, NumBlocks: cfg.NumBlocks,
 			LibDir: cuda.LibDirFromEnv(), Getenv: cfg.Getenv, Logger: cfg.Logger, CUDAGraphs: !cfg.EnforceEager,
@@ -284,20 +286,88 @@ func load(cfg Config) (engine.Backend, llm.Tokenizer, llm.ModelInfo, error) {
 			m.Close()
 			return nil, nil, llm.ModelInfo{}, fmt.Errorf("backend cuda: %w", err)
 		}
-		return withModel{b, m}, tok, withTokenizerFiles(b.Info(), tokFiles), nil
+		return withModel{b, m}, tok, withStops(withTokenizerFiles(b.Info(), tokFiles), tok), nil
 	}
 	weights := "" // float32
-	if cfg.DType == "bfloat16" {
+	if dtype == "bfloat16" {
 		weights = "bfloat16"
 	}
-	backend, err := gpt2.NewCPUBackend(m, gpt2.CPUOptions{Threads: cfg.Threads, KVCacheBytes: cfg.KVCacheBytes, WeightDType: weights})
+	backend, err := cpu.New(m, cpu.Options{Threads: cfg.Threads, KVCacheBytes: cfg.KVCacheBytes, WeightDType: weights})
 	if err != nil {
 		m.Close()
 		return nil, nil, llm.ModelInfo{}, err
 	}
-	info := withTokenizerFiles(m.Info(), tokFiles)
+	info := withStops(withTokenizerFiles(m.Info(), tokFiles), tok)
 	info.Backend = BackendCPU
 	return withModel{backend, m}, tok, info, nil
+}
+
+// resolveDType is the storage type a backend uses for dtype (vLLM's names
+// half and float mean float16 and float32): auto follows the checkpoint's
+// torch_dtype where the backend has it (bfloat16), else each backend's
+// default (float32 on cpu, float16 on cuda, as vLLM casts a float32
+// checkpoint to half on a GPU).
+func resolveDType(backend, dtype, torchDType string) string {
+	switch dtype {
+	case "half":
+		return "float16"
+	case "float":
+		return "float32"
+	case "", "auto":
+		if torchDType == "bfloat16" {
+			return "bfloat16"
+		}
+		if backend == BackendCUDA {
+			return "float16"
+		}
+		return "float32"
+	}
+	return dtype
+}
+
+// fitVocab checks the tokenizer against the model's vocabulary. A model
+// vocabulary padded past the tokenizer's by under 128 ids (nanoGPT pads
+// GPT-2's 50257 to 50304) is trimmed to it, so that the padding is never
+// sampled. A larger padding of at most 1/64 of the vocabulary (Qwen's
+// 151936 rows for its 151669 tokens) is served whole, as Hugging Face and
+// vLLM serve it: prompts may name those ids and their logits are computed.
+// Anything else is a tokenizer that does not belong to the model.
+func fitVocab(cfg Config, m *model.Model, tok llm.Tokenizer, tokSpec string) error {
+	tv, mv := tok.VocabSize(), m.Config.VocabSize
+	switch {
+	case tv == mv:
+		return nil
+	case tv < mv && mv-tv <= maxVocabPadding && m.TrimVocab(tv) == nil:
+		cfg.Logger.Info("the model's vocabulary is padded past its tokenizer's: the extra ids are never produced",
+			"model_vocab_size", mv, "tokenizer_vocab_size", tv)
+		return nil
+	case tv < mv && mv-tv <= mv/64:
+		cfg.Logger.Info("the model's vocabulary has rows past its tokenizer's; they decode to nothing",
+			"model_vocab_size", mv, "tokenizer_vocab_size", tv)
+		return nil
+	}
+	which := tokSpec
+	if cfg.Tokenizer == "" && tokSpec == tokenizer.BuiltinGPT2 && !model.IsBuiltin(m.Name) {
+		which = "GPT-2's built-in BPE (the model folder has no tokenizer.json, nor vocab.json with merges.txt)"
+	}
+	return fmt.Errorf("tokenizer has %d tokens but the model's config.json says vocab_size %d; the tokenizer is %s", tv, mv, which)
+}
+
+// withStops adds the tokenizer's end-of-sequence token to the ids that end
+// a sequence, when the model's files do not name it already: the stop ids
+// are the union of config.json's, generation_config.json's and the
+// tokenizer's eos_token.
+func withStops(info llm.ModelInfo, tok llm.Tokenizer) llm.ModelInfo {
+	eos := tok.EOSTokenID()
+	if eos < 0 || eos >= info.VocabSize || eos == info.EOSTokenID || slices.Contains(info.StopTokenIDs, eos) {
+		return info
+	}
+	if info.EOSTokenID < 0 {
+		info.EOSTokenID = eos
+		return info
+	}
+	info.StopTokenIDs = append(slices.Clone(info.StopTokenIDs), eos)
+	return info
 }
 
 // withTokenizerFiles records in info's source the tokenizer files read; a
@@ -323,19 +393,20 @@ const maxVocabPadding = 127
 // Load read from the checkpoint's generation_config.json) and logs the
 // defaults in force, as vLLM warns of them: a request without temperature
 // then samples at the model's, which surprises a client that expects 1.
-func setSamplingDefaults(cfg Config, m *gpt2.Model) error {
+func setSamplingDefaults(cfg Config, m *model.Model) error {
 	switch g := cfg.GenerationConfig; g {
 	case "", "auto":
 	case "vllm":
 		m.Defaults = llm.SamplingDefaults{}
 	default:
-		if _, err := os.Stat(filepath.Join(g, gpt2.GenerationConfigFile)); err != nil {
-			return fmt.Errorf("generation_config %q: want auto, vllm or a folder holding %s: %w", g, gpt2.GenerationConfigFile, err)
+		if _, err := os.Stat(filepath.Join(g, model.GenerationConfigFile)); err != nil {
+			return fmt.Errorf("generation_config %q: want auto, vllm or a folder holding %s: %w", g, model.GenerationConfigFile, err)
 		}
-		d, err := gpt2.ReadGenerationConfig(g)
+		gc, err := model.ReadGenerationConfig(g)
 		if err != nil {
 			return fmt.Errorf("generation_config: %w", err)
 		}
+		d := gc.Defaults
 		// A folder's max_new_tokens is a limit on every request, not only
 		// the meaning of max_tokens null: vLLM's override_max_tokens.
 		d.MaxTokensLimit = d.MaxTokens
@@ -385,7 +456,7 @@ func refuseIgnored(cfg Config) error {
 // that reads it, when the engine closes the backend.
 type withModel struct {
 	engine.Backend
-	model *gpt2.Model
+	model *model.Model
 }
 
 // ReturnsPromptLogits implements engine.PromptLogitsBackend: the wrapper
@@ -411,8 +482,8 @@ func (w withModel) Close() error {
 // tokenizer.json, or its vocab.json and merges.txt, when it has them, else
 // GPT-2's built-in BPE; it also returns the tokenizer spec it loaded. name
 // is the model asked for (cfg.Model, or DefaultModel when that is empty).
-func modelTokenizer(cfg Config, name string, m *gpt2.Model) (llm.Tokenizer, string, []string, error) {
-	spec, model := cfg.Tokenizer, m.Dir
+func modelTokenizer(cfg Config, name string, m *model.Model) (llm.Tokenizer, string, []string, error) {
+	spec := cfg.Tokenizer
 	revision, inherited := cfg.TokenizerRevision, false
 	if revision == "" && cfg.Revision != "" && spec != "" && hfhub.IsRepoID(spec) && !exists(spec) && !tokenizer.IsBuiltin(spec) {
 		// vLLM's tokenizer_revision defaults to its revision. The built-in
@@ -422,28 +493,17 @@ func modelTokenizer(cfg Config, name string, m *gpt2.Model) (llm.Tokenizer, stri
 	}
 	if spec == "" && cfg.TokenizerRevision != "" {
 		// The model's own tokenizer at another revision: its id's.
-		if m.HubID == "" {
+		if m.Source.HubID == "" {
 			return nil, "", nil, fmt.Errorf("tokenizer_revision (--tokenizer-revision) %q applies to a tokenizer named by its Hugging Face id, and the model %q is not one: give --tokenizer", cfg.TokenizerRevision, name)
 		}
-		spec = m.HubID
+		spec = m.Source.HubID
 	}
-	if spec == "" && model != "" {
-		for _, names := range [][]string{{"tokenizer.json"}, {"vocab.json", "merges.txt"}} {
-			found := true
-			for _, name := range names {
-				if _, err := os.Stat(filepath.Join(model, name)); err != nil {
-					found = false
-				}
-			}
-			if found {
-				// The file, not the folder: a folder called gpt2 (or
-				// openai-community/gpt2) would name the built-in BPE.
-				// tokenizer.Load reads a vocab.json with the merges.txt
-				// beside it.
-				spec = filepath.Join(model, names[0])
-				break
-			}
-		}
+	if spec == "" {
+		// The model's own: a built-in model's built-in tokenizer, or the
+		// folder's tokenizer.json (or vocab.json with merges.txt), the
+		// file rather than the folder: a folder called gpt2 (or
+		// openai-community/gpt2) would name the built-in BPE.
+		spec = m.Source.Tokenizer
 	}
 	if spec == "" {
 		spec = tokenizer.BuiltinGPT2

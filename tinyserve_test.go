@@ -18,8 +18,9 @@ import (
 
 	"github.com/tinyserve/tinyserve/internal/syncbuf"
 	"github.com/tinyserve/tinyserve/llm"
-	"github.com/tinyserve/tinyserve/llm/gpt2"
 	"github.com/tinyserve/tinyserve/llm/mock"
+	"github.com/tinyserve/tinyserve/llm/model"
+	"github.com/tinyserve/tinyserve/llm/tensor"
 	"github.com/tinyserve/tinyserve/openai"
 )
 
@@ -234,13 +235,14 @@ func TestOpenErrors(t *testing.T) {
 	// A folder without tokenizer files gets GPT-2's built-in BPE; when its
 	// vocabulary does not fit, the error says where the tokenizer came from
 	// (a vocab.json lost from a slow tokenizer's pair looks like this).
-	small := gpt2.Config{VocabSize: 261, NPositions: 16, NEmbd: 8, NLayer: 1, NHead: 2, LayerNormEpsilon: 1e-5, Activation: gpt2.GeluTanh, ScaleAttnWeights: true, BOSTokenID: 260, EOSTokenID: 260}
-	sm, err := gpt2.NewRandom("small", small, 1, 0.02)
+	small := model.GPT2Config(261, 16, 8, 1, 2)
+	small.BOSTokenID, small.EOSTokenIDs = 260, []int{260}
+	sm, err := model.NewRandom("small", small, model.RandomOptions{Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	smallDir := filepath.Join(dir, "small")
-	if err := sm.WriteCheckpoint(smallDir); err != nil {
+	if err := sm.WriteCheckpoint(smallDir, ""); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(smallDir, "merges.txt"), []byte("#version: 0.2\na b\n"), 0o644); err != nil {
@@ -796,23 +798,24 @@ func TestPaddedVocabulary(t *testing.T) {
 	want := greedy(base)
 	base.Close()
 
-	m, err := gpt2.Builtin(gpt2.BuiltinTiny)
+	m, err := model.Builtin(model.BuiltinTiny)
 	require.NoError(t, err)
-	c := m.Config.NEmbd
+	c := m.Config.Hidden
 	// 47 padded rows, each 10 times the row of the first token greedy
 	// picks: untrimmed, a padded id would beat it.
-	wte := slices.Clone(m.Weights.WTE)
+	wte := slices.Clone(m.Weights.Embed.Float32s())
 	row := wte[want[0]*c : (want[0]+1)*c]
 	for range 47 {
 		for _, v := range row {
 			wte = append(wte, 10*v)
 		}
 	}
-	padded := &gpt2.Model{Name: "padded", Config: m.Config, Weights: m.Weights}
+	padded := &model.Model{Name: "padded", Config: m.Config, Weights: m.Weights}
 	padded.Config.VocabSize = 50304
-	padded.Weights.WTE, padded.Weights.LMHead = wte, wte
+	padded.Weights.Embed = tensor.FromFloat32(wte, 50304, int64(c))
+	padded.Weights.LMHead = padded.Weights.Embed
 	dir := t.TempDir()
-	require.NoError(t, padded.WriteCheckpoint(dir))
+	require.NoError(t, padded.WriteCheckpoint(dir, ""))
 
 	e, err := Open(context.Background(), Config{Model: dir})
 	require.NoError(t, err)

@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tinyserve/tinyserve/llm/cuda"
-	"github.com/tinyserve/tinyserve/llm/gpt2"
+	"github.com/tinyserve/tinyserve/llm/model"
 	"github.com/tinyserve/tinyserve/sweep"
 )
 
@@ -137,10 +137,11 @@ func TestEmbeddedCheckpointRecorded(t *testing.T) {
 func tinyCheckpoint(t *testing.T, dir string) string {
 	t.Helper()
 	ckpt := filepath.Join(dir, "ckpt")
-	m, err := gpt2.NewRandom("ckpt", gpt2.Config{VocabSize: 270, NPositions: 64, NEmbd: 8, NLayer: 1, NHead: 2,
-		LayerNormEpsilon: 1e-5, Activation: gpt2.GeluTanh, ScaleAttnWeights: true, BOSTokenID: 269, EOSTokenID: 269}, 7, 0.5)
+	c := model.GPT2Config(270, 64, 8, 1, 2)
+	c.BOSTokenID, c.EOSTokenIDs = 269, []int{269}
+	m, err := model.NewRandom("ckpt", c, model.RandomOptions{Seed: 7, Std: 0.5})
 	require.NoError(t, err)
-	require.NoError(t, m.WriteCheckpoint(ckpt))
+	require.NoError(t, m.WriteCheckpoint(ckpt, ""))
 	return ckpt
 }
 

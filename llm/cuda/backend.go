@@ -11,7 +11,7 @@ import (
 
 	"github.com/tinyserve/tinyserve/llm"
 	"github.com/tinyserve/tinyserve/llm/engine"
-	"github.com/tinyserve/tinyserve/llm/gpt2"
+	"github.com/tinyserve/tinyserve/llm/model"
 )
 
 // DefaultGPUMemoryUtilization is the fraction of free GPU memory used for
@@ -70,8 +70,8 @@ type Options struct {
 // the device's context current there, because CUDA contexts are per thread
 // and Go moves goroutines between threads.
 type Backend struct {
-	m    *gpt2.Model
-	cfg  gpt2.Config
+	m    *model.Model
+	cfg  model.Config
 	opts Options
 	dt   dtype
 	log  *slog.Logger
@@ -139,13 +139,16 @@ type kernels struct {
 // driver, a GPU or one of the libraries it returns an error saying which
 // and where it looked; it never panics. Call Close when done; the model
 // stays owned by the caller.
-func NewBackend(m *gpt2.Model, opts Options) (*Backend, error) {
+func NewBackend(m *model.Model, opts Options) (*Backend, error) {
 	if m == nil {
 		return nil, errors.New("cuda: nil model")
 	}
 	cfg := m.Config
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("cuda: %w", err)
+	}
+	if cfg.Arch != model.ArchGPT2 {
+		return nil, fmt.Errorf("cuda: the %s architecture (%s) does not run on the cuda backend yet; --backend cpu runs it", cfg.Arch, cfg.Architecture)
 	}
 	dt, err := parseDType(opts.DType)
 	if err != nil {
@@ -164,19 +167,22 @@ func NewBackend(m *gpt2.Model, opts Options) (*Backend, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	if hd := cfg.HeadDim(); hd > 1024 {
+	if hd := cfg.HeadDim; hd > 1024 {
 		return nil, fmt.Errorf("cuda: head dimension %d is over 1024", hd)
 	}
 	// Attention runs one block per (row, head): the grid's y dimension is
 	// the head count, at most 65535.
-	if cfg.NHead > 65535 {
-		return nil, fmt.Errorf("cuda: %d attention heads, over the 65535 a grid dimension holds", cfg.NHead)
+	if cfg.Heads > 65535 {
+		return nil, fmt.Errorf("cuda: %d attention heads, over the 65535 a grid dimension holds", cfg.Heads)
 	}
 	// The attention kernel keeps a row's scores in shared memory, within
 	// the 48 KiB (static and dynamic together) a launch gets without
 	// opting in to more.
-	if need := attentionShared(cfg.NPositions, cfg.HeadDim(), dt.size) + attentionStaticShared; need > 48<<10 {
-		return nil, fmt.Errorf("cuda: context length %d needs %d bytes of shared memory per attention block, over 48 KiB", cfg.NPositions, need)
+	if need := attentionShared(cfg.MaxPositions, cfg.HeadDim, dt.size) + attentionStaticShared; need > 48<<10 {
+		return nil, fmt.Errorf("cuda: context length %d needs %d bytes of shared memory per attention block, over 48 KiB", cfg.MaxPositions, need)
+	}
+	if err := m.Check(); err != nil {
+		return nil, fmt.Errorf("cuda: %w", err)
 	}
 	b := &Backend{m: m, cfg: cfg, opts: opts, dt: dt, log: log}
 	runtime.LockOSThread()

@@ -5,12 +5,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tinyserve/tinyserve/llm/gpt2"
+	"github.com/tinyserve/tinyserve/llm/model"
 )
 
-func tinyModel(t testing.TB) *gpt2.Model {
+func tinyModel(t testing.TB) *model.Model {
 	t.Helper()
-	m, err := gpt2.Builtin(gpt2.BuiltinTiny)
+	m, err := model.Builtin(model.BuiltinTiny)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,16 +75,16 @@ func TestNewBackendRejectsBadOptions(t *testing.T) {
 // config is read before the libraries load, so the models have no weights.
 func TestNewBackendRejectsShapesTheKernelsCannotRun(t *testing.T) {
 	base := tinyModel(t).Config
-	shape := func(mutate func(*gpt2.Config)) *gpt2.Model {
+	shape := func(mutate func(*model.Config)) *model.Model {
 		c := base
 		mutate(&c)
 		if err := c.Validate(); err != nil {
 			t.Fatal(err)
 		}
-		return &gpt2.Model{Name: "shape", Config: c}
+		return &model.Model{Name: "shape", Config: c}
 	}
 	opts := Options{DType: "float32", LibDir: t.TempDir(), Getenv: func(string) string { return "" }}
-	D := base.HeadDim()
+	D := base.HeadDim
 	// The longest context whose attention block fits 48 KiB (float32
 	// storage), static scratch included; one position more does not.
 	within := ((48<<10-attentionStaticShared)/4 - D - attentionThreads(D)*4) / 2
@@ -96,12 +96,12 @@ func TestNewBackendRejectsShapesTheKernelsCannotRun(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name   string
-		mutate func(*gpt2.Config)
+		mutate func(*model.Config)
 		want   string // "" for a shape that passes the check
 	}{
-		{"context over the shared memory", func(c *gpt2.Config) { c.NPositions = within + 1 }, "shared memory"},
-		{"context within it", func(c *gpt2.Config) { c.NPositions = within }, ""},
-		{"heads over a grid dimension", func(c *gpt2.Config) { c.NHead, c.NEmbd = 65536, 65536 }, "65535"},
+		{"context over the shared memory", func(c *model.Config) { c.MaxPositions = within + 1 }, "shared memory"},
+		{"context within it", func(c *model.Config) { c.MaxPositions = within }, ""},
+		{"heads over a grid dimension", func(c *model.Config) { c.Heads, c.KVHeads, c.Hidden, c.HeadDim = 65536, 65536, 65536, 1 }, "65535"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b, err := NewBackend(shape(tc.mutate), opts)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/tinyserve/tinyserve/llm/tensor"
 )
 
 // dtype is a storage type for weights, KV and GEMM inputs. Arithmetic is
@@ -13,12 +15,13 @@ type dtype struct {
 	size   int    // bytes per element
 	blas   int    // cudaDataType for cuBLAS
 	suffix string // kernel name suffix: _f32, _f16, _bf16
+	stored string // the tensor.DType of the same layout: F32, F16, BF16
 }
 
 var (
-	dtFloat32  = dtype{"float32", 4, DataFloat32, "_f32"}
-	dtFloat16  = dtype{"float16", 2, DataFloat16, "_f16"}
-	dtBFloat16 = dtype{"bfloat16", 2, DataBFloat16, "_bf16"}
+	dtFloat32  = dtype{"float32", 4, DataFloat32, "_f32", "F32"}
+	dtFloat16  = dtype{"float16", 2, DataFloat16, "_f16", "F16"}
+	dtBFloat16 = dtype{"bfloat16", 2, DataBFloat16, "_bf16", "BF16"}
 )
 
 // parseDType maps Options.DType to a storage type. Empty and "auto" mean
@@ -125,5 +128,26 @@ func (d dtype) encode(dst []byte, src []float32) {
 			u := conv(v)
 			dst[2*i], dst[2*i+1] = byte(u), byte(u>>8)
 		}
+	}
+}
+
+// encodeTensor writes t into dst (t.Len()*size bytes) in the storage type:
+// its bytes as they are when it is stored so already, else converted.
+func (d dtype) encodeTensor(dst []byte, t tensor.Tensor) {
+	if string(t.DType) == d.stored {
+		copy(dst, t.Raw())
+		return
+	}
+	if t.DType == tensor.F32 {
+		d.encode(dst, t.Float32s())
+		return
+	}
+	// Widen one chunk at a time: a bfloat16 model is not doubled on the
+	// host on its way to a float16 or float32 device copy.
+	var buf [4096]float32
+	for off := 0; off < t.Len(); off += len(buf) {
+		n := min(len(buf), t.Len()-off)
+		t.Float32sInto(buf[:n], off)
+		d.encode(dst[off*d.size:], buf[:n])
 	}
 }

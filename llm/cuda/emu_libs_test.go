@@ -14,7 +14,7 @@ import (
 	"unsafe"
 
 	"github.com/ebitengine/purego"
-	"github.com/tinyserve/tinyserve/llm/gpt2"
+	"github.com/tinyserve/tinyserve/llm/model"
 )
 
 // emuLibDir builds the emulator with its library entry points into a
@@ -63,7 +63,7 @@ func nullDevice(t testing.TB, dir string) uintptr {
 // device check this way.)
 func TestEmuLibraries(t *testing.T) {
 	dir := emuLibDir(t)
-	newDev := func(t testing.TB, m *gpt2.Model, opts Options, numBlocks int) *Backend {
+	newDev := func(t testing.TB, m *model.Model, opts Options, numBlocks int) *Backend {
 		t.Helper()
 		opts.LibDir, opts.CacheDir = dir, t.TempDir()
 		opts.Getenv = func(string) string { return "" } // only dir is searched first

@@ -34,7 +34,7 @@ import (
 
 	"github.com/tinyserve/tinyserve/llm"
 	"github.com/tinyserve/tinyserve/llm/engine"
-	"github.com/tinyserve/tinyserve/llm/gpt2"
+	"github.com/tinyserve/tinyserve/llm/model"
 	"github.com/tinyserve/tinyserve/llm/tokenizer"
 )
 
@@ -202,13 +202,13 @@ func (g *fakeGPU) unmap(a *fakeAlloc) {
 }
 
 // newEmuBackend is a newDevice on the emulator.
-func newEmuBackend(t testing.TB, m *gpt2.Model, opts Options, numBlocks int) *Backend {
+func newEmuBackend(t testing.TB, m *model.Model, opts Options, numBlocks int) *Backend {
 	t.Helper()
 	b, _ := newEmuBackendOrder(t, m, opts, numBlocks, false)
 	return b
 }
 
-func newEmuBackendOrder(t testing.TB, m *gpt2.Model, opts Options, numBlocks int, reverse bool) (*Backend, *fakeGPU) {
+func newEmuBackendOrder(t testing.TB, m *model.Model, opts Options, numBlocks int, reverse bool) (*Backend, *fakeGPU) {
 	t.Helper()
 	g := newFakeGPU(t)
 	g.emu, g.reverse = loadEmu(t), reverse
@@ -307,9 +307,9 @@ func TestEmuMatchesGoEmulation(t *testing.T) {
 			if raceEnabled && v.dt != "float32" {
 				t.Skip("half types skipped under the race detector (slow Go emulation); float32 runs")
 			}
-			m := smallModel(t, func(c *gpt2.Config) {
+			m := smallModel(t, func(c *model.Config) {
 				if v.erf {
-					c.Activation = gpt2.GeluErf
+					c.Activation = model.GeluErf
 				}
 			})
 			const blocks = 40
@@ -333,7 +333,7 @@ func TestEmuMatchesGoEmulation(t *testing.T) {
 func TestEmuOddHeadDims(t *testing.T) {
 	for _, shape := range []struct{ embd, heads int }{{80, 2}, {48, 2}, {160, 1}, {36, 2}} {
 		t.Run(fmt.Sprintf("C=%d,D=%d", shape.embd, shape.embd/shape.heads), func(t *testing.T) {
-			m := smallModel(t, func(c *gpt2.Config) { c.NEmbd, c.NHead = shape.embd, shape.heads })
+			m := smallModel(t, func(c *model.Config) { *c = model.GPT2Config(c.VocabSize, c.MaxPositions, shape.embd, c.Layers, shape.heads) })
 			const blocks = 40
 			emu := newEmuBackend(t, m, Options{DType: "float32"}, blocks)
 			cb := cpuBackend(t, m, blocks)
@@ -553,7 +553,7 @@ func TestEmuStepProfile(t *testing.T) {
 // TestFakeGPUStepProfile: the same accounting on the fake GPU, whose
 // events stamp the host's clock.
 func TestFakeGPUStepProfile(t *testing.T) {
-	checkStepProfile(t, func(t testing.TB, m *gpt2.Model, opts Options, numBlocks int) *Backend {
+	checkStepProfile(t, func(t testing.TB, m *model.Model, opts Options, numBlocks int) *Backend {
 		b, _ := newFakeBackend(t, m, opts, numBlocks)
 		return b
 	}, smallModel(t, nil), "float32", 0, 3, true)

@@ -11,19 +11,19 @@ import (
 	"testing"
 	"unsafe"
 
-	"github.com/tinyserve/tinyserve/llm/gpt2"
+	"github.com/tinyserve/tinyserve/llm/cpu"
+	"github.com/tinyserve/tinyserve/llm/model"
 )
 
 // smallModel is a GPT-2 small enough for the fake GPU's Go emulation:
 // vocabulary 300, width 32, 4 heads of 8, 2 layers, 128 positions.
-func smallModel(t testing.TB, mutate func(*gpt2.Config)) *gpt2.Model {
+func smallModel(t testing.TB, mutate func(*model.Config)) *model.Model {
 	t.Helper()
-	cfg := gpt2.Config{VocabSize: 300, NPositions: 128, NEmbd: 32, NLayer: 2, NHead: 4,
-		LayerNormEpsilon: 1e-5, Activation: gpt2.GeluTanh, ScaleAttnWeights: true, BOSTokenID: -1, EOSTokenID: -1}
+	cfg := model.GPT2Config(300, 128, 32, 2, 4)
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	m, err := gpt2.NewRandom("small", cfg, 7, 0.1)
+	m, err := model.NewRandom("small", cfg, model.RandomOptions{Seed: 7, Std: 0.1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,9 +41,9 @@ func smallPrompts(vocab int, lens ...int) [][]int {
 	return out
 }
 
-func cpuBackend(t testing.TB, m *gpt2.Model, numBlocks int) *gpt2.CPUBackend {
+func cpuBackend(t testing.TB, m *model.Model, numBlocks int) *cpu.Backend {
 	t.Helper()
-	cb, err := gpt2.NewCPUBackend(m, gpt2.CPUOptions{Threads: 1})
+	cb, err := cpu.New(m, cpu.Options{Threads: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,11 +65,11 @@ func cpuBackend(t testing.TB, m *gpt2.Model, numBlocks int) *gpt2.CPUBackend {
 func TestFakeGPUMatchesCPU(t *testing.T) {
 	for _, v := range []struct {
 		name   string
-		mutate func(*gpt2.Config)
+		mutate func(*model.Config)
 	}{
 		{"gelu_new", nil},
-		{"gelu_erf", func(c *gpt2.Config) { c.Activation = gpt2.GeluErf }},
-		{"inverse_layer_scaling", func(c *gpt2.Config) { c.ScaleAttnByInverseLayerIdx = true }},
+		{"gelu_erf", func(c *model.Config) { c.Activation = model.GeluErf }},
+		{"inverse_layer_scaling", func(c *model.Config) { c.ScaleAttnByInverseLayerIdx = true }},
 	} {
 		t.Run(v.name, func(t *testing.T) {
 			if raceEnabled && v.mutate != nil {
@@ -370,7 +370,7 @@ func TestFakeGPUCuBLASWorkspace(t *testing.T) {
 // samples nothing skips the last three.
 func TestFakeGPULaunchesPerStep(t *testing.T) {
 	m := smallModel(t, nil)
-	L := m.Config.NLayer
+	L := m.Config.Layers
 	b, g := newFakeBackend(t, m, Options{DType: "float32"}, 8)
 	s := newStepper(t, b, 8)
 	gemms := 0

@@ -26,8 +26,8 @@ import (
 	"unsafe"
 
 	"github.com/tinyserve/tinyserve/llm/engine"
-	"github.com/tinyserve/tinyserve/llm/gpt2"
 	"github.com/tinyserve/tinyserve/llm/kv"
+	"github.com/tinyserve/tinyserve/llm/model"
 )
 
 type fakeAlloc struct {
@@ -563,14 +563,14 @@ func (g *fakeGPU) blas() *CuBLAS {
 // newFakeBackend builds a Backend on a fake GPU the way NewBackend does,
 // with a placeholder kernel image in the cache so that NVRTC is not needed,
 // and KV for numBlocks blocks of 16.
-func newFakeBackend(t testing.TB, m *gpt2.Model, opts Options, numBlocks int) (*Backend, *fakeGPU) {
+func newFakeBackend(t testing.TB, m *model.Model, opts Options, numBlocks int) (*Backend, *fakeGPU) {
 	t.Helper()
 	g := newFakeGPU(t)
 	return fakeBackendOn(t, g, m, opts, numBlocks), g
 }
 
 // fakeBackendOn builds the backend on g.
-func fakeBackendOn(t testing.TB, g *fakeGPU, m *gpt2.Model, opts Options, numBlocks int) *Backend {
+func fakeBackendOn(t testing.TB, g *fakeGPU, m *model.Model, opts Options, numBlocks int) *Backend {
 	t.Helper()
 	cfg := m.Config
 	if err := cfg.Validate(); err != nil {

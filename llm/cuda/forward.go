@@ -3,11 +3,10 @@ package cuda
 import (
 	"errors"
 	"fmt"
-	"math"
 	"unsafe"
 
 	"github.com/tinyserve/tinyserve/llm/engine"
-	"github.com/tinyserve/tinyserve/llm/gpt2"
+	"github.com/tinyserve/tinyserve/llm/model"
 )
 
 // Launch shapes. 256 threads suit rows of 64..1024 elements; the argmax
@@ -24,7 +23,7 @@ const (
 func (b *Backend) grow(rows, sample, metaLen int) error {
 	c := b.cfg
 	b.maxStepRows = max(b.maxStepRows, rows)
-	C, V, H := c.NEmbd, c.VocabSize, c.NInner
+	C, V, H := c.Hidden, c.VocabSize, c.Intermediate
 	if rows > b.capRows || sample > b.capSample || metaLen > b.capMeta {
 		// Graphs hold the old addresses.
 		b.dropGraphs()
@@ -129,7 +128,7 @@ func (b *Backend) Forward(batch *engine.Batch) ([]engine.SampleRow, error) {
 	if b.kc == 0 {
 		return nil, errors.New("cuda: Forward before AllocateKV")
 	}
-	lim := metaLimits{vocab: b.cfg.VocabSize, nPositions: b.cfg.NPositions, numBlocks: b.numBlocks, blockSize: b.blockSize}
+	lim := metaLimits{vocab: b.cfg.VocabSize, nPositions: b.cfg.MaxPositions, numBlocks: b.numBlocks, blockSize: b.blockSize}
 	// A decode-only step that may use a CUDA graph packs its block tables
 	// with the widest stride and attends over the full context size, so
 	// that every launch parameter is the same for every such step of one
@@ -137,7 +136,7 @@ func (b *Backend) Forward(batch *engine.Batch) ([]engine.SampleRow, error) {
 	graph := b.graphable(batch)
 	stride, npos := 0, 0
 	if graph {
-		stride, npos = (b.cfg.NPositions+b.blockSize-1)/b.blockSize, b.cfg.NPositions
+		stride, npos = (b.cfg.MaxPositions+b.blockSize-1)/b.blockSize, b.cfg.MaxPositions
 	}
 	if b.packed, err = packBatch(b.packed, &b.bm, batch, lim, stride); err != nil {
 		return nil, err
@@ -223,7 +222,7 @@ func (b *Backend) results(m *batchMeta) []engine.SampleRow {
 // keeps room for npos positions (at least the batch's largest plus one).
 func (b *Backend) forwardDevice(m *batchMeta, npos int) error {
 	c := b.cfg
-	C, D, NH, H, V := c.NEmbd, c.HeadDim(), c.NHead, c.NInner, c.VocabSize
+	C, D, NH, H, V := c.Hidden, c.HeadDim, c.Heads, c.Intermediate, c.VocabSize
 	N := m.N
 	i32 := DevicePtr(4)
 	tokens := b.meta + i32*DevicePtr(m.OffTokens)
@@ -231,11 +230,11 @@ func (b *Backend) forwardDevice(m *batchMeta, npos int) error {
 	seq := b.meta + i32*DevicePtr(m.OffSeq)
 	bt := b.meta + i32*DevicePtr(m.OffBlocks)
 	sample := b.meta + i32*DevicePtr(m.OffSample)
-	eps := float32(c.LayerNormEpsilon)
+	eps := float32(c.NormEps)
 	rowGrid := [3]uint32{uint32(N), 1, 1}
 	rowBlock := [3]uint32{rowThreads, 1, 1}
 	useErf := 0
-	if c.Activation == gpt2.GeluErf {
+	if c.Activation == model.GeluErf {
 		useErf = 1
 	}
 	layerBytes := DevicePtr(b.numBlocks*b.blockSize*C) * DevicePtr(b.dt.size)
@@ -250,14 +249,11 @@ func (b *Backend) forwardDevice(m *batchMeta, npos int) error {
 	if err := b.launch(b.fn.embed, rowGrid, rowBlock, 0, a.reset().ptr(b.x).ptr(b.w.wte).ptr(b.w.wpe).ptr(tokens).ptr(pos).i32(C)); err != nil {
 		return err
 	}
-	for l := range c.NLayer {
+	for l := range c.Layers {
 		w := &b.w.layers[l]
 		kc := b.kc + DevicePtr(l)*layerBytes
 		vc := b.vc + DevicePtr(l)*layerBytes
-		scale := 1.0
-		if c.ScaleAttnWeights {
-			scale /= math.Sqrt(float64(D))
-		}
+		scale := c.AttnScale
 		if c.ScaleAttnByInverseLayerIdx {
 			scale /= float64(l + 1)
 		}
@@ -303,7 +299,7 @@ func (b *Backend) forwardDevice(m *batchMeta, npos int) error {
 		}
 		// + bias into the residual stream, then the next layer's ln_1; the
 		// last layer's final LayerNorm runs on the sampled rows only.
-		if l+1 < c.NLayer {
+		if l+1 < c.Layers {
 			next := &b.w.layers[l+1]
 			if err := b.launch(b.fn.addLayernorm, rowGrid, rowBlock, 0, a.reset().ptr(b.h).ptr(b.x).ptr(b.gemm).ptr(w.projB).ptr(next.ln1W).ptr(next.ln1B).i32(C).f32(eps)); err != nil {
 				return fmt.Errorf("cuda: layer %d: %w", l, err)

@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/tinyserve/tinyserve/llm/engine"
-	"github.com/tinyserve/tinyserve/llm/gpt2"
 	"github.com/tinyserve/tinyserve/llm/kv"
+	"github.com/tinyserve/tinyserve/llm/model"
 )
 
 // fixtures is the repository's top-level test fixture folder.
@@ -55,10 +55,10 @@ type goldenCase struct {
 	} `json:"greedy"`
 }
 
-func loadGoldenCases(t *testing.T, name string) (*gpt2.Model, []goldenCase) {
+func loadGoldenCases(t *testing.T, name string) (*model.Model, []goldenCase) {
 	t.Helper()
 	dir := filepath.Join(fixtures, name)
-	m, err := gpt2.Load(dir)
+	m, err := model.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,11 +82,11 @@ func loadGoldenCases(t *testing.T, name string) (*gpt2.Model, []goldenCase) {
 // newDevice returns a backend with KV for numBlocks blocks of 16: on the
 // GPU (newGPUOpts) or on the host emulation of the kernels (newEmuBackend,
 // emu_test.go). The correctness tests below run on both.
-type newDevice func(t testing.TB, m *gpt2.Model, opts Options, numBlocks int) *Backend
+type newDevice func(t testing.TB, m *model.Model, opts Options, numBlocks int) *Backend
 
 // newGPUOpts returns a backend on the GPU, or skips the test where there is
 // none.
-func newGPUOpts(t testing.TB, m *gpt2.Model, opts Options, numBlocks int) *Backend {
+func newGPUOpts(t testing.TB, m *model.Model, opts Options, numBlocks int) *Backend {
 	t.Helper()
 	opts.LibDir, opts.CacheDir = LibDirFromEnv(), gpuKernelCache
 	b, err := NewBackend(m, opts)
@@ -323,12 +323,12 @@ func checkHalfTop10(t *testing.T, newDev newDevice) {
 // benchModel is GPT-2 124M with random weights, or the built-in model or
 // checkpoint folder $TINYSERVE_GPU_BENCH_MODEL names (bench/gpu/run.sh's
 // MODEL, for a dry run on the emulator with a small one).
-func benchModel(b *testing.B) *gpt2.Model {
+func benchModel(b *testing.B) *model.Model {
 	name := os.Getenv("TINYSERVE_GPU_BENCH_MODEL")
 	if name == "" {
-		name = gpt2.Builtin124M
+		name = model.Builtin124M
 	}
-	m, err := gpt2.Open(name)
+	m, err := model.OpenWith(name, model.OpenOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -441,9 +441,9 @@ func decodeBatch(tb testing.TB, gb *Backend, vocab, seqs, prompt, blocksPer int)
 func TestProfileGPUStep(t *testing.T) {
 	name := os.Getenv("TINYSERVE_GPU_BENCH_MODEL")
 	if name == "" {
-		name = gpt2.Builtin124M
+		name = model.Builtin124M
 	}
-	m, err := gpt2.Open(name)
+	m, err := model.OpenWith(name, model.OpenOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -458,14 +458,14 @@ func TestProfileGPUStep(t *testing.T) {
 // are shorter): every launch and GEMM of the step is accounted for, once
 // per step, the profiled steps compute what unprofiled ones do, and the
 // table is logged.
-func checkStepProfile(t *testing.T, newDev newDevice, m *gpt2.Model, dt string, hold time.Duration, steps int, prefill bool) {
+func checkStepProfile(t *testing.T, newDev newDevice, m *model.Model, dt string, hold time.Duration, steps int, prefill bool) {
 	const seqs = 4
-	prompt := min(128, m.Config.NPositions/2)
+	prompt := min(128, m.Config.MaxPositions/2)
 	gb := newDev(t, m, Options{DType: dt}, seqs*64)
 	var batch *engine.Batch
 	var what string
 	if prefill {
-		done, chunk := min(256, m.Config.NPositions/2), min(64, m.Config.NPositions/4)
+		done, chunk := min(256, m.Config.MaxPositions/2), min(64, m.Config.MaxPositions/4)
 		batch = prefillChunkBatch(t, gb, m.Config.VocabSize, done, chunk, true)
 		what = fmt.Sprintf("prefill step, one %d-token chunk at position %d", chunk, done)
 	} else {
@@ -497,7 +497,7 @@ func checkStepProfile(t *testing.T, newDev newDevice, m *gpt2.Model, dt string, 
 			t.Fatal(err)
 		}
 	}
-	L, C, H := m.Config.NLayer, m.Config.NEmbd, m.Config.NInner
+	L, C, H := m.Config.Layers, m.Config.Hidden, m.Config.Intermediate
 	perStep := map[string]int{
 		"embed": 1, "layernorm": 2, "residual+layernorm": 2*L - 1, "residual": 1,
 		"qkv bias+KV write": L, "attention": L, "bias+gelu": L, "argmax": 1, "gemm LM head": 1,

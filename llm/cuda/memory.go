@@ -5,6 +5,8 @@ import (
 	"math"
 	"runtime"
 	"unsafe"
+
+	"github.com/tinyserve/tinyserve/llm/tensor"
 )
 
 // devWeights are device addresses of the uploaded parameters.
@@ -20,52 +22,53 @@ type devLayer struct {
 
 // uploadWeights converts every parameter to the storage type into one host
 // buffer and copies it to one device allocation (each tensor 256-byte
-// aligned, as cuBLAS prefers).
+// aligned, as cuBLAS prefers). A tensor already stored in the storage type
+// (a bfloat16 checkpoint served in bfloat16) is copied as it is.
 func (b *Backend) uploadWeights() error {
 	w := &b.m.Weights
 	c := b.cfg
 	type item struct {
 		dst *DevicePtr
-		src []float32
+		src tensor.Tensor
 	}
 	var items []item
-	add := func(dst *DevicePtr, src []float32) { items = append(items, item{dst, src}) }
-	add(&b.w.wte, w.WTE)
-	add(&b.w.wpe, w.WPE)
-	add(&b.w.lnfW, w.LNFW)
-	add(&b.w.lnfB, w.LNFB)
+	add := func(dst *DevicePtr, src tensor.Tensor) { items = append(items, item{dst, src}) }
+	add(&b.w.wte, w.Embed)
+	add(&b.w.wpe, w.Positions)
+	add(&b.w.lnfW, w.FinalNorm.W)
+	add(&b.w.lnfB, w.FinalNorm.B)
 	tied := w.TiedHead()
 	if !tied {
 		add(&b.w.lmHead, w.LMHead)
 	}
-	if len(w.Layers) != c.NLayer {
-		return fmt.Errorf("cuda: model has %d layers of weights, config says %d", len(w.Layers), c.NLayer)
+	if len(w.Layers) != c.Layers {
+		return fmt.Errorf("cuda: model has %d layers of weights, config says %d", len(w.Layers), c.Layers)
 	}
-	b.w.layers = make([]devLayer, c.NLayer)
+	b.w.layers = make([]devLayer, c.Layers)
 	for l := range w.Layers {
 		lw, dl := &w.Layers[l], &b.w.layers[l]
-		add(&dl.ln1W, lw.LN1W)
-		add(&dl.ln1B, lw.LN1B)
-		add(&dl.attnW, lw.AttnW)
-		add(&dl.attnB, lw.AttnB)
-		add(&dl.attnProjW, lw.AttnProjW)
-		add(&dl.attnProjB, lw.AttnProjB)
-		add(&dl.ln2W, lw.LN2W)
-		add(&dl.ln2B, lw.LN2B)
-		add(&dl.fcW, lw.FCW)
-		add(&dl.fcB, lw.FCB)
-		add(&dl.projW, lw.ProjW)
-		add(&dl.projB, lw.ProjB)
+		add(&dl.ln1W, lw.AttnNorm.W)
+		add(&dl.ln1B, lw.AttnNorm.B)
+		add(&dl.attnW, lw.QKV[0].W)
+		add(&dl.attnB, lw.QKV[0].B)
+		add(&dl.attnProjW, lw.O.W)
+		add(&dl.attnProjB, lw.O.B)
+		add(&dl.ln2W, lw.MLPNorm.W)
+		add(&dl.ln2B, lw.MLPNorm.B)
+		add(&dl.fcW, lw.Up[0].W)
+		add(&dl.fcB, lw.Up[0].B)
+		add(&dl.projW, lw.Down.W)
+		add(&dl.projB, lw.Down.B)
 	}
 	offs := make([]int, len(items))
 	total := 0
 	for i, it := range items {
 		offs[i] = total
-		total += align(len(it.src)*b.dt.size, 256)
+		total += align(it.src.Len()*b.dt.size, 256)
 	}
 	host := make([]byte, total)
 	for i, it := range items {
-		b.dt.encode(host[offs[i]:], it.src)
+		b.dt.encodeTensor(host[offs[i]:], it.src)
 	}
 	var err error
 	if b.weights, err = b.drv.MemAlloc(total); err != nil {
@@ -90,7 +93,7 @@ func align(n, a int) int { return (n + a - 1) / a * a }
 // KVBytesPerBlock is the device memory one KV block of blockSize tokens
 // takes: keys and values of every layer in the storage type.
 func (b *Backend) KVBytesPerBlock(blockSize int) int64 {
-	return 2 * int64(b.cfg.NLayer) * int64(blockSize) * int64(b.cfg.NEmbd) * int64(b.dt.size)
+	return b.cfg.KVBytesPerToken(b.dt.size) * int64(blockSize)
 }
 
 // MaxKVBlocks implements engine.Backend: Options.NumBlocks when set, else

@@ -154,6 +154,11 @@ func checkEOS(info llm.ModelInfo, tok llm.Tokenizer) error {
 	if info.EOSTokenID < -1 || info.EOSTokenID >= info.VocabSize {
 		return fmt.Errorf("engine: model info's EOSTokenID %d is outside the vocabulary [0, %d) (-1 for none)", info.EOSTokenID, info.VocabSize)
 	}
+	for _, id := range info.StopTokenIDs {
+		if id < 0 || id >= info.VocabSize {
+			return fmt.Errorf("engine: model info's stop token id %d is outside the vocabulary [0, %d)", id, info.VocabSize)
+		}
+	}
 	if info.EOSTokenID == 0 && tok.EOSTokenID() != 0 {
 		return fmt.Errorf("engine: model info's EOSTokenID is 0 but the tokenizer's EOS is %d: set EOSTokenID (to tok.EOSTokenID(), or -1 for none)", tok.EOSTokenID())
 	}
@@ -229,6 +234,16 @@ func (e *Engine) Generate(ctx context.Context, r llm.Request) (<-chan llm.Event,
 	r.PromptTokens = append([]int(nil), r.PromptTokens...) // the caller keeps its slice
 	r.Params.Stop = append([]string(nil), r.Params.Stop...)
 	r.Params.StopTokenIDs = append([]int(nil), r.Params.StopTokenIDs...)
+	if !r.Params.IgnoreEOS {
+		// The model's other end-of-sequence ids (generation_config.json's
+		// list) stop it as vLLM's update_from_generation_config makes
+		// them: as stop token ids, reported as the stop reason.
+		for _, id := range e.info.StopTokenIDs {
+			if !slices.Contains(r.Params.StopTokenIDs, id) {
+				r.Params.StopTokenIDs = append(r.Params.StopTokenIDs, id)
+			}
+		}
+	}
 	r.Params.LogitBias = maps.Clone(r.Params.LogitBias)
 	r.Params.AllowedTokenIDs = slices.Clone(r.Params.AllowedTokenIDs)
 	r.Params.BadWords = cloneSeqs(r.Params.BadWords)

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tinyserve/tinyserve/llm/gpt2"
+	"github.com/tinyserve/tinyserve/llm/model"
 	"github.com/tinyserve/tinyserve/llm/tokenizer"
 )
 
@@ -219,7 +219,7 @@ func (f *readFile) floats(t *readTensor) []float32 {
 }
 
 func TestWriteTinyGPT2(t *testing.T) {
-	m, err := gpt2.Builtin(gpt2.BuiltinTiny)
+	m, err := model.Builtin(model.BuiltinTiny)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,11 +247,11 @@ func TestWriteTinyGPT2(t *testing.T) {
 	}{
 		"general.architecture":              {typeString, "gpt2"},
 		"general.alignment":                 {typeUint32, uint32(32)},
-		"gpt2.context_length":               {typeUint32, uint32(c.NPositions)},
-		"gpt2.embedding_length":             {typeUint32, uint32(c.NEmbd)},
-		"gpt2.feed_forward_length":          {typeUint32, uint32(4 * c.NEmbd)},
-		"gpt2.block_count":                  {typeUint32, uint32(c.NLayer)},
-		"gpt2.attention.head_count":         {typeUint32, uint32(c.NHead)},
+		"gpt2.context_length":               {typeUint32, uint32(c.MaxPositions)},
+		"gpt2.embedding_length":             {typeUint32, uint32(c.Hidden)},
+		"gpt2.feed_forward_length":          {typeUint32, uint32(4 * c.Hidden)},
+		"gpt2.block_count":                  {typeUint32, uint32(c.Layers)},
+		"gpt2.attention.head_count":         {typeUint32, uint32(c.Heads)},
 		"gpt2.attention.layer_norm_epsilon": {typeFloat32, float32(1e-5)},
 		"tokenizer.ggml.model":              {typeString, "gpt2"},
 		"tokenizer.ggml.pre":                {typeString, "gpt-2"},
@@ -327,12 +327,12 @@ func TestWriteTinyGPT2(t *testing.T) {
 	}
 
 	// Tensors: names, shapes, types, aligned and non-overlapping offsets.
-	C, V, P, I := uint64(c.NEmbd), uint64(c.VocabSize), uint64(c.NPositions), uint64(4*c.NEmbd)
+	C, V, P, I := uint64(c.Hidden), uint64(c.VocabSize), uint64(c.MaxPositions), uint64(4*c.Hidden)
 	want := map[string][]uint64{
 		"token_embd.weight": {C, V}, "position_embd.weight": {C, P},
 		"output_norm.weight": {C}, "output_norm.bias": {C}, "output.weight": {C, V},
 	}
-	for i := range c.NLayer {
+	for i := range c.Layers {
 		p := fmt.Sprintf("blk.%d.", i)
 		for k, v := range map[string][]uint64{
 			"attn_norm.weight": {C}, "attn_norm.bias": {C},
@@ -393,28 +393,28 @@ func TestWriteTinyGPT2(t *testing.T) {
 	// Values: a transposed Conv1D matrix and an untransposed embedding.
 	l := &m.Weights.Layers[1]
 	qkv := f.floats(f.tensor("blk.1.attn_qkv.weight")) // [3C][C]
-	for o := range 3 * c.NEmbd {
-		for in := range c.NEmbd {
-			if got, w := qkv[o*c.NEmbd+in], l.AttnW[in*3*c.NEmbd+o]; got != w {
+	for o := range 3 * c.Hidden {
+		for in := range c.Hidden {
+			if got, w := qkv[o*c.Hidden+in], l.QKV[0].W.At(in*3*c.Hidden+o); got != w {
 				t.Fatalf("blk.1.attn_qkv.weight[out %d][in %d] = %v, want c_attn[in][out] = %v", o, in, got, w)
 			}
 		}
 	}
 	down := f.floats(f.tensor("blk.3.ffn_down.weight")) // [C][4C]
-	for o := range c.NEmbd {
-		for in := range 4 * c.NEmbd {
-			if got, w := down[o*4*c.NEmbd+in], m.Weights.Layers[3].ProjW[in*c.NEmbd+o]; got != w {
+	for o := range c.Hidden {
+		for in := range 4 * c.Hidden {
+			if got, w := down[o*4*c.Hidden+in], m.Weights.Layers[3].Down.W.At(in*c.Hidden+o); got != w {
 				t.Fatalf("blk.3.ffn_down.weight[%d][%d] = %v, want %v", o, in, got, w)
 			}
 		}
 	}
-	if !slices.Equal(f.floats(f.tensor("token_embd.weight")), m.Weights.WTE) {
+	if !slices.Equal(f.floats(f.tensor("token_embd.weight")), m.Weights.Embed.Float32s()) {
 		t.Errorf("token_embd.weight differs from wte")
 	}
-	if !slices.Equal(f.floats(f.tensor("output.weight")), m.Weights.LMHead) {
+	if !slices.Equal(f.floats(f.tensor("output.weight")), m.Weights.LMHead.Float32s()) {
 		t.Errorf("output.weight differs from the LM head")
 	}
-	if !slices.Equal(f.floats(f.tensor("blk.2.attn_qkv.bias")), m.Weights.Layers[2].AttnB) {
+	if !slices.Equal(f.floats(f.tensor("blk.2.attn_qkv.bias")), m.Weights.Layers[2].QKV[0].B.Float32s()) {
 		t.Errorf("blk.2.attn_qkv.bias differs")
 	}
 }
@@ -429,11 +429,11 @@ func TestTranspose(t *testing.T) {
 }
 
 func TestRejectsUnsupportedConfig(t *testing.T) {
-	m, err := gpt2.Builtin(gpt2.BuiltinTiny)
+	m, err := model.Builtin(model.BuiltinTiny)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.Config.Activation = gpt2.GeluErf
+	m.Config.Activation = model.GeluErf
 	if err := convert(m, nil); err == nil {
 		t.Errorf("converted a model with the erf GELU")
 	}

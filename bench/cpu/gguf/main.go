@@ -21,8 +21,9 @@ import (
 	"os"
 	"slices"
 
+	"github.com/tinyserve/tinyserve/llm/cpu"
 	"github.com/tinyserve/tinyserve/llm/engine"
-	"github.com/tinyserve/tinyserve/llm/gpt2"
+	"github.com/tinyserve/tinyserve/llm/model"
 )
 
 func main() {
@@ -39,7 +40,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: gguf -in CKPT -out FILE.gguf | gguf -in CKPT -greedy [-prompt-len 32] [-n 16]")
 		os.Exit(2)
 	}
-	m, err := gpt2.Open(*in)
+	m, err := model.OpenWith(*in, model.OpenOptions{})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -59,7 +60,7 @@ func main() {
 	}
 }
 
-func writeFile(m *gpt2.Model, path string) error {
+func writeFile(m *model.Model, path string) error {
 	tmp := path + ".tmp"
 	f, err := os.Create(tmp)
 	if err != nil {
@@ -96,11 +97,11 @@ type greedyResult struct {
 
 // greedyIDs generates n tokens greedily after promptIDs(0, promptLen)
 // with tinyserve's CPU backend.
-func greedyIDs(m *gpt2.Model, promptLen, n, threads int) (*greedyResult, error) {
-	if promptLen < 1 || n < 1 || promptLen+n > m.Config.NPositions {
-		return nil, fmt.Errorf("prompt of %d tokens plus %d new ones does not fit in %d positions", promptLen, n, m.Config.NPositions)
+func greedyIDs(m *model.Model, promptLen, n, threads int) (*greedyResult, error) {
+	if promptLen < 1 || n < 1 || promptLen+n > m.Config.MaxPositions {
+		return nil, fmt.Errorf("prompt of %d tokens plus %d new ones does not fit in %d positions", promptLen, n, m.Config.MaxPositions)
 	}
-	b, err := gpt2.NewCPUBackend(m, gpt2.CPUOptions{Threads: threads})
+	b, err := cpu.New(m, cpu.Options{Threads: threads})
 	if err != nil {
 		return nil, err
 	}

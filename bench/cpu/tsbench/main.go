@@ -31,9 +31,10 @@ import (
 	"time"
 
 	"github.com/tinyserve/tinyserve/internal/f32"
+	"github.com/tinyserve/tinyserve/llm/cpu"
 	"github.com/tinyserve/tinyserve/llm/engine"
-	"github.com/tinyserve/tinyserve/llm/gpt2"
 	"github.com/tinyserve/tinyserve/llm/kv"
+	"github.com/tinyserve/tinyserve/llm/model"
 )
 
 // blockSize is the KV block size the engine uses by default.
@@ -57,7 +58,7 @@ type result struct {
 }
 
 func main() {
-	model := flag.String("model", gpt2.Builtin124M, "checkpoint folder, or a built-in model name")
+	modelName := flag.String("model", model.Builtin124M, "checkpoint folder, or a built-in model name")
 	table := flag.String("table", "", "print the JSON results in this file as a table and exit")
 	base := flag.String("base", "tinyserve", "with -table: the engine the others are compared with")
 	reps := flag.Int("reps", 5, "timed runs per case (the median is reported)")
@@ -76,18 +77,18 @@ func main() {
 		return
 	}
 
-	m, err := gpt2.Open(*model)
+	m, err := model.OpenWith(*modelName, model.OpenOptions{})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer m.Close()
 
 	start := time.Now()
-	opts := gpt2.CPUOptions{Threads: *threads}
+	opts := cpu.Options{Threads: *threads}
 	if err := withDType(&opts, *dtype); err != nil {
 		log.Fatal(err)
 	}
-	b, err := gpt2.NewCPUBackend(m, opts)
+	b, err := cpu.New(m, opts)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -102,9 +103,13 @@ func main() {
 	}
 	r := &runner{b: b, vocab: m.Config.VocabSize, numBlocks: numBlocks}
 	var gbs float64
+	elem := 4
+	if *dtype == "bfloat16" {
+		elem = 2
+	}
 	if *bandwidth {
 		gbs = readBandwidth(runtime.GOMAXPROCS(0))
-		log.Printf("%s: read bandwidth %.1f GB/s (%d goroutines reading 512 MiB each); decode floor at batch 1 %.1f ms", *name, gbs, runtime.GOMAXPROCS(0), stepBytes(m.Config, 1, decodeContext)/gbs/1e6)
+		log.Printf("%s: read bandwidth %.1f GB/s (%d goroutines reading 512 MiB each); decode floor at batch 1 %.1f ms", *name, gbs, runtime.GOMAXPROCS(0), stepBytes(m.Config, elem, 1, decodeContext)/gbs/1e6)
 	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -133,7 +138,7 @@ func main() {
 		var seqs int
 		if gbs > 0 && sscan(c, "decode-b%d", &seqs) {
 			// The context grows by one token per run: take the median run's.
-			res.FloorMS = stepBytes(m.Config, seqs, decodeContext+1+len(times)/2) / gbs / 1e6
+			res.FloorMS = stepBytes(m.Config, elem, seqs, decodeContext+1+len(times)/2) / gbs / 1e6
 		}
 		if *jsonOut {
 			out, _ := json.Marshal(res)
@@ -161,7 +166,7 @@ func splitComma(s string) []string {
 // runner builds batches over a fixed block layout: sequence i owns blocks
 // [i·per, (i+1)·per), so that the cases never need an allocator.
 type runner struct {
-	b         *gpt2.CPUBackend
+	b         *cpu.Backend
 	vocab     int
 	numBlocks int
 
@@ -269,16 +274,6 @@ func sscan(s, format string, n *int) bool {
 	var tail string
 	k, _ := fmt.Sscanf(s+" end", format+" %s", n, &tail)
 	return k == 2 && tail == "end"
-}
-
-// stepBytes is what a decode step of seqs sequences at context ctx must
-// read at least: every matrix of every layer and the LM head in float32,
-// and each sequence's keys and values in every layer (biases and norms are
-// well under 1% more). At batch 8 and context 140 the KV is 17% of it.
-func stepBytes(c gpt2.Config, seqs, ctx int) float64 {
-	perLayer := 3*c.NEmbd*c.NEmbd + c.NEmbd*c.NEmbd + 2*c.NEmbd*c.NInner
-	kv := 2 * c.NLayer * c.NEmbd * ctx * seqs
-	return 4 * float64(c.NLayer*perLayer+c.VocabSize*c.NEmbd+kv)
 }
 
 // readBandwidth measures how fast threads goroutines can read memory: each

@@ -29,9 +29,10 @@ import (
 	"time"
 
 	"github.com/tinyserve/tinyserve/llm"
+	"github.com/tinyserve/tinyserve/llm/cpu"
 	"github.com/tinyserve/tinyserve/llm/cuda"
 	"github.com/tinyserve/tinyserve/llm/engine"
-	"github.com/tinyserve/tinyserve/llm/gpt2"
+	"github.com/tinyserve/tinyserve/llm/model"
 	"github.com/tinyserve/tinyserve/llm/tokenizer"
 )
 
@@ -50,18 +51,18 @@ func run(args []string, stdout, stderr io.Writer) error {
 	case "checkpoint":
 		fs := flag.NewFlagSet("checkpoint", flag.ContinueOnError)
 		fs.SetOutput(stderr)
-		model := fs.String("model", gpt2.Builtin124M, "built-in model name")
+		modelName := fs.String("model", model.Builtin124M, "built-in model name")
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
 		}
 		if fs.NArg() != 1 {
 			return errors.New("usage: gpubench checkpoint [-model NAME] DIR")
 		}
-		m, err := gpt2.Builtin(*model)
+		m, err := model.Builtin(*modelName)
 		if err != nil {
 			return err
 		}
-		return m.WriteCheckpoint(fs.Arg(0))
+		return m.WriteCheckpoint(fs.Arg(0), "") // in its own stored type
 	case "scenarios":
 		return scenariosCmd(args[1:], stdout, stderr)
 	case "fromsweep":
@@ -99,7 +100,7 @@ func scenariosCmd(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("scenarios", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	backend := fs.String("backend", "cuda", "cuda or cpu")
-	model := fs.String("model", gpt2.Builtin124M, "built-in model name or checkpoint folder")
+	modelName := fs.String("model", model.Builtin124M, "built-in model name or checkpoint folder")
 	dtype := fs.String("dtype", "float16", "CUDA dtype: float16, bfloat16, float32")
 	requests := fs.Int("requests", 32, "requests per scenario (tiny-vLLM sends 100)")
 	only := fs.String("only", "", "comma-separated scenario names (default all)")
@@ -113,7 +114,7 @@ func scenariosCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	m, err := gpt2.Open(*model)
+	m, err := model.OpenWith(*modelName, model.OpenOptions{})
 	if err != nil {
 		return err
 	}
@@ -133,7 +134,7 @@ func scenariosCmd(args []string, stdout, stderr io.Writer) error {
 		}
 		be = b
 	case "cpu":
-		b, err := gpt2.NewCPUBackend(m, gpt2.CPUOptions{})
+		b, err := cpu.New(m, cpu.Options{})
 		if err != nil {
 			return err
 		}

@@ -1,5 +1,0 @@
-//go:build !race
-
-package gpt2
-
-const raceEnabled = false
