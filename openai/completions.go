@@ -213,8 +213,9 @@ func (h *handler) preparePrompts(req *completionRequest) ([]promptIn, *apiError)
 	prompts := make([]promptIn, 0, req.numPrompts())
 	for _, t := range req.texts {
 		// Special tokens written in the text are parsed as such, as a
-		// Hugging Face tokenizer does in vLLM.
-		prompts = append(prompts, promptIn{text: t, tokens: h.tok.Encode(t, true)})
+		// Hugging Face tokenizer does in vLLM, and with add_special_tokens
+		// (the default) the tokenizer's BOS is added where it has one.
+		prompts = append(prompts, promptIn{text: t, tokens: llm.EncodePrompt(h.tok, t, req.addSpecial)})
 	}
 	for _, ids := range req.tokenLists {
 		prompts = append(prompts, promptIn{tokens: ids})

@@ -25,8 +25,12 @@ type completionRequest struct {
 	model string
 	// Exactly one of texts and tokenLists is set: the prompts as strings, or
 	// as token ids. Each entry is one prompt.
-	texts        []string
-	tokenLists   [][]int
+	texts      []string
+	tokenLists [][]int
+	// addSpecial is vLLM's add_special_tokens (true unless the request
+	// says false): text prompts get the tokenizer's template tokens, such
+	// as Llama 3's <|begin_of_text|>. Token-id prompts are taken as given.
+	addSpecial   bool
 	params       llm.SamplingParams
 	n            int
 	echo         bool
@@ -142,6 +146,7 @@ type rawCompletionRequest struct {
 	BadWords               []*string `json:"bad_words"`
 	ReturnTokensAsTokenIDs *bool     `json:"return_tokens_as_token_ids"`
 	Priority               *int      `json:"priority"`
+	AddSpecialTokens       *bool     `json:"add_special_tokens"`
 }
 
 // knownCompletionField lists the JSON names of rawCompletionRequest. It is
@@ -154,7 +159,7 @@ func knownCompletionField(name string) bool {
 		"stream_options", "return_token_ids", "user", "presence_penalty", "frequency_penalty",
 		"repetition_penalty", "best_of", "suffix", "logit_bias", "prompt_logprobs",
 		"min_p", "include_stop_str_in_output", "skip_special_tokens", "truncate_prompt_tokens",
-		"allowed_token_ids", "return_tokens_as_token_ids", "priority", "bad_words":
+		"allowed_token_ids", "return_tokens_as_token_ids", "priority", "bad_words", "add_special_tokens":
 		return true
 	}
 	return false
@@ -175,6 +180,7 @@ func decodeCompletion(body []byte) (*completionRequest, *apiError) {
 	if raw.User != nil {
 		c.user = *raw.User
 	}
+	c.addSpecial = raw.AddSpecialTokens == nil || *raw.AddSpecialTokens
 	if c.texts, c.tokenLists, e = parsePrompt(raw.Prompt); e != nil {
 		return nil, e
 	}

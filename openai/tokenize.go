@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+
+	"github.com/tinyserve/tinyserve/llm"
 )
 
 // POST /tokenize and POST /detokenize follow vLLM's (the completion form of
@@ -74,9 +76,9 @@ func (h *handler) tokenize(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, badRequest("prompt", "missing_required_parameter", "prompt is required"))
 		return
 	}
-	// add_special_tokens is accepted for vLLM compatibility; GPT-2-style
-	// tokenizers add no BOS/EOS, so it changes nothing here.
-	ids := h.tok.Encode(*req.Prompt, true)
+	// add_special_tokens defaults to true, as vLLM's: a tokenizer whose
+	// template adds a BOS (Llama 3) counts it, as a completion would.
+	ids := llm.EncodePrompt(h.tok, *req.Prompt, req.AddSpecialTokens == nil || *req.AddSpecialTokens)
 	resp := tokenizeResponse{Count: len(ids), MaxModelLen: h.info.MaxModelLen, Tokens: nonNil(ids)}
 	if req.ReturnTokenStrs != nil && *req.ReturnTokenStrs {
 		resp.TokenStrs = make([]string, len(ids))

@@ -154,7 +154,7 @@ func generate(ctx context.Context, cfg tinyserve.Config, prompts []string, param
 	results := make([]result, len(prompts))
 	reqs := make([]llm.Request, len(prompts))
 	for i, p := range prompts {
-		reqs[i] = llm.Request{ID: fmt.Sprintf("prompt-%d", i), PromptTokens: e.Tokenizer().Encode(p, true), Params: params}
+		reqs[i] = llm.Request{ID: fmt.Sprintf("prompt-%d", i), PromptTokens: llm.EncodePrompt(e.Tokenizer(), p, true), Params: params}
 	}
 	err = runAll(ctx, e, reqs, func(i int, ev llm.Event) {
 		r := &results[i]

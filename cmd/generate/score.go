@@ -27,7 +27,7 @@ func score(ctx context.Context, cfg tinyserve.Config, prompts []string, out io.W
 	// batch; the results are printed in prompt order.
 	reqs := make([]llm.Request, len(prompts))
 	for i, p := range prompts {
-		reqs[i] = llm.Request{ID: fmt.Sprintf("score-%d", i), PromptTokens: tok.Encode(p, true),
+		reqs[i] = llm.Request{ID: fmt.Sprintf("score-%d", i), PromptTokens: llm.EncodePrompt(tok, p, true),
 			Params: llm.SamplingParams{MaxTokens: 0, PromptLogprobs: &one}} // score only
 	}
 	logprobs := make([][]llm.TokenLogprob, len(prompts))

@@ -333,7 +333,9 @@ func TestEmuMatchesGoEmulation(t *testing.T) {
 func TestEmuOddHeadDims(t *testing.T) {
 	for _, shape := range []struct{ embd, heads int }{{80, 2}, {48, 2}, {160, 1}, {36, 2}} {
 		t.Run(fmt.Sprintf("C=%d,D=%d", shape.embd, shape.embd/shape.heads), func(t *testing.T) {
-			m := smallModel(t, func(c *model.Config) { *c = model.GPT2Config(c.VocabSize, c.MaxPositions, shape.embd, c.Layers, shape.heads) })
+			m := smallModel(t, func(c *model.Config) {
+				*c = model.GPT2Config(c.VocabSize, c.MaxPositions, shape.embd, c.Layers, shape.heads)
+			})
 			const blocks = 40
 			emu := newEmuBackend(t, m, Options{DType: "float32"}, blocks)
 			cb := cpuBackend(t, m, blocks)

@@ -99,7 +99,7 @@ func TestParseLlamaFamily(t *testing.T) {
 		{"llama-tiny", Config{Arch: ArchLlama, Architecture: "LlamaForCausalLM", VocabSize: 128256, Hidden: 32, Layers: 2, Heads: 2, KVHeads: 1,
 			HeadDim: 16, Intermediate: 64, MaxPositions: 131072, Norm: RMSNorm, NormEps: 1e-5, Rotary: true, RopeTheta: 500000,
 			RopeScaling: Llama3Scaling{Factor: 32, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMaxPositions: 8192},
-			MLP: MLPGated, Activation: SiLU, AttnScale: 0.25, TiedEmbeddings: true,
+			MLP:         MLPGated, Activation: SiLU, AttnScale: 0.25, TiedEmbeddings: true,
 			BOSTokenID: 128000, EOSTokenIDs: []int{128001}, TorchDType: "bfloat16"}},
 		{"qwen3-tiny", Config{Arch: ArchQwen3, Architecture: "Qwen3ForCausalLM", VocabSize: 151936, Hidden: 32, Layers: 2, Heads: 4, KVHeads: 2,
 			HeadDim: 16, Intermediate: 64, MaxPositions: 40960, Norm: RMSNorm, NormEps: 1e-6, Rotary: true, RopeTheta: 1e6,
@@ -125,14 +125,14 @@ func TestParseLlamaFamily(t *testing.T) {
 func TestLlamaFamilyDefaults(t *testing.T) {
 	shape := `"hidden_size":64,"intermediate_size":128,"num_hidden_layers":2,"num_attention_heads":4`
 	for _, tc := range []struct {
-		arch              string
-		headDim, kvHeads  int
-		qkvBias, qkNorm   bool
-		positions, vocab  int
-		bos               int
-		eos               []int
-		tied              bool
-		theta, eps        float64
+		arch             string
+		headDim, kvHeads int
+		qkvBias, qkNorm  bool
+		positions, vocab int
+		bos              int
+		eos              []int
+		tied             bool
+		theta, eps       float64
 	}{
 		{"LlamaForCausalLM", 16, 4, false, false, 2048, 32000, 1, []int{2}, false, 10000, 1e-6},
 		{"Qwen2ForCausalLM", 16, 4, true, false, 32768, 151936, -1, nil, false, 10000, 1e-6},

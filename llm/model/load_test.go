@@ -737,10 +737,17 @@ func checkAliases(t *testing.T, m *Model, file string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range params(&m.Config, &m.Weights) {
+	for i, p := range params(&m.Config, &m.Weights) {
 		raw := p.dst.Raw()
 		if got := mappedFile(t, unsafe.Pointer(unsafe.SliceData(raw)), len(raw)); got != file {
 			t.Errorf("tensor %q (%s) is not in the mapping of %s but in %q: copied at load", p.name, p.dst.DType, file, got)
+		}
+		if i == 0 {
+			// The check itself: a copy on the heap is not in the mapping.
+			cp := slices.Clone(raw)
+			if got := mappedFile(t, unsafe.Pointer(unsafe.SliceData(cp)), len(cp)); got == file {
+				t.Fatalf("a heap copy of %q is reported as in the mapping of %s", p.name, file)
+			}
 		}
 	}
 }
