@@ -70,9 +70,15 @@ func (ks *kernels) rmsNorm(y, x, g []float32, eps float64) {
 
 // SiLUMul sets gate[i] to silu(gate[i])·up[i], the gated MLP's
 // activation: silu(x) = x·sigmoid(x) = x/(1+exp(−x)).
-func SiLUMul(gate, up []float32) {
+func SiLUMul(gate, up []float32) { best.siluMul(gate, up) }
+
+func (ks *kernels) siluMul(gate, up []float32) {
+	if len(gate) == 0 {
+		return
+	}
 	up = up[:len(gate)]
-	for i, v := range gate {
+	for i := asmSiLUMul(ks.isa, &gate[0], &up[0], len(gate)); i < len(gate); i++ {
+		v := gate[i]
 		gate[i] = v / (1 + exp32(-v)) * up[i]
 	}
 }

@@ -564,3 +564,57 @@ func TestDotRowsSplitInvariant(t *testing.T) {
 		}
 	}
 }
+
+// TestSiLUMul: every kernel set computes silu(g)·u = g/(1+exp(−g))·u to a
+// few ulps, including the tails shorter than a vector and arguments far
+// outside the exp's clamped range.
+func TestSiLUMul(t *testing.T) {
+	rng := rand.New(rand.NewPCG(15, 16))
+	for _, ks := range available() {
+		for n := range 70 {
+			g, u := make([]float32, n), make([]float32, n)
+			for i := range g {
+				g[i], u[i] = float32(rng.NormFloat64()*4), float32(rng.NormFloat64())
+			}
+			if n > 3 {
+				g[0], g[1], g[2] = -120, 120, 0
+			}
+			orig := append([]float32(nil), g...)
+			ks.siluMul(g, u)
+			for i, v := range orig {
+				f := float64(v)
+				want := f / (1 + math.Exp(-f)) * float64(u[i])
+				// The exp's argument is exact; its 3 ulps, the division
+				// and the product round a few more. Below −88 the exp is
+				// clamped (ExpLow's twin), so silu is some 1e-37 instead of
+				// 1e-51: zero for any activation.
+				if d := math.Abs(float64(g[i]) - want); d > 8*eps32*(1+math.Abs(f))*math.Abs(want)+1e-35 {
+					t.Fatalf("%s: silu(%v)·%v = %v, want %v", ks.name, v, u[i], g[i], want)
+				}
+			}
+		}
+	}
+}
+
+// TestRMSNorm: x/sqrt(mean(x²)+eps)·g against a float64 computation.
+func TestRMSNorm(t *testing.T) {
+	rng := rand.New(rand.NewPCG(17, 18))
+	for _, ks := range available() {
+		for _, n := range []int{1, 7, 64, 896, 1500} {
+			x, g, y := make([]float32, n), make([]float32, n), make([]float32, n)
+			var ss float64
+			for i := range x {
+				x[i], g[i] = float32(rng.NormFloat64()*0.05), float32(1+rng.NormFloat64()*0.1)
+				ss += float64(x[i]) * float64(x[i])
+			}
+			ks.rmsNorm(y, x, g, 1e-6)
+			inv := 1 / math.Sqrt(ss/float64(n)+1e-6)
+			for i := range x {
+				want := float64(x[i]) * inv * float64(g[i])
+				if d := math.Abs(float64(y[i]) - want); d > 4*eps32*math.Abs(want)+1e-30 {
+					t.Fatalf("%s n=%d: y[%d] = %v, want %v", ks.name, n, i, y[i], want)
+				}
+			}
+		}
+	}
+}

@@ -291,6 +291,8 @@ func main() {
 	g.expSubSum("expSubSumAVX2", false)
 	g.gelu("geluAVX512", true)
 	g.gelu("geluAVX2", false)
+	g.siluMul("siluMulAVX512", true)
+	g.siluMul("siluMulAVX2", false)
 	g.maxVec("maxAVX512", true)
 	g.maxVec("maxAVX2", false)
 	g.indexVec("indexAVX512", true)

@@ -468,6 +468,46 @@ func (g *gen) gelu(name string, avx512 bool) {
 	g.p("")
 }
 
+// siluMul emits func name(g, u *float32, n int): g[i] = silu(g[i])·u[i]
+// for the whole vectors of g, silu(x) = x / (1 + exp(−x)): a gated MLP's
+// activation, one exp per element.
+func (g *gen) siluMul(name string, avx512 bool) {
+	reg, lanes := "Y", 8
+	if avx512 {
+		reg, lanes = "Z", 16
+	}
+	r := func(i int) string { return fmt.Sprintf("%s%d", reg, i) }
+	c := constAddr
+	g.p("// func %s(gate, up *float32, n int)", name)
+	g.p("TEXT ·%s(SB), NOSPLIT, $0-24", name)
+	g.p("\tMOVQ gate+0(FP), DI")
+	g.p("\tMOVQ up+8(FP), SI")
+	g.p("\tMOVQ n+16(FP), CX")
+	g.p("%s_loop:", name)
+	g.p("\tCMPQ CX, $%d", lanes)
+	g.p("\tJLT %s_done", name)
+	g.p("\tVMOVUPS (DI), %s", r(0))
+	if avx512 {
+		g.p("\tVPXORD %s, %s, %s", r(1), r(1), r(1))
+	} else {
+		g.p("\tVXORPS %s, %s, %s", r(1), r(1), r(1))
+	}
+	g.p("\tVSUBPS %s, %s, %s", r(0), r(1), r(1)) // −x
+	g.expVec(avx512, r(1), r(2), r(3))
+	g.p("\tVADDPS %s, %s, %s", c("one"), r(3), r(3))
+	g.p("\tVDIVPS %s, %s, %s", r(3), r(0), r(0))
+	g.p("\tVMULPS (SI), %s, %s", r(0), r(0))
+	g.p("\tVMOVUPS %s, (DI)", r(0))
+	g.p("\tADDQ $%d, DI", lanes*4)
+	g.p("\tADDQ $%d, SI", lanes*4)
+	g.p("\tSUBQ $%d, CX", lanes)
+	g.p("\tJMP %s_loop", name)
+	g.p("%s_done:", name)
+	g.p("\tVZEROUPPER")
+	g.p("\tRET")
+	g.p("")
+}
+
 // axpyRows emits func name(y, a, w *float32, n, k int):
 // y[0:n] += Σ_{i<k} a[i]·w[i·n : i·n+n], for n a multiple of the vector
 // width: attention's weighted sum of one block of value rows, with y kept

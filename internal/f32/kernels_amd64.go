@@ -355,6 +355,28 @@ func asmIndex(s isa, x *float32, n int, v float32) (int, int) {
 	return 0, -1
 }
 
+//go:noescape
+func siluMulAVX512(gate, up *float32, n int)
+
+//go:noescape
+func siluMulAVX2(gate, up *float32, n int)
+
+// asmSiLUMul handles the whole vectors of g, returning how many floats it
+// did.
+func asmSiLUMul(s isa, g, u *float32, n int) int {
+	switch s {
+	case isaAVX512:
+		done := n &^ 15
+		siluMulAVX512(g, u, done)
+		return done
+	case isaAVX2:
+		done := n &^ 7
+		siluMulAVX2(g, u, done)
+		return done
+	}
+	return 0
+}
+
 // asmGelu handles the whole vectors of x, returning how many floats it did.
 func asmGelu(s isa, x *float32, n int) int {
 	switch s {

@@ -2846,6 +2846,84 @@ geluAVX2_done:
 	VZEROUPPER
 	RET
 
+// func siluMulAVX512(gate, up *float32, n int)
+TEXT ·siluMulAVX512(SB), NOSPLIT, $0-24
+	MOVQ gate+0(FP), DI
+	MOVQ up+8(FP), SI
+	MOVQ n+16(FP), CX
+siluMulAVX512_loop:
+	CMPQ CX, $16
+	JLT siluMulAVX512_done
+	VMOVUPS (DI), Z0
+	VPXORD Z1, Z1, Z1
+	VSUBPS Z0, Z1, Z1
+	VMINPS expc<>+192(SB), Z1, Z1
+	VMAXPS expc<>+256(SB), Z1, Z1
+	VMULPS expc<>+0(SB), Z1, Z2
+	VRNDSCALEPS $0, Z2, Z2
+	VFNMADD231PS expc<>+64(SB), Z2, Z1
+	VFNMADD231PS expc<>+128(SB), Z2, Z1
+	VMOVUPS expc<>+704(SB), Z3
+	VFMADD213PS expc<>+640(SB), Z1, Z3
+	VFMADD213PS expc<>+576(SB), Z1, Z3
+	VFMADD213PS expc<>+512(SB), Z1, Z3
+	VFMADD213PS expc<>+448(SB), Z1, Z3
+	VFMADD213PS expc<>+384(SB), Z1, Z3
+	VFMADD213PS expc<>+320(SB), Z1, Z3
+	VFMADD213PS expc<>+320(SB), Z1, Z3
+	VSCALEFPS Z2, Z3, Z3
+	VADDPS expc<>+320(SB), Z3, Z3
+	VDIVPS Z3, Z0, Z0
+	VMULPS (SI), Z0, Z0
+	VMOVUPS Z0, (DI)
+	ADDQ $64, DI
+	ADDQ $64, SI
+	SUBQ $16, CX
+	JMP siluMulAVX512_loop
+siluMulAVX512_done:
+	VZEROUPPER
+	RET
+
+// func siluMulAVX2(gate, up *float32, n int)
+TEXT ·siluMulAVX2(SB), NOSPLIT, $0-24
+	MOVQ gate+0(FP), DI
+	MOVQ up+8(FP), SI
+	MOVQ n+16(FP), CX
+siluMulAVX2_loop:
+	CMPQ CX, $8
+	JLT siluMulAVX2_done
+	VMOVUPS (DI), Y0
+	VXORPS Y1, Y1, Y1
+	VSUBPS Y0, Y1, Y1
+	VMINPS expc<>+192(SB), Y1, Y1
+	VMAXPS expc<>+256(SB), Y1, Y1
+	VMULPS expc<>+0(SB), Y1, Y2
+	VROUNDPS $0, Y2, Y2
+	VFNMADD231PS expc<>+64(SB), Y2, Y1
+	VFNMADD231PS expc<>+128(SB), Y2, Y1
+	VMOVUPS expc<>+704(SB), Y3
+	VFMADD213PS expc<>+640(SB), Y1, Y3
+	VFMADD213PS expc<>+576(SB), Y1, Y3
+	VFMADD213PS expc<>+512(SB), Y1, Y3
+	VFMADD213PS expc<>+448(SB), Y1, Y3
+	VFMADD213PS expc<>+384(SB), Y1, Y3
+	VFMADD213PS expc<>+320(SB), Y1, Y3
+	VFMADD213PS expc<>+320(SB), Y1, Y3
+	VCVTPS2DQ Y2, Y2
+	VPSLLD $23, Y2, Y2
+	VPADDD Y2, Y3, Y3
+	VADDPS expc<>+320(SB), Y3, Y3
+	VDIVPS Y3, Y0, Y0
+	VMULPS (SI), Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, DI
+	ADDQ $32, SI
+	SUBQ $8, CX
+	JMP siluMulAVX2_loop
+siluMulAVX2_done:
+	VZEROUPPER
+	RET
+
 // func maxAVX512(x *float32, n int) float32
 TEXT ·maxAVX512(SB), NOSPLIT, $0-20
 	MOVQ x+0(FP), DI

@@ -17,6 +17,7 @@ func asmScaleMulAdd(isa, *float32, *float32, *float32, int, float32) bool    { r
 
 func asmExpSubSum(isa, *float32, int, float32) (int, float32) { return 0, 0 }
 func asmGelu(isa, *float32, int) int                          { return 0 }
+func asmSiLUMul(isa, *float32, *float32, int) int             { return 0 }
 func asmMax(isa, *float32, int) (int, float32)                { return 0, float32(math.Inf(-1)) }
 func asmIndex(isa, *float32, int, float32) (int, int)         { return 0, -1 }
 
