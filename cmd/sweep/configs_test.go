@@ -23,6 +23,10 @@ func TestCommittedConfigs(t *testing.T) {
 	paths, err := filepath.Glob(filepath.Join(repo, "experiments", "sweep-*.json"))
 	require.NoError(t, err)
 	require.Len(t, paths, 8, "tiny-vLLM's seven scenarios plus kv_pressure")
+	si, err := filepath.Glob(filepath.Join(repo, "experiments", "si-qwen-*.json"))
+	require.NoError(t, err)
+	require.Len(t, si, 8, "serving-inference's four workloads on the built-in Qwen shape, each with a -cpu variant")
+	paths = append(paths, si...)
 	paths = append(paths, filepath.Join(repo, "experiments", "example.json"), filepath.Join(repo, "experiments", "example-vllm.json"),
 		filepath.Join(repo, "experiments", "example-vllm-chat.json"))
 	for _, p := range paths {
@@ -55,6 +59,35 @@ func TestExampleVLLMIsServingInferences(t *testing.T) {
 		t.Skipf("fixture not available: %v", err)
 	}
 	assert.True(t, bytes.Equal(ours, theirs))
+}
+
+// TestServingInferenceConfigs: the si-qwen sweeps run serving-inference's
+// own prompt files (made for Qwen2.5-0.5B-Instruct) on the built-in model of
+// its shape, served under the Instruct model's name as serving-inference's
+// requests name it; a -cpu variant differs from its full config only in
+// being smaller (requests, levels, repeats) and on the cpu backend.
+func TestServingInferenceConfigs(t *testing.T) {
+	for _, w := range []string{"short", "long_prefill", "decode_heavy", "mixed"} {
+		full, err := sweep.LoadConfig(filepath.Join("..", "..", "experiments", "si-qwen-"+w+".json"))
+		require.NoError(t, err)
+		small, err := sweep.LoadConfig(filepath.Join("..", "..", "experiments", "si-qwen-"+w+"-cpu.json"))
+		require.NoError(t, err)
+		assert.Equal(t, "prompts/"+w+".jsonl", full.Prompts)
+		assert.Equal(t, full.Prompts, small.Prompts)
+		assert.Equal(t, "Qwen/Qwen2.5-0.5B-Instruct", full.Model)
+		for _, c := range []*sweep.Config{full, small} {
+			ec, err := tinyserve.DecodeConfigJSON(c.Target.Engine)
+			require.NoError(t, err)
+			assert.Equal(t, "qwen2.5-0.5b-random", ec.Model)
+			assert.Equal(t, c.Model, ec.ServedModelName)
+			assert.Equal(t, 2200, ec.MaxModelLen, "serving-inference's --max-model-len")
+		}
+		fe, _ := tinyserve.DecodeConfigJSON(full.Target.Engine)
+		se, _ := tinyserve.DecodeConfigJSON(small.Target.Engine)
+		assert.Equal(t, "cuda", fe.Backend)
+		assert.Equal(t, "cpu", se.Backend)
+		assert.Less(t, small.NumRequests, full.NumRequests)
+	}
 }
 
 func TestScenarioSettings(t *testing.T) {
