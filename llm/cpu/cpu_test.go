@@ -67,7 +67,7 @@ func TestForwardRejectsBadBatches(t *testing.T) {
 	}
 }
 
-func TestNewCPUBackendRejectsBadOptions(t *testing.T) {
+func TestNewRejectsBadOptions(t *testing.T) {
 	m := smallModel(t)
 	for _, o := range []Options{{Threads: -1}, {Threads: MaxThreads + 1}, {KVCacheBytes: -5}} {
 		if b, err := New(m, o); err == nil {
@@ -133,13 +133,13 @@ func TestMaxKVBlocks(t *testing.T) {
 	}
 }
 
-func TestNewCPUBackendChecksWeights(t *testing.T) {
+func TestNewChecksWeights(t *testing.T) {
 	m := smallModel(t)
 	m.Weights.Layers[1].Up[0].B = m.Weights.Layers[1].Up[0].B.Slice(3)
 	b, err := New(m, Options{})
 	if err == nil {
 		b.Close()
-		t.Fatal("NewCPUBackend accepted a short tensor")
+		t.Fatal("New accepted a short tensor")
 	}
 	if !strings.Contains(err.Error(), `"h.1.mlp.c_fc.bias" has 3 values`) {
 		t.Errorf("error %q does not name the tensor", err)

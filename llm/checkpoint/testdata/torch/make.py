@@ -1,8 +1,8 @@
-"""Writes the PyTorch checkpoint fixtures of llm/gpt2's loader tests.
+"""Writes the PyTorch checkpoint fixtures of llm/model and llm/checkpoint tests.
 
 Run with a Python that has torch (Debian 12's python3-torch, 1.13.1, was used):
 
-    /usr/bin/python3 llm/gpt2/testdata/torch/make.py
+    /usr/bin/python3 llm/checkpoint/testdata/torch/make.py
 
 Every file holds the same random GPT-2 (seed 7, the shape in config.json) as
 GPT2LMHeadModel.state_dict() lays it out: the "transformer." prefix, the
