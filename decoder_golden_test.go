@@ -12,7 +12,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tinyserve/tinyserve/internal/testfiles"
 	"github.com/tinyserve/tinyserve/llm"
+	"github.com/tinyserve/tinyserve/llm/tokenizer"
 	"github.com/tinyserve/tinyserve/openai"
 )
 
@@ -39,12 +41,19 @@ type decoderGolden struct {
 const goldenTol = 1e-4
 
 // decoderFixtures are the tiny Llama-family checkpoints and the tokenizer
-// each is served with (the tiny Llama has none of its own).
-var decoderFixtures = []struct{ dir, tokenizer string }{
-	{"testdata/qwen2-tiny", ""},
-	{"testdata/llama-tiny", "testdata/tokenizers/llama3_1/tokenizer.json"},
-	{"testdata/qwen3-tiny", ""},
+// each is served with: none has its own, the tiny Qwens take the built-in
+// Qwen tokenizer (Qwen3's tokenizer.json), the tiny Llama a temporary copy
+// of testdata/tokenizers/llama3_1's compressed tokenizer.json.
+var decoderFixtures = []struct {
+	dir       string
+	tokenizer func(testing.TB) string
+}{
+	{"testdata/qwen2-tiny", builtinQwen},
+	{"testdata/llama-tiny", func(t testing.TB) string { return testfiles.LlamaTokenizer(t, ".") }},
+	{"testdata/qwen3-tiny", builtinQwen},
 }
+
+func builtinQwen(testing.TB) string { return tokenizer.BuiltinQwen }
 
 // TestDecoderGoldensThroughOpen serves each tiny checkpoint the way a user
 // does (tinyserve.Open with the folder, dtype auto, which for these
@@ -59,7 +68,7 @@ func TestDecoderGoldensThroughOpen(t *testing.T) {
 	for _, fx := range decoderFixtures {
 		t.Run(filepath.Base(fx.dir), func(t *testing.T) {
 			g := readDecoderGolden(t, fx.dir)
-			e, err := Open(context.Background(), Config{Model: fx.dir, Tokenizer: fx.tokenizer, Threads: 2})
+			e, err := Open(context.Background(), Config{Model: fx.dir, Tokenizer: fx.tokenizer(t), Threads: 2})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -174,7 +183,7 @@ func readDecoderGolden(t *testing.T, dir string) *decoderGolden {
 func TestDecoderGoldenOverHTTP(t *testing.T) {
 	g := readDecoderGolden(t, "testdata/qwen3-tiny")
 	c := g.Cases[6] // qwen_chatml: 110 real ChatML tokens
-	e, err := Open(context.Background(), Config{Model: "testdata/qwen3-tiny"})
+	e, err := Open(context.Background(), Config{Model: "testdata/qwen3-tiny", Tokenizer: tokenizer.BuiltinQwen})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/tinyserve/tinyserve/internal/syncbuf"
+	"github.com/tinyserve/tinyserve/internal/testfiles"
 	"github.com/tinyserve/tinyserve/llm"
 	"github.com/tinyserve/tinyserve/llm/mock"
 	"github.com/tinyserve/tinyserve/llm/model"
@@ -181,7 +182,7 @@ func TestOpenErrors(t *testing.T) {
 		{Config{Backend: BackendCUDA, DType: "int8"}, "dtype"},
 		{Config{Model: filepath.Join(dir, "missing")}, "missing"},
 		{Config{MaxModelLen: 5000}, "max_model_len"},
-		{Config{Model: ckpt, Tokenizer: "testdata/tokenizers/qwen3/tokenizer.json"}, "vocab_size"},
+		{Config{Model: ckpt, Tokenizer: testfiles.QwenTokenizer(t, ".")}, "vocab_size"},
 		{Config{MaxNumSeqs: -1}, "MaxNumSeqs"},
 		// Negative sizes are mistakes, as the flags' check says, not
 		// the defaults that 0 means (the sweep's JSON reaches Open unchecked).

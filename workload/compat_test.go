@@ -2,22 +2,25 @@ package workload
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/tinyserve/tinyserve/internal/testfiles"
 	"github.com/tinyserve/tinyserve/llm/tokenizer"
 )
 
 const (
 	siExperiments = "../testdata/serving-inference/experiments"
 	siPrompts     = "../testdata/serving-inference/prompts"
-	qwenJSON      = "../testdata/tokenizers/qwen3/tokenizer.json"
 )
 
-// The Qwen tokenizer.json is 11 MB: load it once per test binary.
+// The Qwen tokenizer.json is 11 MB: load it once per test binary, from a
+// temporary copy of llm/tokenizer's compressed built-in file (with
+// testdata/tokenizers/qwen3/tokenizer_config.json beside it).
 var (
 	qwenOnce sync.Once
 	qwenTok  *tokenizer.HFTokenizer
@@ -29,7 +32,10 @@ var (
 
 func qwen(t testing.TB) *tokenizer.HFTokenizer {
 	t.Helper()
-	qwenOnce.Do(func() { qwenTok, qwenErr = tokenizer.LoadHF(qwenJSON) })
+	qwenOnce.Do(func() {
+		qwenErr = errors.New("qwen tokenizer fixture: not unpacked")
+		qwenTok, qwenErr = tokenizer.LoadHF(testfiles.QwenTokenizer(t, ".."))
+	})
 	if qwenErr != nil {
 		t.Fatal(qwenErr)
 	}

@@ -69,7 +69,7 @@ func BenchmarkParseBuiltinQwen(b *testing.B) {
 		}
 	})
 	b.Run("parse", func(b *testing.B) {
-		data, err := os.ReadFile(qwenJSON)
+		data, err := os.ReadFile(qwenJSON(b))
 		if err != nil {
 			b.Fatal(err)
 		}

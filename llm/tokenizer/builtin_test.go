@@ -12,15 +12,20 @@ import (
 	"testing"
 )
 
-// qwenTokenizerSHA256 is the sha256 of testdata/tokenizers/qwen3/tokenizer.json,
-// as its README gives it.
+// qwenTokenizerSHA256 is the sha256 of Qwen3's tokenizer.json, the file
+// the Qwen goldens were made with (testdata/tokenizers/README.md), which the
+// repository keeps only as builtin/qwen/tokenizer.json.gz.
 const qwenTokenizerSHA256 = "aeb13307a71acd8fe81861d94ad54ab689df773318809eed3cbe794b4492dae4"
 
-// TestBuiltinQwenFiles checks that the embedded files are exactly the
-// testdata copies the goldens were made with: the decompressed
-// tokenizer.json has their sha256, and tokenizer_config.json is the same.
-func TestBuiltinQwenFiles(t *testing.T) {
-	zr, err := gzip.NewReader(bytes.NewReader(qwenTokenizerGz))
+// llamaTokenizerSHA256 is the sha256 of Llama 3.1's tokenizer.json, the
+// file the Llama goldens were made with, kept as
+// testdata/tokenizers/llama3_1/tokenizer.json.gz.
+const llamaTokenizerSHA256 = "e134af98b985517b4f068e3755ae90d4e9cd2d45d328325dc503f1c6b2d06cc7"
+
+// gunzipSHA256 is the sha256 of gz decompressed.
+func gunzipSHA256(t *testing.T, gz []byte) string {
+	t.Helper()
+	zr, err := gzip.NewReader(bytes.NewReader(gz))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,15 +34,15 @@ func TestBuiltinQwenFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	sum := sha256.Sum256(data)
-	if got := hex.EncodeToString(sum[:]); got != qwenTokenizerSHA256 {
+	return hex.EncodeToString(sum[:])
+}
+
+// TestBuiltinQwenFiles checks that the embedded files are exactly the
+// files the goldens were made with: the decompressed tokenizer.json has
+// their sha256, and tokenizer_config.json is testdata's copy.
+func TestBuiltinQwenFiles(t *testing.T) {
+	if got := gunzipSHA256(t, qwenTokenizerGz); got != qwenTokenizerSHA256 {
 		t.Errorf("embedded tokenizer.json has sha256 %s, want %s", got, qwenTokenizerSHA256)
-	}
-	fixture, err := os.ReadFile(qwenJSON)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(data, fixture) {
-		t.Errorf("embedded tokenizer.json (%d bytes) differs from %s (%d bytes)", len(data), qwenJSON, len(fixture))
 	}
 	cfg, err := os.ReadFile(fixtures + "qwen3/tokenizer_config.json")
 	if err != nil {
@@ -54,10 +59,22 @@ func TestBuiltinQwenFiles(t *testing.T) {
 	}
 }
 
+// TestLlamaFixtureFile checks that the compressed Llama 3.1 fixture
+// decompresses to the tokenizer.json the Llama goldens were made with.
+func TestLlamaFixtureFile(t *testing.T) {
+	gz, err := os.ReadFile(fixtures + "llama3_1/tokenizer.json.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := gunzipSHA256(t, gz); got != llamaTokenizerSHA256 {
+		t.Errorf("llama3_1/tokenizer.json.gz decompresses to sha256 %s, want %s", got, llamaTokenizerSHA256)
+	}
+}
+
 // TestBuiltinQwen checks that Qwen() is the tokenizer LoadHF reads from the
-// testdata files: the same ids for every golden, <|im_end|> as EOS (the
-// config's eos_token), 151669 ids, no BOS; and that repeated and concurrent
-// calls share one parsed tokenizer.
+// same files unpacked (qwenJSON): the same ids for every golden,
+// <|im_end|> as EOS (the config's eos_token), 151669 ids, no BOS; and that
+// repeated and concurrent calls share one parsed tokenizer.
 func TestBuiltinQwen(t *testing.T) {
 	q, err := Qwen()
 	if err != nil {

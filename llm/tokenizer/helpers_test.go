@@ -2,24 +2,39 @@ package tokenizer
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"sync"
 	"testing"
+
+	"github.com/tinyserve/tinyserve/internal/testfiles"
 )
 
 // Fixture paths: the repository's top-level testdata module.
 const (
 	fixtures       = "../../testdata/tokenizers/"
-	qwenJSON       = fixtures + "qwen3/tokenizer.json"
 	goldenGPT2     = fixtures + "golden_gpt2.json"
 	goldenGPT2Sp   = fixtures + "golden_gpt2_special.json"
 	goldenQwen     = fixtures + "golden_qwen3.json"
 	goldenQwenSp   = fixtures + "golden_qwen3_special.json"
-	llamaJSON      = fixtures + "llama3_1/tokenizer.json"
 	goldenLlama    = fixtures + "golden_llama3_1.json"
 	goldenLlamaSp  = fixtures + "golden_llama3_1_special.json"
 	goldenVariants = fixtures + "variants/golden_variants.json"
 )
+
+// qwenJSON is the path of a temporary copy of Qwen3's tokenizer.json (kept
+// only compressed, as the built-in tokenizer's builtin/qwen/tokenizer.json.gz)
+// with testdata/tokenizers/qwen3/tokenizer_config.json beside it.
+func qwenJSON(tb testing.TB) string { return testfiles.QwenTokenizer(tb, "../..") }
+
+// llamaJSON is the path of a temporary copy of Llama 3.1's tokenizer.json
+// (testdata/tokenizers/llama3_1/tokenizer.json.gz) with its
+// tokenizer_config.json beside it.
+func llamaJSON(tb testing.TB) string { return testfiles.LlamaTokenizer(tb, "../..") }
+
+// errNotUnpacked is what qwen and llama report after a failed unpacking
+// (which ended the test that tried it).
+var errNotUnpacked = errors.New("tokenizer fixture: not unpacked")
 
 // The Qwen tokenizer.json is 11 MB and GPT-2's ranks take a while to parse:
 // load each once per test binary.
@@ -37,7 +52,10 @@ var (
 
 func qwen(tb testing.TB) *HFTokenizer {
 	tb.Helper()
-	qwenOnce.Do(func() { qwenTok, qwenErr = LoadHF(qwenJSON) })
+	qwenOnce.Do(func() {
+		qwenErr = errNotUnpacked
+		qwenTok, qwenErr = LoadHF(qwenJSON(tb))
+	})
 	if qwenErr != nil {
 		tb.Fatal(qwenErr)
 	}
@@ -46,7 +64,10 @@ func qwen(tb testing.TB) *HFTokenizer {
 
 func llama(tb testing.TB) *HFTokenizer {
 	tb.Helper()
-	llamaOnce.Do(func() { llamaTok, llamaErr = LoadHF(llamaJSON) })
+	llamaOnce.Do(func() {
+		llamaErr = errNotUnpacked
+		llamaTok, llamaErr = LoadHF(llamaJSON(tb))
+	})
 	if llamaErr != nil {
 		tb.Fatal(llamaErr)
 	}

@@ -14,7 +14,7 @@ import (
 // the file writes it, which is what Hugging Face's convert_ids_to_tokens
 // returns.
 func TestTokenStringIsTheFilesSpelling(t *testing.T) {
-	data, err := os.ReadFile(qwenJSON)
+	data, err := os.ReadFile(qwenJSON(t))
 	require.NoError(t, err)
 	var f struct {
 		Model struct {

@@ -1,0 +1,5 @@
+//go:build !race
+
+package tinyserve
+
+const raceEnabled = false
