@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tinyserve/tinyserve/llm"
+	"github.com/tinyserve/tinyserve/llm/tokenizer"
 )
 
 // promptIn is one tokenized prompt; text is what echo returns.
@@ -215,7 +216,7 @@ func (h *handler) preparePrompts(req *completionRequest) ([]promptIn, *apiError)
 		// Special tokens written in the text are parsed as such, as a
 		// Hugging Face tokenizer does in vLLM, and with add_special_tokens
 		// (the default) the tokenizer's BOS is added where it has one.
-		prompts = append(prompts, promptIn{text: t, tokens: llm.EncodePrompt(h.tok, t, req.addSpecial)})
+		prompts = append(prompts, promptIn{text: t, tokens: tokenizer.EncodePrompt(h.tok, t, req.addSpecial)})
 	}
 	for _, ids := range req.tokenLists {
 		prompts = append(prompts, promptIn{tokens: ids})

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tinyserve/tinyserve/llm"
+	"github.com/tinyserve/tinyserve/llm/tokenizer"
 )
 
 // byteTok is a byte-level tokenizer like the mock backend's: ids 0..255 are
@@ -35,7 +36,7 @@ func (byteTok) tokenBytes(skipSpecial bool) func(int) []byte {
 }
 
 func (t byteTok) Decode(ids []int, skipSpecial bool) string {
-	d := llm.NewByteDecoder(t.tokenBytes(skipSpecial))
+	d := tokenizer.NewByteDecoder(t.tokenBytes(skipSpecial))
 	var s string
 	for _, id := range ids {
 		s += d.Add(id)
@@ -44,7 +45,7 @@ func (t byteTok) Decode(ids []int, skipSpecial bool) string {
 }
 
 func (t byteTok) NewDecoder(skipSpecial bool) llm.Decoder {
-	return llm.NewByteDecoder(t.tokenBytes(skipSpecial))
+	return tokenizer.NewByteDecoder(t.tokenBytes(skipSpecial))
 }
 func (byteTok) VocabSize() int        { return 257 }
 func (byteTok) EOSTokenID() int       { return fakeEOS }

@@ -8,7 +8,7 @@ import (
 	"io"
 	"net/http"
 
-	"github.com/tinyserve/tinyserve/llm"
+	"github.com/tinyserve/tinyserve/llm/tokenizer"
 )
 
 // POST /tokenize and POST /detokenize follow vLLM's (the completion form of
@@ -78,7 +78,7 @@ func (h *handler) tokenize(w http.ResponseWriter, r *http.Request) {
 	}
 	// add_special_tokens defaults to true, as vLLM's: a tokenizer whose
 	// template adds a BOS (Llama 3) counts it, as a completion would.
-	ids := llm.EncodePrompt(h.tok, *req.Prompt, req.AddSpecialTokens == nil || *req.AddSpecialTokens)
+	ids := tokenizer.EncodePrompt(h.tok, *req.Prompt, req.AddSpecialTokens == nil || *req.AddSpecialTokens)
 	resp := tokenizeResponse{Count: len(ids), MaxModelLen: h.info.MaxModelLen, Tokens: nonNil(ids)}
 	if req.ReturnTokenStrs != nil && *req.ReturnTokenStrs {
 		resp.TokenStrs = make([]string, len(ids))

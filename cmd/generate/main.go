@@ -21,6 +21,7 @@ import (
 
 	"github.com/tinyserve/tinyserve"
 	"github.com/tinyserve/tinyserve/llm"
+	"github.com/tinyserve/tinyserve/llm/tokenizer"
 )
 
 func main() {
@@ -154,7 +155,7 @@ func generate(ctx context.Context, cfg tinyserve.Config, prompts []string, param
 	results := make([]result, len(prompts))
 	reqs := make([]llm.Request, len(prompts))
 	for i, p := range prompts {
-		reqs[i] = llm.Request{ID: fmt.Sprintf("prompt-%d", i), PromptTokens: llm.EncodePrompt(e.Tokenizer(), p, true), Params: params}
+		reqs[i] = llm.Request{ID: fmt.Sprintf("prompt-%d", i), PromptTokens: tokenizer.EncodePrompt(e.Tokenizer(), p, true), Params: params}
 	}
 	err = runAll(ctx, e, reqs, func(i int, ev llm.Event) {
 		r := &results[i]

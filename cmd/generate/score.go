@@ -8,6 +8,7 @@ import (
 
 	"github.com/tinyserve/tinyserve"
 	"github.com/tinyserve/tinyserve/llm"
+	"github.com/tinyserve/tinyserve/llm/tokenizer"
 )
 
 // score prints, for each prompt, every token's log-probability given the
@@ -27,7 +28,7 @@ func score(ctx context.Context, cfg tinyserve.Config, prompts []string, out io.W
 	// batch; the results are printed in prompt order.
 	reqs := make([]llm.Request, len(prompts))
 	for i, p := range prompts {
-		reqs[i] = llm.Request{ID: fmt.Sprintf("score-%d", i), PromptTokens: llm.EncodePrompt(tok, p, true),
+		reqs[i] = llm.Request{ID: fmt.Sprintf("score-%d", i), PromptTokens: tokenizer.EncodePrompt(tok, p, true),
 			Params: llm.SamplingParams{MaxTokens: 0, PromptLogprobs: &one}} // score only
 	}
 	logprobs := make([][]llm.TokenLogprob, len(prompts))

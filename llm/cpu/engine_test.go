@@ -11,6 +11,7 @@ import (
 	"github.com/tinyserve/tinyserve/llm"
 	"github.com/tinyserve/tinyserve/llm/engine"
 	"github.com/tinyserve/tinyserve/llm/model"
+	"github.com/tinyserve/tinyserve/llm/tokenizer"
 )
 
 // idTokenizer is a stand-in llm.Tokenizer with GPT-2's vocabulary size: each
@@ -22,7 +23,7 @@ func (idTokenizer) Decode(ids []int, _ bool) string {
 	return fmt.Sprint(ids)
 }
 func (idTokenizer) NewDecoder(bool) llm.Decoder {
-	return llm.NewByteDecoder(func(id int) []byte { return []byte(strconv.Itoa(id) + " ") })
+	return tokenizer.NewByteDecoder(func(id int) []byte { return []byte(strconv.Itoa(id) + " ") })
 }
 func (idTokenizer) VocabSize() int        { return 50257 }
 func (idTokenizer) EOSTokenID() int       { return 50256 }

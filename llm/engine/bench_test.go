@@ -8,6 +8,7 @@ import (
 
 	"github.com/tinyserve/tinyserve/llm"
 	"github.com/tinyserve/tinyserve/llm/kv"
+	"github.com/tinyserve/tinyserve/llm/tokenizer"
 )
 
 // nullTokenizer decodes every token to one byte; enough for bookkeeping.
@@ -19,7 +20,7 @@ func (nullTokenizer) VocabSize() int            { return 257 }
 func (nullTokenizer) EOSTokenID() int           { return 256 }
 func (nullTokenizer) IsSpecial(id int) bool     { return id == 256 }
 func (nullTokenizer) NewDecoder(bool) llm.Decoder {
-	return llm.NewByteDecoder(func(int) []byte { return []byte{'x'} })
+	return tokenizer.NewByteDecoder(func(int) []byte { return []byte{'x'} })
 }
 
 // timedBackend answers every sampled row with a fixed argmax and measures

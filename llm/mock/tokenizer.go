@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/tinyserve/tinyserve/llm"
+	"github.com/tinyserve/tinyserve/llm/tokenizer"
 )
 
 // EndOfText is the byte tokenizer's only special token: id 256.
@@ -47,7 +48,7 @@ func (t Tokenizer) Decode(ids []int, skipSpecial bool) string {
 
 // NewDecoder implements llm.Tokenizer.
 func (Tokenizer) NewDecoder(skipSpecial bool) llm.Decoder {
-	return llm.NewByteDecoder(func(id int) []byte {
+	return tokenizer.NewByteDecoder(func(id int) []byte {
 		switch {
 		case id >= 0 && id < 256:
 			return []byte{byte(id)}

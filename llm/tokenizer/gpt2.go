@@ -108,12 +108,12 @@ func (t *GPT2Tokenizer) Decode(ids []int, skipSpecial bool) string {
 	for _, id := range ids {
 		b = append(b, t.tokenBytes(id, skipSpecial)...)
 	}
-	return llm.LossyUTF8(b)
+	return LossyUTF8(b)
 }
 
 // NewDecoder implements llm.Tokenizer.
 func (t *GPT2Tokenizer) NewDecoder(skipSpecial bool) llm.Decoder {
-	return llm.NewByteDecoder(func(id int) []byte { return t.tokenBytes(id, skipSpecial) })
+	return NewByteDecoder(func(id int) []byte { return t.tokenBytes(id, skipSpecial) })
 }
 
 func (t *GPT2Tokenizer) tokenBytes(id int, skipSpecial bool) []byte {

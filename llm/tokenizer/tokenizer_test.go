@@ -193,8 +193,8 @@ func TestLossyUTF8(t *testing.T) {
 		{"", ""},
 	}
 	for _, tc := range tests {
-		if got := llm.LossyUTF8([]byte(tc.in)); got != tc.want {
-			t.Errorf("llm.LossyUTF8(%q) = %q, want %q", tc.in, got, tc.want)
+		if got := LossyUTF8([]byte(tc.in)); got != tc.want {
+			t.Errorf("LossyUTF8(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
 }
