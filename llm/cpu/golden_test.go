@@ -2,14 +2,11 @@ package cpu
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/tinyserve/tinyserve/llm/kv"
 )
-
-// goldenBlocks is a pool large enough for all six golden prompts with their
-// greedy continuations at once (each needs at most 1024/16 = 64 blocks).
-const goldenBlocks = 6 * 64
 
 // TestGoldenPrefill runs each golden prompt as one prefill chunk, then 16
 // greedy decode steps, and compares the last-position logits, the hidden
@@ -18,10 +15,13 @@ func TestGoldenPrefill(t *testing.T) {
 	for _, ck := range checkpoints {
 		t.Run(ck.name, func(t *testing.T) {
 			m, g := loadGolden(t, ck.name)
-			h := newHarness(t, m, goldenBlocks, 16, Options{})
+			h := newHarness(t, m, blocksFor(g), 16, Options{})
 			d := diffTracker{}
 			for i := range g.Cases {
 				c := &g.Cases[i]
+				if raceEnabled && len(c.InputIDs) > raceMaxPrompt {
+					continue
+				}
 				id := kv.SeqID(i + 1)
 				// Capture the hidden vectors of the last prompt position.
 				n := len(c.InputIDs)
@@ -44,7 +44,7 @@ func TestGoldenPrefill(t *testing.T) {
 				for l, want := range c.Hidden.Blocks {
 					checkVec(t, d, "hidden blocks", hidden[l+1], want, ck.tol)
 				}
-				checkVec(t, d, "hidden ln_f", hidden[m.Config.Layers+1], c.Hidden.LnF, ck.tol)
+				checkVec(t, d, "hidden final norm", hidden[m.Config.Layers+1], c.finalNorm(), ck.tol)
 				checkGreedy(t, d, h, c, id, rows[0].Argmax, rows[0].Logits, ck.tol)
 				if err := h.kv.Free(id); err != nil {
 					t.Fatal(err)
@@ -55,9 +55,12 @@ func TestGoldenPrefill(t *testing.T) {
 	}
 }
 
-// checkGreedy continues a prefilled sequence for the golden's greedy steps
-// (each chosen token fed back), checking tokens exactly and the chosen
-// logits within tol. first and firstLogits are the prefill's result.
+// checkGreedy continues a prefilled sequence for the golden's greedy
+// steps, feeding each chosen token back, and compares tokens exactly up to
+// the first step whose golden margin (top-1 minus top-2, where the golden
+// gives it) is under tol: from there float32 may take the runner-up. The
+// chosen logits are compared within tol. first and firstLogits are the
+// prefill's result.
 func checkGreedy(t *testing.T, d diffTracker, h *harness, c *goldenCase, id kv.SeqID, first int, firstLogits []float32, tol float64) {
 	t.Helper()
 	want := c.Greedy.Tokens
@@ -70,34 +73,38 @@ func checkGreedy(t *testing.T, d diffTracker, h *harness, c *goldenCase, id kv.S
 		got = append(got, rows[0].Argmax)
 		chosen = append(chosen, rows[0].Logits[rows[0].Argmax])
 	}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
+	n := len(want)
+	for i, m := range c.Greedy.Margins {
+		if m < tol {
+			n = i + 1 // the near-tie step itself may differ
+			break
+		}
+	}
+	if !slices.Equal(got[:n-1], want[:n-1]) || (n == len(want) && got[n-1] != want[n-1]) {
 		t.Errorf("%s: greedy tokens %v, want %v", c.Name, got, want)
 		return
 	}
-	checkVec(t, d, "greedy chosen logits", chosen, c.Greedy.ChosenLogits, tol)
+	checkVec(t, d, "greedy chosen logits", chosen[:n], c.Greedy.ChosenLogits[:n], tol)
 }
-
-// allStatsCase is the prompt whose all-position statistics are compared
-// (once per checkpoint: the LM head over every position is the costliest
-// part of these tests).
-const allStatsCase = "len128"
 
 // TestGoldenPositionStats computes the logits of every prompt position
 // (prefill in chunks, every row sampled) and compares the per-position sum,
 // max, argmax and top-1/top-2 margin, which catch mask and position bugs the
-// last row hides, plus the all-position statistics of one prompt. Under the
-// race detector only the prompts up to 128 tokens are checked.
+// last row hides, plus the all-position statistics of one prompt. Prompts
+// over 300 tokens are checked by the other tests only (the Llama family's
+// 2,100-token one is 319 million logits); under the race detector only
+// those up to 128 tokens are checked.
 func TestGoldenPositionStats(t *testing.T) {
 	for _, ck := range checkpoints {
 		t.Run(ck.name, func(t *testing.T) {
 			m, g := loadGolden(t, ck.name)
-			h := newHarness(t, m, goldenBlocks, 16, Options{})
+			h := newHarness(t, m, blocksFor(g), 16, Options{})
 			h.allRows = true
 			d := diffTracker{}
 			V := m.Config.VocabSize
 			for i := range g.Cases {
 				c := &g.Cases[i]
-				if raceEnabled && len(c.InputIDs) > 128 {
+				if raceEnabled && len(c.InputIDs) > 128 || ck.name[:4] != "gpt2" && len(c.InputIDs) > 300 {
 					continue
 				}
 				id := kv.SeqID(i + 1)
@@ -114,11 +121,12 @@ func TestGoldenPositionStats(t *testing.T) {
 						p := start + j
 						var st statsAcc
 						st.add(r.Logits, 0)
-						if c.Name == allStatsCase {
+						if c.Name == ck.allStats {
 							all.add(r.Logits, p*V)
 						}
-						// The sum of 50257 logits: relative to the sum of
-						// their absolute values, as for the *_stats sums.
+						// The sum of a vocabulary of logits: relative to the
+						// sum of their absolute values, as for the *_stats
+						// sums.
 						sumErr := abs(st.sum-ps.Sum[p]) / st.sumAbs
 						d.note("position sum (rel)", sumErr)
 						if sumErr > statsRel {
@@ -140,7 +148,7 @@ func TestGoldenPositionStats(t *testing.T) {
 						}
 					}
 				}
-				if c.Name == allStatsCase {
+				if c.Name == ck.allStats {
 					all.check(t, d, c.Name+" all_logits_stats", c.AllStats, ck.tol)
 				}
 				if err := h.kv.Free(id); err != nil {
@@ -176,10 +184,13 @@ func TestGoldenChunked(t *testing.T) {
 	for _, ck := range checkpoints {
 		t.Run(ck.name, func(t *testing.T) {
 			m, g := loadGolden(t, ck.name)
-			h := newHarness(t, m, goldenBlocks, 16, Options{})
+			h := newHarness(t, m, blocksFor(g), 16, Options{})
 			d := diffTracker{}
 			for i := range g.Cases {
 				c := &g.Cases[i]
+				if raceEnabled && len(c.InputIDs) > raceMaxPrompt {
+					continue
+				}
 				id := kv.SeqID(i + 1)
 				var last []float32
 				var first int
@@ -204,16 +215,19 @@ func TestGoldenChunked(t *testing.T) {
 	}
 }
 
-// TestGoldenBatched runs all six prompts in one step (1478 rows, the
-// 1009-token prompt among them), then decodes all six together until the
-// longest reaches exactly 1024 positions: batch composition must change
-// neither values nor tokens. The block pool is just big enough, and blocks
+// TestGoldenBatched runs all the prompts in one step (GPT-2: 1478 rows, the
+// 1009-token prompt among them; the Llama family: 2,651 rows), then decodes
+// them all together (GPT-2's longest up to exactly its 1024 positions):
+// batch composition must change neither values nor tokens. The block pool is just big enough, and blocks
 // come from a pool already churned by an earlier sequence, so ids are not
 // in order.
 func TestGoldenBatched(t *testing.T) {
 	for _, ck := range checkpoints {
 		t.Run(ck.name, func(t *testing.T) {
 			m, g := loadGolden(t, ck.name)
+			if raceEnabled && ck.name[:4] != "gpt2" {
+				t.Skip("the 2,100-token prompt under the race detector: TestGoldenPrefill covers the rest")
+			}
 			need := 0
 			for _, c := range g.Cases {
 				need += (len(c.InputIDs) + len(c.Greedy.Tokens) - 1 + 15) / 16
@@ -253,13 +267,16 @@ func TestGoldenBatched(t *testing.T) {
 				}
 			}
 			for i, c := range g.Cases {
+				if len(c.Greedy.Margins) > 0 && slices.Min(c.Greedy.Margins) < ck.tol {
+					t.Fatalf("%s: a near-tie in the golden's greedy steps: compare up to it", c.Name)
+				}
 				if fmt.Sprint(got[i]) != fmt.Sprint(c.Greedy.Tokens) {
 					t.Errorf("%s: batched greedy tokens %v, want %v", c.Name, got[i], c.Greedy.Tokens)
 					continue
 				}
 				checkVec(t, d, "greedy chosen logits", chosen[i], c.Greedy.ChosenLogits, ck.tol)
 			}
-			if l := len(g.Cases[5].InputIDs) + 15; l != 1024 {
+			if l := len(g.Cases[5].InputIDs) + 15; m.Config.MaxPositions == 1024 && l != 1024 {
 				t.Errorf("longest case reaches %d positions, want 1024", l)
 			}
 			d.log(t)

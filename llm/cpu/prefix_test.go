@@ -16,8 +16,8 @@ func TestSharedBlocksWithinOneStep(t *testing.T) {
 		t.Run(ck.name, func(t *testing.T) {
 			m, g := loadGolden(t, ck.name)
 			const blockSize = 16
-			h := newHarness(t, m, goldenBlocks, blockSize, Options{})
-			mgr, err := kv.New(goldenBlocks, blockSize, kv.WithPrefixCaching())
+			h := newHarness(t, m, 2*blocksFor(g), blockSize, Options{})
+			mgr, err := kv.New(2*blocksFor(g), blockSize, kv.WithPrefixCaching())
 			if err != nil {
 				t.Fatal(err)
 			}
