@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 emu=${EMU_DIR:-bench/gpu/emu}
 rm -rf "$emu" && mkdir -p "$emu"
-src=llm/cuda/kernels/gpt2.cu
+src=llm/cuda/kernels/decoder.cu
 # The kernels to register: each TS_INSTANTIATE'd template kernel for each
 # storage suffix, and the plain extern "C" kernels.
 {

@@ -1,23 +1,29 @@
 #!/usr/bin/env bash
-# GPU device check for llm/cuda (issue 7). Runs on a machine with an NVIDIA
-# GPU (CUDA 12 or 13 driver) from binaries build.sh made elsewhere; Go is not
-# needed here. Python 3 with torch + transformers is needed only for the
-# PyTorch peer (skipped, and said so, without them). The binaries come as
-# bench/gpu/bin.tar.xz (what the device tool carries), unpacked here into
-# bench/gpu/bin, or already in bench/gpu/bin.
+# GPU device check for llm/cuda (issues 7 and 28). Runs on a machine with an
+# NVIDIA GPU (CUDA 12 or 13 driver) from binaries build.sh made elsewhere;
+# Go is not needed here. Python 3 with torch + transformers is needed only
+# for the PyTorch peer (skipped, and said so, without them). The binaries
+# come as bench/gpu/bin.tar.xz (what the device tool carries), unpacked here
+# into bench/gpu/bin, or already in bench/gpu/bin; the test fixtures as
+# bench/gpu/fixtures.tar.xz, unpacked into testdata/, or already there.
 #
 #   bench/gpu/run.sh            # results in bench/gpu/out (or $RESULTS)
 #   OUT=/some/dir bench/gpu/run.sh  # also packs them, as the device tool
 #                               # wants: $OUT/summary.md and $OUT/results.tar.gz
 #                               # (it brings back at most 8 files)
 #
-# Steps (about 2-3 minutes on an H200; each bounded by a timeout):
-#   1. correctness: the llm/cuda GPU tests (float32 goldens, mixed batches vs
-#      the CPU backend, float16/bfloat16 top-10), skips turned into failures
+# Steps (about 3-4 minutes on an H200; each bounded by a timeout):
+#   1. correctness: the llm/cuda GPU tests, skips turned into failures: every
+#      architecture against its goldens (GPT-2, and the tiny Qwen2, Llama 3
+#      and Qwen3: float32 greedy ids and top-10 logits, mixed batches vs the
+#      CPU backend, float16/bfloat16 top-10), graph replays, and the built-in
+#      qwen2.5-0.5b-random against the CPU backend
 #   2. per-step time: GPT-2 124M, 4 decoding sequences (goal: < 1 ms) and
-#      one 64-token prefill chunk, then
-#      (its own process) the eager step's time by kernel and GEMM
-#      (TestProfileGPUStep)
+#      one 64-token prefill chunk; then the decode step of
+#      qwen2.5-0.5b-random in bfloat16 with CUDA graphs at batch 1, 4 and 32
+#      (ms/step and the effective bandwidth); then (their own processes)
+#      eager steps' time by kernel and GEMM (TestProfileGPUStep), GPT-2
+#      float16 and Qwen bfloat16
 #   3. tiny-vLLM's seven scenarios through the engine on the GPU (gpubench),
 #      eager and with CUDA graphs
 #   4. the same scenarios with Hugging Face transformers (hf_peer.py)
@@ -27,32 +33,36 @@
 #      graphs on, REQUESTS requests, one repeat, no warm-up), skipped when the
 #      earlier steps ran long
 #
-# Knobs: REQUESTS (per scenario, default 32; tiny-vLLM used 100),
+# Knobs: REQUESTS (per scenario, default 16; tiny-vLLM used 100),
 # DTYPE (default float16), TINYSERVE_CUDA_LIB_DIR (library folder),
-# MODEL (built-in name or checkpoint folder for the benchmark, the scenarios
-# and the sweep; default gpt2-124m-random), BENCHTIME (the step benchmark's
-# -test.benchtime, default 300x), BUDGET_S (the whole check's time budget,
-# default 240: no step runs past it, each step's own limit is cut to what is
-# left, and the sweeps start only with 70 s to spare), PYTHON (the
-# interpreter with torch, default python3). bench/gpu/emulate.sh sets them
-# for a dry run on the host emulator.
+# MODEL (built-in name or checkpoint folder for the GPT-2 benchmark, the
+# scenarios and the sweep; default gpt2-124m-random), DECODE_MODEL (the
+# batched decode benchmark's and second profile's model, default
+# qwen2.5-0.5b-random) and DECODE_DTYPE (default bfloat16), BENCHTIME (the
+# step benchmarks' -test.benchtime, default 300x), BUDGET_S (the whole
+# check's time budget, default 300: no step runs past it, each step's own
+# limit is cut to what is left, the PyTorch peer starts only with 100 s to
+# spare and the sweeps only with 70), PYTHON (the interpreter with torch,
+# default python3), STEP_TIMEOUT_SCALE (multiplies every step's own limit,
+# default 1). bench/gpu/emulate.sh sets them for a dry run on the host
+# emulator.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
 bin=$root/bench/gpu/bin
 out=${RESULTS:-$root/bench/gpu/out}
 pack=${OUT:-}
-requests=${REQUESTS:-32}
+requests=${REQUESTS:-16}
 dtype=${DTYPE:-float16}
 model=${MODEL:-gpt2-124m-random}
 benchtime=${BENCHTIME:-300x}
-budget=${BUDGET_S:-240}
+budget=${BUDGET_S:-300}
+timeout_scale=${STEP_TIMEOUT_SCALE:-1}
+decode_model=${DECODE_MODEL:-qwen2.5-0.5b-random}
+decode_dtype=${DECODE_DTYPE:-bfloat16}
 python=${PYTHON:-python3}
 # The peer reads a local checkpoint; never let transformers try the network.
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
-case $model in
-*/*) model=$(cd "$model" && pwd) ;; # a checkpoint folder: the steps run in different folders
-esac
 scratch=$(mktemp -d)
 # The device tool returns at most 8 files from $OUT, two folders deep, so the
 # evidence (every log, JSON and sweep folder) travels as one archive beside
@@ -85,6 +95,7 @@ step() { # step NAME TIMEOUT CMD... ; output to $out/NAME.txt
 		fail=1
 		return 1
 	fi
+	limit=$((limit * timeout_scale))
 	[ $limit -le $left ] || limit=$left
 	local t0=$SECONDS
 	timeout "$limit" "$@" >"$out/$name.txt" 2>&1
@@ -101,14 +112,14 @@ step() { # step NAME TIMEOUT CMD... ; output to $out/NAME.txt
 note "# tinyserve GPU device check"
 note ""
 note "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-# The binaries travel packed (build.sh): unpack them, with xz, or with
-# Python's tarfile where xz is not installed.
-if [ -f "$bin.tar.xz" ]; then
-	rm -rf "$bin"
+# The binaries and the fixtures travel packed (build.sh): unpack them,
+# with xz, or with Python's tarfile where xz is not installed.
+unpack() { # unpack ARCHIVE DIR
+	mkdir -p "$2"
 	if command -v xz >/dev/null; then
-		tar -C "$(dirname "$bin")" -xJf "$bin.tar.xz"
+		tar -C "$2" -xJf "$1"
 	else
-		"$python" - "$bin.tar.xz" "$(dirname "$bin")" <<'PY'
+		"$python" - "$1" "$2" <<'PY'
 import sys, tarfile
 with tarfile.open(sys.argv[1]) as t:
     if hasattr(tarfile, "data_filter"):
@@ -116,12 +127,28 @@ with tarfile.open(sys.argv[1]) as t:
     else:
         t.extractall(sys.argv[2])
 PY
-	fi || note "cannot unpack $bin.tar.xz"
+	fi
+}
+if [ -f "$bin.tar.xz" ]; then
+	rm -rf "$bin"
+	unpack "$bin.tar.xz" "$(dirname "$bin")" || note "cannot unpack $bin.tar.xz"
 fi
+if [ -f "$root/bench/gpu/fixtures.tar.xz" ]; then
+	unpack "$root/bench/gpu/fixtures.tar.xz" "$root/testdata" || note "cannot unpack bench/gpu/fixtures.tar.xz"
+fi
+# A checkpoint folder (the fixtures' too, now unpacked) by its absolute
+# path: the steps run in different folders.
+case $model in
+*/*) model=$(cd "$model" && pwd) ;;
+esac
+case $decode_model in
+*/*) decode_model=$(cd "$decode_model" && pwd) ;;
+esac
 note "git: $(cat "$bin/REVISION" 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown) (binaries built from it)"
 note "libcuda per the system loader: $( (ldconfig -p 2>/dev/null | grep -m3 'libcuda\.so\.1 ' | sed 's/.*=> //' | paste -sd' ') || true)"
 note "gpu: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo 'nvidia-smi not found')"
-note "model: $model, requests per scenario: $requests, dtype: $dtype"
+note "model: $model, requests per scenario: $requests, dtype: $dtype; batched decode: $decode_model, $decode_dtype"
+note "fixtures: $(cd "$root/testdata" 2>/dev/null && ls -d */ 2>/dev/null | tr -d / | paste -sd' ')"
 note ""
 for f in cuda.test gpubench; do
 	if [ ! -x "$bin/$f" ]; then
@@ -132,8 +159,8 @@ done
 
 # 1. Correctness (the test binary reads ../../testdata relative to llm/cuda).
 cd "$root/llm/cuda"
-step correctness 150 "$bin/cuda.test" -test.v -test.count=1 -test.run '^TestGPU'
-grep -E '^(--- |    --- )|max .*(GPU|device)|GPU .*sm_' "$out/correctness.txt" | sed 's/^/    /' >>"$summary"
+step correctness 180 "$bin/cuda.test" -test.v -test.count=1 -test.run '^TestGPU'
+grep -E '^(--- |    --- )|max .*(GPU|device)|prompts \(up to|GPU .*sm_|is not here' "$out/correctness.txt" | grep -v -- '--- SKIP: TestGPU.*/len' | sed 's/^/    /' >>"$summary"
 
 # 2. Per-step time, then where an eager step's time goes (events between
 #    its launches, the step queued behind a hold kernel). Two processes: a
@@ -141,8 +168,14 @@ grep -E '^(--- |    --- )|max .*(GPU|device)|GPU .*sm_' "$out/correctness.txt" |
 #    (testing.M.Run), so a failing profile must not cost the step time.
 TINYSERVE_GPU_BENCH_MODEL=$model step step_time 75 "$bin/cuda.test" -test.v -test.run '^$' -test.bench 'GPUDecodeStep|GPUPrefillChunk' -test.benchtime "$benchtime"
 grep -E 'Benchmark' "$out/step_time.txt" | sed 's/^/    /' >>"$summary"
+TINYSERVE_GPU_DECODE_MODEL=$decode_model TINYSERVE_GPU_DECODE_DTYPE=$decode_dtype \
+	step decode_batch 120 "$bin/cuda.test" -test.v -test.run '^$' -test.bench 'GPUDecodeBatch' -test.benchtime "$benchtime"
+grep -E 'Benchmark' "$out/decode_batch.txt" | sed 's/^/    /' >>"$summary"
 TINYSERVE_GPU_BENCH_MODEL=$model step profile 45 "$bin/cuda.test" -test.v -test.run '^TestProfileGPUStep$'
-sed -n -E '/(decode|prefill) step, .* eager, mean of/,/total \(GPU/p' "$out/profile.txt" | sed 's/^ *gpu_test.go:[0-9]*: //; s/^/    /' >>"$summary"
+sed -n -E '/(decode|prefill) step, .* eager, mean of/,/total \(GPU/p' "$out/profile.txt" | sed -E 's/^ *[a-z_]+_test.go:[0-9]*: //; s/^/    /' >>"$summary"
+TINYSERVE_GPU_BENCH_MODEL=$decode_model TINYSERVE_GPU_BENCH_DTYPE=$decode_dtype \
+	step profile_decode_model 60 "$bin/cuda.test" -test.v -test.run '^TestProfileGPUStep$'
+sed -n -E '/(decode|prefill) step, .* eager, mean of/,/total \(GPU/p' "$out/profile_decode_model.txt" | sed -E 's/^ *[a-z_]+_test.go:[0-9]*: //; s/^/    /' >>"$summary"
 cd "$root"
 
 # 3. tinyserve on the seven scenarios, eager, then with CUDA graphs.
@@ -150,8 +183,11 @@ step tinyserve 120 "$bin/gpubench" scenarios -model "$model" -requests "$request
 grep -m1 -o 'cuda: backend ready.*' "$out/tinyserve.txt" | sed 's/^/    /' >>"$summary" # the device and the libraries used
 step tinyserve_graphs 120 "$bin/gpubench" scenarios -model "$model" -graphs -requests "$requests" -dtype "$dtype" -out "$out/tinyserve-graphs.json"
 
-# 4. The PyTorch peer on the same weights.
-if "$python" -c 'import torch, transformers, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+# 4. The PyTorch peer on the same weights (GPT-2 only: hf_peer.py loads
+#    GPT2LMHeadModel), when there is time for it.
+if [ $SECONDS -gt $((budget - 100)) ]; then
+	note "- hf_peer: SKIPPED (the earlier steps took $SECONDS s; the whole check must stay within $budget s)"
+elif "$python" -c 'import torch, transformers, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
 	ckpt=$model
 	if [ -d "$model" ] || step checkpoint 60 "$bin/gpubench" checkpoint -model "$model" "$scratch/checkpoint"; then
 		[ -d "$model" ] || ckpt=$scratch/checkpoint

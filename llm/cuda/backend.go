@@ -57,8 +57,9 @@ type Options struct {
 	CUDAGraphs bool
 }
 
-// Backend runs a GPT-2 model on an NVIDIA GPU as an engine.Backend. It
-// computes what llm/gpt2's CPU backend computes: a flattened batch of
+// Backend runs a decoder of any architecture model.Config describes
+// (GPT-2, Llama, Qwen2, Qwen3) on an NVIDIA GPU as an engine.Backend. It
+// computes what llm/cpu's backend computes: a flattened batch of
 // prefill chunks and decodes per step, K and V written to and read from a
 // paged cache through the block tables, and the LM head for the sampled
 // rows only. Per step it makes one host-to-device copy (the packed batch
@@ -92,7 +93,7 @@ type Backend struct {
 	weights DevicePtr
 	blasWS  DevicePtr // cuBLAS's workspace (see setup)
 
-	kc, vc    DevicePtr // [layer][block*blockSize+slot][C], storage type
+	kc, vc    DevicePtr // [layer][block*blockSize+slot][KVHeads*HeadDim], storage type
 	numBlocks int
 	blockSize int
 
@@ -100,10 +101,11 @@ type Backend struct {
 	capRows, capSample int
 	maxStepRows        int       // the most token rows a step has had: capSample's bound
 	acts               DevicePtr // one allocation holding the buffers below
-	x, h, q, att       DevicePtr // [rows][C]: residual f32, LN out T, query f32, attention out T
-	gemm               DevicePtr // [rows][max(3C, NInner)] float32 GEMM results
-	act                DevicePtr // [rows][NInner] T, activated MLP hidden
-	hs                 DevicePtr // [sample][C] T, final LN of the sampled rows
+	x, h               DevicePtr // [rows][Hidden]: residual f32, norm out T
+	q, att             DevicePtr // [rows][Heads*HeadDim]: queries f32, attention out T
+	gemm               DevicePtr // [rows][widest projection group] float32 GEMM results
+	act                DevicePtr // [rows][Intermediate] T, activated MLP hidden
+	hs                 DevicePtr // [sample][Hidden] T, final norm of the sampled rows
 	res                DevicePtr // results: argmax int32 [capSample], then logits f32 [capSample][V]
 	resLogitsOff       int       // byte offset of the logits in res
 	capMeta            int       // int32 elements of meta / metaHost
@@ -112,10 +114,11 @@ type Backend struct {
 	resHost            unsafe.Pointer // pinned, same layout as res
 	resHostBytes       int
 
-	// CUDA graphs of decode-only steps, by batch size (Options.CUDAGraphs).
-	graphs    map[int]GraphExec
-	graphSeen map[int]bool // sizes run once eagerly; the next is captured
-	graphsOff bool         // a capture failed: eager from then on
+	// CUDA graphs of decode-only steps, by batch size and block-table
+	// stride (Options.CUDAGraphs).
+	graphs    map[graphKey]GraphExec
+	graphSeen map[graphKey]bool // keys run once eagerly; the next is captured
+	graphsOff bool              // a capture failed: eager from then on
 
 	// prof, set only by tests and benchmarks, times each launch of an
 	// eager step (profile.go); nil otherwise.
@@ -130,8 +133,8 @@ type Backend struct {
 
 // kernels are the module's functions for the backend's dtype.
 type kernels struct {
-	embed, layernorm, addLayernorm, qkvStore, attention, biasAct, residual, argmax Function
-	hold                                                                           Function // the profiler's (profile.go)
+	embed, norm, addNorm, qkvStore, attention, biasAct, siluMul, residual, argmax Function
+	hold                                                                          Function // the profiler's (profile.go)
 }
 
 // NewBackend loads the CUDA libraries, compiles (or reads from the cache)
@@ -146,9 +149,6 @@ func NewBackend(m *model.Model, opts Options) (*Backend, error) {
 	cfg := m.Config
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("cuda: %w", err)
-	}
-	if cfg.Arch != model.ArchGPT2 {
-		return nil, fmt.Errorf("cuda: the %s architecture (%s) does not run on the cuda backend yet; --backend cpu runs it", cfg.Arch, cfg.Architecture)
 	}
 	dt, err := parseDType(opts.DType)
 	if err != nil {
@@ -167,19 +167,8 @@ func NewBackend(m *model.Model, opts Options) (*Backend, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	if hd := cfg.HeadDim; hd > 1024 {
-		return nil, fmt.Errorf("cuda: head dimension %d is over 1024", hd)
-	}
-	// Attention runs one block per (row, head): the grid's y dimension is
-	// the head count, at most 65535.
-	if cfg.Heads > 65535 {
-		return nil, fmt.Errorf("cuda: %d attention heads, over the 65535 a grid dimension holds", cfg.Heads)
-	}
-	// The attention kernel keeps a row's scores in shared memory, within
-	// the 48 KiB (static and dynamic together) a launch gets without
-	// opting in to more.
-	if need := attentionShared(cfg.MaxPositions, cfg.HeadDim, dt.size) + attentionStaticShared; need > 48<<10 {
-		return nil, fmt.Errorf("cuda: context length %d needs %d bytes of shared memory per attention block, over 48 KiB", cfg.MaxPositions, need)
+	if err := checkShape(&cfg, dt); err != nil {
+		return nil, err
 	}
 	if err := m.Check(); err != nil {
 		return nil, fmt.Errorf("cuda: %w", err)
@@ -192,6 +181,29 @@ func NewBackend(m *model.Model, opts Options) (*Backend, error) {
 		return nil, err
 	}
 	return b, nil
+}
+
+// checkShape refuses, naming the limit, a model whose shape some launch of
+// every step would refuse: better at start than at the first step.
+func checkShape(c *model.Config, dt dtype) error {
+	// Attention runs a block of at least HeadDim threads (at most 1024),
+	// and qkv_store's rotation table holds HeadDim values.
+	if hd := c.HeadDim; hd > 1024 {
+		return fmt.Errorf("cuda: head_dim %d is over the 1024 the kernels take", hd)
+	}
+	// Attention runs one block per (row, head): the grid's y dimension is
+	// the head count, at most 65535.
+	if c.Heads > 65535 {
+		return fmt.Errorf("cuda: %d attention heads, over the 65535 a grid dimension holds", c.Heads)
+	}
+	// Attention's shared memory (one tile of positions, whatever the
+	// context length) must fit the 48 KiB, static and dynamic together, a
+	// launch gets without opting in to more. Every head_dim up to 1024
+	// does; the check keeps that true if the tile changes.
+	if need := attentionShared(c.HeadDim, dt.size) + attentionStaticShared; need > 48<<10 {
+		return fmt.Errorf("cuda: head_dim %d needs %d bytes of shared memory per attention block, over 48 KiB", c.HeadDim, need)
+	}
+	return nil
 }
 
 // start does NewBackend's device work; on error release undoes it.
@@ -334,9 +346,9 @@ func (b *Backend) setup(load func(drvVersion int) (*NVRTC, *CuBLAS, error)) erro
 		f    *Function
 		name string
 	}{
-		{&b.fn.embed, "embed" + sfx}, {&b.fn.layernorm, "layernorm" + sfx}, {&b.fn.addLayernorm, "add_layernorm" + sfx},
+		{&b.fn.embed, "embed" + sfx}, {&b.fn.norm, "norm" + sfx}, {&b.fn.addNorm, "add_norm" + sfx},
 		{&b.fn.qkvStore, "qkv_store" + sfx}, {&b.fn.attention, "attention" + sfx},
-		{&b.fn.biasAct, "bias_act" + sfx}, {&b.fn.residual, "residual" + sfx},
+		{&b.fn.biasAct, "bias_act" + sfx}, {&b.fn.siluMul, "silu_mul" + sfx}, {&b.fn.residual, "residual" + sfx},
 		{&b.fn.argmax, "argmax_rows"}, {&b.fn.hold, "hold_ns"},
 	} {
 		if *k.f, err = b.drv.Function(b.mod, k.name); err != nil {

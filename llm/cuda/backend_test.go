@@ -75,6 +75,13 @@ func TestNewBackendRejectsBadOptions(t *testing.T) {
 // config is read before the libraries load, so the models have no weights.
 func TestNewBackendRejectsShapesTheKernelsCannotRun(t *testing.T) {
 	base := tinyModel(t).Config
+	for _, d := range []int{16, 64, 128, 256, 1024} {
+		for _, size := range []int{2, 4} {
+			if need := attentionShared(d, size) + attentionStaticShared; need > 48<<10 {
+				t.Errorf("head_dim %d with %d-byte storage needs %d bytes of attention shared memory", d, size, need)
+			}
+		}
+	}
 	shape := func(mutate func(*model.Config)) *model.Model {
 		c := base
 		mutate(&c)
@@ -84,23 +91,15 @@ func TestNewBackendRejectsShapesTheKernelsCannotRun(t *testing.T) {
 		return &model.Model{Name: "shape", Config: c}
 	}
 	opts := Options{DType: "float32", LibDir: t.TempDir(), Getenv: func(string) string { return "" }}
-	D := base.HeadDim
-	// The longest context whose attention block fits 48 KiB (float32
-	// storage), static scratch included; one position more does not.
-	within := ((48<<10-attentionStaticShared)/4 - D - attentionThreads(D)*4) / 2
-	if need := attentionShared(within, D, 4) + attentionStaticShared; need > 48<<10 {
-		t.Fatalf("%d positions need %d bytes", within, need)
-	}
-	if need := attentionShared(within+1, D, 4) + attentionStaticShared; need <= 48<<10 {
-		t.Fatalf("%d positions need only %d bytes", within+1, need)
-	}
 	for _, tc := range []struct {
 		name   string
 		mutate func(*model.Config)
 		want   string // "" for a shape that passes the check
 	}{
-		{"context over the shared memory", func(c *model.Config) { c.MaxPositions = within + 1 }, "shared memory"},
-		{"context within it", func(c *model.Config) { c.MaxPositions = within }, ""},
+		// Attention tiles the context: no length is too long for it.
+		{"a context of a million positions", func(c *model.Config) { c.MaxPositions = 1 << 20 }, ""},
+		{"head_dim 1024", func(c *model.Config) { c.Heads, c.KVHeads, c.Hidden, c.HeadDim = 1, 1, 1024, 1024 }, ""},
+		{"head_dim over 1024", func(c *model.Config) { c.Heads, c.KVHeads, c.Hidden, c.HeadDim = 1, 1, 1026, 1026 }, "head_dim 1026"},
 		{"heads over a grid dimension", func(c *model.Config) { c.Heads, c.KVHeads, c.Hidden, c.HeadDim = 65536, 65536, 65536, 1 }, "65535"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -112,7 +111,7 @@ func TestNewBackendRejectsShapesTheKernelsCannotRun(t *testing.T) {
 			switch {
 			case tc.want != "" && !strings.Contains(err.Error(), tc.want):
 				t.Errorf("error %q, want it to name %q", err, tc.want)
-			case tc.want == "" && (strings.Contains(err.Error(), "shared memory") || strings.Contains(err.Error(), "65535")):
+			case tc.want == "" && (strings.Contains(err.Error(), "head_dim") || strings.Contains(err.Error(), "shared memory") || strings.Contains(err.Error(), "65535")):
 				t.Errorf("a shape within the limits refused: %v", err)
 			}
 		})

@@ -1,4 +1,6 @@
-// Package cuda runs GPT-2 on an NVIDIA GPU as an engine.Backend without cgo.
+// Package cuda runs decoder-only models (every architecture model.Config
+// describes: GPT-2, Llama, Qwen2, Qwen3) on an NVIDIA GPU as an
+// engine.Backend without cgo.
 //
 // The CUDA driver (libcuda.so.1), cuBLAS and NVRTC are opened at run time
 // with github.com/ebitengine/purego, so the package builds with
@@ -13,6 +15,7 @@
 //     status turned into an *Error carrying CUDA's own name and message;
 //   - kernels (kernels/*.cu, embedded) compiled once per source and GPU
 //     architecture by NVRTC and cached on disk;
-//   - Backend: the GPT-2 forward pass over a paged KV cache, the same
-//     computation as llm/gpt2's CPU backend, which is its reference.
+//   - Backend: one forward pass over a paged KV cache for every
+//     architecture, driven by the model.Config, the same computation as
+//     llm/cpu's backend, which is its reference.
 package cuda

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unsafe"
@@ -17,25 +18,69 @@ import (
 	"github.com/tinyserve/tinyserve/llm/model"
 )
 
-// emuLibDir builds the emulator with its library entry points into a
+// emuLibDir puts the emulator with its library entry points into a fresh
 // folder, under the names the library search looks for (symlinks to one
 // file, so the three "libraries" are one loaded object sharing one
-// emulated device).
-// defines select driver.cc's variants.
+// emulated device). defines select driver.cc's variants. The library is
+// compiled once per test binary and variant (emuLibrary) and copied: a
+// copy is a file of its own, which the loader maps afresh, so each folder
+// is a device of its own, as each compile used to make it.
 func emuLibDir(t testing.TB, defines ...string) string {
 	t.Helper()
-	loadEmu(t) // skips where the emulator cannot be built
 	dir := t.TempDir()
-	lib, err := compileEmu(dir, KernelSource(), kernelNames(), true, defines...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range []string{"libcuda.so.1", "libcublas.so.12", "libnvrtc.so.12"} {
-		if err := os.Symlink(filepath.Base(lib), filepath.Join(dir, name)); err != nil {
+	const name = "libtinyserve_cuda_emu.so"
+	copyFile(t, emuLibrary(t, defines...), filepath.Join(dir, name))
+	for _, link := range []string{"libcuda.so.1", "libcublas.so.12", "libnvrtc.so.12"} {
+		if err := os.Symlink(name, filepath.Join(dir, link)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	return dir
+}
+
+// emuLibs are the emulator libraries compiled so far, by their defines.
+var emuLibs struct {
+	sync.Mutex
+	path map[string]string
+}
+
+// emuLibrary returns the emulator compiled with its driver, cuBLAS and
+// NVRTC entry points and defines, compiling it on first use (about 5 s)
+// into the test binary's scratch folder. It skips where the emulator
+// cannot be built.
+func emuLibrary(t testing.TB, defines ...string) string {
+	t.Helper()
+	loadEmu(t) // skips where the emulator cannot be built
+	key := strings.Join(defines, " ")
+	emuLibs.Lock()
+	defer emuLibs.Unlock()
+	if p, ok := emuLibs.path[key]; ok {
+		return p
+	}
+	dir, err := os.MkdirTemp(testScratch, "emulib")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lib, err := compileEmu(dir, KernelSource(), kernelNames(), true, defines...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if emuLibs.path == nil {
+		emuLibs.path = map[string]string{}
+	}
+	emuLibs.path[key] = lib
+	return lib
+}
+
+func copyFile(t testing.TB, src, dst string) {
+	t.Helper()
+	data, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // nullDevice opens the emulated libraries in dir and turns on the null
@@ -58,8 +103,8 @@ func nullDevice(t testing.TB, dir string) uintptr {
 // emulator built as libcuda, cuBLAS and NVRTC: every driver, cuBLAS and
 // NVRTC call goes through purego into C functions declared with NVIDIA's
 // prototypes, so argument order, widths and pointer conventions are
-// checked as a GPU would check them. Then the float32 goldens and graph
-// replay run through those calls. (bench/gpu/emulate.sh runs the whole
+// checked as a GPU would check them. Then the float32 goldens (a GPT-2
+// and a Qwen3) and graph replay run through those calls. (bench/gpu/emulate.sh runs the whole
 // device check this way.)
 func TestEmuLibraries(t *testing.T) {
 	dir := emuLibDir(t)
@@ -84,7 +129,11 @@ func TestEmuLibraries(t *testing.T) {
 		}
 		return b
 	}
-	t.Run("golden", func(t *testing.T) { checkGoldenGreedyFloat32(t, newDev) })
+	// One checkpoint per family: the calls are what is checked here, the
+	// kernels' results are everywhere else.
+	lim := goldenLimits{maxPrompt: emuLimits().maxPrompt, checkpoints: []string{"gpt2-tiny-hot", "qwen3-tiny"}}
+	t.Run("golden", func(t *testing.T) { checkGoldenGreedyFloat32(t, newDev, lim) })
+	t.Run("decoder_golden", func(t *testing.T) { checkDecoderGoldens(t, newDev, lim) })
 	t.Run("graphs", func(t *testing.T) { checkGraphsMatchEager(t, newDev) })
 	t.Run("max_kv_blocks", func(t *testing.T) {
 		m := smallModel(t, nil)
@@ -297,17 +346,10 @@ func TestEmuSystemDriverFirst(t *testing.T) {
 		}
 		return
 	}
-	loadEmu(t) // skips where the emulator cannot be built
 	dir := t.TempDir()
-	lib, err := compileEmu(dir, KernelSource(), kernelNames(), true)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// One file named as the driver, so that /proc/self/maps names it so;
 	// cuBLAS and NVRTC are links to it (one loaded object, one device).
-	if err := os.Rename(lib, filepath.Join(dir, "libcuda.so.1")); err != nil {
-		t.Fatal(err)
-	}
+	copyFile(t, emuLibrary(t), filepath.Join(dir, "libcuda.so.1"))
 	for _, name := range []string{"libcublas.so.12", "libnvrtc.so.12"} {
 		if err := os.Symlink("libcuda.so.1", filepath.Join(dir, name)); err != nil {
 			t.Fatal(err)

@@ -1,6 +1,6 @@
 package cuda
 
-// The host emulator: kernels/gpt2.cu itself, compiled by g++ against a
+// The host emulator: kernels/decoder.cu itself, compiled by g++ against a
 // small CUDA shim (testdata/emu) and run on the fake GPU with real memory.
 // Where the Go emulation in fakegpu_test.go checks the backend's plumbing
 // against the kernels' documented semantics, this runs the CUDA C source:
@@ -88,7 +88,7 @@ func compileEmu(dir, src string, names []string, withDriver bool, defines ...str
 	if err := os.WriteFile(filepath.Join(dir, "kernels.inc"), []byte(inc.String()), 0o644); err != nil {
 		return "", err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "gpt2.cu"), []byte(src), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, kernelFile), []byte(src), 0o644); err != nil {
 		return "", err
 	}
 	lib := filepath.Join(dir, "libtinyserve_cuda_emu.so")
@@ -220,9 +220,35 @@ func newEmuBackendOrder(t testing.TB, m *model.Model, opts Options, numBlocks in
 // against the CPU backend, half-precision top-10, and graph replay against
 // eager steps.
 
-func TestEmuGoldenGreedyFloat32(t *testing.T)  { checkGoldenGreedyFloat32(t, newEmuBackend) }
-func TestEmuMixedBatchesMatchCPU(t *testing.T) { checkMixedBatchesMatchCPU(t, newEmuBackend) }
-func TestEmuHalfTop10(t *testing.T)            { checkHalfTop10(t, newEmuBackend) }
+// emuLimits are the golden prompts the emulated checks take (the GPU's take
+// them all): those of up to 300 tokens, two attention tiles, since the
+// emulator runs each CUDA thread as a fiber; the longest prompts run in
+// TestEmuGoldenGreedyFloat32 and TestEmuDecoderGoldens only. Under the
+// race detector, which checks the Go around the kernels and nothing of the
+// C kernels' arithmetic, prompts of up to 33 tokens of one checkpoint per
+// family: every kernel still runs in every storage type there
+// (TestEmuThreadOrder, TestEmuDecoderHalfTop10), the numerical checks at
+// full length run without it.
+func emuLimits() goldenLimits {
+	if raceEnabled {
+		return goldenLimits{maxPrompt: 33, checkpoints: []string{"gpt2-tiny-hot", "qwen3-tiny"}}
+	}
+	return goldenLimits{maxPrompt: 300}
+}
+
+// TestEmuGoldenGreedyFloat32 takes every GPT-2 golden prompt, the 1,009
+// tokens of gpt2-tiny's longest included, unless under the race detector.
+func TestEmuGoldenGreedyFloat32(t *testing.T) {
+	lim := allGoldens
+	if raceEnabled {
+		lim = emuLimits()
+	}
+	checkGoldenGreedyFloat32(t, newEmuBackend, lim)
+}
+func TestEmuMixedBatchesMatchCPU(t *testing.T) {
+	checkMixedBatchesMatchCPU(t, newEmuBackend, emuLimits())
+}
+func TestEmuHalfTop10(t *testing.T)            { checkHalfTop10(t, newEmuBackend, emuLimits()) }
 func TestEmuGraphsMatchEager(t *testing.T)     { checkGraphsMatchEager(t, newEmuBackend) }
 func TestEmuPromptLogitsMatchCPU(t *testing.T) { checkPromptLogitsMatchCPU(t, newEmuBackend) }
 
@@ -257,9 +283,15 @@ func TestEmuGemmOrders(t *testing.T) {
 // emulator's GEMMs summing in float32, as a GPU's do, in two orders unlike
 // the CPU backend's (sequential fused multiply-adds, and split-K): the
 // goldens' tolerances and greedy tokens must hold for a GPU's rounding,
-// not only for the exact sums the other emulator tests use.
+// not only for the exact sums the other emulator tests use. It takes the
+// GPT-2 checkpoint with the tighter margins (gpt2-tiny-hot) and llama-tiny,
+// prompts of up to 300 tokens.
 func TestEmuFloat32Sums(t *testing.T) {
+	if raceEnabled {
+		t.Skip("rounding, not concurrency: the race detector adds nothing here; runs without it")
+	}
 	e := loadEmu(t)
+	lim := goldenLimits{maxPrompt: 300, checkpoints: []string{"gpt2-tiny-hot", "llama-tiny"}}
 	for _, order := range []struct {
 		name  string
 		order int32
@@ -267,51 +299,72 @@ func TestEmuFloat32Sums(t *testing.T) {
 		t.Run(order.name, func(t *testing.T) {
 			e.setGemmOrder(order.order)
 			defer e.setGemmOrder(emuGemmFloat64)
-			t.Run("golden", func(t *testing.T) { checkGoldenGreedyFloat32(t, newEmuBackend) })
-			t.Run("mixed", func(t *testing.T) { checkMixedBatchesMatchCPU(t, newEmuBackend) })
+			t.Run("golden", func(t *testing.T) { checkGoldenGreedyFloat32(t, newEmuBackend, lim) })
+			t.Run("mixed", func(t *testing.T) { checkMixedBatchesMatchCPU(t, newEmuBackend, lim) })
 			t.Run("prompt_logits", func(t *testing.T) { checkPromptLogitsMatchCPU(t, newEmuBackend) })
+			t.Run("decoder_golden", func(t *testing.T) { checkDecoderGoldens(t, newEmuBackend, lim) })
 		})
 	}
 }
 
 // TestEmuThreadOrder runs the same mixed batches with each block's threads
-// (and the blocks) in forward and in reverse order, for every storage
-// type: the logits must be bit-identical. A kernel that reads what another
+// (and the blocks) in forward and in reverse order, for every storage type,
+// on a GPT-2 and on a Qwen3 (whose launches take every other path of the
+// kernels but the biases): the logits must be bit-identical. A kernel that reads what another
 // thread writes without a barrier between them, or that depends on block
 // order, gives different results in the two orders.
 func TestEmuThreadOrder(t *testing.T) {
-	m := smallModel(t, nil)
 	const blocks = 40
 	prompts := smallPrompts(300, 1, 17, 40, 5, 33)
-	for _, dt := range []string{"float32", "float16", "bfloat16"} {
-		t.Run(dt, func(t *testing.T) {
-			fwd, _ := newEmuBackendOrder(t, m, Options{DType: dt}, blocks, false)
-			rev, _ := newEmuBackendOrder(t, m, Options{DType: dt}, blocks, true)
-			if worst := compareMixed(t, fwd, rev, prompts, blocks, 7, 5); worst != 0 {
-				t.Errorf("forward and reverse thread order differ by %.3g", worst)
-			}
-		})
+	for _, arch := range []string{"gpt2", "qwen3"} {
+		m := smallModel(t, nil)
+		if arch != "gpt2" {
+			m = smallLlama(t, arch)
+		}
+		for _, dt := range []string{"float32", "float16", "bfloat16"} {
+			t.Run(arch+"/"+dt, func(t *testing.T) {
+				fwd, _ := newEmuBackendOrder(t, m, Options{DType: dt}, blocks, false)
+				rev, _ := newEmuBackendOrder(t, m, Options{DType: dt}, blocks, true)
+				if worst := compareMixed(t, fwd, rev, prompts, blocks, 7, 5); worst != 0 {
+					t.Errorf("forward and reverse thread order differ by %.3g", worst)
+				}
+			})
+		}
 	}
 }
 
 // TestEmuMatchesGoEmulation: the CUDA C and the Go emulation of its
 // documented semantics (fakegpu_test.go) agree on every returned logit,
-// for each storage type and GELU form.
+// for each storage type and GELU form, and for every Llama-family variant.
 func TestEmuMatchesGoEmulation(t *testing.T) {
-	for _, v := range []struct {
-		dt  string
-		erf bool
-		tol float64
-	}{{"float32", false, 1e-5}, {"float32", true, 1e-5}, {"float16", false, 2e-3}, {"bfloat16", false, 1e-2}} {
-		t.Run(fmt.Sprintf("%s/erf=%v", v.dt, v.erf), func(t *testing.T) {
-			if raceEnabled && v.dt != "float32" {
-				t.Skip("half types skipped under the race detector (slow Go emulation); float32 runs")
-			}
-			m := smallModel(t, func(c *model.Config) {
-				if v.erf {
+	type variant struct {
+		name, dt string
+		model    func(testing.TB) *model.Model
+		tol      float64
+	}
+	gpt2 := func(erf bool) func(testing.TB) *model.Model {
+		return func(t testing.TB) *model.Model {
+			return smallModel(t, func(c *model.Config) {
+				if erf {
 					c.Activation = model.GeluErf
 				}
 			})
+		}
+	}
+	vs := []variant{
+		{"gpt2", "float32", gpt2(false), 1e-5}, {"gpt2_erf", "float32", gpt2(true), 1e-5},
+		{"gpt2", "float16", gpt2(false), 2e-3}, {"gpt2", "bfloat16", gpt2(false), 1e-2},
+	}
+	for _, arch := range smallLlamas {
+		vs = append(vs, variant{arch, "float32", func(t testing.TB) *model.Model { return smallLlama(t, arch) }, 1e-5})
+	}
+	vs = append(vs, variant{"qwen3", "bfloat16", func(t testing.TB) *model.Model { return smallLlama(t, "qwen3") }, 2e-2})
+	for _, v := range vs {
+		t.Run(v.name+"/"+v.dt, func(t *testing.T) {
+			if raceEnabled && v.dt != "float32" {
+				t.Skip("half types skipped under the race detector (slow Go emulation); float32 runs")
+			}
+			m := v.model(t)
 			const blocks = 40
 			emu := newEmuBackend(t, m, Options{DType: v.dt}, blocks)
 			goEmu, _ := newFakeBackend(t, m, Options{DType: v.dt}, blocks)
@@ -430,7 +483,7 @@ extern "C" __global__ void split_warp(float* x) {
 			t.Errorf("%s block %d shared %d: %v, want an error about %q", c.name, c.block, c.shared, err, c.want)
 		}
 	}
-	if e.kernelArgs("attention_f16") != 13 || e.kernelArgs("no_such_kernel") != -1 {
+	if e.kernelArgs("attention_f16") != 14 || e.kernelArgs("no_such_kernel") != -1 {
 		t.Errorf("kernel argument counts: attention_f16 %d, no_such_kernel %d", e.kernelArgs("attention_f16"), e.kernelArgs("no_such_kernel"))
 	}
 }

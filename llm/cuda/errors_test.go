@@ -78,7 +78,7 @@ func TestNVRTCStatusToError(t *testing.T) {
 	if !archRejected(err) {
 		t.Errorf("archRejected(%v) = false", err)
 	}
-	ce := &CompileError{Err: err, Log: "gpt2.cu(3): error: identifier \"x\" is undefined"}
+	ce := &CompileError{Err: err, Log: "decoder.cu(3): error: identifier \"x\" is undefined"}
 	if !errors.Is(ce, err) || !strings.Contains(ce.Error(), "is undefined") || !strings.Contains(ce.Error(), "NVRTC_ERROR_INVALID_OPTION") {
 		t.Errorf("CompileError %q does not carry status and log", ce.Error())
 	}

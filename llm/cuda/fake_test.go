@@ -3,10 +3,12 @@ package cuda
 import (
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"unsafe"
@@ -29,6 +31,45 @@ func smallModel(t testing.TB, mutate func(*model.Config)) *model.Model {
 	}
 	return m
 }
+
+// smallLlama is a Llama-family model as small: vocabulary 300, width 32,
+// 2 layers, RMSNorm, rotary positions (theta 10^4, 4096 positions), SwiGLU
+// MLP of 64, with the choices of the architecture arch: Qwen2 (q/k/v
+// biases, 4 query heads and 1 KV head of 8), Llama 3 (no biases, rope
+// scaling that changes frequencies within the prompts, an untied LM head, 4
+// query heads and 2 KV heads of 8), Llama with attention_bias and mlp_bias
+// (biases on every projection), Qwen3 (per-head q/k norms, head_dim 16,
+// not width/heads, 4 query heads and 2 KV heads).
+func smallLlama(t testing.TB, arch string) *model.Model {
+	t.Helper()
+	c := model.Config{
+		VocabSize: 300, Hidden: 32, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 8, Intermediate: 64, MaxPositions: 4096,
+		Norm: model.RMSNorm, NormEps: 1e-6, Rotary: true, RopeTheta: 1e4, MLP: model.MLPGated, Activation: model.SiLU,
+		TiedEmbeddings: true, BOSTokenID: -1,
+	}
+	switch arch {
+	case "qwen2":
+		c.Arch, c.Architecture, c.KVHeads, c.QKVBias = model.ArchQwen2, "Qwen2ForCausalLM", 1, true
+	case "llama3":
+		c.Arch, c.Architecture, c.TiedEmbeddings = model.ArchLlama, "LlamaForCausalLM", false
+		c.RopeScaling = model.Llama3Scaling{Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMaxPositions: 64}
+	case "llama_biases":
+		c.Arch, c.Architecture, c.QKVBias, c.OBias, c.MLPBias = model.ArchLlama, "LlamaForCausalLM", true, true, true
+	case "qwen3":
+		c.Arch, c.Architecture, c.HeadDim, c.QKNorm = model.ArchQwen3, "Qwen3ForCausalLM", 16, true
+	default:
+		t.Fatalf("smallLlama: unknown architecture %q", arch)
+	}
+	c.AttnScale = 1 / math.Sqrt(float64(c.HeadDim))
+	m, err := model.NewRandom("small-"+arch, c, model.RandomOptions{Seed: 7, Std: 0.2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// smallLlamas are smallLlama's architectures.
+var smallLlamas = []string{"qwen2", "llama3", "llama_biases", "qwen3"}
 
 func smallPrompts(vocab int, lens ...int) [][]int {
 	r := rand.New(rand.NewPCG(1, 2))
@@ -60,22 +101,33 @@ func cpuBackend(t testing.TB, m *model.Model, numBlocks int) *cpu.Backend {
 // Go emulations, against the CPU backend on mixed batches: chunked
 // prefills crossing block boundaries, decodes, rows with and without
 // logits. In float32 the argmax must agree at every step and the logits
-// closely; variants cover the erf GELU, the per-layer attention scaling
-// and a model with an untied LM head... as far as NewRandom builds one.
+// closely; variants cover GPT-2's erf GELU and per-layer attention
+// scaling, and every Llama-family choice (smallLlama): RMSNorm, RoPE with
+// and without Llama 3 scaling, GQA, q/k/v, o and MLP biases or none, q/k
+// norms, SwiGLU, an untied LM head.
 func TestFakeGPUMatchesCPU(t *testing.T) {
-	for _, v := range []struct {
-		name   string
-		mutate func(*model.Config)
-	}{
-		{"gelu_new", nil},
-		{"gelu_erf", func(c *model.Config) { c.Activation = model.GeluErf }},
-		{"inverse_layer_scaling", func(c *model.Config) { c.ScaleAttnByInverseLayerIdx = true }},
-	} {
+	type variant struct {
+		name  string
+		model func(testing.TB) *model.Model
+	}
+	vs := []variant{
+		{"gelu_new", func(t testing.TB) *model.Model { return smallModel(t, nil) }},
+		{"gelu_erf", func(t testing.TB) *model.Model {
+			return smallModel(t, func(c *model.Config) { c.Activation = model.GeluErf })
+		}},
+		{"inverse_layer_scaling", func(t testing.TB) *model.Model {
+			return smallModel(t, func(c *model.Config) { c.ScaleAttnByInverseLayerIdx = true })
+		}},
+	}
+	for _, arch := range smallLlamas {
+		vs = append(vs, variant{arch, func(t testing.TB) *model.Model { return smallLlama(t, arch) }})
+	}
+	for i, v := range vs {
 		t.Run(v.name, func(t *testing.T) {
-			if raceEnabled && v.mutate != nil {
-				t.Skip("variants skipped under the race detector (slow emulation); the default model runs")
+			if raceEnabled && i > 0 && v.name != "qwen3" {
+				t.Skip("variants skipped under the race detector (slow emulation); GPT-2 and Qwen3 run")
 			}
-			m := smallModel(t, v.mutate)
+			m := v.model(t)
 			const blocks = 40
 			fb, g := newFakeBackend(t, m, Options{DType: "float32"}, blocks)
 			cb := cpuBackend(t, m, blocks)
@@ -442,5 +494,47 @@ func TestFakeGPUProfileCountsOnlyWholeSteps(t *testing.T) {
 	}
 	if err := p.collect(); err == nil {
 		t.Error("collect without a step succeeded")
+	}
+}
+
+// TestGraphStride: a graph step's block tables are packed with the next
+// power of two of blocks from 16 on, capped at the full context, so that a
+// graph serves every step until the longest context doubles.
+func TestGraphStride(t *testing.T) {
+	for _, c := range []struct{ need, maxStride, want int }{
+		{1, 2048, 16}, {16, 2048, 16}, {17, 2048, 32}, {300, 2048, 512}, {2048, 2048, 2048}, {5, 8, 8}, {1500, 1600, 1600},
+	} {
+		if got := graphStride(c.need, c.maxStride); got != c.want {
+			t.Errorf("graphStride(%d, %d) = %d, want %d", c.need, c.maxStride, got, c.want)
+		}
+	}
+}
+
+// TestFakeGPUGraphsAcrossStrides: a decode graph's block-table stride
+// covers the longest context to the next power of two; when a context
+// outgrows it, the next steps pack a wider stride, run once eagerly and are
+// captured anew, and every step still equals an eager backend's.
+func TestFakeGPUGraphsAcrossStrides(t *testing.T) {
+	m := smallLlama(t, "qwen3")
+	const blocks = 20
+	eager, _ := newFakeBackend(t, m, Options{DType: "float32"}, blocks)
+	gb, _ := newFakeBackend(t, m, Options{DType: "float32", CUDAGraphs: true}, blocks)
+	es, gs := newStepper(t, eager, blocks), newStepper(t, gb, blocks)
+	prompt := smallPrompts(300, 250)[0]
+	p := part{id: kvID(0), tokens: prompt, sample: true}
+	last, pos := es.step(p)[0].Argmax, len(prompt)
+	gs.step(p)
+	for range 10 { // positions 250..259: 16 blocks, then 17
+		d := part{id: kvID(0), tokens: []int{last}, start: pos, sample: true, needLogits: true}
+		er, gr := es.step(d), gs.step(d)
+		if er[0].Argmax != gr[0].Argmax || !slices.Equal(er[0].Logits, gr[0].Logits) {
+			t.Fatalf("position %d: graph step differs from eager", pos)
+		}
+		last, pos = er[0].Argmax, pos+1
+	}
+	keys := slices.Collect(maps.Keys(gb.graphs))
+	slices.SortFunc(keys, func(a, b graphKey) int { return a.stride - b.stride })
+	if want := []graphKey{{1, 16}, {1, 32}}; !slices.Equal(keys, want) || gb.graphsOff {
+		t.Errorf("graphs %v (off=%v), want %v", keys, gb.graphsOff, want)
 	}
 }

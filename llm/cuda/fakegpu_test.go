@@ -2,7 +2,7 @@ package cuda
 
 // A fake GPU for testing the backend's orchestration without one: the
 // Driver's and CuBLAS's C functions are replaced by Go functions over a
-// bounds-checked fake device memory, and each kernel of kernels/gpt2.cu is
+// bounds-checked fake device memory, and each kernel of kernels/decoder.cu is
 // emulated in Go from its documented semantics, reading its parameters
 // from cuLaunchKernel's argument array in the .cu file's order. This checks
 // what a GPU run would otherwise be the first to check: kernel argument
@@ -311,7 +311,7 @@ func storage(name string) (int, string) {
 // cuLaunchKernel copies them), the work runs now or at graph replay.
 func (g *fakeGPU) launch(name string, grid, block [3]uint32, shared uint32, params unsafe.Pointer) {
 	g.launches++
-	nargs := map[string]int{"embed": 6, "layernorm": 7, "add_layernorm": 8, "qkv_store": 11, "attention": 13, "bias_act": 6, "residual": 5, "argmax_rows": 3, "hold_ns": 1}
+	nargs := map[string]int{"embed": 6, "norm": 8, "add_norm": 9, "qkv_store": 17, "attention": 14, "bias_act": 6, "silu_mul": 5, "residual": 5, "argmax_rows": 3, "hold_ns": 1}
 	dt, base := storage(name)
 	n, ok := nargs[base]
 	if g.emu != nil {
@@ -352,67 +352,111 @@ func (g *fakeGPU) run(k string, dt int, grid, block [3]uint32, shared uint32, a 
 		for i := range int(grid[0]) {
 			t, p := g.i32(tok, i), g.i32(pos, i)
 			for c := range C {
-				g.setF32(x, i*C+c, g.elem(wte, t*C+c, dt)+g.elem(wpe, p*C+c, dt))
+				v := g.elem(wte, t*C+c, dt)
+				if wpe != 0 {
+					v += g.elem(wpe, p*C+c, dt)
+				}
+				g.setF32(x, i*C+c, v)
 			}
 		}
-	case "layernorm": // (T* out, const float* x, const int* rows, const T* w, const T* b, int C, float eps)
-		out, x, rows, w, bias, C, eps := a.ptr(0), a.ptr(1), a.ptr(2), a.ptr(3), a.ptr(4), a.int(5), a.flt(6)
+	case "norm": // (T* out, const float* x, const int* rows, const T* w, const T* b, int C, float eps, int rms)
+		out, x, rows, w, bias, C, eps, rms := a.ptr(0), a.ptr(1), a.ptr(2), a.ptr(3), a.ptr(4), a.int(5), a.flt(6), a.int(7)
 		for r := range int(grid[0]) {
 			src := r
 			if rows != 0 {
 				src = g.i32(rows, r)
 			}
-			g.layernormRow(out, r, x, src, w, bias, C, eps, dt)
+			g.normRow(out, r, x, src, w, bias, C, eps, rms != 0, dt)
 		}
-	case "add_layernorm": // (T* out, float* x, const float* in, const T* bias, const T* w, const T* b, int C, float eps)
-		out, x, in, bias, w, lb, C, eps := a.ptr(0), a.ptr(1), a.ptr(2), a.ptr(3), a.ptr(4), a.ptr(5), a.int(6), a.flt(7)
+	case "add_norm": // (T* out, float* x, const float* in, const T* bias, const T* w, const T* b, int C, float eps, int rms)
+		out, x, in, bias, w, lb, C, eps, rms := a.ptr(0), a.ptr(1), a.ptr(2), a.ptr(3), a.ptr(4), a.ptr(5), a.int(6), a.flt(7), a.int(8)
 		for r := range int(grid[0]) {
 			for c := range C {
-				g.setF32(x, r*C+c, g.f32(x, r*C+c)+g.f32(in, r*C+c)+g.elem(bias, c, dt))
+				g.setF32(x, r*C+c, g.f32(x, r*C+c)+(g.f32(in, r*C+c)+g.opt(bias, c, dt)))
 			}
-			g.layernormRow(out, r, x, r, w, lb, C, eps, dt)
+			g.normRow(out, r, x, r, w, lb, C, eps, rms != 0, dt)
 		}
-	case "qkv_store": // (float* q, const float* qkv, const T* bias, T* kc, T* vc, pos, seq, bt, int maxBlocks, int bs, int C)
-		q, qkv, bias, kc, vc, pos, seq, bt := a.ptr(0), a.ptr(1), a.ptr(2), a.ptr(3), a.ptr(4), a.ptr(5), a.ptr(6), a.ptr(7)
-		maxBlocks, bs, C := a.int(8), a.int(9), a.int(10)
+	case "qkv_store": // (float* q, const float* qkv, const T* bias, const T* qNorm, const T* kNorm, const double* invFreq, T* kc, T* vc, pos, seq, bt, int maxBlocks, int bs, int H, int KVH, int D, float eps)
+		q, qkv, bias, qNorm, kNorm, invFreq, kc, vc := a.ptr(0), a.ptr(1), a.ptr(2), a.ptr(3), a.ptr(4), a.ptr(5), a.ptr(6), a.ptr(7)
+		pos, seq, bt := a.ptr(8), a.ptr(9), a.ptr(10)
+		maxBlocks, bs, H, KVH, D, eps := a.int(11), a.int(12), a.int(13), a.int(14), a.int(15), a.flt(16)
+		if block[0]%32 != 0 || D > 1024 {
+			panic(fmt.Sprintf("qkv_store: block %d for D=%d", block[0], D))
+		}
+		QD, KVD := H*D, KVH*D
+		W := QD + 2*KVD
+		head := make([]float32, D)
 		for i := range int(grid[0]) {
 			p := g.i32(pos, i)
 			slot := g.i32(bt, g.i32(seq, i)*maxBlocks+p/bs)*bs + p%bs
-			for c := range C {
-				g.setF32(q, i*C+c, g.f32(qkv, i*3*C+c)+g.elem(bias, c, dt))
-				g.setElem(kc, slot*C+c, dt, g.f32(qkv, i*3*C+C+c)+g.elem(bias, C+c, dt))
-				g.setElem(vc, slot*C+c, dt, g.f32(qkv, i*3*C+2*C+c)+g.elem(bias, 2*C+c, dt))
+			for hh := range H + KVH {
+				for d := range D {
+					head[d] = g.f32(qkv, i*W+hh*D+d) + g.opt(bias, hh*D+d, dt)
+				}
+				gain := qNorm
+				if hh >= H {
+					gain = kNorm
+				}
+				if gain != 0 {
+					var ss float64
+					for _, v := range head {
+						ss += float64(v) * float64(v)
+					}
+					inv := float32(1 / math.Sqrt(ss/float64(D)+float64(eps)))
+					for d := range head {
+						head[d] = head[d] * inv * g.elem(gain, d, dt)
+					}
+				}
+				if invFreq != 0 {
+					half := D / 2
+					for j := range half {
+						sn, cs := math.Sincos(float64(p) * g.f64(invFreq, j))
+						c, s := float32(cs), float32(sn)
+						x1, x2 := head[j], head[j+half]
+						head[j], head[j+half] = x1*c-x2*s, x2*c+x1*s
+					}
+				}
+				for d, v := range head {
+					if hh < H {
+						g.setF32(q, i*QD+hh*D+d, v)
+					} else {
+						g.setElem(kc, slot*KVD+(hh-H)*D+d, dt, v)
+					}
+				}
+			}
+			for c := range KVD {
+				g.setElem(vc, slot*KVD+c, dt, g.f32(qkv, i*W+QD+KVD+c)+g.opt(bias, QD+KVD+c, dt))
 			}
 		}
-	case "attention": // (T* out, const float* q, kc, vc, pos, seq, bt, int maxBlocks, int bs, int C, int D, int npos, float scale)
+	case "attention": // (T* out, const float* q, kc, vc, pos, seq, bt, int maxBlocks, int bs, int QD, int KVD, int D, int group, float scale)
 		out, q, kc, vc, pos, seq, bt := a.ptr(0), a.ptr(1), a.ptr(2), a.ptr(3), a.ptr(4), a.ptr(5), a.ptr(6)
-		maxBlocks, bs, C, D, npos, scale := a.int(7), a.int(8), a.int(9), a.int(10), a.int(11), a.flt(12)
-		// The kernel's shared memory: scores and slots, the query, and the
-		// partial outputs (a pack of W elements per thread where head rows
-		// are whole 16-byte packs).
+		maxBlocks, bs, QD, KVD, D, group, scale := a.int(7), a.int(8), a.int(9), a.int(10), a.int(11), a.int(12), a.flt(13)
+		// The kernel's shared memory: one tile (a position per thread) of
+		// weights and slots, the query, and the partial outputs (a pack of
+		// W elements per thread where head rows are whole 16-byte packs).
 		W := 16 / 2
 		if dt == DataFloat32 {
 			W = 16 / 4
 		}
-		if D%W != 0 || C%W != 0 {
+		if D%W != 0 {
 			W = 1
 		}
-		if block[0]%32 != 0 || int(block[0]) < D || int(shared) < (2*npos+D+int(block[0])*W)*4 || int(grid[1])*D != C {
-			panic(fmt.Sprintf("attention: block %d, shared %d, grid %v for D=%d npos=%d C=%d", block[0], shared, grid, D, npos, C))
+		T := int(block[0])
+		if T%32 != 0 || T < D || int(shared) < (2*T+D+T*W)*4 || int(grid[1])*D != QD || group < 1 || int(grid[1])%group != 0 || int(grid[1])/group*D != KVD {
+			panic(fmt.Sprintf("attention: block %d, shared %d, grid %v for D=%d QD=%d KVD=%d group=%d", block[0], shared, grid, D, QD, KVD, group))
 		}
-		sc := make([]float32, npos)
+		var sc []float32
 		for i := range int(grid[0]) {
 			p, s := g.i32(pos, i), g.i32(seq, i)
-			if p >= npos {
-				panic(fmt.Sprintf("attention: position %d with shared room for %d", p, npos))
-			}
+			sc = slices.Grow(sc[:0], p+1)[:p+1]
 			for h := range int(grid[1]) {
+				kh := (h / group) * D
 				m := float32(-3e38)
 				for j := 0; j <= p; j++ {
 					slot := g.i32(bt, s*maxBlocks+j/bs)*bs + j%bs
 					var dot float32
 					for d := range D {
-						dot += g.f32(q, i*C+h*D+d) * scale * g.elem(kc, slot*C+h*D+d, dt)
+						dot += g.f32(q, i*QD+h*D+d) * scale * g.elem(kc, slot*KVD+kh+d, dt)
 					}
 					sc[j] = dot
 					m = max(m, dot)
@@ -426,16 +470,16 @@ func (g *fakeGPU) run(k string, dt int, grid, block [3]uint32, shared uint32, a 
 					var acc float32
 					for j := 0; j <= p; j++ {
 						slot := g.i32(bt, s*maxBlocks+j/bs)*bs + j%bs
-						acc += sc[j] * g.elem(vc, slot*C+h*D+d, dt)
+						acc += sc[j] * g.elem(vc, slot*KVD+kh+d, dt)
 					}
-					g.setElem(out, i*C+h*D+d, dt, acc/sum)
+					g.setElem(out, i*QD+h*D+d, dt, acc/sum)
 				}
 			}
 		}
 	case "bias_act": // (T* out, const float* in, const T* bias, int rows, int cols, int useErf)
 		out, in, bias, rows, cols, useErf := a.ptr(0), a.ptr(1), a.ptr(2), a.int(3), a.int(4), a.int(5)
 		for k := range rows * cols {
-			x := float64(g.f32(in, k) + g.elem(bias, k%cols, dt))
+			x := float64(g.f32(in, k) + g.opt(bias, k%cols, dt))
 			var y float64
 			if useErf != 0 {
 				y = 0.5 * x * (1 + math.Erf(x/math.Sqrt2))
@@ -444,10 +488,19 @@ func (g *fakeGPU) run(k string, dt int, grid, block [3]uint32, shared uint32, a 
 			}
 			g.setElem(out, k, dt, float32(y))
 		}
+	case "silu_mul": // (T* out, const float* in, const T* bias, int rows, int cols)
+		out, in, bias, rows, cols := a.ptr(0), a.ptr(1), a.ptr(2), a.int(3), a.int(4)
+		for r := range rows {
+			for c := range cols {
+				gt := float64(g.f32(in, r*2*cols+c) + g.opt(bias, c, dt))
+				up := g.f32(in, r*2*cols+cols+c) + g.opt(bias, cols+c, dt)
+				g.setElem(out, r*cols+c, dt, float32(gt/(1+math.Exp(-gt)))*up)
+			}
+		}
 	case "residual": // (float* x, const float* in, const T* bias, int rows, int cols)
 		x, in, bias, rows, cols := a.ptr(0), a.ptr(1), a.ptr(2), a.int(3), a.int(4)
 		for k := range rows * cols {
-			g.setF32(x, k, g.f32(x, k)+g.f32(in, k)+g.elem(bias, k%cols, dt))
+			g.setF32(x, k, g.f32(x, k)+(g.f32(in, k)+g.opt(bias, k%cols, dt)))
 		}
 	case "hold_ns": // (long long ns): the profiler's wait; nothing to emulate
 	case "argmax_rows": // (int* out, const float* logits, int V)
@@ -466,9 +519,37 @@ func (g *fakeGPU) run(k string, dt int, grid, block [3]uint32, shared uint32, a 
 	}
 }
 
-// layernormRow writes LN(x[src]) * w + b to out[r], with float64 sums as
-// the kernel and the CPU reference do.
-func (g *fakeGPU) layernormRow(out DevicePtr, r int, x DevicePtr, src int, w, b DevicePtr, C int, eps float32, dt int) {
+// opt reads element i of an optional tensor: 0 where p is null (a bias the
+// model does not have), as the kernels' opt does.
+func (g *fakeGPU) opt(p DevicePtr, i, dt int) float32 {
+	if p == 0 {
+		return 0
+	}
+	return g.elem(p, i, dt)
+}
+
+// f64 reads element i of a float64 array (the rotary inverse frequencies).
+func (g *fakeGPU) f64(p DevicePtr, i int) float64 {
+	b := g.bytes(p+DevicePtr(8*i), 8)
+	return math.Float64frombits(uint64(le32(b)) | uint64(le32(b[4:]))<<32)
+}
+
+// normRow writes the norm of x[src] to out[r], with float64 sums as the
+// kernel and the CPU reference do: LayerNorm, or with rms RMSNorm
+// (x·float32(1/sqrt(mean(x²)+eps))·w).
+func (g *fakeGPU) normRow(out DevicePtr, r int, x DevicePtr, src int, w, b DevicePtr, C int, eps float32, rms bool, dt int) {
+	if rms {
+		var ss float64
+		for c := range C {
+			v := float64(g.f32(x, src*C+c))
+			ss += v * v
+		}
+		inv := float32(1 / math.Sqrt(ss/float64(C)+float64(eps)))
+		for c := range C {
+			g.setElem(out, r*C+c, dt, g.f32(x, src*C+c)*inv*g.elem(w, c, dt))
+		}
+		return
+	}
 	var s float64
 	for c := range C {
 		s += float64(g.f32(x, src*C+c))
@@ -482,7 +563,7 @@ func (g *fakeGPU) layernormRow(out DevicePtr, r int, x DevicePtr, src int, w, b 
 	inv := 1 / math.Sqrt(ss/float64(C)+float64(eps))
 	for c := range C {
 		n := float32((float64(g.f32(x, src*C+c)) - mean) * inv)
-		g.setElem(out, r*C+c, dt, n*g.elem(w, c, dt)+g.elem(b, c, dt))
+		g.setElem(out, r*C+c, dt, n*g.elem(w, c, dt)+g.opt(b, c, dt))
 	}
 }
 

@@ -23,7 +23,12 @@ const (
 func (b *Backend) grow(rows, sample, metaLen int) error {
 	c := b.cfg
 	b.maxStepRows = max(b.maxStepRows, rows)
-	C, V, H := c.Hidden, c.VocabSize, c.Intermediate
+	C, V, I := c.Hidden, c.VocabSize, c.Intermediate
+	QD, KVD := c.QDim(), c.KVDim()
+	up := I // the MLP input projection's outputs: [gate | up] when gated
+	if c.MLP == model.MLPGated {
+		up = 2 * I
+	}
 	if rows > b.capRows || sample > b.capSample || metaLen > b.capMeta {
 		// Graphs hold the old addresses.
 		b.dropGraphs()
@@ -40,8 +45,8 @@ func (b *Backend) grow(rows, sample, metaLen int) error {
 			p     *DevicePtr
 			bytes int
 		}{
-			{&b.x, rows * C * 4}, {&b.h, rows * C * sz}, {&b.q, rows * C * 4}, {&b.att, rows * C * sz},
-			{&b.gemm, rows * max(3*C, H) * 4}, {&b.act, rows * H * sz},
+			{&b.x, rows * C * 4}, {&b.h, rows * C * sz}, {&b.q, rows * QD * 4}, {&b.att, rows * QD * sz},
+			{&b.gemm, rows * max(QD+2*KVD, up, C) * 4}, {&b.act, rows * I * sz},
 		}
 		total := 0
 		for _, p := range parts {
@@ -130,13 +135,14 @@ func (b *Backend) Forward(batch *engine.Batch) ([]engine.SampleRow, error) {
 	}
 	lim := metaLimits{vocab: b.cfg.VocabSize, nPositions: b.cfg.MaxPositions, numBlocks: b.numBlocks, blockSize: b.blockSize}
 	// A decode-only step that may use a CUDA graph packs its block tables
-	// with the widest stride and attends over the full context size, so
-	// that every launch parameter is the same for every such step of one
-	// batch size.
+	// with a stride of graphStride's, so that every launch parameter is
+	// the same for every such step of one batch size until the longest
+	// context outgrows the stride (attention's shared memory does not
+	// depend on the context).
 	graph := b.graphable(batch)
-	stride, npos := 0, 0
+	stride := 0
 	if graph {
-		stride, npos = (b.cfg.MaxPositions+b.blockSize-1)/b.blockSize, b.cfg.MaxPositions
+		stride = graphStride(graphNeed(batch, b.blockSize), (b.cfg.MaxPositions+b.blockSize-1)/b.blockSize)
 	}
 	if b.packed, err = packBatch(b.packed, &b.bm, batch, lim, stride); err != nil {
 		return nil, err
@@ -145,13 +151,10 @@ func (b *Backend) Forward(batch *engine.Batch) ([]engine.SampleRow, error) {
 	if m.N == 0 {
 		return b.rows[:0], nil
 	}
-	if npos == 0 {
-		npos = m.MaxPos + 1
-	}
 	if err := b.grow(m.N, m.R, m.Len); err != nil {
 		return nil, err
 	}
-	if err := b.enqueueStep(m, graph, npos); err != nil {
+	if err := b.enqueueStep(m, graph); err != nil {
 		// Work queued before the failure may still be reading the
 		// page-locked metadata and writing the KV cache: let it finish
 		// before the next step rewrites them.
@@ -175,16 +178,16 @@ func (b *Backend) profiledFailure(err error) error {
 
 // enqueueStep queues a packed step on the stream: the metadata copy, the
 // forward pass (graph or eager launches) and the copy of the results back.
-func (b *Backend) enqueueStep(m *batchMeta, graph bool, npos int) error {
+func (b *Backend) enqueueStep(m *batchMeta, graph bool) error {
 	copy(unsafe.Slice((*int32)(b.metaHost), m.Len), b.packed)
 	if err := b.drv.CopyHtoD(b.meta, b.metaHost, m.Len*4, b.stream); err != nil {
 		return err
 	}
 	var err error
 	if graph {
-		err = b.forwardGraph(m, npos)
+		err = b.forwardGraph(m)
 	} else {
-		err = b.forwardDevice(m, npos)
+		err = b.forwardDevice(m)
 	}
 	if err != nil {
 		return err
@@ -218,11 +221,13 @@ func (b *Backend) results(m *batchMeta) []engine.SampleRow {
 	return rows
 }
 
-// forwardDevice queues the whole forward pass on the stream; attention
-// keeps room for npos positions (at least the batch's largest plus one).
-func (b *Backend) forwardDevice(m *batchMeta, npos int) error {
+// forwardDevice queues the whole forward pass on the stream: one forward
+// for every architecture, the Config choosing what each launch does (the
+// norm, learned or rotary positions, biases, q/k norms, the MLP's form).
+func (b *Backend) forwardDevice(m *batchMeta) error {
 	c := b.cfg
-	C, D, NH, H, V := c.Hidden, c.HeadDim, c.Heads, c.Intermediate, c.VocabSize
+	C, D, NH, V := c.Hidden, c.HeadDim, c.Heads, c.VocabSize
+	QD, KVD, I := c.QDim(), c.KVDim(), c.Intermediate
 	N := m.N
 	i32 := DevicePtr(4)
 	tokens := b.meta + i32*DevicePtr(m.OffTokens)
@@ -231,22 +236,26 @@ func (b *Backend) forwardDevice(m *batchMeta, npos int) error {
 	bt := b.meta + i32*DevicePtr(m.OffBlocks)
 	sample := b.meta + i32*DevicePtr(m.OffSample)
 	eps := float32(c.NormEps)
+	rms := 0
+	if c.Norm == model.RMSNorm {
+		rms = 1
+	}
 	rowGrid := [3]uint32{uint32(N), 1, 1}
 	rowBlock := [3]uint32{rowThreads, 1, 1}
 	useErf := 0
 	if c.Activation == model.GeluErf {
 		useErf = 1
 	}
-	layerBytes := DevicePtr(b.numBlocks*b.blockSize*C) * DevicePtr(b.dt.size)
+	layerBytes := DevicePtr(b.numBlocks*b.blockSize*KVD) * DevicePtr(b.dt.size)
 	stride := m.MaxBlocks
 	attBlock := [3]uint32{uint32(attentionThreads(D)), 1, 1}
-	attShared := uint32(attentionShared(npos, D, b.dt.size))
+	attShared := uint32(attentionShared(D, b.dt.size))
 
 	a := &b.args
 	if b.prof != nil {
 		b.prof.begin()
 	}
-	if err := b.launch(b.fn.embed, rowGrid, rowBlock, 0, a.reset().ptr(b.x).ptr(b.w.wte).ptr(b.w.wpe).ptr(tokens).ptr(pos).i32(C)); err != nil {
+	if err := b.launch(b.fn.embed, rowGrid, rowBlock, 0, a.reset().ptr(b.x).ptr(b.w.embed).ptr(b.w.positions).ptr(tokens).ptr(pos).i32(C)); err != nil {
 		return err
 	}
 	for l := range c.Layers {
@@ -257,54 +266,58 @@ func (b *Backend) forwardDevice(m *batchMeta, npos int) error {
 		if c.ScaleAttnByInverseLayerIdx {
 			scale /= float64(l + 1)
 		}
-		// ln_1 (from the second layer on, the previous layer's last
-		// residual add did it)
+		// The attention norm (from the second layer on, the previous
+		// layer's last residual add did it).
 		if l == 0 {
-			if err := b.launch(b.fn.layernorm, rowGrid, rowBlock, 0, a.reset().ptr(b.h).ptr(b.x).ptr(0).ptr(w.ln1W).ptr(w.ln1B).i32(C).f32(eps)); err != nil {
+			if err := b.launch(b.fn.norm, rowGrid, rowBlock, 0, a.reset().ptr(b.h).ptr(b.x).ptr(0).ptr(w.attnNorm.w).ptr(w.attnNorm.b).i32(C).f32(eps).i32(rms)); err != nil {
 				return fmt.Errorf("cuda: layer %d: %w", l, err)
 			}
 		}
-		// c_attn
-		if err := b.linear(b.gemm, b.h, w.attnW, N, C, 3*C); err != nil {
+		// Queries, keys and values: one GEMM.
+		if err := b.linear(b.gemm, b.h, &w.qkv, N); err != nil {
 			return fmt.Errorf("cuda: layer %d: %w", l, err)
 		}
-		// bias; K and V into the paged cache
-		if err := b.launch(b.fn.qkvStore, rowGrid, rowBlock, 0, a.reset().ptr(b.q).ptr(b.gemm).ptr(w.attnB).ptr(kc).ptr(vc).ptr(pos).ptr(seq).ptr(bt).i32(stride).i32(b.blockSize).i32(C)); err != nil {
+		// Bias, q/k norm, rotary embedding; K and V into the paged cache.
+		if err := b.launch(b.fn.qkvStore, rowGrid, rowBlock, 0, a.reset().ptr(b.q).ptr(b.gemm).ptr(w.qkv.b).ptr(w.qNorm).ptr(w.kNorm).ptr(b.w.invFreq).
+			ptr(kc).ptr(vc).ptr(pos).ptr(seq).ptr(bt).i32(stride).i32(b.blockSize).i32(NH).i32(c.KVHeads).i32(D).f32(eps)); err != nil {
 			return fmt.Errorf("cuda: layer %d: %w", l, err)
 		}
-		// causal paged attention
+		// Causal paged attention.
 		if err := b.launch(b.fn.attention, [3]uint32{uint32(N), uint32(NH), 1}, attBlock, attShared,
-			a.reset().ptr(b.att).ptr(b.q).ptr(kc).ptr(vc).ptr(pos).ptr(seq).ptr(bt).i32(stride).i32(b.blockSize).i32(C).i32(D).i32(npos).f32(float32(scale))); err != nil {
+			a.reset().ptr(b.att).ptr(b.q).ptr(kc).ptr(vc).ptr(pos).ptr(seq).ptr(bt).i32(stride).i32(b.blockSize).i32(QD).i32(KVD).i32(D).i32(c.GroupSize()).f32(float32(scale))); err != nil {
 			return fmt.Errorf("cuda: layer %d: %w", l, err)
 		}
-		// attn.c_proj
-		if err := b.linear(b.gemm, b.att, w.attnProjW, N, C, C); err != nil {
+		// The output projection, + bias into the residual stream, then the
+		// MLP norm.
+		if err := b.linear(b.gemm, b.att, &w.o, N); err != nil {
 			return fmt.Errorf("cuda: layer %d: %w", l, err)
 		}
-		// + bias into the residual stream, then ln_2
-		if err := b.launch(b.fn.addLayernorm, rowGrid, rowBlock, 0, a.reset().ptr(b.h).ptr(b.x).ptr(b.gemm).ptr(w.attnProjB).ptr(w.ln2W).ptr(w.ln2B).i32(C).f32(eps)); err != nil {
+		if err := b.launch(b.fn.addNorm, rowGrid, rowBlock, 0, a.reset().ptr(b.h).ptr(b.x).ptr(b.gemm).ptr(w.o.b).ptr(w.mlpNorm.w).ptr(w.mlpNorm.b).i32(C).f32(eps).i32(rms)); err != nil {
 			return fmt.Errorf("cuda: layer %d: %w", l, err)
 		}
-		// mlp.c_fc
-		if err := b.linear(b.gemm, b.h, w.fcW, N, C, H); err != nil {
+		// The MLP's input projection (gate and up side by side when gated)
+		// and its activation.
+		if err := b.linear(b.gemm, b.h, &w.up, N); err != nil {
 			return fmt.Errorf("cuda: layer %d: %w", l, err)
 		}
-		// bias + GELU
-		if err := b.elementwise(b.fn.biasAct, N*H, a.reset().ptr(b.act).ptr(b.gemm).ptr(w.fcB).i32(N).i32(H).i32(useErf)); err != nil {
+		if c.MLP == model.MLPGated {
+			if err := b.elementwise(b.fn.siluMul, N*I, a.reset().ptr(b.act).ptr(b.gemm).ptr(w.up.b).i32(N).i32(I)); err != nil {
+				return fmt.Errorf("cuda: layer %d: %w", l, err)
+			}
+		} else if err := b.elementwise(b.fn.biasAct, N*I, a.reset().ptr(b.act).ptr(b.gemm).ptr(w.up.b).i32(N).i32(I).i32(useErf)); err != nil {
 			return fmt.Errorf("cuda: layer %d: %w", l, err)
 		}
-		// mlp.c_proj
-		if err := b.linear(b.gemm, b.act, w.projW, N, H, C); err != nil {
+		if err := b.linear(b.gemm, b.act, &w.down, N); err != nil {
 			return fmt.Errorf("cuda: layer %d: %w", l, err)
 		}
-		// + bias into the residual stream, then the next layer's ln_1; the
-		// last layer's final LayerNorm runs on the sampled rows only.
+		// + bias into the residual stream, then the next layer's attention
+		// norm; the last layer's final norm runs on the sampled rows only.
 		if l+1 < c.Layers {
 			next := &b.w.layers[l+1]
-			if err := b.launch(b.fn.addLayernorm, rowGrid, rowBlock, 0, a.reset().ptr(b.h).ptr(b.x).ptr(b.gemm).ptr(w.projB).ptr(next.ln1W).ptr(next.ln1B).i32(C).f32(eps)); err != nil {
+			if err := b.launch(b.fn.addNorm, rowGrid, rowBlock, 0, a.reset().ptr(b.h).ptr(b.x).ptr(b.gemm).ptr(w.down.b).ptr(next.attnNorm.w).ptr(next.attnNorm.b).i32(C).f32(eps).i32(rms)); err != nil {
 				return fmt.Errorf("cuda: layer %d: %w", l, err)
 			}
-		} else if err := b.elementwise(b.fn.residual, N*C, a.reset().ptr(b.x).ptr(b.gemm).ptr(w.projB).i32(N).i32(C)); err != nil {
+		} else if err := b.elementwise(b.fn.residual, N*C, a.reset().ptr(b.x).ptr(b.gemm).ptr(w.down.b).i32(N).i32(C)); err != nil {
 			return fmt.Errorf("cuda: layer %d: %w", l, err)
 		}
 	}
@@ -312,7 +325,7 @@ func (b *Backend) forwardDevice(m *batchMeta, npos int) error {
 		return nil
 	}
 	R := m.R
-	if err := b.launch(b.fn.layernorm, [3]uint32{uint32(R), 1, 1}, rowBlock, 0, a.reset().ptr(b.hs).ptr(b.x).ptr(sample).ptr(b.w.lnfW).ptr(b.w.lnfB).i32(C).f32(eps)); err != nil {
+	if err := b.launch(b.fn.norm, [3]uint32{uint32(R), 1, 1}, rowBlock, 0, a.reset().ptr(b.hs).ptr(b.x).ptr(sample).ptr(b.w.final.w).ptr(b.w.final.b).i32(C).f32(eps).i32(rms)); err != nil {
 		return err
 	}
 	logits := b.res + DevicePtr(b.resLogitsOff)
@@ -334,40 +347,48 @@ func (b *Backend) forwardDevice(m *batchMeta, npos int) error {
 	return b.launch(b.fn.argmax, [3]uint32{uint32(R), 1, 1}, [3]uint32{argmaxThreads, 1, 1}, 0, a.reset().ptr(b.res).ptr(logits).i32(V))
 }
 
-// linear computes out[M][n] = in[M][k] · W[k][n] (float32 result; GPT-2's
-// Conv1D weights are row-major in×out). cuBLAS is column-major, where the
-// row-major arrays read as outᵀ (n×M), Wᵀ (n×k) and inᵀ (k×M), so
-// outᵀ = Wᵀ · inᵀ needs no transposition: A = W with lda n, B = in with
-// ldb k.
-func (b *Backend) linear(out, in, w DevicePtr, M, k, n int) error {
+// linear computes out[M][p.out] = in[M][p.in] · W (float32 result) for a
+// projection group. cuBLAS is column-major, where the row-major arrays read
+// as outᵀ (out×M) and inᵀ (in×M), so outᵀ = op(A) · inᵀ with op(A) the
+// out×in matrix: an in×out matrix (GPT-2's Conv1D) reads column-major as
+// exactly that (no transpose, lda out); an out×in one (nn.Linear) reads as
+// its transpose, so it is transposed back (OpT, lda in), as the LM head is.
+func (b *Backend) linear(out, in DevicePtr, p *devLinear, M int) error {
+	ta, lda := OpT, p.in
+	if p.inMajor {
+		ta, lda = OpN, p.out
+	}
 	err := b.blas.GemmEx(Gemm{
-		TransA: OpN, TransB: OpN, M: n, N: M, K: k,
-		A: w, AType: b.dt.blas, LDA: n,
-		B: in, BType: b.dt.blas, LDB: k,
-		C: out, CType: DataFloat32, LDC: n,
+		TransA: ta, TransB: OpN, M: p.out, N: M, K: p.in,
+		A: p.w, AType: b.dt.blas, LDA: lda,
+		B: in, BType: b.dt.blas, LDB: p.in,
+		C: out, CType: DataFloat32, LDC: p.out,
 		Alpha: 1,
 	})
 	if b.prof != nil && err == nil {
-		b.prof.mark(fmt.Sprintf("gemm %d→%d", k, n))
+		b.prof.mark(fmt.Sprintf("gemm %d→%d", p.in, p.out))
 	}
 	return err
 }
 
 // attentionThreads is the attention kernel's blockDim for head size D:
 // max(1, 256/D) times D threads, rounded up to whole warps, because the
-// kernel's block reductions shuffle across full warps. GPT-2's D = 64
-// gives 256: a decode step's scores up to position 255 in one pass, and
-// its weighted values 32 positions at a time (8 threads a position, each
-// a 16-byte pack). With 128 the H200 spent 12.9 us a layer at position 128.
+// kernel's block reductions shuffle across full warps. It is also the
+// kernel's tile: the positions one pass of the online softmax takes. A
+// head size of 64 gives 256: a decode step's scores up to position 255 in
+// one pass, and its weighted values 32 positions at a time (8 threads a
+// position, each a 16-byte pack). With 128 the H200 spent 12.9 us a layer
+// at position 128 (GPT-2 124M).
 func attentionThreads(D int) int { return (D*max(1, 256/D) + 31) / 32 * 32 }
 
 // attentionShared is the attention kernel's dynamic shared memory in bytes
-// for npos positions with elemSize-byte storage: scores and cache slots, the
-// scaled query, and the partial outputs of the weighted values, room for
-// one 16-byte pack per thread (a head row loaded element by element needs
-// less).
-func attentionShared(npos, D, elemSize int) int {
-	return (2*npos + D + attentionThreads(D)*16/elemSize) * 4
+// for head size D with elemSize-byte storage: one tile's weights and cache
+// slots, the scaled query, and the partial outputs of the weighted values,
+// room for one 16-byte pack per thread (a head row loaded element by
+// element needs less). It does not depend on the context length.
+func attentionShared(D, elemSize int) int {
+	T := attentionThreads(D)
+	return (2*T + D + T*16/elemSize) * 4
 }
 
 // attentionStaticShared is the attention kernel's static shared memory in

@@ -17,8 +17,11 @@ import (
 // kernelSource is the CUDA C of every kernel the backend launches; see the
 // file's header comment for the batch layout it reads.
 //
-//go:embed kernels/gpt2.cu
+//go:embed kernels/decoder.cu
 var kernelSource string
+
+// kernelFile is the source's name in NVRTC's messages.
+const kernelFile = "decoder.cu"
 
 // KernelSource returns the embedded CUDA C source, for tools that want to
 // compile or inspect it outside the backend.
@@ -35,7 +38,7 @@ func CacheKey(src string, arch int, compiler string) string {
 		h.Write([]byte(part))
 		h.Write([]byte{0})
 	}
-	return fmt.Sprintf("gpt2-%s-sm_%d", hex.EncodeToString(h.Sum(nil)[:16]), arch)
+	return fmt.Sprintf("decoder-%s-sm_%d", hex.EncodeToString(h.Sum(nil)[:16]), arch)
 }
 
 // compileOptions are NVRTC's options for --gpu-architecture target
@@ -102,7 +105,7 @@ func (k kernelBuild) dropCached() {
 
 // compile compiles the kernels and caches the result.
 func (k kernelBuild) compile() ([]byte, error) {
-	img, err := k.rtc.Compile(k.src, "gpt2.cu", compileOptions(fmt.Sprintf("sm_%d", k.arch)), true)
+	img, err := k.rtc.Compile(k.src, kernelFile, compileOptions(fmt.Sprintf("sm_%d", k.arch)), true)
 	ext := ".cubin"
 	if err != nil {
 		var ce *CompileError
@@ -114,7 +117,7 @@ func (k kernelBuild) compile() ([]byte, error) {
 			return nil, fmt.Errorf("cuda: compiling the kernels for sm_%d: %w (and no PTX fallback: %v)", k.arch, err, aerr)
 		}
 		k.log.Info("cuda: NVRTC cannot target this GPU directly; compiling PTX", "arch", k.arch, "ptx_arch", ptxArch, "err", err)
-		img, err = k.rtc.Compile(k.src, "gpt2.cu", compileOptions(fmt.Sprintf("compute_%d", ptxArch)), false)
+		img, err = k.rtc.Compile(k.src, kernelFile, compileOptions(fmt.Sprintf("compute_%d", ptxArch)), false)
 		if err != nil {
 			return nil, fmt.Errorf("cuda: compiling the kernels to PTX for compute_%d: %w", ptxArch, err)
 		}
@@ -180,8 +183,8 @@ func writeCache(dir, name string, data []byte) error {
 // 4-byte int or float reads correctly from an 8-byte slot). It lives inside
 // the heap-allocated Backend, whose memory Go never moves.
 type kernelArgs struct {
-	vals [16]uint64
-	ptrs [16]unsafe.Pointer
+	vals [20]uint64
+	ptrs [20]unsafe.Pointer
 	n    int
 }
 

@@ -99,4 +99,4 @@ func kernelNames() []string {
 }
 
 // templateKernels are the kernels instantiated per storage type.
-var templateKernels = []string{"embed", "layernorm", "add_layernorm", "qkv_store", "attention", "bias_act", "residual"}
+var templateKernels = []string{"embed", "norm", "add_norm", "qkv_store", "attention", "bias_act", "silu_mul", "residual"}

@@ -51,7 +51,7 @@ func TestKernelsCompile(t *testing.T) {
 		if arch < 70 || (testing.Short() && arch != 80) {
 			continue
 		}
-		img, err := rtc.Compile(KernelSource(), "gpt2.cu", []string{fmt.Sprintf("--gpu-architecture=sm_%d", arch), "-default-device", "--std=c++17"}, true)
+		img, err := rtc.Compile(KernelSource(), kernelFile, []string{fmt.Sprintf("--gpu-architecture=sm_%d", arch), "-default-device", "--std=c++17"}, true)
 		if err != nil {
 			t.Fatalf("sm_%d: %v", arch, err)
 		}
@@ -68,7 +68,7 @@ func TestKernelsCompile(t *testing.T) {
 	if compiled == 0 {
 		t.Fatalf("no architecture from sm_70 on among %v", archs)
 	}
-	ptx, err := rtc.Compile(KernelSource(), "gpt2.cu", []string{"--gpu-architecture=compute_80", "-default-device", "--std=c++17"}, false)
+	ptx, err := rtc.Compile(KernelSource(), kernelFile, []string{"--gpu-architecture=compute_80", "-default-device", "--std=c++17"}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func TestKernelsNoSpills(t *testing.T) {
 		if !slices.Contains(archs, arch) {
 			continue
 		}
-		_, log, err := rtc.compile(KernelSource(), "gpt2.cu", []string{fmt.Sprintf("--gpu-architecture=sm_%d", arch), "-default-device", "--std=c++17", "--ptxas-options=-v"}, true)
+		_, log, err := rtc.compile(KernelSource(), kernelFile, []string{fmt.Sprintf("--gpu-architecture=sm_%d", arch), "-default-device", "--std=c++17", "--ptxas-options=-v"}, true)
 		if err != nil {
 			t.Fatalf("sm_%d: %v", arch, err)
 		}

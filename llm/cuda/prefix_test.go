@@ -21,7 +21,7 @@ func TestGPUEnginePrefixCaching(t *testing.T) { checkEnginePrefixCaching(t, newG
 func TestEmuEnginePrefixCaching(t *testing.T) { checkEnginePrefixCaching(t, newEmuBackend) }
 
 func checkEnginePrefixCaching(t *testing.T, newDev newDevice) {
-	m, cases := loadGoldenCases(t, "gpt2-tiny-hot")
+	m, cases := loadGoldenCases(t, hotFixture(t))
 	tok, err := tokenizer.GPT2()
 	if err != nil {
 		t.Fatal(err)
@@ -54,8 +54,8 @@ func TestEmuSharedBlocksWithinOneStep(t *testing.T) {
 }
 
 func checkSharedBlocksWithinOneStep(t *testing.T, newDev newDevice) {
-	const name, tol, blockSize = "gpt2-tiny-hot", 5e-5, 16
-	m, cases := loadGoldenCases(t, name)
+	const tol, blockSize = 5e-5, 16
+	m, cases := loadGoldenCases(t, hotFixture(t))
 	b := newDev(t, m, Options{DType: "float32"}, goldenBlocks)
 	if err := b.AllocateKV(goldenBlocks, blockSize); err != nil {
 		t.Fatal(err)

@@ -40,9 +40,9 @@ type profiler struct {
 func newProfiler(b *Backend, hold time.Duration) *profiler {
 	f := b.fn
 	names := map[Function]string{
-		f.embed: "embed", f.layernorm: "layernorm", f.addLayernorm: "residual+layernorm",
-		f.qkvStore: "qkv bias+KV write", f.attention: "attention", f.biasAct: "bias+gelu",
-		f.residual: "residual", f.argmax: "argmax",
+		f.embed: "embed", f.norm: "norm", f.addNorm: "residual+norm",
+		f.qkvStore: "qkv bias+rope+KV write", f.attention: "attention", f.biasAct: "bias+gelu",
+		f.siluMul: "silu·up", f.residual: "residual", f.argmax: "argmax",
 	}
 	return &profiler{drv: b.drv, stream: b.stream, hold: f.hold, holdNs: hold.Nanoseconds(), names: names,
 		total: map[string]time.Duration{}, calls: map[string]int{}}

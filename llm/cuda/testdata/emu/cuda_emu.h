@@ -1,4 +1,4 @@
-// cuda_emu.h: just enough of CUDA C for kernels/gpt2.cu to compile as host
+// cuda_emu.h: just enough of CUDA C for kernels/decoder.cu to compile as host
 // C++ and run under emu.cc's scheduler. Each CUDA thread of a block is a
 // fiber; the fibers of one block run one at a time on the calling OS
 // thread, switching only at __syncthreads and warp shuffles, so blocks and

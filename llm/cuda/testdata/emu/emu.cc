@@ -1,4 +1,4 @@
-// emu.cc: a host emulator for the CUDA C kernels in kernels/gpt2.cu, built
+// emu.cc: a host emulator for the CUDA C kernels in kernels/decoder.cu, built
 // by the llm/cuda tests (emu_test.go) with g++ into a shared library that
 // they open with purego. It runs each launch's grid block by block; the
 // threads of a block are fibers that switch only at __syncthreads and warp
@@ -9,7 +9,7 @@
 // sums, or float32 sums in one of two orders: ts_emu_set_gemm_order).
 //
 // Build: g++ -std=c++17 -O2 -shared -fPIC -fvisibility=hidden -I<dir of
-// gpt2.cu and kernels.inc> -I<this dir> emu.cc [driver.cc blas.cc
+// decoder.cu and kernels.inc> -I<this dir> emu.cc [driver.cc blas.cc
 // nvrtc.cc], where kernels.inc lists the kernels as TS_EMU_KERNEL(name)
 // lines. The three optional files add the CUDA driver, cuBLAS and NVRTC
 // entry points the backend binds, so that the library can stand in for
@@ -17,7 +17,7 @@
 
 #include "cuda_emu.h"
 
-#include "gpt2.cu"
+#include "decoder.cu"
 
 #include "emu_api.h"
 
@@ -104,7 +104,11 @@ void fiberMain() {
 // start prepares fiber i to enter fiberMain on its own stack, laid out as
 // tsemu_switch leaves a suspended context.
 void start(int i) {
-  uintptr_t top = (uintptr_t)(stacks[i] + kStackBytes) & ~(uintptr_t)15;
+  // Each stack's top is offset by a different multiple of 64 bytes: stacks
+  // malloc'ed kStackBytes apart would otherwise put every fiber's live
+  // frames in the same cache sets, and a block's round of switches through
+  // its threads would miss the cache at every one.
+  uintptr_t top = (uintptr_t)(stacks[i] + kStackBytes - 64 * (i % 61)) & ~(uintptr_t)15;
   uint64_t* sp = (uint64_t*)top;
   sp[-1] = 0;                    // keeps fiberMain's frame 16-byte aligned
   sp[-2] = (uint64_t)fiberMain;  // tsemu_switch's ret goes here
@@ -259,16 +263,23 @@ inline float loadAs(uintptr_t p, long long i) {
   return __uint_as_float((unsigned)((const unsigned short*)p)[i] << 16);
 }
 
-// addColumns adds b[l]·op(A)[:, l] over l to acc, op(A) being m×k.
+// addColumns adds b[l]·op(A)[:, l] over l to acc, op(A) being m×k: each
+// acc[i] sums its products in the order of l. A transposed A is walked row
+// by row (the same sums, in the same order), so that an LM head of 150,000
+// rows streams through memory instead of missing the cache at every load.
 template <int Type>
 void addColumns(double* acc, const float* b, uintptr_t A, int m, int k, int lda, bool trans) {
+  if (trans) {
+    for (int i = 0; i < m; i++) {
+      double s = acc[i];
+      for (int l = 0; l < k; l++) s += (double)loadAs<Type>(A, l + (long long)i * lda) * (double)b[l];
+      acc[i] = s;
+    }
+    return;
+  }
   for (int l = 0; l < k; l++) {
     double bl = b[l];
-    if (trans) {
-      for (int i = 0; i < m; i++) acc[i] += (double)loadAs<Type>(A, l + (long long)i * lda) * bl;
-    } else {
-      for (int i = 0; i < m; i++) acc[i] += (double)loadAs<Type>(A, i + (long long)l * lda) * bl;
-    }
+    for (int i = 0; i < m; i++) acc[i] += (double)loadAs<Type>(A, i + (long long)l * lda) * bl;
   }
 }
 

@@ -1,0 +1,512 @@
+// Decoder forward kernels for tinyserve's CUDA backend (llm/cuda): every
+// architecture of model.Config (GPT-2, Llama, Qwen2, Qwen3) runs on these,
+// the Config choosing per launch: LayerNorm or RMSNorm, learned positions
+// or rotary ones, biases or none, q/k norms, a plain or a gated MLP.
+//
+// Compiled at run time by NVRTC, so the file includes no headers: half and
+// bfloat16 values are stored as unsigned short and converted with PTX cvt
+// (float16: halfToFloat, floatToHalf) or bit arithmetic (bfloat16). Every
+// kernel is a template over a storage type and instantiated as extern "C"
+// <name>_f32 / _f16 / _bf16, so one compiled module serves every dtype. Arithmetic is float32 throughout;
+// only weights, KV and GEMM inputs are stored in the narrow type. An
+// optional tensor (a bias the model does not have, GPT-2's position table
+// in a rotary model) is passed as a null pointer and then not read.
+//
+// Batch layout (packed on the host, see meta.go): N token rows; for row i,
+// tokens[i], pos[i] (its position in its sequence) and seq[i] (its
+// sequence's index in the batch); block tables are [numSeqs][maxBlocks], so
+// position p of sequence s is cache slot bt[s*maxBlocks + p/bs]*bs + p%bs.
+// The KV cache of one layer is [numBlocks*bs][KVH*D]: a slot holds the
+// KVH key (or value) heads of one position, KV head k at k*D. Queries are
+// [N][H*D]; query head h reads KV head h/(H/KVH) (grouped-query attention).
+//
+// The tests also run this file on the host (llm/cuda/testdata/emu compiles
+// it as C++ with a small CUDA shim); the emulator defines TS_EMULATOR and
+// brings its own versions of the three hooks below, which have no portable
+// C++ spelling.
+
+#ifndef TS_EMULATOR
+// TS_DYNAMIC_SHARED declares the kernel's dynamic shared memory.
+#define TS_DYNAMIC_SHARED(T, name) extern __shared__ T name[]
+
+// halfToFloat and floatToHalf convert IEEE float16, rounding to nearest even.
+__device__ __forceinline__ float halfToFloat(unsigned short x) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x));
+  return f;
+}
+__device__ __forceinline__ unsigned short floatToHalf(float f) {
+  unsigned short h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+}
+
+// globalTimerNs reads the GPU's global nanosecond timer.
+__device__ __forceinline__ unsigned long long globalTimerNs() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+#endif
+
+struct F32 {
+  typedef float T;
+  static __device__ __forceinline__ float ld(T x) { return x; }
+  static __device__ __forceinline__ T st(float f) { return f; }
+};
+
+struct F16 {
+  typedef unsigned short T;
+  static __device__ __forceinline__ float ld(T x) { return halfToFloat(x); }
+  static __device__ __forceinline__ T st(float f) { return floatToHalf(f); }
+};
+
+struct BF16 {
+  typedef unsigned short T;
+  static __device__ __forceinline__ float ld(T x) { return __uint_as_float(((unsigned int)x) << 16); }
+  static __device__ __forceinline__ T st(float f) {
+    unsigned int u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (T)0x7fc0;  // NaN stays NaN
+    u += 0x7fffu + ((u >> 16) & 1u);                          // round to nearest even
+    return (T)(u >> 16);
+  }
+};
+
+// opt reads element c of an optional tensor: 0 where there is none.
+template <typename S>
+__device__ __forceinline__ float opt(const typename S::T* p, long long c) {
+  return p ? S::ld(p[c]) : 0.f;
+}
+
+// blockSum adds v over the block; every thread gets the total. scratch
+// holds 32 values. Blocks are multiples of 32 threads.
+template <typename A>
+__device__ __forceinline__ A blockSum(A v, A* scratch) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  A t = 0;
+  for (int w = 0; w < nw; w++) t += scratch[w];
+  return t;
+}
+
+__device__ __forceinline__ float blockMax(float v, float* scratch) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  float t = scratch[0];
+  for (int w = 1; w < nw; w++) t = fmaxf(t, scratch[w]);
+  return t;
+}
+
+// embed: x[i] = wte[tokens[i]], plus wpe[pos[i]] when the model has learned
+// positions (wpe not null). Grid N.
+template <typename S>
+__device__ void embed(float* x, const typename S::T* wte, const typename S::T* wpe,
+                      const int* tokens, const int* pos, int C) {
+  int i = blockIdx.x;
+  const typename S::T* te = wte + (long long)tokens[i] * C;
+  if (wpe) {
+    const typename S::T* pe = wpe + (long long)pos[i] * C;
+    for (int c = threadIdx.x; c < C; c += blockDim.x) x[(long long)i * C + c] = S::ld(te[c]) + S::ld(pe[c]);
+  } else {
+    for (int c = threadIdx.x; c < C; c += blockDim.x) x[(long long)i * C + c] = S::ld(te[c]);
+  }
+}
+
+// normRow writes the norm of xr to out, by the whole block: with rms 0 the
+// LayerNorm (xr − mean)/sqrt(var + eps)·w + b (b may be null), with rms 1
+// the RMSNorm xr·(1/sqrt(mean(xr²) + eps))·w, the factor rounded to float32
+// before the two products, as the CPU reference and Hugging Face's
+// LlamaRMSNorm compute it. Sums in double, like the CPU reference, so the
+// float32 mode matches it closely. Each thread reads only the elements
+// c = threadIdx.x + k*blockDim.x, so a caller may have written those same
+// elements just before without a barrier.
+template <typename S>
+__device__ void normRow(typename S::T* out, const float* xr, const typename S::T* w,
+                        const typename S::T* b, int C, float eps, int rms, double* scratch) {
+  if (rms) {
+    double ss = 0;
+    for (int c = threadIdx.x; c < C; c += blockDim.x) ss += (double)xr[c] * xr[c];
+    float inv = (float)(1.0 / sqrt(blockSum(ss, scratch) / C + (double)eps));
+    for (int c = threadIdx.x; c < C; c += blockDim.x) out[c] = S::st(xr[c] * inv * S::ld(w[c]));
+    return;
+  }
+  double s = 0;
+  for (int c = threadIdx.x; c < C; c += blockDim.x) s += xr[c];
+  double mean = blockSum(s, scratch) / C;
+  double ss = 0;
+  for (int c = threadIdx.x; c < C; c += blockDim.x) {
+    double d = xr[c] - mean;
+    ss += d * d;
+  }
+  double inv = rsqrt(blockSum(ss, scratch) / C + (double)eps);
+  for (int c = threadIdx.x; c < C; c += blockDim.x) {
+    float n = (float)((xr[c] - mean) * inv);
+    out[c] = S::st(n * S::ld(w[c]) + opt<S>(b, c));
+  }
+}
+
+// norm: out[r] = norm(x[rows ? rows[r] : r]). Grid R. The optional row
+// list gathers the sampled rows for the final norm, so the LM head runs on
+// those rows only.
+template <typename S>
+__device__ void norm(typename S::T* out, const float* x, const int* rows, const typename S::T* w,
+                     const typename S::T* b, int C, float eps, int rms) {
+  __shared__ double scratch[32];
+  int r = blockIdx.x;
+  int src = rows ? rows[r] : r;
+  normRow<S>(out + (long long)r * C, x + (long long)src * C, w, b, C, eps, rms, scratch);
+}
+
+// add_norm: x[r] += in[r] + bias (a projection's output joining the
+// residual stream; bias may be null), then out[r] = norm(x[r]), in one
+// launch. Grid N.
+template <typename S>
+__device__ void add_norm(typename S::T* out, float* x, const float* in, const typename S::T* bias,
+                         const typename S::T* w, const typename S::T* b, int C, float eps, int rms) {
+  __shared__ double scratch[32];
+  int r = blockIdx.x;
+  float* xr = x + (long long)r * C;
+  const float* ir = in + (long long)r * C;
+  for (int c = threadIdx.x; c < C; c += blockDim.x) xr[c] += ir[c] + opt<S>(bias, c);
+  normRow<S>(out + (long long)r * C, xr, w, b, C, eps, rms, scratch);
+}
+
+// qkv_store turns row i of the query/key/value GEMM ([H query heads | KVH
+// key heads | KVH value heads] of D, float32) into attention's inputs. Grid
+// N, whole warps. In order, as the CPU reference: + bias (when given); each
+// query and key head RMS-normalised with the gains qNorm and kNorm (when
+// given: Qwen3), the factor a warp's reduction in double; each query and
+// key head rotated (when invFreq is given) in rotate-half layout, dimension
+// j paired with j + D/2 and turned by the angle pos·invFreq[j], computed in
+// double and its cosine and sine rounded to float32 (a float32 angle is
+// off by 2e-4 at 2,000 positions). The queries stay float32 in q ([N][H*D])
+// for attention; keys and values go into the paged cache at the row's slot.
+// D <= 1024 (the rotation table's size).
+template <typename S>
+__device__ void qkv_store(float* __restrict__ q, const float* __restrict__ qkv,
+                          const typename S::T* __restrict__ bias, const typename S::T* __restrict__ qNorm,
+                          const typename S::T* __restrict__ kNorm, const double* __restrict__ invFreq,
+                          typename S::T* __restrict__ kc, typename S::T* __restrict__ vc, const int* pos,
+                          const int* seq, const int* bt, int maxBlocks, int bs, int H, int KVH, int D, float eps) {
+  __shared__ float rot[1024];  // cos of pair j at j, sin at D/2 + j
+  int i = blockIdx.x;
+  int p = pos[i];
+  long long slot = (long long)bt[seq[i] * maxBlocks + p / bs] * bs + p % bs;
+  int QD = H * D, KVD = KVH * D, half = D / 2;
+  const float* row = qkv + (long long)i * (QD + 2 * KVD);
+  if (invFreq) {
+    for (int j = threadIdx.x; j < half; j += blockDim.x) {
+      double a = (double)p * invFreq[j];
+      rot[j] = (float)cos(a);
+      rot[half + j] = (float)sin(a);
+    }
+    __syncthreads();
+  }
+  // A warp per query or key head: the head's norm is one warp reduction.
+  int lane = threadIdx.x & 31, nw = blockDim.x >> 5;
+  for (int hh = threadIdx.x >> 5; hh < H + KVH; hh += nw) {
+    const float* src = row + (long long)hh * D;
+    const typename S::T* hb = bias ? bias + (long long)hh * D : 0;
+    const typename S::T* g = hh < H ? qNorm : kNorm;
+    float inv = 1.f;
+    if (g) {
+      double ss = 0;
+      for (int d = lane; d < D; d += 32) {
+        float v = src[d] + opt<S>(hb, d);
+        ss += (double)v * v;
+      }
+      for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+      inv = (float)(1.0 / sqrt(ss / D + (double)eps));
+    }
+    float* qo = hh < H ? q + (long long)i * QD + (long long)hh * D : 0;
+    typename S::T* ko = hh < H ? 0 : kc + slot * KVD + (long long)(hh - H) * D;
+    int n = invFreq ? half : D;
+    for (int d = lane; d < n; d += 32) {
+      float x1 = src[d] + opt<S>(hb, d);
+      if (g) x1 = x1 * inv * S::ld(g[d]);
+      if (!invFreq) {
+        if (qo) qo[d] = x1;
+        else ko[d] = S::st(x1);
+        continue;
+      }
+      float x2 = src[d + half] + opt<S>(hb, d + half);
+      if (g) x2 = x2 * inv * S::ld(g[d + half]);
+      float c = rot[d], s = rot[half + d];
+      float y1 = x1 * c - x2 * s, y2 = x2 * c + x1 * s;
+      if (qo) {
+        qo[d] = y1;
+        qo[d + half] = y2;
+      } else {
+        ko[d] = S::st(y1);
+        ko[d + half] = S::st(y2);
+      }
+    }
+  }
+  for (int c = threadIdx.x; c < KVD; c += blockDim.x)
+    vc[slot * KVD + c] = S::st(row[QD + KVD + c] + opt<S>(bias, QD + KVD + c));
+}
+
+// Pack is W storage elements moved as one unit. With W*sizeof(T) = 16 a
+// pack is one 16-byte load: a thread then has a whole 64-wide head row of
+// float16 keys in flight in eight loads, where element by element it waited
+// for 64 (a decode step's attention is bound by load latency, not by
+// bandwidth).
+template <typename T, int W>
+struct alignas(W * sizeof(T)) Pack {
+  T v[W];
+};
+
+// attentionRows is attention with W elements per load; the caller checked
+// that head rows start on a multiple of W (D is a multiple of W). sh is
+// the dynamic shared memory: one tile's weights and cache slots
+// (blockDim.x positions), the scaled query, and blockDim*W partial outputs.
+//
+// The positions 0..p are taken a tile of blockDim.x at a time, one
+// position per thread, with an online softmax: each tile's scores raise
+// the running maximum m, and the running sum l and every thread's partial
+// weighted values are scaled by exp(m_old − m_new) before the tile's
+// weights are added. Shared memory is thus fixed by the block, whatever the
+// context length; a context within one tile computes exactly what the
+// two-pass softmax did (the scale of the empty start is 0).
+template <typename S, int W>
+__device__ void attentionRows(typename S::T* out, const float* q, const typename S::T* kc,
+                              const typename S::T* vc, const int* pos, const int* seq, const int* bt,
+                              int maxBlocks, int bs, int QD, int KVD, int D, int group, float scale, float* sh,
+                              float* scratch) {
+  typedef Pack<typename S::T, W> P;
+  int tile = blockDim.x;            // positions per tile
+  float* sc = sh;                   // [tile] this tile's weights
+  int* slots = (int*)(sh + tile);   // [tile] this tile's cache slots
+  float* qs = sh + 2 * tile;        // [D] this head's query, scaled
+  float* part = qs + D;             // [G*D] partial outputs, G*D <= blockDim*W
+  int i = blockIdx.x, h = blockIdx.y;
+  int p = pos[i];
+  const int* table = bt + seq[i] * maxBlocks;
+  long long head = (long long)(h / group) * D;  // the KV head's offset in a slot
+  for (int d = threadIdx.x; d < D; d += blockDim.x) qs[d] = q[(long long)i * QD + h * D + d] * scale;
+  __syncthreads();
+  int L = D / W;  // packs per head row
+  // Weighted values: L threads share a position (a pack each), G positions
+  // at a time, each group summing every G-th position of a tile.
+  int G = blockDim.x / L;
+  int lane = threadIdx.x % L, g = threadIdx.x / L;
+  float acc[W];
+#pragma unroll
+  for (int e = 0; e < W; e++) acc[e] = 0.f;
+  float m = -3.0e38f, l = 0.f;
+  for (int t0 = 0; t0 <= p; t0 += tile) {
+    // Scores: one position per thread, its key row read in L packs, all
+    // issued before the first is used.
+    int j = t0 + threadIdx.x;
+    float dot = -3.0e38f;
+    if (j <= p) {
+      int slot = table[j / bs] * bs + j % bs;
+      slots[threadIdx.x] = slot;
+      const P* k = (const P*)(kc + (long long)slot * KVD + head);
+      dot = 0.f;
+#pragma unroll 8
+      for (int u = 0; u < L; u++) {
+        P x = k[u];
+#pragma unroll
+        for (int e = 0; e < W; e++) dot += qs[u * W + e] * S::ld(x.v[e]);
+      }
+    }
+    float mt = blockMax(dot, scratch);  // also orders the writes to slots before the reads below
+    float mn = fmaxf(m, mt);
+    float w = j <= p ? expf(dot - mn) : 0.f;  // not __expf: the float32 mode is compared at 1e-5
+    sc[threadIdx.x] = w;
+    float corr = expf(m - mn);  // 0 for the first tile
+    l = l * corr + blockSum(w, scratch);  // also orders the writes to sc before the reads below
+    m = mn;
+    int n = p + 1 - t0 < tile ? p + 1 - t0 : tile;  // positions in this tile
+    if (g < G) {
+#pragma unroll
+      for (int e = 0; e < W; e++) acc[e] *= corr;
+#pragma unroll 4
+      for (int jj = g; jj < n; jj += G) {
+        P x = ((const P*)(vc + (long long)slots[jj] * KVD + head))[lane];
+        float wj = sc[jj];
+#pragma unroll
+        for (int e = 0; e < W; e++) acc[e] += wj * S::ld(x.v[e]);
+      }
+    }
+    __syncthreads();  // the next tile rewrites sc and slots
+  }
+  if (g < G) {
+#pragma unroll
+    for (int e = 0; e < W; e++) part[g * D + lane * W + e] = acc[e];
+  }
+  __syncthreads();
+  for (int d = threadIdx.x; d < D; d += blockDim.x) {
+    float t = 0.f;
+    for (int k = 0; k < G; k++) t += part[k * D + d];
+    out[(long long)i * QD + h * D + d] = S::st(t / l);
+  }
+}
+
+// attention: causal attention of row i, query head h (grid N x H) over
+// positions 0..pos[i] of its own sequence, reading KV head h/group through
+// the block table. Rows of a prefill chunk see the chunk's own keys because
+// qkv_store ran first. blockDim is at least D, in whole warps (blockSum and
+// blockMax shuffle over full warps). Dynamic shared memory: (2*blockDim + D
+// + blockDim*16/sizeof(T)) floats (attentionShared in forward.go), for any
+// context length. Heads whose rows hold whole 16-byte packs (D = 64 or 128,
+// every dtype) load them so; others element by element.
+template <typename S>
+__device__ void attention(typename S::T* out, const float* q, const typename S::T* kc,
+                          const typename S::T* vc, const int* pos, const int* seq, const int* bt,
+                          int maxBlocks, int bs, int QD, int KVD, int D, int group, float scale) {
+  TS_DYNAMIC_SHARED(float, sh);
+  __shared__ float scratch[32];
+  const int W = 16 / sizeof(typename S::T);
+  if (D % W == 0) {
+    attentionRows<S, W>(out, q, kc, vc, pos, seq, bt, maxBlocks, bs, QD, KVD, D, group, scale, sh, scratch);
+  } else {
+    attentionRows<S, 1>(out, q, kc, vc, pos, seq, bt, maxBlocks, bs, QD, KVD, D, group, scale, sh, scratch);
+  }
+}
+
+// bias_act: out = act(in + bias) over an [rows][cols] float32 GEMM result
+// (bias may be null); act is gelu_new (tanh form) when useErf is 0, exact
+// erf GELU otherwise.
+template <typename S>
+__device__ void bias_act(typename S::T* out, const float* in, const typename S::T* bias,
+                         int rows, int cols, int useErf) {
+  long long n = (long long)rows * cols;
+  for (long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x; k < n; k += (long long)gridDim.x * blockDim.x) {
+    float x = in[k] + opt<S>(bias, k % cols);
+    float y;
+    if (useErf) {
+      y = 0.5f * x * (1.f + erff(x * 0.70710678118654752f));
+    } else {
+      y = 0.5f * x * (1.f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+    }
+    out[k] = S::st(y);
+  }
+}
+
+// silu_mul: the gated MLP's activation. in is the [gate | up] GEMM result,
+// [rows][2*cols] float32; out[r][c] = silu(gate) · up, silu(x) = x/(1+e^−x),
+// with gate = in[r][c] + bias[c] and up = in[r][cols + c] + bias[cols + c]
+// (bias may be null).
+template <typename S>
+__device__ void silu_mul(typename S::T* out, const float* in, const typename S::T* bias, int rows, int cols) {
+  long long n = (long long)rows * cols;
+  for (long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x; k < n; k += (long long)gridDim.x * blockDim.x) {
+    long long r = k / cols;
+    int c = (int)(k % cols);
+    const float* row = in + r * 2 * cols;
+    float g = row[c] + opt<S>(bias, c), u = row[cols + c] + opt<S>(bias, cols + c);
+    out[k] = S::st(g / (1.f + expf(-g)) * u);
+  }
+}
+
+// residual: x += in + bias (the last projection joining the residual
+// stream; bias may be null).
+template <typename S>
+__device__ void residual(float* x, const float* in, const typename S::T* bias, int rows, int cols) {
+  long long n = (long long)rows * cols;
+  for (long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x; k < n; k += (long long)gridDim.x * blockDim.x)
+    x[k] += in[k] + opt<S>(bias, k % cols);
+}
+
+#define TS_INSTANTIATE(S, SUF)                                                                          \
+  extern "C" __global__ void embed_##SUF(float* x, const S::T* wte, const S::T* wpe,                   \
+                                         const int* tokens, const int* pos, int C) {                    \
+    embed<S>(x, wte, wpe, tokens, pos, C);                                                              \
+  }                                                                                                     \
+  extern "C" __global__ void norm_##SUF(S::T* out, const float* x, const int* rows, const S::T* w,     \
+                                        const S::T* b, int C, float eps, int rms) {                     \
+    norm<S>(out, x, rows, w, b, C, eps, rms);                                                           \
+  }                                                                                                     \
+  extern "C" __global__ void add_norm_##SUF(S::T* out, float* x, const float* in, const S::T* bias,    \
+                                            const S::T* w, const S::T* b, int C, float eps, int rms) {  \
+    add_norm<S>(out, x, in, bias, w, b, C, eps, rms);                                                   \
+  }                                                                                                     \
+  extern "C" __global__ void qkv_store_##SUF(float* q, const float* qkv, const S::T* bias,             \
+                                             const S::T* qNorm, const S::T* kNorm,                      \
+                                             const double* invFreq, S::T* kc, S::T* vc, const int* pos, \
+                                             const int* seq, const int* bt, int maxBlocks, int bs,      \
+                                             int H, int KVH, int D, float eps) {                        \
+    qkv_store<S>(q, qkv, bias, qNorm, kNorm, invFreq, kc, vc, pos, seq, bt, maxBlocks, bs, H, KVH, D,  \
+                 eps);                                                                                  \
+  }                                                                                                     \
+  extern "C" __global__ void attention_##SUF(S::T* out, const float* q, const S::T* kc,                \
+                                             const S::T* vc, const int* pos, const int* seq,            \
+                                             const int* bt, int maxBlocks, int bs, int QD, int KVD,     \
+                                             int D, int group, float scale) {                           \
+    attention<S>(out, q, kc, vc, pos, seq, bt, maxBlocks, bs, QD, KVD, D, group, scale);               \
+  }                                                                                                     \
+  extern "C" __global__ void bias_act_##SUF(S::T* out, const float* in, const S::T* bias, int rows,    \
+                                            int cols, int useErf) {                                     \
+    bias_act<S>(out, in, bias, rows, cols, useErf);                                                     \
+  }                                                                                                     \
+  extern "C" __global__ void silu_mul_##SUF(S::T* out, const float* in, const S::T* bias, int rows,    \
+                                            int cols) {                                                 \
+    silu_mul<S>(out, in, bias, rows, cols);                                                             \
+  }                                                                                                     \
+  extern "C" __global__ void residual_##SUF(float* x, const float* in, const S::T* bias, int rows,     \
+                                            int cols) {                                                 \
+    residual<S>(x, in, bias, rows, cols);                                                               \
+  }
+
+TS_INSTANTIATE(F32, f32)
+TS_INSTANTIATE(F16, f16)
+TS_INSTANTIATE(BF16, bf16)
+
+// argmax: out[r] = the id of the largest logit of row r (ties to the lowest
+// id, as the engine's sampler and the CPU backend break them). Grid R,
+// blockDim a power of two <= 1024.
+extern "C" __global__ void argmax_rows(int* out, const float* logits, int V) {
+  __shared__ float bv[1024];
+  __shared__ int bi[1024];
+  const float* row = logits + (long long)blockIdx.x * V;
+  float best = __uint_as_float(0xff800000u);  // -inf, as the CPU backend: any finite logit can win
+  int besti = 0x7fffffff;
+  int bd = blockDim.x, k = threadIdx.x;
+  // Four loads in flight per thread (a row is read once, so latency, not
+  // bandwidth, bounds the pass); each thread still visits its ids in
+  // increasing order, so a tie keeps the lower id.
+  for (; k + 3 * bd < V; k += 4 * bd) {
+    float v0 = row[k], v1 = row[k + bd], v2 = row[k + 2 * bd], v3 = row[k + 3 * bd];
+    if (v0 > best) best = v0, besti = k;
+    if (v1 > best) best = v1, besti = k + bd;
+    if (v2 > best) best = v2, besti = k + 2 * bd;
+    if (v3 > best) best = v3, besti = k + 3 * bd;
+  }
+  for (; k < V; k += bd) {
+    float v = row[k];
+    if (v > best) best = v, besti = k;
+  }
+  bv[threadIdx.x] = best;
+  bi[threadIdx.x] = besti;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) {
+      float ov = bv[threadIdx.x + s];
+      int oi = bi[threadIdx.x + s];
+      if (ov > bv[threadIdx.x] || (ov == bv[threadIdx.x] && oi < bi[threadIdx.x])) {
+        bv[threadIdx.x] = ov;
+        bi[threadIdx.x] = oi;
+      }
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) out[blockIdx.x] = bi[0] == 0x7fffffff ? 0 : bi[0];
+}
+
+// hold_ns keeps its stream busy for ns nanoseconds (launch it with one
+// thread). The step profiler (profile.go) queues a step behind it, so that
+// every launch of the step is queued before the first kernel runs and the
+// events between kernels time the GPU's work, not the host's launches.
+extern "C" __global__ void hold_ns(long long ns) {
+  unsigned long long t0 = globalTimerNs();
+  while ((long long)(globalTimerNs() - t0) < ns) {
+  }
+}
