@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // llama.cpp peer for bench/cpu, through node-llama-cpp's prebuilt CPU
-// binaries: the same GPT-2 checkpoint as tsbench (converted to a float32
+// binaries: the same checkpoint as tsbench (GPT-2 or Qwen2, converted to a
 // GGUF by bench/cpu/gguf) and the same cases.
 //
 // Cases (as defined by bench/cpu/tsbench and torch_peer.py):
@@ -20,16 +20,23 @@
 // Only the evaluation is timed (llama_decode plus node-llama-cpp's greedy
 // sampling of the rows asked for); clearing the KV cache between runs is not.
 //
+// Before the cases it prints one JSON line {"engine":"llama.cpp","config":
+// {...}} saying how llama.cpp is really set up (threads the context runs,
+// the ggml CPU library loaded, llama.cpp's system info, the GGUF's file
+// type), so that the caller can verify and record it.
+//
 // --check N: instead of timing, generate N greedy tokens from a fixed
 // prompt and compare them with tinyserve's (--expect FILE, the JSON printed
 // by `go run ./bench/cpu/gguf -greedy`): free-running agreement, and
 // teacher-forced agreement (llama.cpp's argmax at each position when fed
-// tinyserve's tokens).
+// tinyserve's tokens). A difference counts as a near-tie when tinyserve's
+// own top-1 minus top-2 logit margin at that step is under --tie (0.05);
+// the check fails (exit status 3) on any other difference.
 //
-// Usage: node llamacpp_peer.mjs --model FILE.gguf [--reps 5] [--threads 2]
-//        [--cases ...] [--ctx 1024] [--batch 512] [--kv f16|f32]
-//        [--flash auto|true|false] [--log warn|info|debug]
-//        [--check 16 --expect tinyserve.json]
+// Usage: node llamacpp_peer.mjs --model FILE.gguf [--vocab 50257] [--reps 5]
+//        [--threads 2] [--cases ...] [--ctx 1024] [--batch 512]
+//        [--kv f16|f32] [--flash auto|true|false] [--log warn|info|debug]
+//        [--check 16 --expect tinyserve.json [--tie 0.05]]
 // node-llama-cpp is loaded from $LLAMACPP_DIR/node_modules (llamacpp.sh
 // installs it there).
 
@@ -38,14 +45,13 @@ import os from "node:os";
 import path from "node:path";
 import {pathToFileURL} from "node:url";
 
-const VOCAB = 50257;
 const DECODE_CONTEXT = 140;
 
 function parseArgs(argv) {
     const a = {
         model: "", reps: 5, threads: os.availableParallelism(), ctx: 1024, batch: 512, kv: "f16",
         cases: "prefill-128,prefill-512,decode-b1,decode-b4,decode-b8,decode-b32,e2e-b1,e2e-b4",
-        check: 0, expect: "", promptLen: 32, flash: "auto", log: "warn",
+        check: 0, expect: "", promptLen: 32, flash: "auto", log: "warn", vocab: 50257, tie: 0.05,
     };
     for (let i = 2; i < argv.length; i++) {
         const k = argv[i].replace(/^--/, "");
@@ -64,6 +70,8 @@ function parseArgs(argv) {
             case "prompt-len": a.promptLen = Number(v); break;
             case "flash": a.flash = v; break;
             case "log": a.log = v; break;
+            case "vocab": a.vocab = Number(v); break;
+            case "tie": a.tie = Number(v); break;
             default: throw new Error(`unknown flag --${k}`);
         }
     }
@@ -72,10 +80,14 @@ function parseArgs(argv) {
     return a;
 }
 
+// vocab is the model's vocabulary size (--vocab), which tsbench's
+// deterministic prompt ids are taken modulo.
+let vocab = 50257;
+
 // tokens returns tsbench's deterministic prompt ids for sequence s.
 function tokens(s, n) {
     const t = new Array(n);
-    for (let i = 0; i < n; i++) t[i] = (s * 7919 + i * 104729) % VOCAB;
+    for (let i = 0; i < n; i++) t[i] = (s * 7919 + i * 104729) % vocab;
     return t;
 }
 
@@ -119,6 +131,7 @@ async function loadNodeLlamaCpp() {
 
 async function main() {
     const args = parseArgs(process.argv);
+    vocab = args.vocab;
     const {mod, version, release} = await loadNodeLlamaCpp();
     const {getLlama, LlamaLogLevel, GgmlType} = mod;
     const llama = await getLlama({
@@ -140,6 +153,23 @@ async function main() {
     console.error(`llama.cpp peer: node-llama-cpp ${version}, llama.cpp ${release}, ` +
         `${llama.cpuMathCores} math cores, ${args.threads} threads, GPU ${llama.gpu}, ` +
         `context ${args.ctx}/seq, batch ${args.batch}, KV ${kvType}, flash attention ${args.flash}`);
+    {
+        // What a user would get, as llama.cpp itself reports it, from a
+        // context made as the cases make theirs.
+        const {ctx} = await newContext(1);
+        const meta = model.fileInfo?.metadata?.general ?? {};
+        const config = {
+            node_llama_cpp: version, llama_cpp: release, build: llama.buildType, gpu: llama.gpu,
+            threads_requested: args.threads, context_threads: ctx.currentThreads, ideal_threads: ctx.idealThreads,
+            max_threads: llama.maxThreads, cpu_math_cores: llama.cpuMathCores,
+            ggml_cpu_libraries: ggmlCpuLibraries(), system_info: llama.systemInfo,
+            gguf_file_type: meta.file_type, gguf_architecture: meta.architecture,
+            context_per_seq: args.ctx, batch: args.batch, kv: kvType, flash_attention: ctx.flashAttention,
+            vocab: args.vocab,
+        };
+        await ctx.dispose();
+        console.log(JSON.stringify({engine: "llama.cpp", config}));
+    }
 
     if (args.check > 0) {
         await check(args, newContext);
@@ -186,6 +216,18 @@ async function main() {
     await model.dispose();
 }
 
+// ggmlCpuLibraries lists the ggml CPU backends this process has loaded
+// (node-llama-cpp's prebuilt binaries pick one variant per CPU, e.g.
+// libggml-cpu-zen4.so), from /proc/self/maps.
+function ggmlCpuLibraries() {
+    try {
+        const maps = fs.readFileSync("/proc/self/maps", "utf8");
+        return [...new Set(maps.split("\n").map((l) => l.split(/\s+/)[5]).filter((p) => p && /libggml-cpu[^/]*\.so/.test(p)).map((p) => path.basename(p)))];
+    } catch {
+        return [];
+    }
+}
+
 async function check(args, newContext) {
     const n = args.check;
     const want = args.expect ? JSON.parse(fs.readFileSync(args.expect, "utf8")) : null;
@@ -222,11 +264,27 @@ async function check(args, newContext) {
         const forced = feed.map((_, i) => res[prompt.length - 1 + i]?.next?.token);
         out.teacher_forced = forced;
         out.teacher_forced_agree = forced.filter((t, i) => t === ref[i]).length;
+
+        // Differences are allowed only after a near-tie, by tinyserve's own
+        // logits: free-running, at the first step that differs (what
+        // follows has different contexts); teacher-forced, at every step
+        // that differs.
+        const margins = want.margins ?? [];
+        const near = (i) => margins[i] !== undefined && margins[i] < args.tie;
+        out.tie = args.tie;
+        out.margins = margins.slice(0, n).map((m) => Math.round(m * 1e4) / 1e4);
+        out.first_difference = prefix < n ? {step: prefix, margin: out.margins[prefix] ?? null} : null;
+        out.teacher_forced_differences = forced.flatMap((t, i) => t === ref[i] ? [] : [{step: i, margin: out.margins[i] ?? null}]);
+        out.ok = (prefix === n || near(prefix)) && forced.every((t, i) => t === ref[i] || near(i));
         console.error(`llama.cpp peer: greedy check: ${out.agree}/${n} tokens agree with tinyserve ` +
-            `(first ${prefix} in a row), teacher-forced ${out.teacher_forced_agree}/${n}`);
+            `(first ${prefix} in a row${prefix < n ? `, tinyserve's margin there ${out.margins[prefix]}` : ""}), ` +
+            `teacher-forced ${out.teacher_forced_agree}/${n}` +
+            (out.teacher_forced_differences.length ? ` (margins where they differ: ${out.teacher_forced_differences.map((d) => d.margin).join(", ")})` : "") +
+            `: ${out.ok ? "OK" : `FAILED: a difference where tinyserve's margin is ${args.tie} or more`}`);
     }
     console.log(JSON.stringify(out));
     await ctx.dispose();
+    if (out.ok === false) process.exitCode = 3;
 }
 
 main().catch((e) => {

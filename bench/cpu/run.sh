@@ -20,6 +20,6 @@ go run ./bench/cpu/gencheckpoint -model gpt2-124m-random -out "$ckpt"
 # Each benchmark runs in its own process so peakRSS-MiB is that benchmark's
 # own peak (model + KV + buffers), not the largest of the whole run.
 for bench in 'CPUPrefill/tokens=128$' 'CPUPrefill/tokens=512$' 'CPUDecode/batch=1$' 'CPUDecode/batch=8$' 'CPUDecode/batch=32$'; do
-	TINYSERVE_BENCH_MODEL="$ckpt" go test ./llm/gpt2/ -run '^$' -bench "$bench" -benchtime 2x -count "$count" -timeout 60m |
+	TINYSERVE_BENCH_MODEL="$ckpt" go test ./llm/cpu/ -run '^$' -bench "$bench" -benchtime 2x -count "$count" -timeout 60m |
 		grep '^Benchmark'
 done

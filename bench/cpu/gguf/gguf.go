@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+
+	"github.com/tinyserve/tinyserve/llm/tensor"
 )
 
 // GGUF constants (version 3, little endian).
@@ -14,8 +16,18 @@ const (
 	ggufMagic     = "GGUF"
 	ggufVersion   = 3
 	ggufAlignment = 32
-	ggmlTypeF32   = 0
 )
+
+// ggml tensor types this writer stores (ggml.h's enum ggml_type).
+const (
+	ggmlTypeF32  uint32 = 0
+	ggmlTypeF16  uint32 = 1
+	ggmlTypeBF16 uint32 = 30
+)
+
+// ggmlTypes maps the stored types a tensor may be written in to ggml's
+// numbers.
+var ggmlTypes = map[tensor.DType]uint32{tensor.F32: ggmlTypeF32, tensor.F16: ggmlTypeF16, tensor.BF16: ggmlTypeBF16}
 
 // GGUF metadata value types.
 const (
@@ -41,13 +53,16 @@ type metaKV struct {
 	Val any
 }
 
-// tensorOut is one F32 tensor to write. NE lists the dimensions in ggml's
-// order: NE[0] is the fastest-varying one. Data returns the values in that
-// memory order; it is called once, while the data section is written.
+// tensorOut is one tensor to write. NE lists the dimensions in ggml's
+// order: NE[0] is the fastest-varying one. Type is how the file stores the
+// values (F32, F16 or BF16). Data returns the values in that memory order,
+// in any stored type (they are converted to Type, rounding to nearest even
+// when narrowing); it is called once, while the data section is written.
 type tensorOut struct {
 	Name string
 	NE   []uint64
-	Data func() []float32
+	Type tensor.DType
+	Data func() tensor.Tensor
 }
 
 func (t *tensorOut) elems() uint64 {
@@ -163,9 +178,13 @@ func writeGGUF(w io.Writer, meta []metaKV, tensors []tensorOut) error {
 		for _, d := range t.NE {
 			g.u64(d)
 		}
-		g.u32(ggmlTypeF32)
+		typ, ok := ggmlTypes[t.Type]
+		if !ok {
+			return fmt.Errorf("gguf: tensor %q: unsupported type %q", t.Name, t.Type)
+		}
+		g.u32(typ)
 		g.u64(off)
-		off = alignUp(off+4*t.elems(), ggufAlignment)
+		off = alignUp(off+uint64(t.Type.Size())*t.elems(), ggufAlignment)
 	}
 	g.pad()
 	base := g.n
@@ -175,16 +194,28 @@ func writeGGUF(w io.Writer, meta []metaKV, tensors []tensorOut) error {
 		if g.n-base != offsets[i] {
 			return fmt.Errorf("gguf: internal error: tensor %q at data offset %d, want %d", t.Name, g.n-base, offsets[i])
 		}
-		data := t.Data()
-		if uint64(len(data)) != t.elems() {
-			return fmt.Errorf("gguf: tensor %q has %d values, its shape %v needs %d", t.Name, len(data), t.NE, t.elems())
+		data := t.Data().Convert(t.Type)
+		if uint64(data.Len()) != t.elems() {
+			return fmt.Errorf("gguf: tensor %q has %d values, its shape %v needs %d", t.Name, data.Len(), t.NE, t.elems())
 		}
-		for j := 0; j < len(data); {
-			buf = buf[:0]
-			for ; j < len(data) && len(buf) < cap(buf); j++ {
-				buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(data[j]))
+		if t.Type == tensor.F32 {
+			v := data.Float32s()
+			for j := 0; j < len(v); {
+				buf = buf[:0]
+				for ; j < len(v) && len(buf) < cap(buf); j++ {
+					buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(v[j]))
+				}
+				g.bytes(buf)
 			}
-			g.bytes(buf)
+		} else {
+			v := data.Bits()
+			for j := 0; j < len(v); {
+				buf = buf[:0]
+				for ; j < len(v) && len(buf) < cap(buf); j++ {
+					buf = binary.LittleEndian.AppendUint16(buf, v[j])
+				}
+				g.bytes(buf)
+			}
 		}
 		g.pad()
 	}

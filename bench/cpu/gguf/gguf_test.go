@@ -205,15 +205,46 @@ func (f *readFile) tensor(name string) *readTensor {
 	return nil
 }
 
-func (f *readFile) floats(t *readTensor) []float32 {
-	n := uint64(1)
+// elemSize is the bytes of one value of a ggml type this package writes.
+func elemSize(typ uint32) uint64 {
+	switch typ {
+	case ggmlTypeF32:
+		return 4
+	case ggmlTypeF16, ggmlTypeBF16:
+		return 2
+	}
+	panic(fmt.Sprintf("ggml type %d", typ))
+}
+
+func (f *readFile) raw(t *readTensor) []byte {
+	n := elemSize(t.typ)
 	for _, d := range t.ne {
 		n *= d
 	}
-	b := f.data[f.dataBase+t.offset : f.dataBase+t.offset+4*n]
-	out := make([]float32, n)
+	return f.data[f.dataBase+t.offset : f.dataBase+t.offset+n]
+}
+
+func (f *readFile) floats(t *readTensor) []float32 {
+	if t.typ != ggmlTypeF32 {
+		panic(fmt.Sprintf("tensor %q is of type %d, not F32", t.name, t.typ))
+	}
+	b := f.raw(t)
+	out := make([]float32, len(b)/4)
 	for i := range out {
 		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return out
+}
+
+// bits returns an F16 or BF16 tensor's raw values.
+func (f *readFile) bits(t *readTensor) []uint16 {
+	if t.typ != ggmlTypeF16 && t.typ != ggmlTypeBF16 {
+		panic(fmt.Sprintf("tensor %q is of type %d, not 16-bit", t.name, t.typ))
+	}
+	b := f.raw(t)
+	out := make([]uint16, len(b)/2)
+	for i := range out {
+		out[i] = binary.LittleEndian.Uint16(b[2*i:])
 	}
 	return out
 }
@@ -224,7 +255,7 @@ func TestWriteTinyGPT2(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "tiny.gguf")
-	if err := writeFile(m, path); err != nil {
+	if err := writeFile(m, path, convertOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(path)
@@ -434,7 +465,7 @@ func TestRejectsUnsupportedConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.Config.Activation = model.GeluErf
-	if err := convert(m, nil); err == nil {
+	if err := convert(m, nil, convertOptions{}); err == nil {
 		t.Errorf("converted a model with the erf GELU")
 	}
 }

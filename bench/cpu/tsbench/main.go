@@ -23,6 +23,7 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"math"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -61,6 +62,9 @@ func main() {
 	modelName := flag.String("model", model.Builtin124M, "checkpoint folder, or a built-in model name")
 	table := flag.String("table", "", "print the JSON results in this file as a table and exit")
 	base := flag.String("base", "tinyserve", "with -table: the engine the others are compared with")
+	yardstick := flag.Bool("issue-floor", true, "with -table: show base over issue 8's floors for the GPT-2 124M shape")
+	markdown := flag.Bool("markdown", false, "with -table: print a Markdown table")
+	verify := flag.String("verify", "", "check the engines' configuration lines in this results file (threads from -threads, else GOMAXPROCS) and exit")
 	reps := flag.Int("reps", 5, "timed runs per case (the median is reported)")
 	threads := flag.Int("threads", 0, "backend threads (0: GOMAXPROCS)")
 	dtype := flag.String("dtype", "", "weight storage: float32 (default) or bfloat16")
@@ -71,7 +75,22 @@ func main() {
 	bandwidth := flag.Bool("bandwidth", false, "measure the read bandwidth first and report each decode step's floor")
 	flag.Parse()
 	if *table != "" {
-		if err := printTable(os.Stdout, *table, *base); err != nil {
+		opts := tableOptions{Markdown: *markdown}
+		if *yardstick {
+			opts.Yardstick = issueFloor
+		}
+		if err := printTable(os.Stdout, *table, *base, opts); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
+
+	if *verify != "" {
+		n := *threads
+		if n == 0 {
+			n = runtime.GOMAXPROCS(0)
+		}
+		if err := verifyResults(os.Stdout, *verify, n); err != nil {
 			log.Fatal(err)
 		}
 		return
@@ -110,6 +129,24 @@ func main() {
 	if *bandwidth {
 		gbs = readBandwidth(runtime.GOMAXPROCS(0))
 		log.Printf("%s: read bandwidth %.1f GB/s (%d goroutines reading 512 MiB each); decode floor at batch 1 %.1f ms", *name, gbs, runtime.GOMAXPROCS(0), stepBytes(m.Config, elem, 1, decodeContext)/gbs/1e6)
+	}
+	if *jsonOut {
+		// How this engine runs, for compare.sh's check and the record.
+		n := *threads
+		if n == 0 {
+			n = runtime.GOMAXPROCS(0)
+		}
+		wd := *dtype
+		if wd == "" {
+			wd = "float32"
+		}
+		cfg := map[string]any{"go": runtime.Version(), "gomaxprocs": runtime.GOMAXPROCS(0), "threads": n,
+			"weight_dtype": wd, "godebug": os.Getenv("GODEBUG"), "model": m.Name}
+		if gbs > 0 {
+			cfg["read_bandwidth_gbs"] = math.Round(gbs*10) / 10
+		}
+		out, _ := json.Marshal(map[string]any{"engine": *name, "config": cfg})
+		fmt.Println(string(out))
 	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)

@@ -19,11 +19,22 @@ var issueFloor = map[string]float64{
 	"decode-b1": 12.5, "decode-b8": 14.3, "prefill-128": 54, "prefill-512": 300,
 }
 
-// printTable reads JSON results (one object per line; other lines are
-// skipped) and prints one row per case: each engine's time in ms and, for
-// every engine but base, its time over base's (above 1: base is faster).
-// A case run several times by an engine counts with its best median.
-func printTable(w io.Writer, path, base string) error {
+// tableOptions are how printTable lays out the table.
+type tableOptions struct {
+	// Yardstick are per-case reference times (issueFloor for the GPT-2
+	// shape of issue 8) shown as base over them; nil leaves the column out.
+	Yardstick map[string]float64
+	// Markdown prints a Markdown table instead of aligned columns.
+	Markdown bool
+}
+
+// printTable reads JSON results (one object per line; other lines, and
+// objects that are not a case's result, such as the peers' configuration
+// and check lines, are skipped) and prints one row per case: each engine's
+// time in ms and, for every engine but base, its time over base's (above
+// 1: base is faster). A case run several times by an engine counts with
+// its best median.
+func printTable(w io.Writer, path, base string, opts tableOptions) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
@@ -43,6 +54,9 @@ func printTable(w io.Writer, path, base string) error {
 		var r result
 		if err := json.Unmarshal([]byte(line), &r); err != nil {
 			return fmt.Errorf("%s: %w", path, err)
+		}
+		if r.Case == "" || r.Engine == "" || r.MS <= 0 {
+			continue // a configuration or check line
 		}
 		if ms[r.Case] == nil {
 			ms[r.Case] = map[string]float64{}
@@ -67,6 +81,13 @@ func printTable(w io.Writer, path, base string) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	row := func(cells []string) {
+		if opts.Markdown {
+			fmt.Fprintln(w, "| "+strings.Join(cells, " | ")+" |")
+		} else {
+			fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
+		}
+	}
 	head := []string{"case"}
 	for _, e := range engines {
 		head = append(head, e+" ms")
@@ -76,21 +97,34 @@ func printTable(w io.Writer, path, base string) error {
 			head = append(head, e+"/"+base)
 		}
 	}
-	head = append(head, "floor here ms", base+"/floor here", base+"/issue floor")
-	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
+	head = append(head, "floor here ms", base+"/floor here")
+	if opts.Yardstick != nil {
+		head = append(head, base+"/issue floor")
+	}
+	row(head)
+	if opts.Markdown {
+		sep := make([]string, len(head))
+		for i := range sep {
+			sep[i] = "---"
+		}
+		row(sep)
+	}
 	for _, c := range cases {
-		row := []string{c}
+		cells := []string{c}
 		for _, e := range engines {
-			row = append(row, fmtMS(ms[c][e]))
+			cells = append(cells, fmtMS(ms[c][e]))
 		}
 		b := ms[c][base]
 		for _, e := range engines {
 			if e != base {
-				row = append(row, ratio(ms[c][e], b))
+				cells = append(cells, ratio(ms[c][e], b))
 			}
 		}
-		row = append(row, fmtMS(floor[c]), ratio(b, floor[c]), ratio(b, issueFloor[c]))
-		fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
+		cells = append(cells, fmtMS(floor[c]), ratio(b, floor[c]))
+		if opts.Yardstick != nil {
+			cells = append(cells, ratio(b, opts.Yardstick[c]))
+		}
+		row(cells)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

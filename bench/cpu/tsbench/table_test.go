@@ -17,12 +17,14 @@ func TestTableBestOfRuns(t *testing.T) {
 {"engine":"peer","case":"decode-b1","ms":30,"runs":5}
 {"engine":"tinyserve","case":"decode-b1","ms":10,"runs":5,"floor_ms":8}
 {"engine":"peer","case":"decode-b1","ms":40,"runs":5}
+{"engine":"peer","config":{"threads":2}}
+{"engine":"peer","check":"greedy-16","ok":true}
 `
 	if err := os.WriteFile(path, []byte(lines), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	var out strings.Builder
-	if err := printTable(&out, path, "tinyserve"); err != nil {
+	if err := printTable(&out, path, "tinyserve", tableOptions{Yardstick: issueFloor}); err != nil {
 		t.Fatal(err)
 	}
 	got := out.String()
@@ -35,5 +37,26 @@ func TestTableBestOfRuns(t *testing.T) {
 		if strings.Contains(got, bad) {
 			t.Errorf("table shows %q, a slower run's figure:\n%s", bad, got)
 		}
+	}
+}
+
+// TestTableMarkdown checks the Markdown form and that configuration and
+// check lines make no rows.
+func TestTableMarkdown(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "results.jsonl")
+	lines := `{"engine":"a","config":{"threads":2}}
+{"engine":"a","case":"prefill-512","ms":100,"runs":5}
+{"engine":"b","case":"prefill-512","ms":150,"runs":5}
+`
+	if err := os.WriteFile(path, []byte(lines), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if err := printTable(&out, path, "a", tableOptions{Markdown: true}); err != nil {
+		t.Fatal(err)
+	}
+	want := "| case | a ms | b ms | b/a | floor here ms | a/floor here |\n| --- | --- | --- | --- | --- | --- |\n| prefill-512 | 100.0 | 150.0 | 1.50x | — | — |\n"
+	if got := out.String(); got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
 }
