@@ -880,3 +880,25 @@ func TestConcurrentCloseWaitsForBackend(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestNumBlocksCapLogged: a NumBlocks larger than the backend can hold is
+// capped, and the start-up log says so with the asked and effective values
+// (before, 1e9 blocks became 4,096 without a word).
+func TestNumBlocksCapLogged(t *testing.T) {
+	for _, tc := range []struct {
+		asked  int
+		capped bool
+	}{{1_000_000_000, true}, {32, false}} {
+		var logs syncbuf.Buffer
+		e, err := mock.NewEngine(mock.Config{KVBlocks: 64}, engine.Config{NumBlocks: tc.asked, PrefixCaching: true, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.Close()
+		line := logs.String()
+		logged := strings.Contains(line, "num_blocks capped") && strings.Contains(line, "asked=1000000000") && strings.Contains(line, "blocks=64")
+		if logged != tc.capped {
+			t.Errorf("NumBlocks %d on a 64-block backend: cap logged %v, want %v:\n%s", tc.asked, logged, tc.capped, line)
+		}
+	}
+}

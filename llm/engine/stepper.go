@@ -86,6 +86,12 @@ func newStepper(b Backend, tok llm.Tokenizer, info llm.ModelInfo, cfg *Config) (
 	numBlocks := capacity
 	if cfg.NumBlocks > 0 {
 		numBlocks = min(cfg.NumBlocks, capacity)
+		// Say so: an operator who asked for more blocks than fit would
+		// otherwise believe the pool holds them.
+		if cfg.NumBlocks > capacity && cfg.Logger != nil {
+			cfg.Logger.Warn("num_blocks capped at what the backend can hold",
+				"asked", cfg.NumBlocks, "blocks", capacity, "why", "the backend's KV memory budget (--kv-cache-bytes, or its default) holds no more")
+		}
 	}
 	// Blocks past what max_num_seqs sequences of the full context hold
 	// could never be in use at once (waiting and preempted sequences hold
