@@ -235,10 +235,15 @@ check('completions: string prompt, greedy, max_tokens', async () => {
 	ok(greedy12.startsWith(one.choices[0].text), 'max_tokens 1: not a prefix of the 12-token text');
 });
 
-check('completions: max_tokens null means the default (16)', async () => {
-	const c = await client.completions.create({ model, prompt, max_tokens: null, temperature: 0 });
+check('completions: max_tokens null fills the context (as vLLM)', async () => {
+	// An omitted max_tokens is 16; an explicit null is vLLM's "no limit":
+	// generation runs to the end of the context (max_model_len).
+	const ctx = (await client.models.list()).data.find((m) => m.id === model)?.max_model_len;
+	ok(isInt(ctx) && ctx > 5, `models.list: max_model_len is ${ctx}`);
+	const c = await client.completions.create({ model, prompt, max_tokens: null, temperature: 0, ignore_eos: true });
 	checkCompletion(c, 'completion');
-	eq(c.usage.completion_tokens, 16, 'completion_tokens');
+	eq(c.usage.completion_tokens, ctx - c.usage.prompt_tokens, 'completion_tokens (the rest of the context)');
+	eq(c.choices[0].finish_reason, 'length', 'finish_reason');
 	ok(c.choices[0].text.startsWith(greedy12), 'not the greedy continuation');
 });
 
@@ -395,7 +400,11 @@ check("completions: vLLM's min_p, include_stop_str_in_output, continuous_usage_s
 		stream_options: { include_usage: true, continuous_usage_stats: true },
 	});
 	const chunks = await collect(s, 'continuous usage');
-	eq(chunks.slice(0, -1).map((ch) => ch.usage.completion_tokens), [1, 2, 3, 4], 'usage so far on every chunk');
+	// Usage so far on every chunk; merged chunks skip counts, so the counts
+	// only grow and end at 4.
+	const counts = chunks.slice(0, -1).map((ch) => ch.usage.completion_tokens);
+	ok(counts.length >= 1 && counts.every((n, i) => n >= 1 && n <= 4 && (i === 0 || n > counts[i - 1])) && counts.at(-1) === 4,
+		`usage so far on every chunk: ${JSON.stringify(counts)}, want increasing counts ending at 4`);
 	eq(chunks.at(-1).usage, { prompt_tokens: 5, completion_tokens: 4, total_tokens: 9 }, 'the final usage');
 });
 
@@ -423,9 +432,10 @@ check('completions: stream', async () => {
 	eq(f.get(0).finish, 'length', 'finish_reason');
 	ok(chunks.every((c) => c.choices.length === 1), 'a chunk without exactly one choice');
 	ok(chunks.every((c) => !c.usage), 'a chunk carries usage without include_usage');
-	// As vLLM streams: a chunk per token, even when its text is empty (half a
-	// UTF-8 character, or text held back while a stop string may be forming).
-	eq(chunks.length, 12, 'chunks (one per token)');
+	// A chunk per token at most: tokens that are ready together while the
+	// client reads go out merged in one chunk (docs/server.md, as vLLM's
+	// output collector merges them), so a slow reader sees fewer.
+	ok(chunks.length >= 1 && chunks.length <= 12, `chunks: ${chunks.length}, want 1 to 12 (at most one per token)`);
 });
 
 check('completions: stream with include_usage', async () => {
