@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/tinyserve/tinyserve/internal/jsonpos"
 )
 
 // Defaults applied when a sweep config leaves a field out; they are
@@ -168,7 +170,7 @@ func LoadConfig(path string) (*Config, error) {
 	}
 	c, err := ParseConfig(b)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, jsonpos.Wrap(path, b, err) // a syntax error's line and column too
 	}
 	return c, nil
 }
@@ -184,7 +186,7 @@ var knownFields = []string{
 func ParseConfig(b []byte) (*Config, error) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(b, &fields); err != nil {
-		return nil, fmt.Errorf("%w: not a JSON object: %v", ErrConfig, err)
+		return nil, fmt.Errorf("%w: not a JSON object: %w", ErrConfig, err)
 	}
 	keys := make([]string, 0, len(fields))
 	for k := range fields {

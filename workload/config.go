@@ -7,6 +7,8 @@ import (
 	"math"
 	"os"
 	"strconv"
+
+	"github.com/tinyserve/tinyserve/internal/jsonpos"
 )
 
 // Config is an experiment file (experiments/<name>.json) in the schema of
@@ -69,7 +71,7 @@ func LoadConfig(path string) (*Config, error) {
 	}
 	cfg, err := ParseConfig(data)
 	if err != nil {
-		return nil, fmt.Errorf("experiment %s: %w", path, err)
+		return nil, fmt.Errorf("experiment %w", jsonpos.Wrap(path, data, err))
 	}
 	return cfg, nil
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"golang.org/x/term"
 
+	"github.com/tinyserve/tinyserve/internal/jsonpos"
 	"github.com/tinyserve/tinyserve/sweep"
 )
 
@@ -222,7 +223,7 @@ func loadConfig(path string, overrides []string) (*sweep.Config, error) {
 	// change, and 0.0 would pass for the integer the config refuses it as.
 	var raw map[string]any
 	if err := sweep.DecodeJSONExact(b, &raw); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, jsonpos.Wrap(path, b, err)
 	}
 	target, _ := raw["target"].(map[string]any)
 	if target == nil || target["kind"] != sweep.TargetEmbedded {
