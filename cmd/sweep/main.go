@@ -104,6 +104,13 @@ func newApp(stdout, stderr io.Writer, getenv func(string) string) *cli.App {
 }
 
 func runSweep(c *cli.Context, stdout, stderr io.Writer, getenv func(string) string) error {
+	if c.NArg() == 0 {
+		// A first try without arguments wants to know what to pass.
+		if err := cli.ShowAppHelp(c); err != nil {
+			return err
+		}
+		return errors.New("want a CONFIG argument (the usage is above)")
+	}
 	if c.NArg() != 1 {
 		for _, a := range c.Args().Slice()[min(1, c.NArg()):] {
 			if len(a) > 1 && strings.HasPrefix(a, "-") { // left last by flagsFirst

@@ -258,13 +258,16 @@ func TestEmbeddedTokenizerFromMovedHubCache(t *testing.T) {
 }
 
 func TestSweepArgs(t *testing.T) {
-	_, _, err := runApp()
+	out, _, err := runApp()
+	assert.ErrorContains(t, err, "want a CONFIG argument")
+	assert.Contains(t, out, "USAGE", "no argument: the usage is printed")
+	_, _, err = runApp("a.json", "b.json")
 	assert.ErrorContains(t, err, "want one CONFIG")
 	_, _, err = runApp("compare", "a")
 	assert.ErrorContains(t, err, "two sweeps")
 	empty := filepath.Join(t.TempDir(), "empty.json")
 	require.NoError(t, os.WriteFile(empty, []byte(`{}`), 0o644))
-	out, _, err := runApp("compare", empty, empty)
+	out, _, err = runApp("compare", empty, empty)
 	assert.ErrorContains(t, err, "not a sweep summary.json")
 	assert.Empty(t, out, "nothing that looks like a comparison")
 	_, _, err = runApp("/nonexistent/config.json")
