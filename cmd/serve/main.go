@@ -342,6 +342,14 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 // after a drain, even one cut short by the timeout, which it logs.
 func run(ctx context.Context, cfg tinyserve.Config, o serveOptions) error {
 	lg := o.logger
+	// Bind the port before loading the model, as vLLM does: a port in use
+	// is then refused at once, not after a load of seconds or minutes.
+	// Connections that arrive while the model loads wait in the backlog.
+	ln, err := net.Listen("tcp", o.addr)
+	if err != nil {
+		return fmt.Errorf("%w (checked before loading the model: choose another --port, or stop what holds it)", err)
+	}
+	defer ln.Close() // Serve closes it too; this covers a failed load
 	eng, err := tinyserve.Open(ctx, cfg)
 	if err != nil {
 		return err
@@ -369,10 +377,6 @@ func run(ctx context.Context, cfg tinyserve.Config, o serveOptions) error {
 	}
 	h := openai.NewHandler(eng, opts...)
 
-	ln, err := net.Listen("tcp", o.addr)
-	if err != nil {
-		return err
-	}
 	srv := &http.Server{
 		Handler:           allowAllCORS(h),
 		ReadHeaderTimeout: readHeaderTimeout,

@@ -691,3 +691,21 @@ func TestAPIKeysFallBackToVLLMAPIKey(t *testing.T) {
 	assert.Equal(t, []string{"a,b"}, apiKeys(nil, "a,b"), "VLLM_API_KEY is one key")
 	assert.Equal(t, []string{"a", "b"}, apiKeys([]string{"a", "", "b"}, "v"), "--api-key takes precedence")
 }
+
+// TestPortInUseRefusedBeforeLoading: a port already taken is refused before
+// the model loads (before, a model loaded for nothing first): the error
+// names the address and no "engine ready" line is logged.
+func TestPortInUseRefusedBeforeLoading(t *testing.T) {
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer held.Close()
+	var logs syncbuf.Buffer
+	err = run(context.Background(), tinyserve.Config{Backend: tinyserve.BackendMock}, serveOptions{
+		addr: held.Addr().String(), drainTimeout: time.Second,
+		logger: slog.New(slog.NewTextHandler(&logs, nil)),
+	})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), held.Addr().String())
+	assert.Contains(t, err.Error(), "before loading the model")
+	assert.NotContains(t, logs.String(), "engine ready", "the model was loaded first")
+}
