@@ -230,6 +230,7 @@ func run(c *cli.Context, stdout, stderr io.Writer, getenv func(string) string) e
 		return fmt.Errorf("summary (printed above, not written): %w; the records are in %s", werr, output)
 	}
 	fmt.Fprintf(stdout, "Raw results: %s\nSummary: %s\n", output, summaryPath)
+	writeHumanSummary(stdout, sum)
 	if w := sum.Counts.UsageWarning(); w != "" {
 		fmt.Fprintln(stderr, "warning:", w)
 	}

@@ -123,6 +123,8 @@ func TestSendRequests(t *testing.T) {
 	assert.Equal(t, int64(4), n.Load())
 	assert.Equal(t, "Bearer s3cret", auth.Load())
 	assert.Contains(t, stdout, "Summary: "+filepath.Join(dir, "out", "c2.summary.json"))
+	// The human summary ends the output, as vllm bench serve's does.
+	assert.Regexp(t, `(?s)Requests: +4 \(0 failed\).*Request throughput \(req/s\): +[0-9.]+\n.*TTFT p50 / p99 \(ms\): +[0-9.]+ / [0-9.]+\n.*Latency p50 / p99 \(ms\): +[0-9.]+ / [0-9.]+\n$`, stdout)
 	raw, _ := os.ReadFile(out)
 	assert.Equal(t, 4, strings.Count(string(raw), "\n"))
 	sum, _ := os.ReadFile(filepath.Join(dir, "out", "c2.summary.json"))
