@@ -116,6 +116,11 @@ type NotFoundError struct {
 // says how to point tinyserve at the library.
 func (e *NotFoundError) Error() string {
 	var b strings.Builder
+	if e.Lib.Name == LibCUDA().Name {
+		// No driver library almost always means no NVIDIA GPU or driver
+		// here: say that first, with the way out, and the search after.
+		b.WriteString("cuda: no NVIDIA driver on this machine (use --backend cpu, or install the NVIDIA driver); details follow\n")
+	}
 	fmt.Fprintf(&b, "cuda: %s library not found (tried %s) in:", e.Lib.Name, strings.Join(e.Lib.Files, ", "))
 	for _, s := range e.Searched {
 		b.WriteString("\n  ")

@@ -51,6 +51,15 @@ func TestLocate(t *testing.T) {
 	if !errors.As(err, &nf) {
 		t.Fatalf("Locate(driver) error %v, want *NotFoundError", err)
 	}
+	// A missing driver says so in its first line, with what to do.
+	first, _, _ := strings.Cut(err.Error(), "\n")
+	if !strings.Contains(first, "no NVIDIA driver") || !strings.Contains(first, "--backend cpu") {
+		t.Errorf("first line %q: want the missing driver and --backend cpu", first)
+	}
+	_, err = Locate(LibCuBLAS(), []string{t.TempDir()})
+	if first, _, _ := strings.Cut(err.Error(), "\n"); strings.Contains(first, "driver") {
+		t.Errorf("a missing cuBLAS blamed the driver: %q", first)
+	}
 }
 
 func TestLocateNothingFoundNamesEveryPlace(t *testing.T) {
