@@ -20,6 +20,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/tinyserve/tinyserve"
+	"github.com/tinyserve/tinyserve/internal/clihint"
 	"github.com/tinyserve/tinyserve/llm"
 	"github.com/tinyserve/tinyserve/llm/tokenizer"
 )
@@ -48,6 +49,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		&cli.BoolFlag{Name: "verbose", Usage: "log the engine's start-up"},
 	)
 	return &cli.App{
+		OnUsageError: clihint.OnUsageError, // one line naming the nearest flag, not the whole help
 		// Prompts are prose: a comma inside one must not split it in two
 		// (urfave/cli splits slice flags on commas unless told not to).
 		DisableSliceFlagSeparator: true,

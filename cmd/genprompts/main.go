@@ -25,6 +25,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/tinyserve/tinyserve/internal/clihint"
 	"github.com/tinyserve/tinyserve/llm"
 	"github.com/tinyserve/tinyserve/llm/tokenizer"
 	"github.com/tinyserve/tinyserve/workload"
@@ -41,10 +42,11 @@ func env(name string) []string { return []string{"TINYSERVE_" + name} }
 
 func newApp(stdout, stderr io.Writer, getenv func(string) string) *cli.App {
 	return &cli.App{
-		Name:      "genprompts",
-		Usage:     "generate, verify or export deterministic prompt files from experiment files",
-		Writer:    stdout,
-		ErrWriter: stderr,
+		OnUsageError: clihint.OnUsageError, // one line naming the nearest flag, not the whole help
+		Name:         "genprompts",
+		Usage:        "generate, verify or export deterministic prompt files from experiment files",
+		Writer:       stdout,
+		ErrWriter:    stderr,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "experiments", Value: "experiments", EnvVars: env("EXPERIMENTS"), Usage: "folder of experiment files (<workload>.json)"},
 			&cli.StringFlag{Name: "workload", Value: "all", EnvVars: env("WORKLOAD"), Usage: "workload name, or all: every .json in --experiments with a buckets field"},

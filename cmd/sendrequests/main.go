@@ -27,6 +27,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"golang.org/x/term"
 
+	"github.com/tinyserve/tinyserve/internal/clihint"
 	"github.com/tinyserve/tinyserve/sweep"
 )
 
@@ -54,10 +55,11 @@ func env(name string) []string { return []string{"TINYSERVE_" + name} }
 
 func newApp(stdout, stderr io.Writer, getenv func(string) string) *cli.App {
 	return &cli.App{
-		Name:      "sendrequests",
-		Usage:     "measure one load condition against an OpenAI-compatible completions or chat completions endpoint",
-		Writer:    stdout,
-		ErrWriter: stderr,
+		OnUsageError: clihint.OnUsageError, // one line naming the nearest flag, not the whole help
+		Name:         "sendrequests",
+		Usage:        "measure one load condition against an OpenAI-compatible completions or chat completions endpoint",
+		Writer:       stdout,
+		ErrWriter:    stderr,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "prompts", Required: true, EnvVars: env("PROMPTS"), Usage: "prompt file (JSONL rows: bucket, id, prompt, prompt_tokens, target_output_tokens, ...)"},
 			&cli.StringFlag{Name: "output", Value: "results/run_001.jsonl", EnvVars: env("OUTPUT"), Usage: "per-request JSONL (refuses to overwrite an existing file)"},

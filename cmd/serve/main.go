@@ -37,6 +37,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/tinyserve/tinyserve"
+	"github.com/tinyserve/tinyserve/internal/clihint"
 	"github.com/tinyserve/tinyserve/openai"
 )
 
@@ -179,8 +180,9 @@ func newApp(stderr io.Writer) *cli.App {
 	)
 	flags = append(flags, vllmFlags()...)
 	return &cli.App{
-		Name:  "tinyserve-serve",
-		Usage: "serve a model over the OpenAI completions API",
+		OnUsageError: clihint.OnUsageError, // one line naming the nearest flag, not the whole help
+		Name:         "tinyserve-serve",
+		Usage:        "serve a model over the OpenAI completions API",
 		UsageText: "tinyserve-serve [MODEL] [options]     (MODEL as in vllm serve MODEL, or as --model)\n" +
 			"tinyserve-serve [options] health     (exit 0 when the server answers GET /health)",
 		Version: openai.Version(), // --version, and GET /version

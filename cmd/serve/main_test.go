@@ -709,3 +709,18 @@ func TestPortInUseRefusedBeforeLoading(t *testing.T) {
 	assert.Contains(t, err.Error(), "before loading the model")
 	assert.NotContains(t, logs.String(), "engine ready", "the model was loaded first")
 }
+
+// TestUnknownFlagOneLine: a mistyped flag gets one line naming the nearest
+// flag (and the JSON spelling is recognised), not the 68 lines of help
+// (internal/clihint's test checks that no help is printed).
+func TestUnknownFlagOneLine(t *testing.T) {
+	for typed, want := range map[string]string{
+		"--max-num-seq":  "did you mean --max-num-seqs?",
+		"--max_num_seqs": "the flag is --max-num-seqs",
+	} {
+		var logs syncbuf.Buffer
+		err := newApp(&logs).Run([]string{"tinyserve-serve", typed, "4"})
+		require.Error(t, err, typed)
+		assert.Contains(t, err.Error(), want, typed)
+	}
+}

@@ -30,6 +30,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"golang.org/x/term"
 
+	"github.com/tinyserve/tinyserve/internal/clihint"
 	"github.com/tinyserve/tinyserve/internal/jsonpos"
 	"github.com/tinyserve/tinyserve/sweep"
 )
@@ -69,11 +70,12 @@ func isTerminal(w io.Writer) bool {
 
 func newApp(stdout, stderr io.Writer, getenv func(string) string) *cli.App {
 	return &cli.App{
-		Name:      "sweep",
-		Usage:     "measure an OpenAI-compatible server (completions or chat) over concurrency levels and find where throughput stops growing",
-		ArgsUsage: "CONFIG",
-		Writer:    stdout,
-		ErrWriter: stderr,
+		OnUsageError: clihint.OnUsageError, // one line naming the nearest flag, not the whole help
+		Name:         "sweep",
+		Usage:        "measure an OpenAI-compatible server (completions or chat) over concurrency levels and find where throughput stops growing",
+		ArgsUsage:    "CONFIG",
+		Writer:       stdout,
+		ErrWriter:    stderr,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "output-root", EnvVars: []string{"TINYSERVE_OUTPUT_ROOT"}, Usage: "write under this folder instead of the config's output_dir (to measure afresh)"},
 			&cli.StringFlag{Name: "api-key-env", EnvVars: []string{"TINYSERVE_API_KEY_ENV"}, Usage: "environment variable holding a bearer token (overrides the config's api_key_env)"},
