@@ -28,10 +28,7 @@ func Locate(data []byte, err error) (line, col int, ok bool) {
 	}
 	// Offset counts the bytes read when the error was found: the byte at
 	// fault is the last of them.
-	pos := int(offset) - 1
-	if pos < 0 || pos >= len(data) {
-		pos = min(max(pos, 0), len(data))
-	}
+	pos := min(max(int(offset)-1, 0), len(data))
 	start := bytes.LastIndexByte(data[:pos], '\n') + 1
 	return 1 + bytes.Count(data[:pos], []byte{'\n'}), pos - start + 1, true
 }

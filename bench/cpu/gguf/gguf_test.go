@@ -4,8 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -254,18 +252,7 @@ func TestWriteTinyGPT2(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(t.TempDir(), "tiny.gguf")
-	if err := writeFile(m, path, convertOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := parseGGUF(b)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := writeAndParse(t, m, convertOptions{})
 	c := m.Config
 	if f.version != 3 {
 		t.Errorf("version %d, want 3", f.version)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -35,28 +36,18 @@ type tableOptions struct {
 // 1: base is faster). A case run several times by an engine counts with
 // its best median.
 func printTable(w io.Writer, path, base string, opts tableOptions) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
 	ms := map[string]map[string]float64{} // case -> engine -> ms
 	floor := map[string]float64{}         // case -> base engine's floor_ms
 	var cases, engines []string
 	seen := map[string]int{} // engine and case -> results read
 	runs := 0
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if !strings.HasPrefix(line, "{") {
-			continue
-		}
+	err := eachObject(path, func(line []byte) error {
 		var r result
-		if err := json.Unmarshal([]byte(line), &r); err != nil {
-			return fmt.Errorf("%s: %w", path, err)
+		if err := json.Unmarshal(line, &r); err != nil {
+			return err
 		}
 		if r.Case == "" || r.Engine == "" || r.MS <= 0 {
-			continue // a configuration or check line
+			return nil // a configuration or check line
 		}
 		if ms[r.Case] == nil {
 			ms[r.Case] = map[string]float64{}
@@ -76,8 +67,9 @@ func printTable(w io.Writer, path, base string, opts tableOptions) error {
 		if r.Engine == base && r.FloorMS > 0 && (floor[r.Case] == 0 || r.FloorMS < floor[r.Case]) {
 			floor[r.Case] = r.FloorMS
 		}
-	}
-	if err := sc.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -147,4 +139,30 @@ func ratio(a, b float64) string {
 		return "—"
 	}
 	return fmt.Sprintf("%.2fx", a/b)
+}
+
+// eachObject calls fn with each line of the file at path that holds a JSON
+// object (other lines, such as compare.sh's notes, are skipped); an error
+// from fn or the read names the file.
+func eachObject(path string, fn func(line []byte) error) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<24) // a peer's configuration line can be long
+	for sc.Scan() {
+		line := bytes.TrimSpace(sc.Bytes())
+		if !bytes.HasPrefix(line, []byte("{")) {
+			continue
+		}
+		if err := fn(line); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
 }

@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 )
@@ -35,27 +33,16 @@ type peerLine struct {
 // line must say ok. It writes one line per engine to w and returns an
 // error naming every problem.
 func verifyResults(w io.Writer, path string, threads int) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
 	configs := map[string][]map[string]any{}
 	var engines []string
 	var problems []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<24)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if !strings.HasPrefix(line, "{") {
-			continue
-		}
+	err := eachObject(path, func(line []byte) error {
 		var l peerLine
-		if err := json.Unmarshal([]byte(line), &l); err != nil {
-			return fmt.Errorf("%s: %w", path, err)
+		if err := json.Unmarshal(line, &l); err != nil {
+			return err
 		}
 		if l.Engine == "" {
-			continue
+			return nil
 		}
 		if !slices.Contains(engines, l.Engine) {
 			engines = append(engines, l.Engine)
@@ -68,8 +55,9 @@ func verifyResults(w io.Writer, path string, threads int) error {
 		case l.Check != "":
 			fmt.Fprintf(w, "verified: %s: check %s passed\n", l.Engine, l.Check)
 		}
-	}
-	if err := sc.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return err
 	}
 	seen := map[string]bool{} // each round repeats the configuration lines
