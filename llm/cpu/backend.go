@@ -285,7 +285,14 @@ func (b *Backend) logitsFor(sampled int, promptRows bool) []float32 {
 		}
 		return b.promptLogits[:need]
 	}
-	b.promptLogits = nil
+	if b.promptLogits != nil {
+		// The rows handed out last time may point into the buffer: forget
+		// them too, or a stale row past this step's count would keep all
+		// of it alive.
+		clear(b.out)
+		b.promptLogits = nil
+		b.headBest = nil // sized to the prompt rows; head sizes it anew
+	}
 	if need > len(b.logits) {
 		b.logits = make([]float32, max(need, 2*len(b.logits)))
 	}

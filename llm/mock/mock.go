@@ -63,6 +63,9 @@ type Backend struct {
 	steps     int
 	rows      []engine.SampleRow
 	logits    []float32
+	// promptSized is whether a step's prompt rows sized logits (dropped
+	// at the next step without).
+	promptSized bool
 }
 
 // NewBackend returns a mock backend.
@@ -142,18 +145,27 @@ func (b *Backend) Forward(batch *engine.Batch) ([]engine.SampleRow, error) {
 	if b.steps == b.cfg.PanicAtStep {
 		panic(fmt.Sprintf("mock: injected panic at step %d", b.steps))
 	}
-	b.rows = b.rows[:0]
 	// Size the logits buffer once per step: rows handed out must not move.
-	numRows := 0
+	numRows, promptRows := 0, false
 	for i := range batch.Seqs {
 		if batch.Seqs[i].PromptLogits {
 			numRows += len(batch.Seqs[i].Tokens)
+			promptRows = true
 		} else if batch.Seqs[i].Sample {
 			numRows++
 		}
 	}
-	if need := numRows * vocabSize; len(b.logits) < need {
+	need := numRows * vocabSize
+	if !promptRows && b.promptSized {
+		// A step with prompt logits grew the buffer to its prompt rows:
+		// let that go, rows handed out included, as the real backends do.
+		clear(b.rows[:cap(b.rows)])
+		b.logits = nil
+	}
+	b.rows = b.rows[:0]
+	if len(b.logits) < need {
 		b.logits = make([]float32, need)
+		b.promptSized = promptRows
 	}
 	var prefill, decode int
 	for i := range batch.Seqs {
