@@ -1,9 +1,10 @@
 // Package deploy holds the container and Kubernetes files of tinyserve-serve.
 // There is no Docker engine or cluster here, so these tests check what can be
 // checked: the manifest parses and is consistent with itself and with the
-// Dockerfile, and the binary the Dockerfile builds accepts the manifest's
-// flags, passes the readiness probe and the HEALTHCHECK, and drains on
-// SIGTERM with exit status 0.
+// Dockerfile, the binary the Dockerfile builds needs only the ELF
+// interpreter and libraries its base image has (elf_test.go), and it accepts
+// the manifest's flags, passes the readiness probe and the HEALTHCHECK, and
+// drains on SIGTERM with exit status 0.
 package deploy
 
 import (
@@ -17,8 +18,8 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -201,6 +202,7 @@ func TestManifest(t *testing.T) {
 // dockerfile is what the checks read from the Dockerfile.
 type dockerfile struct {
 	goVersion   string   // of the build stage's golang image
+	base        string   // the final stage's FROM image
 	buildRun    string   // the RUN line that builds the binary
 	binary      string   // where the final stage puts it
 	entrypoint  []string // ENTRYPOINT, exec form
@@ -226,8 +228,14 @@ func loadDockerfile(t *testing.T) *dockerfile {
 		rest = strings.TrimSpace(rest)
 		switch strings.ToUpper(instr) {
 		case "FROM":
-			if v, ok := strings.CutPrefix(rest, "golang:"); ok {
-				df.goVersion, _, _ = strings.Cut(v, " ")
+			for _, f := range strings.Fields(rest) {
+				if !strings.HasPrefix(f, "--") { // --platform=...
+					df.base = f
+					break
+				}
+			}
+			if v, ok := strings.CutPrefix(df.base, "golang:"); ok {
+				df.goVersion = v
 			}
 		case "RUN":
 			if strings.Contains(rest, "go build") {
@@ -268,7 +276,7 @@ func TestDockerfile(t *testing.T) {
 	require.NotNil(t, m)
 	assert.Equal(t, string(m[1]), df.goVersion, "the build image has go.mod's Go")
 
-	assert.Contains(t, df.buildRun, "CGO_ENABLED=0", "a static binary")
+	assert.Contains(t, df.buildRun, "CGO_ENABLED=0", "no cgo (purego loads the CUDA libraries; TestBaseHasLoadDeps checks the base has what the binary needs)")
 	assert.True(t, strings.HasSuffix(df.buildRun, " ./cmd/serve"), df.buildRun)
 	_, err = os.Stat("../cmd/serve/main.go")
 	require.NoError(t, err)
@@ -280,7 +288,7 @@ func TestDockerfile(t *testing.T) {
 	assert.Equal(t, "0.0.0.0", df.env["TINYSERVE_HOST"])
 }
 
-// TestBinaryRunsManifest builds cmd/serve as the Dockerfile does and runs it
+// TestBinaryRunsManifest builds cmd/serve with the Dockerfile's RUN line and runs it
 // with the manifest's arguments and the Dockerfile's environment (only the
 // port moved to a free one): the readiness probe and the HEALTHCHECK pass,
 // and SIGTERM drains and exits 0.
@@ -292,11 +300,7 @@ func TestBinaryRunsManifest(t *testing.T) {
 	df := loadDockerfile(t)
 	c := dep.Spec.Template.Spec.Containers[0]
 
-	bin := filepath.Join(t.TempDir(), "tinyserve-serve")
-	build := exec.Command("go", "build", "-trimpath", "-o", bin, "../cmd/serve")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "%s", out)
+	bin := buildAsDockerfile(t, df, runtime.GOOS, runtime.GOARCH)
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -347,7 +351,7 @@ func TestBinaryRunsManifest(t *testing.T) {
 
 	hc := exec.CommandContext(ctx, bin, df.healthcheck[1:]...)
 	hc.Env = env
-	out, err = hc.CombinedOutput()
+	out, err := hc.CombinedOutput()
 	require.NoError(t, err, "HEALTHCHECK: %s", out)
 
 	resp, err := http.Post(base+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"Hello","max_tokens":4}`))
