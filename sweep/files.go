@@ -52,6 +52,7 @@ func writeVia(path string, data []byte, publish func(tmp string) error) error {
 	if cerr := tmp.Close(); werr == nil {
 		werr = cerr
 	}
+	crashPoint("temporary file written")
 	if werr == nil {
 		werr = publish(name)
 	}
@@ -67,6 +68,7 @@ func writeVia(path string, data []byte, publish func(tmp string) error) error {
 // not supported it falls back to a check and a rename.
 func publishNew(tmp, path string) error {
 	if err := os.Link(tmp, path); err == nil {
+		crashPoint("linked")
 		return os.Remove(tmp)
 	} else if errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("refusing to overwrite %s: %w", path, fs.ErrExist)
@@ -75,6 +77,18 @@ func publishNew(tmp, path string) error {
 		return fmt.Errorf("refusing to overwrite %s: %w", path, fs.ErrExist)
 	}
 	return os.Rename(tmp, path)
+}
+
+// crashHook, when set (by the kill tests only), is called at every step
+// between two states of the files on disk, where a SIGKILL would leave the
+// earlier state and the later one half done.
+var crashHook func(at string)
+
+// crashPoint marks such a step.
+func crashPoint(at string) {
+	if crashHook != nil {
+		crashHook(at)
+	}
 }
 
 // marshalIndent is JSON with two-space indentation and a final newline, the

@@ -220,9 +220,9 @@ func (s *sweeper) testRequest(ctx context.Context) error {
 }
 
 // measure makes one run: records go to a uniquely named partial file that
-// becomes the run's JSONL only once every request finished; the summary is
-// written after it. An interrupted run leaves only its partial file, which
-// is kept as evidence and does not stop a resume.
+// becomes the run's JSONL only once every request finished, published
+// with its summary by [publishRun]. An interrupted run leaves only its
+// partial file, which is kept as evidence and does not stop a resume.
 func (s *sweeper) measure(ctx context.Context, spec RunSpec) error {
 	dir := filepath.Join(s.root, spec.Dir())
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -294,15 +294,12 @@ func (s *sweeper) measure(ctx context.Context, spec RunSpec) error {
 			return err
 		}
 	}
-	if err := publishNew(partial, raw); err != nil {
-		return err
-	}
 	sum.Config.Session = s.session
 	sb, err := marshalIndent(sum)
 	if err != nil {
 		return err
 	}
-	if err := writeNewFileAtomic(spec.SummaryPath(s.root), sb); err != nil {
+	if err := publishRun(partial, raw, spec.SummaryPath(s.root), sb); err != nil {
 		return err
 	}
 	s.opts.Progress.EndRun(sum)

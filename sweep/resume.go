@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"slices"
 	"strconv"
 	"strings"
 )
@@ -50,7 +49,11 @@ func checkRun(root string, spec RunSpec, n int, workloadSHA string) (runState, e
 	case !rawOK && !sumOK:
 		return runAbsent, nil
 	case !rawOK || !sumOK:
-		return 0, fmt.Errorf("%w: refusing to overwrite partial run: %s (one of its two files is missing; use a new name or --output-root)", ErrRefused, raw)
+		present, missing := raw, filepath.Base(sum)
+		if !rawOK {
+			present, missing = sum, filepath.Base(raw)
+		}
+		return 0, fmt.Errorf("%w: refusing to overwrite partial run: %s has no %s beside it: %s", ErrRefused, present, missing, orphanAdvice(present))
 	}
 	rows, err := ReadRecords(raw)
 	if err != nil {
@@ -125,7 +128,7 @@ func checkResumeWarmups(root string, n int, workloadSHA string) error {
 	return nil
 }
 
-// made says what prepareRoot created, so that a sweep that fails before
+// made says what makeRoot created, so that a sweep that fails before
 // its first run can take back exactly that and nothing else.
 type made struct {
 	// dirs are the folders that did not exist, root first, then each
@@ -144,53 +147,46 @@ func (m made) removeDirs() {
 	}
 }
 
-// prepareRoot makes root this sweep's folder: an existing config.json must
-// equal the config (as JSON values), and a non-empty folder without one is
-// someone else's.
-func prepareRoot(root string, original any) (made, error) {
+// makeRoot makes the folder root if it is not there, recording what it
+// made.
+func makeRoot(root string) (made, error) {
 	var m made
-	if ok, err := sameConfig(root, original); err != nil || ok {
-		return m, err
-	}
-	entries, err := os.ReadDir(root)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		for d := root; ; d = filepath.Dir(d) {
-			if _, err := os.Lstat(d); err == nil || filepath.Dir(d) == d {
-				break
-			}
-			m.dirs = append(m.dirs, d)
+	for d := root; ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); err == nil || filepath.Dir(d) == d {
+			break
 		}
-	case err != nil:
-		return m, err
-	case len(entries) > 0:
-		// A folder holding only a lock, or a config.json being written, is
-		// another sweep's that started a moment ago (or was killed then).
-		setup := true
-		for _, e := range entries {
-			setup = setup && (e.Name() == LockFile || strings.HasPrefix(e.Name(), "."+ConfigFile+".tmp-"))
-		}
-		switch {
-		case setup && slices.ContainsFunc(entries, func(e fs.DirEntry) bool { return e.Name() == LockFile }):
-			return m, lockHeld(filepath.Join(root, LockFile))
-		case setup:
-			return m, fmt.Errorf("%w: another sweep is writing %s in %s; if no sweep is running (one that was killed leaves its temporary file behind), empty the folder and run again", ErrRefused, ConfigFile, root)
-		}
-		return m, fmt.Errorf("%w: %s is not empty and has no %s; choose a new name or --output-root", ErrRefused, root, ConfigFile)
+		m.dirs = append(m.dirs, d)
 	}
-	if err := os.MkdirAll(root, 0o755); err != nil {
-		return m, err
-	}
-	m.config, err = claimConfig(root, original)
-	return m, err
+	return m, os.MkdirAll(root, 0o755)
 }
 
-// ensureConfig is prepareRoot's check again, under the lock, where the
-// folder may hold nothing but the lock: a missing config.json is written
-// (wrote reports it), a different one refused.
-func ensureConfig(root string, original any) (wrote bool, err error) {
+// claimRoot, under the lock, makes root this sweep's folder: an existing
+// config.json must equal the config (as JSON values), and a folder without
+// one must hold nothing but the lock and the temporary config.json of a
+// sweep that was killed writing it (removed here); anything else is
+// someone else's. wrote says whether it wrote config.json.
+func claimRoot(root string, original any) (wrote bool, err error) {
 	if ok, err := sameConfig(root, original); err != nil || ok {
 		return false, err
+	}
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return false, err
+	}
+	var stale []string
+	for _, e := range entries {
+		switch name := e.Name(); {
+		case name == LockFile:
+		case strings.HasPrefix(name, "."+ConfigFile+".tmp-"):
+			stale = append(stale, filepath.Join(root, name))
+		default:
+			return false, fmt.Errorf("%w: %s is not empty and has no %s; choose a new name or --output-root", ErrRefused, root, ConfigFile)
+		}
+	}
+	for _, path := range stale {
+		if err := os.Remove(path); err != nil {
+			return false, err
+		}
 	}
 	return claimConfig(root, original)
 }

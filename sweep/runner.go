@@ -83,7 +83,8 @@ type TargetInfo struct {
 type SweepResult struct {
 	Root string
 	// AlreadyComplete is true when every run was already complete and
-	// nothing was sent or written.
+	// nothing was sent or written; Combined is then read back from the
+	// sweep's summary.json.
 	AlreadyComplete bool
 	// Measured and Kept count runs measured now and runs kept from an
 	// earlier invocation.
@@ -152,15 +153,16 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 	if err != nil {
 		return nil, err
 	}
-	made, err := prepareRoot(root, cfg.Original())
+	made, err := makeRoot(root)
 	if err != nil {
 		return nil, err
 	}
-	// A sweep that fails before its first run (the embedded target does not
-	// start, the server does not answer) takes back what it made: left with
-	// only its config.json, the folder would refuse the corrected config.
-	// The config goes while the lock is held; the folders this sweep
-	// created, if they are empty, after.
+	// A sweep that fails before its first run (the folder is someone
+	// else's, the embedded target does not start, the server does not
+	// answer) takes back what it made: left with only its config.json, the
+	// folder would refuse the corrected config. The config goes while the
+	// lock is held; the folders this sweep created, if they are empty,
+	// after.
 	abandon := false
 	defer func() {
 		if abandon {
@@ -168,8 +170,9 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 		}
 	}()
 	// Everything from here on reads or writes the folder as one sweep's.
-	release, err := lockRoot(root, now())
+	release, err := lockRoot(root, now(), opts.Progress.Logf)
 	if err != nil {
+		abandon = true
 		return nil, err
 	}
 	defer func() {
@@ -182,13 +185,20 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 			_ = os.Remove(filepath.Join(root, ConfigFile))
 		}
 	}()
-	// Check again under the lock: a sweep that abandoned the folder between
-	// prepareRoot and lockRoot may have taken away the config seen there.
-	wrote, err := ensureConfig(root, cfg.Original())
+	made.config, err = claimRoot(root, cfg.Original())
+	if err != nil {
+		abandon = true
+		return nil, err
+	}
+	// A sweep killed at any instant leaves its folder in a state that
+	// this finishes or takes back (see publishRun).
+	notes, err := recoverRuns(root)
+	for _, n := range notes {
+		opts.Progress.Logf("recovered: %s", n)
+	}
 	if err != nil {
 		return nil, err
 	}
-	made.config = made.config || wrote
 	workloadSHA, err := FileSHA256(rc.Prompts)
 	if err != nil {
 		return nil, fmt.Errorf("prompts: %w", err)
@@ -210,6 +220,10 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 	}
 	if allDone && reports.allExist() {
 		res.AlreadyComplete, res.Kept, res.Reports = true, len(order), reports
+		// The verdict is repeated from the summary written then; one
+		// that does not read leaves Combined nil (the files stay as they
+		// are either way).
+		res.Combined, _ = ReadCombined(reports.Summary)
 		return res, nil
 	}
 	var checkpoint *Checkpoint

@@ -432,18 +432,14 @@ func TestSweepRefusals(t *testing.T) {
 			require.NoError(t, os.MkdirAll(root, 0o755))
 			require.NoError(t, os.WriteFile(filepath.Join(root, LockFile), []byte("pid 1\n"), 0o644))
 		}, "exists (pid 1): another sweep is using this folder; if no sweep is running"},
-		{"another sweep writing its config", func(t *testing.T, root string, _ RunSpec) {
-			require.NoError(t, os.MkdirAll(root, 0o755))
-			require.NoError(t, os.WriteFile(filepath.Join(root, "."+ConfigFile+".tmp-123"), nil, 0o644))
-		}, "another sweep is writing config.json"},
 		{"a stray lock beside other files, no config", func(t *testing.T, root string, _ RunSpec) {
 			require.NoError(t, os.MkdirAll(root, 0o755))
 			require.NoError(t, os.WriteFile(filepath.Join(root, LockFile), []byte("pid 1\n"), 0o644))
 			require.NoError(t, os.WriteFile(filepath.Join(root, "notes.txt"), []byte("x"), 0o644))
-		}, "has no config.json"},
+		}, "another sweep is using this folder"},
 		{"only the jsonl", func(t *testing.T, root string, spec RunSpec) {
 			require.NoError(t, os.Remove(spec.SummaryPath(root)))
-		}, "refusing to overwrite partial run"},
+		}, ".jsonl.orphan) and run again"},
 		{"only the summary", func(t *testing.T, root string, spec RunSpec) {
 			require.NoError(t, os.Remove(spec.RawPath(root)))
 		}, "refusing to overwrite partial run"},
@@ -744,13 +740,13 @@ func TestSweepLock(t *testing.T) {
 func TestEnsureConfig(t *testing.T) {
 	root := t.TempDir()
 	cfg := map[string]any{"name": "x"}
-	wrote, err := ensureConfig(root, cfg)
+	wrote, err := claimRoot(root, cfg)
 	require.NoError(t, err)
 	assert.True(t, wrote)
-	wrote, err = ensureConfig(root, cfg)
+	wrote, err = claimRoot(root, cfg)
 	require.NoError(t, err)
 	assert.False(t, wrote)
-	_, err = ensureConfig(root, map[string]any{"name": "y"})
+	_, err = claimRoot(root, map[string]any{"name": "y"})
 	assert.ErrorIs(t, err, ErrRefused)
 }
 

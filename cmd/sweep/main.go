@@ -184,6 +184,9 @@ func runSweep(c *cli.Context, stdout, stderr io.Writer, getenv func(string) stri
 	}
 	if res.AlreadyComplete {
 		fmt.Fprintf(stdout, "every run of %s is already complete; nothing was sent (use --output-root to measure afresh)\n", res.Root)
+		if res.Combined != nil {
+			printSaturation(stdout, res.Combined)
+		}
 	} else {
 		fmt.Fprintf(stdout, "sweep finished in %s: %d runs measured, %d kept from before\n", time.Since(start).Round(time.Second), res.Measured, res.Kept)
 		printSaturation(stdout, res.Combined)

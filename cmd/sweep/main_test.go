@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -72,9 +73,14 @@ func TestEmbeddedSweepAndCompare(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(rows), `"output_tokens":4`)
 
+	first := out
 	out, errOut, err = runApp(cfg)
 	require.NoError(t, err)
 	assert.Contains(t, out, "already complete")
+	// The verdict is repeated, the same as the sweep's own.
+	verdict := regexp.MustCompile(`candidate saturation concurrency: .*\n`)
+	require.Regexp(t, verdict, first)
+	assert.Equal(t, verdict.FindString(first), verdict.FindString(out))
 	assert.NotContains(t, errOut, "starting embedded", "a complete sweep never starts the engine")
 
 	// A different backend is a different sweep: refused in the same folder.
