@@ -38,10 +38,17 @@ type ContextLengthError struct {
 	MaxModelLen  int // the model's context length in tokens
 	PromptTokens int // tokens in the prompt
 	MaxTokens    int // tokens requested for the completion
+	// PromptTruncated is true when tokenizing stopped once the prompt was
+	// sure not to fit: it has more than PromptTokens tokens.
+	PromptTruncated bool
 }
 
 // Error implements error, using vLLM's wording.
 func (e *ContextLengthError) Error() string {
+	if e.PromptTruncated {
+		return fmt.Sprintf("This model's maximum context length is %d tokens. However, your prompt has more than %d tokens (tokenizing stopped there). Please reduce the length of the prompt.",
+			e.MaxModelLen, e.PromptTokens)
+	}
 	// The sum in uint64: both counts are non-negative ints, and a client may
 	// ask for max_tokens near the largest int.
 	return fmt.Sprintf("This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the prompt, %d in the completion). Please reduce the length of the prompt or completion.",

@@ -117,8 +117,12 @@ func (h *handler) completions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, e)
 		return
 	}
-	prompts, e := h.preparePrompts(req)
+	prompts, e := h.preparePrompts(r.Context(), req)
 	if e != nil {
+		if r.Context().Err() != nil {
+			requestLogger(r).Info("client went away while its prompt was tokenized", "err", context.Cause(r.Context()))
+			return
+		}
 		writeError(w, r, e)
 		return
 	}
@@ -209,18 +213,11 @@ func (h *handler) completions(w http.ResponseWriter, r *http.Request) {
 
 // preparePrompts tokenizes each prompt once (and the bad words, into
 // req.params) and checks it against the vocabulary and the context length.
-func (h *handler) preparePrompts(req *completionRequest) ([]promptIn, *apiError) {
-	req.params.BadWords = badWordIDs(h.tok, req.badWords)
-	prompts := make([]promptIn, 0, req.numPrompts())
-	for _, t := range req.texts {
-		// Special tokens written in the text are parsed as such, as a
-		// Hugging Face tokenizer does in vLLM, and with add_special_tokens
-		// (the default) the tokenizer's BOS is added where it has one.
-		prompts = append(prompts, promptIn{text: t, tokens: tokenizer.EncodePrompt(h.tok, t, req.addSpecial)})
-	}
-	for _, ids := range req.tokenLists {
-		prompts = append(prompts, promptIn{tokens: ids})
-	}
+// A prompt too long for the context is refused once that is sure, not
+// after tokenizing all of it (tokenizer.EncodePromptLimit), unless
+// truncate_prompt_tokens asks for its last tokens; a client that goes
+// away stops the work (ctx).
+func (h *handler) preparePrompts(ctx context.Context, req *completionRequest) ([]promptIn, *apiError) {
 	keep := req.truncate
 	if keep == -1 {
 		keep = h.info.MaxModelLen
@@ -228,6 +225,31 @@ func (h *handler) preparePrompts(req *completionRequest) ([]promptIn, *apiError)
 	if h.info.MaxModelLen > 0 && keep > h.info.MaxModelLen {
 		return nil, badRequest("truncate_prompt_tokens", "invalid_value",
 			"truncate_prompt_tokens (%d) is greater than max_model_len (%d); select a smaller truncation size", keep, h.info.MaxModelLen)
+	}
+	req.params.BadWords = badWordIDs(h.tok, req.badWords)
+	prompts := make([]promptIn, 0, req.numPrompts())
+	for _, t := range req.texts {
+		if err := ctx.Err(); err != nil {
+			return nil, badRequest("", "invalid_body", "%v", err) // the client went away: nobody reads it
+		}
+		// Special tokens written in the text are parsed as such, as a
+		// Hugging Face tokenizer does in vLLM, and with add_special_tokens
+		// (the default) the tokenizer's BOS is added where it has one.
+		if keep > 0 || h.info.MaxModelLen <= 0 {
+			prompts = append(prompts, promptIn{text: t, tokens: tokenizer.EncodePrompt(h.tok, t, req.addSpecial)})
+			continue
+		}
+		ids, n, err := tokenizer.EncodePromptLimit(ctx, h.tok, t, req.addSpecial, h.info.MaxModelLen)
+		if err != nil {
+			return nil, badRequest("", "invalid_body", "%v", err) // the client went away: nobody reads it
+		}
+		if ids == nil {
+			return nil, engineError(&llm.ContextLengthError{MaxModelLen: h.info.MaxModelLen, PromptTokens: n, PromptTruncated: true})
+		}
+		prompts = append(prompts, promptIn{text: t, tokens: ids})
+	}
+	for _, ids := range req.tokenLists {
+		prompts = append(prompts, promptIn{tokens: ids})
 	}
 	for i := range prompts {
 		p := &prompts[i]

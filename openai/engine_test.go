@@ -689,13 +689,16 @@ func TestClientGoneBeforeAdmission(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	for _, body := range []string{`{"prompt":"a","max_tokens":3}`, `{"prompt":"a","max_tokens":3,"stream":true,"n":2}`} {
+	// A text prompt stops while it is tokenized; token ids reach the engine,
+	// which refuses them.
+	for _, body := range []string{`{"prompt":"a","max_tokens":3}`, `{"prompt":[97],"max_tokens":3,"stream":true,"n":2}`} {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest("POST", "/v1/completions", strings.NewReader(body)).WithContext(ctx))
 		assert.Empty(t, rec.Body.String(), body)
 	}
 	assert.NotContains(t, logs.String(), "level=ERROR")
 	assert.Equal(t, 2, strings.Count(logs.String(), "status=499 bytes=0"), "the access log says the client left")
+	assert.Contains(t, logs.String(), "client went away while its prompt was tokenized")
 	assert.Contains(t, logs.String(), "client went away before its request was admitted")
 	assert.Zero(t, counterValue(t, reg, "vllm:request_success_total"))
 	assert.Equal(t, 0, eng.Stats().Running+eng.Stats().Waiting)

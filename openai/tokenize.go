@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/tinyserve/tinyserve/llm"
 	"github.com/tinyserve/tinyserve/llm/tokenizer"
 )
 
@@ -78,7 +79,26 @@ func (h *handler) tokenize(w http.ResponseWriter, r *http.Request) {
 	}
 	// add_special_tokens defaults to true, as vLLM's: a tokenizer whose
 	// template adds a BOS (Llama 3) counts it, as a completion would.
-	ids := tokenizer.EncodePrompt(h.tok, *req.Prompt, req.AddSpecialTokens == nil || *req.AddSpecialTokens)
+	addSpecial := req.AddSpecialTokens == nil || *req.AddSpecialTokens
+	var ids []int
+	if limit := h.info.MaxModelLen; limit > 0 {
+		// Bounded as a completion's prompt is (vLLM tokenizes any length
+		// here): a text that cannot fit the context is refused once that
+		// is sure, in time proportional to the context, not the body.
+		var n int
+		var err error
+		ids, n, err = tokenizer.EncodePromptLimit(r.Context(), h.tok, *req.Prompt, addSpecial, limit)
+		if err != nil {
+			requestLogger(r).Info("client went away while its prompt was tokenized", "err", err)
+			return
+		}
+		if ids == nil {
+			writeError(w, r, engineError(&llm.ContextLengthError{MaxModelLen: limit, PromptTokens: n, PromptTruncated: true}))
+			return
+		}
+	} else {
+		ids = tokenizer.EncodePrompt(h.tok, *req.Prompt, addSpecial)
+	}
 	resp := tokenizeResponse{Count: len(ids), MaxModelLen: h.info.MaxModelLen, Tokens: nonNil(ids)}
 	if req.ReturnTokenStrs != nil && *req.ReturnTokenStrs {
 		resp.TokenStrs = make([]string, len(ids))
@@ -134,6 +154,12 @@ func (h *handler) detokenize(w http.ResponseWriter, r *http.Request) {
 	ids, e := tokenIDs("tokens", "tokens", tokens)
 	if e != nil {
 		writeError(w, r, e)
+		return
+	}
+	if limit := h.info.MaxModelLen; limit > 0 && len(ids) > limit {
+		// No sequence of this model is longer than its context.
+		writeError(w, r, badRequest("tokens", "context_length_exceeded",
+			"This model's maximum context length is %d tokens. However, you gave %d tokens to detokenize.", limit, len(ids)))
 		return
 	}
 	vocab := h.tok.VocabSize()
