@@ -229,7 +229,7 @@ func NewHandler(eng llm.Engine, opts ...Option) http.Handler {
 		mux.Handle(rt.path, methodNotAllowed(allow))
 	}
 	mux.HandleFunc("/", notFound) // anything else is a JSON 404
-	return withRequestID(cfg.logger, cfg.accessLogger, !cfg.noAccessLog, requireAPIKey(cfg.apiKeys, mux))
+	return withRequestID(cfg.logger, cfg.accessLogger, !cfg.noAccessLog, requireAPIKey(cfg.apiKeys, cleanPaths(mux)))
 }
 
 // isServed reports whether name may be used in "model": a served name, the

@@ -3,9 +3,6 @@ package openai
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
 	"net/http"
 
 	"github.com/tinyserve/tinyserve/llm"
@@ -39,22 +36,6 @@ type detokenizeRequest struct {
 
 type detokenizeResponse struct {
 	Prompt string `json:"prompt"`
-}
-
-// readBody reads a bounded request body, writing the error answer itself.
-func (h *handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.maxBodyBytes))
-	if err == nil {
-		return body, true
-	}
-	var mbe *http.MaxBytesError
-	if errors.As(err, &mbe) {
-		writeError(w, r, &apiError{status: http.StatusRequestEntityTooLarge, Type: typeInvalidRequest,
-			Code: "body_too_large", Message: fmt.Sprintf("request body is larger than %d bytes", mbe.Limit)})
-	} else {
-		writeError(w, r, badRequest("", "invalid_body", "reading the request body: %v", err))
-	}
-	return nil, false
 }
 
 func (h *handler) tokenize(w http.ResponseWriter, r *http.Request) {
