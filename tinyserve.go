@@ -8,6 +8,7 @@ package tinyserve
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -22,6 +23,7 @@ import (
 	"github.com/tinyserve/tinyserve/llm/cpu"
 	"github.com/tinyserve/tinyserve/llm/cuda"
 	"github.com/tinyserve/tinyserve/llm/engine"
+	"github.com/tinyserve/tinyserve/llm/kv"
 	"github.com/tinyserve/tinyserve/llm/mock"
 	"github.com/tinyserve/tinyserve/llm/model"
 	"github.com/tinyserve/tinyserve/llm/tokenizer"
@@ -173,13 +175,15 @@ func Open(ctx context.Context, cfg Config) (*engine.Engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	lenWhy := "the model's context length (its config's max_position_embeddings)"
 	if cfg.MaxModelLen > 0 {
 		if cfg.MaxModelLen > info.MaxModelLen {
 			closeQuietly(backend)
 			return nil, fmt.Errorf("max_model_len %d is larger than the model's context length %d", cfg.MaxModelLen, info.MaxModelLen)
 		}
-		info.MaxModelLen = cfg.MaxModelLen
+		info.MaxModelLen, lenWhy = cfg.MaxModelLen, "--max-model-len"
 	}
+	cfg.Logger.Info("context length", "max_model_len", info.MaxModelLen, "from", lenWhy)
 	if cfg.ServedModelName != "" {
 		// Root says a name was given, even the model's own: a folder
 		// served under it is then not also asked for by its path.
@@ -297,6 +301,14 @@ func load(cfg Config) (engine.Backend, llm.Tokenizer, llm.ModelInfo, error) {
 		m.Close()
 		return nil, nil, llm.ModelInfo{}, err
 	}
+	// Derived settings are logged with their source, so that an operator
+	// sees what was chosen for them and why.
+	threadsWhy := "--threads"
+	if cfg.Threads == 0 {
+		threadsWhy = "GOMAXPROCS (the CPUs this process may use)"
+	}
+	kvBytes, kvWhy := backend.KVBudget(cmp.Or(cfg.BlockSize, kv.DefaultBlockSize))
+	cfg.Logger.Info("cpu backend", "threads", backend.Threads(), "threads_from", threadsWhy, "kv_cache_bytes", kvBytes, "kv_cache_bytes_from", kvWhy)
 	info := withStops(withTokenizerFiles(m.Info(), tokFiles), tok)
 	info.Backend = BackendCPU
 	return withModel{backend, m}, tok, info, nil

@@ -188,16 +188,42 @@ func (b *Backend) MaxKVBlocks(blockSize int) (int, error) {
 	return maxKVBlocks(&b.cfg, b.opts.KVCacheBytes, blockSize)
 }
 
+// Threads is the number of goroutines a forward pass is split across:
+// Options.Threads, or GOMAXPROCS when that is 0.
+func (b *Backend) Threads() int { return b.threads }
+
+// KVBudget is the KV cache budget in bytes that MaxKVBlocks divides into
+// blocks of blockSize tokens, and where it comes from: Options.KVCacheBytes,
+// or the default (DefaultKVCacheBytes, capped at DefaultKVSeqs sequences
+// of the full context).
+func (b *Backend) KVBudget(blockSize int) (bytes int64, why string) {
+	if b.opts.KVCacheBytes != 0 {
+		return b.opts.KVCacheBytes, "Options.KVCacheBytes (--kv-cache-bytes)"
+	}
+	budget := kvBudget(&b.cfg, 0, max(blockSize, 1))
+	if budget < DefaultKVCacheBytes {
+		return budget, fmt.Sprintf("the default: room for %d sequences of the full context (%d tokens), less than %d bytes", DefaultKVSeqs, b.cfg.MaxPositions, int64(DefaultKVCacheBytes))
+	}
+	return budget, fmt.Sprintf("the default: %d bytes", int64(DefaultKVCacheBytes))
+}
+
+// kvBudget applies the budget rules of Options.KVCacheBytes.
+func kvBudget(c *model.Config, budget int64, blockSize int) int64 {
+	if budget == 0 {
+		per := c.KVBytesPerToken(4) * int64(blockSize)
+		perSeq := per * int64((c.MaxPositions+blockSize-1)/blockSize)
+		budget = min(DefaultKVCacheBytes, DefaultKVSeqs*perSeq)
+	}
+	return budget
+}
+
 // maxKVBlocks applies the budget rules of Options.KVCacheBytes.
 func maxKVBlocks(c *model.Config, budget int64, blockSize int) (int, error) {
 	if blockSize < 1 {
 		return 0, fmt.Errorf("cpu: block size must be positive, got %d", blockSize)
 	}
 	per := c.KVBytesPerToken(4) * int64(blockSize)
-	if budget == 0 {
-		perSeq := per * int64((c.MaxPositions+blockSize-1)/blockSize)
-		budget = min(DefaultKVCacheBytes, DefaultKVSeqs*perSeq)
-	}
+	budget = kvBudget(c, budget, blockSize)
 	n := budget / per
 	if n < 1 {
 		return 0, fmt.Errorf("cpu: KV cache budget of %d bytes is smaller than one block (%d bytes for %d tokens)", budget, per, blockSize)

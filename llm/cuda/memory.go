@@ -32,16 +32,21 @@ func (b *Backend) MaxKVBlocks(blockSize int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	u := b.opts.GPUMemoryUtilization
+	u, from := b.opts.GPUMemoryUtilization, "--gpu-memory-utilization"
 	if u == 0 {
-		u = DefaultGPUMemoryUtilization
+		u, from = DefaultGPUMemoryUtilization, "the default"
 	}
 	budget := int64(float64(free)*u) - activationReserve
 	per := b.KVBytesPerBlock(blockSize)
 	if budget < per {
 		return 0, fmt.Errorf("cuda: %d MiB free on %s leaves no room for one KV block (%d bytes) at utilization %.2f", free>>20, b.deviceName, per, u)
 	}
-	return int(min(budget/per, maxSlots/int64(blockSize))), nil
+	n := min(budget/per, maxSlots/int64(blockSize))
+	// Derived from the free memory at start-up: say how, so that an
+	// operator can tell what another utilization would give.
+	b.log.Info("cuda KV budget", "free_bytes", free, "gpu_memory_utilization", u, "utilization_from", from,
+		"activation_reserve_bytes", activationReserve, "kv_budget_bytes", budget, "blocks", n, "block_size", blockSize)
+	return int(n), nil
 }
 
 // maxSlots bounds a KV cache's slots (blocks times block size): the
