@@ -5,8 +5,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -142,22 +144,28 @@ func diffFingerprint(ctx context.Context, dir string, spec []string) string {
 }
 
 // CollectEnvironment describes this machine: Go version, OS, CPU, GPUs.
+// The keys serving-inference's manifest has too mean what they mean
+// there: system.os, release, kernel and machine are Python's
+// platform.system(), release(), version() and machine() (uname's
+// sysname, release, version and machine: "Linux", "6.8.0-45-generic",
+// "#45-Ubuntu SMP PREEMPT_DYNAMIC …", "x86_64"), and accelerator.reason
+// says why nvidia-smi gave nothing as its run_command does.
 func CollectEnvironment(ctx context.Context) Environment {
 	e := Environment{
 		Go:     GoInfo{Version: runtime.Version()},
-		System: SystemInfo{OS: runtime.GOOS, Arch: runtime.GOARCH, NumCPU: runtime.NumCPU()},
+		System: SystemInfo{OS: osName(runtime.GOOS), Arch: runtime.GOARCH, NumCPU: runtime.NumCPU()},
 	}
-	if k, ok := runCmd(ctx, "", "uname", "-r"); ok {
-		e.System.Kernel = k
+	if u, ok := uname(); ok {
+		e.System.OS, e.System.Release, e.System.Kernel, e.System.Machine = u.sysname, u.release, u.version, u.machine
 	}
 	if f, err := os.Open("/proc/cpuinfo"); err == nil {
 		e.System.CPUModel = cpuModel(f)
 		f.Close()
 	}
 	e.Accelerator = Accelerator{GPUs: []GPU{}}
-	out, ok := runCmd(ctx, "", "nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader,nounits")
-	if !ok {
-		e.Accelerator.Reason = "nvidia-smi not available"
+	out, why := runCmdWhy(ctx, "", "nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader,nounits")
+	if why != "" {
+		e.Accelerator.Reason = why
 		return e
 	}
 	e.Accelerator.NvidiaSMIAvailable = true
@@ -177,6 +185,51 @@ func CollectEnvironment(ctx context.Context) Environment {
 		e.Accelerator.GPUs = append(e.Accelerator.GPUs, g)
 	}
 	return e
+}
+
+// unameInfo is uname(2)'s answer, which Python's platform module reports.
+type unameInfo struct{ sysname, release, version, machine string }
+
+// osName is what Python's platform.system() says on a system without
+// uname: "Windows" for windows, the GOOS capitalised otherwise.
+func osName(goos string) string {
+	switch goos {
+	case "windows":
+		return "Windows"
+	case "wasip1":
+		return "WASI"
+	case "":
+		return ""
+	}
+	return strings.ToUpper(goos[:1]) + goos[1:]
+}
+
+// runCmdWhy is [runCmd] that says why it got no output the way
+// serving-inference's run_command does ("reason"): the name of the Python
+// exception subprocess.run would raise (FileNotFoundError,
+// PermissionError, TimeoutExpired, OSError), or exit_code_N for a
+// command that failed; "" when it succeeded.
+func runCmdWhy(ctx context.Context, dir string, name string, args ...string) (string, string) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	out, err := cmd.Output()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return strings.TrimSpace(string(out)), ""
+	case ctx.Err() != nil:
+		return "", "TimeoutExpired"
+	case errors.As(err, &exit):
+		return "", fmt.Sprintf("exit_code_%d", exitCode(exit.ProcessState))
+	case errors.Is(err, exec.ErrNotFound), errors.Is(err, fs.ErrNotExist):
+		return "", "FileNotFoundError"
+	case errors.Is(err, fs.ErrPermission):
+		return "", "PermissionError"
+	}
+	return "", "OSError"
 }
 
 func cpuModel(r io.Reader) string {

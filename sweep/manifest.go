@@ -18,7 +18,11 @@ const ManifestSchemaVersion = "1.0"
 // Manifest is manifest.json: what was measured, with what, where and when,
 // so that a result can be audited and reproduced. Its layout follows
 // serving-inference's experiment manifest (scripts/experiment_manifest.py)
-// with a Go toolchain in place of the Python one.
+// with a Go toolchain in place of the Python one; a key both tools write
+// means the same in both. A folder that serving-inference began keeps
+// that tool's manifest, valid under its schema: tinyserve's bookkeeping
+// of the sessions (experiment.sessions, resumes) is then kept in
+// SessionsFile beside it (see writeManifest).
 type Manifest struct {
 	SchemaVersion string             `json:"schema_version"`
 	Experiment    ManifestExperiment `json:"experiment"`
@@ -29,7 +33,8 @@ type Manifest struct {
 	Serving       ManifestServing    `json:"serving"`
 	// Resumes are the invocations after the first (Source and Environment
 	// describe the first): a resumed sweep's runs may come from different
-	// code or machines, and this says which.
+	// code or machines, and this says which. Kept in SessionsFile when
+	// serving-inference began the folder.
 	Resumes []ManifestResume `json:"resumes,omitempty"`
 
 	// raw is manifest.json as a resumed sweep read it, numbers exact, so
@@ -52,29 +57,35 @@ type ManifestResume struct {
 	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
 }
 
-// provenance is what session n ran on: the first invocation's source and
-// environment, or a resume's; ok is false for a session the manifest does
-// not know.
-func (m *Manifest) provenance(n int) (src ManifestSource, env Environment, ok bool) {
+// provenance is what session n ran on: the first invocation's tool,
+// source and environment, or a resume's (tinyserve's); ok is false for a
+// session the manifest does not know.
+func (m *Manifest) provenance(n int) (s setup, ok bool) {
 	if n == 1 {
-		return m.Source, m.Environment, true
+		tool := toolTinyserve
+		if m.byServingInference() {
+			tool = toolServingInference
+		}
+		return setup{tool: tool, source: m.Source, env: m.Environment}, true
 	}
 	for _, r := range m.Resumes {
 		if r.Session == n {
-			return r.Source, r.Environment, true
+			return setup{tool: toolTinyserve, source: r.Source, env: r.Environment}, true
 		}
 	}
-	return ManifestSource{}, Environment{}, false
+	return setup{}, false
 }
 
 // sessionChanges lists, one phrase each, how the sessions that measured
-// the given runs differ in source revision or environment from the
-// earliest of them; nil when they do not (or when one session measured
-// them all). Sessions the manifest does not know are left out.
+// the given runs differ in benchmark client, source revision or
+// environment from the earliest of them; nil when they do not (or when
+// one session measured them all). Sessions the manifest does not know are
+// left out. Only what both sessions record, with one meaning, is
+// compared (see setup.changes).
 func (m *Manifest) sessionChanges(sessions []int) []string {
 	var known []int
 	for _, n := range sessions {
-		if _, _, ok := m.provenance(n); ok && !slices.Contains(known, n) {
+		if _, ok := m.provenance(n); ok && !slices.Contains(known, n) {
 			known = append(known, n)
 		}
 	}
@@ -83,20 +94,15 @@ func (m *Manifest) sessionChanges(sessions []int) []string {
 		return nil
 	}
 	first := known[0]
-	srcA, envA, _ := m.provenance(first)
+	a, _ := m.provenance(first)
 	var out []string
 	for _, n := range known[1:] {
-		srcB, envB, _ := m.provenance(n)
-		add := func(what, a, b string) {
-			if a != b {
-				out = append(out, fmt.Sprintf("%s %s in session %d, %s in session %d", what, orUnknown(a), first, orUnknown(b), n))
+		b, _ := m.provenance(n)
+		a.changes(b, func(what, x, y string) {
+			if x != y {
+				out = append(out, fmt.Sprintf("%s %s in session %d, %s in session %d", what, orUnknown(x), first, orUnknown(y), n))
 			}
-		}
-		add("source revision", srcA.Git.describe(), srcB.Git.describe())
-		add("Go", envA.Go.Version, envB.Go.Version)
-		add("OS", envA.System.OS+"/"+envA.System.Arch+" "+envA.System.Kernel, envB.System.OS+"/"+envB.System.Arch+" "+envB.System.Kernel)
-		add("CPU", fmt.Sprintf("%s ×%d", envA.System.CPUModel, envA.System.NumCPU), fmt.Sprintf("%s ×%d", envB.System.CPUModel, envB.System.NumCPU))
-		add("GPUs", envA.Accelerator.describe(), envB.Accelerator.describe())
+		})
 	}
 	return out
 }
@@ -122,8 +128,12 @@ func (g GitInfo) describe() string {
 	return g.Revision
 }
 
-// describe names the GPUs and the driver.
+// describe names the GPUs and the driver; "none" when nvidia-smi saw none
+// (or is not there).
 func (a Accelerator) describe() string {
+	if len(a.GPUs) == 0 {
+		return "none"
+	}
 	var names []string
 	for _, g := range a.GPUs {
 		names = append(names, g.Name)
@@ -141,7 +151,8 @@ type ManifestExperiment struct {
 	Warmups int    `json:"warmups"`
 	Repeats int    `json:"repeats"`
 	// Sessions counts the invocations that worked on this folder; more than
-	// one means the sweep was resumed.
+	// one means the sweep was resumed. Kept in SessionsFile when
+	// serving-inference began the folder.
 	Sessions int `json:"sessions"`
 }
 
@@ -186,6 +197,10 @@ type ManifestServing struct {
 
 // Environment describes the machine the client ran on.
 type Environment struct {
+	// Python is serving-inference's: the Python that ran its client. The
+	// tool's schema requires it and tinyserve never writes it, so a
+	// manifest that has it is one serving-inference wrote.
+	Python      *PythonInfo `json:"python,omitempty"`
 	Go          GoInfo      `json:"go"`
 	System      SystemInfo  `json:"system"`
 	Accelerator Accelerator `json:"accelerator"`
@@ -196,11 +211,25 @@ type GoInfo struct {
 	Version string `json:"version"`
 }
 
-// SystemInfo is the operating system and CPU.
+// SystemInfo is the operating system and CPU. OS, Release, Kernel and
+// Machine are serving-inference's keys and mean what they mean there:
+// Python's platform.system(), release(), version() and machine(), that is
+// uname's sysname, release, version and machine. (tinyserve before
+// issue 27 wrote runtime.GOOS as os and the release as kernel, and no
+// release or machine; sessionChanges reads such a record as meant.)
 type SystemInfo struct {
-	OS       string `json:"os"`
+	// OS is the system's name: "Linux", "Darwin", "Windows".
+	OS string `json:"os"`
+	// Release is the kernel's release: "6.8.0-45-generic" (uname -r).
+	Release string `json:"release,omitempty"`
+	// Kernel is the kernel's version, its build string: "#45-Ubuntu SMP
+	// PREEMPT_DYNAMIC Fri Aug 30 12:02:04 UTC 2024" (uname -v).
+	Kernel string `json:"kernel,omitempty"`
+	// Machine is the hardware: "x86_64", "aarch64", "arm64" (uname -m).
+	Machine string `json:"machine,omitempty"`
+	// Arch is tinyserve's: the architecture the Go client was built for
+	// (runtime.GOARCH: "amd64", "arm64").
 	Arch     string `json:"arch"`
-	Kernel   string `json:"kernel,omitempty"`
 	CPUModel string `json:"cpu_model,omitempty"`
 	NumCPU   int    `json:"num_cpu"`
 }
@@ -216,7 +245,9 @@ type Accelerator struct {
 	NvidiaSMIAvailable bool   `json:"nvidia_smi_available"`
 	GPUs               []GPU  `json:"gpus"`
 	DriverVersion      string `json:"driver_version,omitempty"`
-	Reason             string `json:"reason,omitempty"`
+	// Reason says why nvidia-smi gave nothing, as serving-inference says
+	// it: FileNotFoundError (not installed), exit_code_N, TimeoutExpired.
+	Reason string `json:"reason,omitempty"`
 }
 
 // startManifest writes the manifest for this invocation: a resumed sweep's
@@ -238,6 +269,12 @@ func startManifest(ctx context.Context, root, wd string, orig, rc *Config, sha s
 	if b, err := os.ReadFile(path); err == nil && json.Unmarshal(b, &m) == nil && m.SchemaVersion == ManifestSchemaVersion {
 		// checkWorkload has made sure the prompt file is the one recorded.
 		_ = DecodeJSONExact(b, &m.raw)
+		if m.byServingInference() {
+			if err := m.readSessions(root); err != nil {
+				return nil, err
+			}
+			dropTinyserveKeys(m.raw)
+		}
 		m.Experiment.Status, m.Experiment.CompletedAtUTC = "running", nil
 		if m.Experiment.Sessions == 0 {
 			// serving-inference counts no sessions: its runs (whose
@@ -291,8 +328,13 @@ func startManifest(ctx context.Context, root, wd string, orig, rc *Config, sha s
 
 // writeManifest replaces root's manifest.json atomically. Members of the
 // manifest as read (m.raw) that m does not hold are kept: the file is
-// then written with sorted keys, as serving-inference writes it.
+// then written with sorted keys, as serving-inference writes it. A
+// manifest serving-inference wrote is written as [writeServingInferenceManifest]
+// says.
 func writeManifest(root string, m *Manifest) error {
+	if m.byServingInference() {
+		return writeServingInferenceManifest(root, m)
+	}
 	b, err := marshalIndent(m)
 	if err != nil {
 		return err

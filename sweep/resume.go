@@ -314,5 +314,10 @@ func existingManifest(root string) (*Manifest, error) {
 	if m.SchemaVersion != ManifestSchemaVersion {
 		return nil, fmt.Errorf("%w: %s has schema_version %q, not %q; it is kept as evidence: choose a new name or --output-root", ErrRefused, path, m.SchemaVersion, ManifestSchemaVersion)
 	}
+	// A folder serving-inference began keeps tinyserve's sessions beside
+	// its manifest.
+	if err := m.readSessions(root); err != nil {
+		return nil, err
+	}
 	return &m, nil
 }
