@@ -130,20 +130,48 @@ func lockRoot(root string, now time.Time, logf func(string, ...any)) (release fu
 }
 
 // createLock creates the lock file at path with content, failing with
-// fs.ErrExist when there is one.
+// fs.ErrExist when there is one. The content is written to a temporary
+// file first and linked into place, so that a sweep killed at any instant
+// leaves either no lock or a whole one, whose owner can be checked (a
+// lock created empty and killed before its owner was written would
+// refuse the folder for good).
 func createLock(path, content string) error {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+LockFile+".tmp-*")
 	if err != nil {
 		return err
 	}
-	_, werr := f.WriteString(content)
-	if cerr := f.Close(); werr == nil {
+	name := tmp.Name()
+	defer os.Remove(name)
+	werr := tmp.Chmod(0o644)
+	if werr == nil {
+		_, werr = tmp.WriteString(content)
+	}
+	if cerr := tmp.Close(); werr == nil {
 		werr = cerr
 	}
 	if werr != nil {
-		os.Remove(path)
+		return werr
 	}
-	return werr
+	crashPoint("lock written")
+	if err := os.Link(name, path); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return err
+		}
+		// No hard links here: fall back to an exclusive create.
+		f, cerr := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+		if cerr != nil {
+			return cerr
+		}
+		_, werr := f.WriteString(content)
+		if cerr := f.Close(); werr == nil {
+			werr = cerr
+		}
+		if werr != nil {
+			os.Remove(path)
+		}
+		return werr
+	}
+	return nil
 }
 
 // breakStaleLock removes the lock at path if its owner is known to be

@@ -162,8 +162,8 @@ func makeRoot(root string) (made, error) {
 
 // claimRoot, under the lock, makes root this sweep's folder: an existing
 // config.json must equal the config (as JSON values), and a folder without
-// one must hold nothing but the lock and the temporary config.json of a
-// sweep that was killed writing it (removed here); anything else is
+// one must hold nothing but the lock and the temporary config.json or lock
+// of a sweep that was killed writing it (removed here); anything else is
 // someone else's. wrote says whether it wrote config.json.
 func claimRoot(root string, original any) (wrote bool, err error) {
 	if ok, err := sameConfig(root, original); err != nil || ok {
@@ -177,7 +177,7 @@ func claimRoot(root string, original any) (wrote bool, err error) {
 	for _, e := range entries {
 		switch name := e.Name(); {
 		case name == LockFile:
-		case strings.HasPrefix(name, "."+ConfigFile+".tmp-"):
+		case strings.HasPrefix(name, "."+ConfigFile+".tmp-"), strings.HasPrefix(name, "."+LockFile+".tmp-"):
 			stale = append(stale, filepath.Join(root, name))
 		default:
 			return false, fmt.Errorf("%w: %s is not empty and has no %s; choose a new name or --output-root", ErrRefused, root, ConfigFile)
