@@ -100,7 +100,7 @@ type Combined struct {
 	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
 	// SessionChanges says how the invocations that measured the repeats
 	// differ from the earliest of them in source revision, Go, OS, CPU or
-	// GPUs (manifest.json's resumes describe them); empty when they do not,
+	// GPUs (manifest.json's resumes, or tinyserve-sessions.json, describe them); empty when they do not,
 	// or when one invocation measured them all.
 	SessionChanges []string         `json:"session_changes,omitempty"`
 	SweepOrder     []RunSpec        `json:"sweep_order"`

@@ -314,7 +314,7 @@ func RenderReport(c *Combined) string {
 	}
 	if len(c.SessionChanges) > 0 {
 		fmt.Fprintf(&b, "**Warning: the sweep was resumed with different software or hardware** (%s): "+
-			"these rows mix measurements of different set-ups (each run summary's config.session says which invocation measured it, and manifest.json's resumes describe them); measure afresh with --output-root.\n\n",
+			"these rows mix measurements of different set-ups (each run summary's config.session says which invocation measured it, and manifest.json's resumes, or tinyserve-sessions.json in a folder serving-inference began, describe them); measure afresh with --output-root.\n\n",
 			strings.Join(c.SessionChanges, "; "))
 	}
 	b.WriteString("Warmups are excluded. Each row aggregates every measured repeat at one concurrency level; ")
