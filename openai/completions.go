@@ -98,7 +98,6 @@ func (c *choice) apply(ev llm.Event, req *completionRequest) bool {
 }
 
 func (h *handler) completions(w http.ResponseWriter, r *http.Request) {
-	ri := requestInfo(r)
 	body, ok := h.readBody(w, r)
 	if !ok {
 		return
@@ -127,6 +126,22 @@ func (h *handler) completions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	h.serve(w, r, req, prompts, func(ctx context.Context, cancel context.CancelFunc, choices []*choice) {
+		if req.stream {
+			h.streamCompletion(ctx, cancel, w, r, req, prompts, choices)
+			return
+		}
+		h.finishCompletion(ctx, cancel, w, r, req, prompts, choices)
+	})
+}
+
+// serve admits a request's choices (prompts times n engine requests)
+// within the server's bounds, hands them to respond, which writes the
+// answer, and accounts for every choice in the metrics when it returns.
+// Refusals are answered here. Completions and chat completions share it.
+func (h *handler) serve(w http.ResponseWriter, r *http.Request, req *completionRequest, prompts []promptIn,
+	respond func(ctx context.Context, cancel context.CancelFunc, choices []*choice)) {
+	ri := requestInfo(r)
 	k := len(prompts) * req.n
 	if limit := h.engineQueue; limit > 0 && k > limit {
 		// The choices are submitted at once, each one engine request: the
@@ -204,11 +219,7 @@ func (h *handler) completions(w http.ResponseWriter, r *http.Request) {
 		h.m.admitted(req.n, p.maxTokens)
 	}
 	ri.log.Debug("completion admitted", "prompts", len(prompts), "n", req.n, "stream", req.stream, "user", req.user)
-	if req.stream {
-		h.streamCompletion(ctx, cancel, w, r, req, prompts, choices)
-		return
-	}
-	h.finishCompletion(ctx, cancel, w, r, req, prompts, choices)
+	respond(ctx, cancel, choices)
 }
 
 // preparePrompts tokenizes each prompt once (and the bad words, into

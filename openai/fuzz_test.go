@@ -375,3 +375,30 @@ func FuzzWholeInt64(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodeChat: any body is either a chat request whose messages are a
+// JSON array (what the template gets) or a 400 in the OpenAI shape; never
+// a panic.
+func FuzzDecodeChat(f *testing.F) {
+	f.Add([]byte(`{"messages":[{"role":"user","content":"hi"}]}`))
+	f.Add([]byte(`{"messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}],"stream":true,"stream_options":{"include_usage":true}}`))
+	f.Add([]byte(`{"messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"1","type":"function","function":{"name":"f","arguments":"{\"x\":1}"}}]},{"role":"tool","content":"3"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"none"}`))
+	f.Add([]byte(`{"messages":[{"role":"user","content":"x"},{"role":"assistant","content":"y"}],"continue_final_message":true,"add_generation_prompt":false,"logprobs":true,"top_logprobs":3}`))
+	f.Add([]byte(`{"messages":[{"role":"user","content":[{"type":"image_url"}]}],"chat_template_kwargs":{"enable_thinking":false}}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req, e := decodeChat(body)
+		if e != nil {
+			if e.status != http.StatusBadRequest || e.Type != typeInvalidRequest || e.Message == "" {
+				t.Fatalf("bad rejection %+v", e)
+			}
+			return
+		}
+		var msgs []map[string]json.RawMessage
+		if err := json.Unmarshal(req.messages, &msgs); err != nil || len(msgs) == 0 {
+			t.Fatalf("messages %s: %v", req.messages, err)
+		}
+		if req.tools != nil && !json.Valid(req.tools) {
+			t.Fatalf("tools %s", req.tools)
+		}
+	})
+}

@@ -16,13 +16,14 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
-	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tinyserve/tinyserve/llm"
+	"github.com/tinyserve/tinyserve/llm/chat/reasoning"
+	"github.com/tinyserve/tinyserve/llm/chat/toolcall"
 )
 
 // Defaults of the options; each option's doc says what zero means.
@@ -56,6 +57,13 @@ type config struct {
 	apiKeys      [][sha256.Size]byte // SHA-256 of each accepted key (WithAPIKeys)
 	noAccessLog  bool                // WithAccessLog(false)
 	accessLogger *slog.Logger        // WithAccessLogger; nil means logger
+	// The chat endpoint's (WithChatTemplate, WithToolCallParser,
+	// WithReasoningParser).
+	chatTemplate    ChatTemplate
+	chatVars        map[string]any
+	toolParser      func() toolcall.Parser
+	autoToolChoice  bool
+	reasoningParser func() reasoning.Parser
 }
 
 // WithServedModelNames sets the names clients may put in "model" (vLLM's
@@ -210,6 +218,7 @@ func NewHandler(eng llm.Engine, opts ...Option) http.Handler {
 		h            http.Handler
 	}{
 		{http.MethodPost, "/v1/completions", http.HandlerFunc(h.completions)},
+		{http.MethodPost, "/v1/chat/completions", http.HandlerFunc(h.chatCompletions)},
 		{http.MethodGet, "/v1/models", http.HandlerFunc(h.models)},
 		// {model...}: served names may hold slashes (openai-community/gpt2).
 		{http.MethodGet, "/v1/models/{model...}", http.HandlerFunc(h.model)},
@@ -361,11 +370,6 @@ func methodNotAllowed(allow string) http.Handler {
 
 func notFound(w http.ResponseWriter, r *http.Request) {
 	msg := "no route for " + r.Method + " " + r.URL.Path
-	if strings.HasSuffix(r.URL.Path, "/chat/completions") {
-		// Chat clients and benchmarks (vllm bench serve's openai-chat
-		// backend) land here first: say what to use instead.
-		msg += ": tinyserve serves text completions only (POST /v1/completions); GPT-2 has no chat template"
-	}
 	writeError(w, r, &apiError{
 		status: http.StatusNotFound, Type: typeInvalidRequest, Code: "not_found",
 		Message: msg,

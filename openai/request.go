@@ -173,7 +173,19 @@ func decodeCompletion(body []byte) (*completionRequest, *apiError) {
 	if e != nil {
 		return nil, e
 	}
-	c := &completionRequest{n: 1}
+	texts, tokenLists, e := parsePrompt(raw.Prompt)
+	if e != nil {
+		return nil, e
+	}
+	return decodeSampling(&raw, fields, texts, tokenLists)
+}
+
+// decodeSampling validates the fields completions and chat completions
+// share (raw, with fields the body's members as sent) for the given
+// prompts.
+func decodeSampling(raw *rawCompletionRequest, fields map[string]json.RawMessage, texts []string, tokenLists [][]int) (*completionRequest, *apiError) {
+	var e *apiError
+	c := &completionRequest{n: 1, texts: texts, tokenLists: tokenLists}
 	if raw.Model != nil {
 		c.model = *raw.Model
 	}
@@ -181,10 +193,7 @@ func decodeCompletion(body []byte) (*completionRequest, *apiError) {
 		c.user = *raw.User
 	}
 	c.addSpecial = raw.AddSpecialTokens == nil || *raw.AddSpecialTokens
-	if c.texts, c.tokenLists, e = parsePrompt(raw.Prompt); e != nil {
-		return nil, e
-	}
-	if e := checkUnsupported(&raw); e != nil {
+	if e := checkUnsupported(raw); e != nil {
 		return nil, e
 	}
 	if raw.N != nil {
@@ -304,7 +313,7 @@ func decodeCompletion(body []byte) (*completionRequest, *apiError) {
 	if p.Stop, e = parseStop(raw.Stop); e != nil {
 		return nil, e
 	}
-	if e := c.decodeScoring(&raw); e != nil {
+	if e := c.decodeScoring(raw); e != nil {
 		return nil, e
 	}
 	if err := p.Validate(); err != nil {

@@ -49,6 +49,30 @@ func (s *sseWriter) flush() error {
 	return nil
 }
 
+// startSSE sends a stream's headers and flushes them; false means the
+// client is gone (cancel was called).
+func (h *handler) startSSE(w http.ResponseWriter, r *http.Request, cancel context.CancelFunc) (*sseWriter, bool) {
+	lg := requestLogger(r)
+	sse := &sseWriter{w: w, rc: http.NewResponseController(w), timeout: h.cfg.writeTimeout}
+	hd := w.Header()
+	hd.Set("Content-Type", "text/event-stream")
+	hd.Set("Cache-Control", "no-cache")
+	hd.Set("X-Accel-Buffering", "no") // tell proxies not to buffer the stream
+	w.WriteHeader(http.StatusOK)
+	if err := sse.rc.Flush(); errors.Is(err, http.ErrNotSupported) {
+		lg.Warn("the response writer cannot flush, so the stream is buffered; does a middleware's ResponseWriter lack Unwrap?")
+	} else if err != nil {
+		cancel()
+		lg.Info("stream aborted", "err", err)
+		return nil, false
+	} else if err := sse.rc.SetWriteDeadline(time.Now().Add(sse.timeout)); errors.Is(err, http.ErrNotSupported) {
+		// A wrapper with Flush but without Unwrap streams, yet hides the
+		// connection's deadline: say so, since nothing else would.
+		lg.Warn("the response writer cannot set a write deadline, so a client that stops reading is not dropped; does a middleware's ResponseWriter lack Unwrap?")
+	}
+	return sse, true
+}
+
 // streamCompletion writes the choices' events as server-sent events: one
 // flushed chunk per engine event that carries new tokens, even when their
 // text is empty, as vLLM's completion stream does (serving_completion.py,
@@ -72,24 +96,10 @@ func (s *sseWriter) flush() error {
 func (h *handler) streamCompletion(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter,
 	r *http.Request, req *completionRequest, prompts []promptIn, choices []*choice) {
 	lg := requestLogger(r)
-	sse := &sseWriter{w: w, rc: http.NewResponseController(w), timeout: h.cfg.writeTimeout}
-	hd := w.Header()
-	hd.Set("Content-Type", "text/event-stream")
-	hd.Set("Cache-Control", "no-cache")
-	hd.Set("X-Accel-Buffering", "no") // tell proxies not to buffer the stream
-	w.WriteHeader(http.StatusOK)
-	if err := sse.rc.Flush(); errors.Is(err, http.ErrNotSupported) {
-		lg.Warn("the response writer cannot flush, so the stream is buffered; does a middleware's ResponseWriter lack Unwrap?")
-	} else if err != nil {
-		cancel()
-		lg.Info("stream aborted", "err", err)
+	sse, ok := h.startSSE(w, r, cancel)
+	if !ok {
 		return
-	} else if err := sse.rc.SetWriteDeadline(time.Now().Add(sse.timeout)); errors.Is(err, http.ErrNotSupported) {
-		// A wrapper with Flush but without Unwrap streams, yet hides the
-		// connection's deadline: say so, since nothing else would.
-		lg.Warn("the response writer cannot set a write deadline, so a client that stops reading is not dropped; does a middleware's ResponseWriter lack Unwrap?")
 	}
-
 	base := completionResponse{
 		ID: "cmpl-" + requestInfo(r).id, Object: "text_completion", Created: time.Now().Unix(),
 		Model: h.modelName(req.model),
@@ -165,32 +175,7 @@ func (h *handler) streamCompletion(ctx context.Context, cancel context.CancelFun
 		}
 		return done < len(choices)
 	})
-	if failed != nil && writeErr == nil && r.Context().Err() == nil {
-		// What was held back to merge goes out before the error, as it
-		// would have unmerged (an error or abort event carries no tokens).
-		for _, c := range choices {
-			if c.held {
-				if writeErr = send(c, false); writeErr != nil {
-					break
-				}
-			}
-		}
-	}
-	switch {
-	case writeErr != nil:
-		cancel()
-		lg.Info("stream aborted: writing to the client failed", "err", writeErr)
-		return
-	case r.Context().Err() != nil:
-		lg.Info("client went away; request aborted", "err", context.Cause(r.Context()))
-		return
-	case failed != nil:
-		cancel()
-		e := engineError(h.eventError(failed.err))
-		lg.Error("stream failed after the headers were sent", "status", e.status, "err", e.Message)
-		if err := sse.event(errorBody{e}); err == nil {
-			_ = sse.done()
-		}
+	if !h.endStream(r, sse, cancel, choices, failed, writeErr, send) {
 		return
 	}
 	if req.includeUsage {
@@ -210,4 +195,41 @@ func (h *handler) streamCompletion(ctx context.Context, cancel context.CancelFun
 	if err := sse.done(); err != nil {
 		lg.Info("stream aborted: writing to the client failed", "err", err)
 	}
+}
+
+// endStream settles a stream once its choices stopped: what was held back
+// to merge goes out before an engine error, as it would have unmerged (an
+// error or abort event carries no tokens), and the error is sent as an
+// event; a failed write or a client gone ends it quietly. true means the
+// stream ended well and its usage and [DONE] are still to come.
+func (h *handler) endStream(r *http.Request, sse *sseWriter, cancel context.CancelFunc, choices []*choice,
+	failed *choice, writeErr error, send func(c *choice, finished bool) error) bool {
+	lg := requestLogger(r)
+	if failed != nil && writeErr == nil && r.Context().Err() == nil {
+		for _, c := range choices {
+			if c.held {
+				if writeErr = send(c, false); writeErr != nil {
+					break
+				}
+			}
+		}
+	}
+	switch {
+	case writeErr != nil:
+		cancel()
+		lg.Info("stream aborted: writing to the client failed", "err", writeErr)
+		return false
+	case r.Context().Err() != nil:
+		lg.Info("client went away; request aborted", "err", context.Cause(r.Context()))
+		return false
+	case failed != nil:
+		cancel()
+		e := engineError(h.eventError(failed.err))
+		lg.Error("stream failed after the headers were sent", "status", e.status, "err", e.Message)
+		if err := sse.event(errorBody{e}); err == nil {
+			_ = sse.done()
+		}
+		return false
+	}
+	return true
 }

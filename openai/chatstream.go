@@ -1,0 +1,122 @@
+package openai
+
+import (
+	"context"
+	"net/http"
+	"time"
+)
+
+// chatChunkWithUsage is a chat stream chunk of a request that set
+// stream_options.include_usage: "usage" is on every chunk, null on all but
+// the last (see chunkWithUsage).
+type chatChunkWithUsage struct {
+	chatResponse
+	Usage *usage `json:"usage"`
+}
+
+// streamChat writes the choices as chat.completion.chunk events, as vLLM's
+// chat stream does: first each choice's role, then its deltas (reasoning,
+// content, and each tool call whole once it has been written), then its
+// finish reason; usage when asked; then [DONE]. Events queued behind one
+// another merge into one chunk, as in streamCompletion.
+func (h *handler) streamChat(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter,
+	r *http.Request, req *chatRequest, prompts []promptIn, choices []*choice) {
+	lg := requestLogger(r)
+	sse, ok := h.startSSE(w, r, cancel)
+	if !ok {
+		return
+	}
+	base := chatResponse{ID: "chatcmpl-" + requestInfo(r).id, Object: "chat.completion.chunk", Created: time.Now().Unix(),
+		Model: h.modelName(req.model)}
+	emit := func(cc chatChoice, u *usage) error {
+		chunk := base
+		chunk.Choices = []chatChoice{cc}
+		if req.includeUsage {
+			return sse.event(chatChunkWithUsage{chatResponse: chunk, Usage: u})
+		}
+		return sse.event(chunk)
+	}
+	parses := make([]*chatParse, len(choices))
+	calls := make([]int, len(choices)) // tool calls sent per choice
+	for i, c := range choices {
+		parses[i] = h.newChatParse(req)
+		empty := ""
+		if err := emit(chatChoice{Index: c.index, Delta: &chatMessage{Role: "assistant", Content: &empty}}, nil); err != nil {
+			cancel()
+			lg.Info("stream aborted: writing to the client failed", "err", err)
+			return
+		}
+	}
+	send := func(c *choice, finished bool) error {
+		c.held = false
+		d := parses[c.index].feed(c.text.String(), finished)
+		c.text.Reset()
+		c.tokenIDs = nil
+		delta := &chatMessage{}
+		if d.reasoning != "" {
+			delta.ReasoningContent = &d.reasoning
+		}
+		if d.content != "" {
+			delta.Content = &d.content
+		}
+		for _, call := range d.calls {
+			i := calls[c.index]
+			calls[c.index]++
+			delta.ToolCalls = append(delta.ToolCalls, chatToolCall{Index: &i, ID: toolCallID(), Type: "function",
+				Function: chatToolFunction{Name: call.Name, Arguments: call.Arguments}})
+		}
+		cc := chatChoice{Index: c.index, Delta: delta}
+		if req.chatLogprobs && len(c.lps) > 0 {
+			cc.Logprobs = h.chatLogprobsOf(c, req)
+		}
+		if finished {
+			fr := string(c.finish)
+			if calls[c.index] > 0 {
+				fr = "tool_calls"
+			}
+			cc.FinishReason, cc.StopReason = &fr, c.stopReason
+		} else if delta.ReasoningContent == nil && delta.Content == nil && delta.ToolCalls == nil && cc.Logprobs == nil {
+			return nil // nothing decided yet (a tag or call held back)
+		}
+		var u *usage
+		if req.continuousUsage {
+			u = &usage{PromptTokens: c.promptTokens, CompletionTokens: c.completionTokens, TotalTokens: c.promptTokens + c.completionTokens}
+		}
+		return emit(cc, u)
+	}
+	done := 0
+	var writeErr error
+	failed := h.applyEach(ctx, cancel, choices, req.completionRequest, func(c *choice, finished, queued bool) bool {
+		if queued {
+			c.held = true
+			return true
+		}
+		if writeErr = send(c, finished); writeErr != nil {
+			return false
+		}
+		if finished {
+			done++
+		}
+		return done < len(choices)
+	})
+	if !h.endStream(r, sse, cancel, choices, failed, writeErr, send) {
+		return
+	}
+	if req.includeUsage {
+		u := usage{}
+		cached := make([]int, len(prompts))
+		for _, c := range choices {
+			u.add(c, req.n, cached)
+		}
+		u.finish(cached)
+		final := base
+		final.Choices = []chatChoice{}
+		if err := sse.event(chatChunkWithUsage{chatResponse: final, Usage: &u}); err != nil {
+			lg.Info("stream aborted: writing to the client failed", "err", err)
+			return
+		}
+	}
+	if err := sse.done(); err != nil {
+		lg.Info("stream aborted: writing to the client failed", "err", err)
+	}
+}
