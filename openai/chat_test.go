@@ -315,3 +315,20 @@ func TestChatRefusals(t *testing.T) {
 	assert.Equal(t, 400, status)
 	assert.Contains(t, body, "you must provide a chat template")
 }
+
+// TestTokenizeMessages: /tokenize renders messages with the chat template,
+// as vLLM's does, and counts the rendered prompt without added special
+// tokens.
+func TestTokenizeMessages(t *testing.T) {
+	_, srv := chatHandler(t, newFake())
+	resp, err := http.Post(srv.URL+"/tokenize", "application/json", strings.NewReader(`{"messages":[{"role":"user","content":"Hi"}],"add_generation_prompt":false}`))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var out tokenizeResponse
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+	assert.Equal(t, byteTok{}.Encode("<user>Hi\n", true), out.Tokens)
+	resp2, err := http.Post(srv.URL+"/tokenize", "application/json", strings.NewReader(`{"messages":[{"role":"user","content":"Hi"}],"prompt":"x"}`))
+	require.NoError(t, err)
+	resp2.Body.Close()
+	assert.Equal(t, 400, resp2.StatusCode)
+}

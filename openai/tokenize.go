@@ -18,6 +18,13 @@ type tokenizeRequest struct {
 	Prompt           *string `json:"prompt"`
 	AddSpecialTokens *bool   `json:"add_special_tokens"`
 	ReturnTokenStrs  *bool   `json:"return_token_strs"`
+	// The chat form (vLLM's TokenizeChatRequest): the conversation is
+	// rendered with the chat template first.
+	Messages             json.RawMessage `json:"messages"`
+	AddGenerationPrompt  *bool           `json:"add_generation_prompt"`
+	ContinueFinalMessage *bool           `json:"continue_final_message"`
+	ChatTemplateKwargs   json.RawMessage `json:"chat_template_kwargs"`
+	Tools                json.RawMessage `json:"tools"`
 }
 
 type tokenizeResponse struct {
@@ -45,7 +52,12 @@ func (h *handler) tokenize(w http.ResponseWriter, r *http.Request) {
 	}
 	var req tokenizeRequest
 	known := func(k string) bool {
-		return k == "model" || k == "prompt" || k == "add_special_tokens" || k == "return_token_strs"
+		switch k {
+		case "model", "prompt", "add_special_tokens", "return_token_strs",
+			"messages", "add_generation_prompt", "continue_final_message", "chat_template_kwargs", "tools":
+			return true
+		}
+		return false
 	}
 	if e := decodeStrict(body, known, &req); e != nil {
 		writeError(w, r, e)
@@ -54,13 +66,26 @@ func (h *handler) tokenize(w http.ResponseWriter, r *http.Request) {
 	if req.Model != nil && !h.checkModel(w, r, *req.Model) {
 		return
 	}
-	if req.Prompt == nil {
-		writeError(w, r, badRequest("prompt", "missing_required_parameter", "prompt is required"))
+	// add_special_tokens defaults to true, as vLLM's: a tokenizer whose
+	// template adds a BOS (Llama 3) counts it, as a completion would. The
+	// chat form's default is false: the template writes them.
+	addSpecial := req.AddSpecialTokens == nil || *req.AddSpecialTokens
+	switch {
+	case req.Messages != nil && req.Prompt != nil:
+		writeError(w, r, badRequest("messages", "invalid_value", "give either prompt or messages, not both"))
+		return
+	case req.Messages != nil:
+		text, e := h.renderTokenizeChat(&req)
+		if e != nil {
+			writeError(w, r, e)
+			return
+		}
+		req.Prompt = &text
+		addSpecial = req.AddSpecialTokens != nil && *req.AddSpecialTokens
+	case req.Prompt == nil:
+		writeError(w, r, badRequest("prompt", "missing_required_parameter", "prompt (or messages) is required"))
 		return
 	}
-	// add_special_tokens defaults to true, as vLLM's: a tokenizer whose
-	// template adds a BOS (Llama 3) counts it, as a completion would.
-	addSpecial := req.AddSpecialTokens == nil || *req.AddSpecialTokens
 	var ids []int
 	if limit := h.info.MaxModelLen; limit > 0 {
 		// Bounded as a completion's prompt is (vLLM tokenizes any length
@@ -151,4 +176,29 @@ func (h *handler) detokenize(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	h.writeJSON(w, r, http.StatusOK, detokenizeResponse{Prompt: h.tok.Decode(ids, false)})
+}
+
+// renderTokenizeChat renders /tokenize's messages as a chat request's
+// would be rendered.
+func (h *handler) renderTokenizeChat(req *tokenizeRequest) (string, *apiError) {
+	cr := &chatRequest{completionRequest: &completionRequest{}}
+	cr.addGenerationPrompt = req.AddGenerationPrompt == nil || *req.AddGenerationPrompt
+	cr.continueFinal = req.ContinueFinalMessage != nil && *req.ContinueFinalMessage
+	if cr.continueFinal && cr.addGenerationPrompt {
+		return "", badRequest("continue_final_message", "invalid_value",
+			"Cannot set both `continue_final_message` and `add_generation_prompt` to True.")
+	}
+	var e *apiError
+	if cr.messages, e = normalizeMessages(req.Messages, cr.continueFinal); e != nil {
+		return "", e
+	}
+	if cr.tools, _, e = decodeTools(req.Tools, nil); e != nil {
+		return "", e
+	}
+	if k := bytes.TrimSpace(req.ChatTemplateKwargs); len(k) > 0 && !bytes.Equal(k, []byte("null")) {
+		if err := json.Unmarshal(k, &cr.templateKwargs); err != nil || cr.templateKwargs == nil {
+			return "", badRequest("chat_template_kwargs", "invalid_type", "chat_template_kwargs: expected an object, got %s", jsonKind(k))
+		}
+	}
+	return h.renderChat(cr)
 }
