@@ -165,6 +165,8 @@ type serveOptions struct {
 	// shutdownGrace, when positive, replaces the shutdownGrace constant
 	// (tests shorten it).
 	shutdownGrace time.Duration
+	// chat are the chat endpoint's options (--tool-call-parser, ...).
+	chat []openai.Option
 }
 
 func newApp(stderr io.Writer) *cli.App {
@@ -178,11 +180,12 @@ func newApp(stderr io.Writer) *cli.App {
 		&cli.Int64Flag{Name: "seed", EnvVars: env("seed"), Usage: "seed of the seeds of requests that give none, as vLLM's --seed: the same seed and requests sent one at a time sample the same text (default: from the clock)"},
 		&cli.StringSliceFlag{Name: "api-key", EnvVars: env("api-key"), Usage: "require \"Authorization: Bearer <key>\" on /v1/ routes (repeat for several keys; the variable takes them comma-separated; without either, VLLM_API_KEY as vllm serve reads it)"},
 	)
+	flags = append(flags, chatFlags()...)
 	flags = append(flags, vllmFlags()...)
 	return &cli.App{
 		OnUsageError: clihint.OnUsageError, // one line naming the nearest flag, not the whole help
 		Name:         "tinyserve-serve",
-		Usage:        "serve a model over the OpenAI completions API",
+		Usage:        "serve a model over the OpenAI completions and chat completions API",
 		UsageText: "tinyserve-serve [MODEL] [options]     (MODEL as in vllm serve MODEL, or as --model)\n" +
 			"tinyserve-serve [options] health     (exit 0 when the server answers GET /health)",
 		Version: openai.Version(), // --version, and GET /version
@@ -264,7 +267,12 @@ func newApp(stderr io.Writer) *cli.App {
 				<-ctx.Done()
 				stop()
 			}()
+			chat, err := chatOptions(c)
+			if err != nil {
+				return err
+			}
 			return run(ctx, cfg, serveOptions{
+				chat:         chat,
 				addr:         net.JoinHostPort(c.String("host"), strconv.Itoa(port)),
 				drainTimeout: c.Duration("drain-timeout"),
 				logger:       logger,
@@ -377,6 +385,7 @@ func run(ctx context.Context, cfg tinyserve.Config, o serveOptions) error {
 	if len(o.servedNames) > 0 {
 		opts = append(opts, openai.WithServedModelNames(o.servedNames...))
 	}
+	opts = append(opts, o.chat...)
 	h := openai.NewHandler(eng, opts...)
 
 	srv := &http.Server{
