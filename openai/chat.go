@@ -2,33 +2,20 @@ package openai
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"strings"
 	"time"
 
+	"github.com/tinyserve/tinyserve/llm"
 	"github.com/tinyserve/tinyserve/llm/chat/reasoning"
 	"github.com/tinyserve/tinyserve/llm/chat/toolcall"
 )
 
-// ChatTemplate renders a conversation into a model's prompt text, as
-// Hugging Face's apply_chat_template does. messages is the conversation as
-// a JSON array (in the shape vLLM hands its template), tools the tools'
-// JSON array or nil, and vars the template's other variables
-// (add_generation_prompt, the special tokens, chat_template_kwargs). An
-// error is the request's fault (the template raised, or could not render
-// what it was given) and becomes a 400. llm/chat's Template implements it.
-type ChatTemplate interface {
-	Render(messages, tools json.RawMessage, vars map[string]any) (string, error)
-}
+// ChatTemplate renders a conversation into a prompt (see llm.ChatTemplate).
+type ChatTemplate = llm.ChatTemplate
 
-// ChatTemplater is an optional interface of an llm.Engine whose model
-// comes with a chat template (tinyserve's Engine): the template, or nil
-// when the model has none, and the variables every rendering gets (its
-// special tokens: bos_token, eos_token, ...).
-type ChatTemplater interface {
-	ChatTemplate() (ChatTemplate, map[string]any)
-}
+// ChatTemplater is an engine with a chat template (see llm.ChatTemplater).
+type ChatTemplater = llm.ChatTemplater
 
 // WithChatTemplate sets the template of /v1/chat/completions (vLLM's
 // --chat-template) and the variables it is rendered with, in place of the
