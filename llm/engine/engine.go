@@ -60,6 +60,11 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock for event timestamps; nil means time.Now.
 	Now func() time.Time
+	// ChatTemplate is the model's chat template and ChatVars the variables
+	// it is rendered with (the special tokens), which the engine offers
+	// its server (ChatTemplate); nil when the model has none.
+	ChatTemplate llm.ChatTemplate
+	ChatVars     map[string]any
 }
 
 // Engine runs a Backend and implements llm.Engine.
@@ -176,6 +181,14 @@ func (e *Engine) MaxPending() int { return e.cfg.MaxPending }
 
 // Tokenizer implements llm.Engine.
 func (e *Engine) Tokenizer() llm.Tokenizer { return e.tok }
+
+var _ llm.ChatTemplater = (*Engine)(nil)
+
+// ChatTemplate implements llm.ChatTemplater with Config.ChatTemplate and
+// Config.ChatVars.
+func (e *Engine) ChatTemplate() (llm.ChatTemplate, map[string]any) {
+	return e.cfg.ChatTemplate, e.cfg.ChatVars
+}
 
 // NumKVBlocks is the size of the KV block pool the engine settled on.
 func (e *Engine) NumKVBlocks() int { return e.numBlocks }
