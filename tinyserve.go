@@ -20,6 +20,7 @@ import (
 
 	"github.com/tinyserve/tinyserve/internal/hfhub"
 	"github.com/tinyserve/tinyserve/llm"
+	"github.com/tinyserve/tinyserve/llm/chat"
 	"github.com/tinyserve/tinyserve/llm/cpu"
 	"github.com/tinyserve/tinyserve/llm/cuda"
 	"github.com/tinyserve/tinyserve/llm/engine"
@@ -189,7 +190,10 @@ func Open(ctx context.Context, cfg Config) (*engine.Engine, error) {
 		// served under it is then not also asked for by its path.
 		info.Root, info.ID = info.ID, cfg.ServedModelName
 	}
+	tmpl, tmplVars := chatTemplateOf(info, cfg.Logger)
 	e, err := engine.New(backend, tok, info, engine.Config{
+		ChatTemplate:        tmpl,
+		ChatVars:            tmplVars,
 		MaxNumSeqs:          cfg.MaxNumSeqs,
 		MaxNumBatchedTokens: cfg.MaxNumBatchedTokens,
 		BlockSize:           cfg.BlockSize,
@@ -530,4 +534,30 @@ func modelTokenizer(cfg Config, name string, m *model.Model) (llm.Tokenizer, str
 		return nil, "", nil, fmt.Errorf("tokenizer: %w", err)
 	}
 	return tok, spec, files, nil
+}
+
+// chatTemplateOf loads the chat template of the model's tokenizer folder
+// (tokenizer_config.json's chat_template, or chat_template.jinja), with its
+// special tokens; nil when it has none or it does not parse (logged: the
+// chat endpoint then answers as for a model without one).
+func chatTemplateOf(info llm.ModelInfo, lg *slog.Logger) (llm.ChatTemplate, map[string]any) {
+	if info.Source == nil {
+		return nil, nil
+	}
+	dirs := []string{info.Source.Dir}
+	for _, f := range info.Source.TokenizerFiles {
+		dirs = append([]string{filepath.Dir(f)}, dirs...)
+	}
+	for _, dir := range dirs {
+		t, special, err := chat.Load(dir, "")
+		if err != nil {
+			if exists(filepath.Join(dir, "tokenizer_config.json")) || exists(filepath.Join(dir, "chat_template.jinja")) {
+				lg.Info("no chat template", "folder", dir, "why", err.Error())
+			}
+			continue
+		}
+		lg.Info("chat template loaded", "folder", dir)
+		return t, special.Vars()
+	}
+	return nil, nil
 }

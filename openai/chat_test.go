@@ -294,7 +294,7 @@ func TestChatRefusals(t *testing.T) {
 		{"both continue and generation prompt", `{"messages":[{"role":"user","content":"x"}],"continue_final_message":true}`, "continue_final_message", "Cannot set both", nil},
 		{"top_logprobs alone", `{"messages":[{"role":"user","content":"x"}],"top_logprobs":2}`, "top_logprobs", "`logprobs` must be set to true", nil},
 		{"a prompt field", `{"messages":[{"role":"user","content":"x"}],"prompt":"x"}`, "prompt", "", nil},
-		{"template in the request", `{"messages":[{"role":"user","content":"x"}],"chat_template":"{{x}}"}`, "chat_template", "--chat-template", nil},
+		{"template in the request", `{"messages":[{"role":"user","content":"x"}],"chat_template":"{{x}}"}`, "chat_template", "is not accepted", nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

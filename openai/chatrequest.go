@@ -67,7 +67,7 @@ func decodeChat(body []byte) (*chatRequest, *apiError) {
 		// vLLM takes a template per request only when started with
 		// --trust-request-chat-template: a template is code.
 		return nil, badRequest("chat_template", "unsupported_parameter",
-			"chat_template in a request is not accepted: start the server with --chat-template instead")
+			"chat_template in a request is not accepted (a template is code): the model's own template is used")
 	}
 	// The chat's max_completion_tokens is max_tokens' new name; left out,
 	// both mean vLLM's "as many as fit" (not completions' 16).
