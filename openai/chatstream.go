@@ -102,21 +102,12 @@ func (h *handler) streamChat(ctx context.Context, cancel context.CancelFunc, w h
 	if !h.endStream(r, sse, cancel, choices, failed, writeErr, send) {
 		return
 	}
+	var final any
 	if req.includeUsage {
-		u := usage{}
-		cached := make([]int, len(prompts))
-		for _, c := range choices {
-			u.add(c, req.n, cached)
-		}
-		u.finish(cached)
-		final := base
-		final.Choices = []chatChoice{}
-		if err := sse.event(chatChunkWithUsage{chatResponse: final, Usage: &u}); err != nil {
-			lg.Info("stream aborted: writing to the client failed", "err", err)
-			return
-		}
+		u := totalUsage(req.completionRequest, prompts, choices)
+		chunk := base
+		chunk.Choices = []chatChoice{}
+		final = chatChunkWithUsage{chatResponse: chunk, Usage: &u}
 	}
-	if err := sse.done(); err != nil {
-		lg.Info("stream aborted: writing to the client failed", "err", err)
-	}
+	closeStream(lg, sse, final)
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"time"
 	"unicode/utf8"
@@ -178,16 +179,32 @@ func (h *handler) streamCompletion(ctx context.Context, cancel context.CancelFun
 	if !h.endStream(r, sse, cancel, choices, failed, writeErr, send) {
 		return
 	}
+	var final any
 	if req.includeUsage {
-		u := usage{}
-		cached := make([]int, len(prompts))
-		for _, c := range choices {
-			u.add(c, req.n, cached)
-		}
-		u.finish(cached)
-		final := base
-		final.Choices = []completionChoice{}
-		if err := sse.event(chunkWithUsage{completionResponse: final, Usage: &u}); err != nil {
+		u := totalUsage(req, prompts, choices)
+		chunk := base
+		chunk.Choices = []completionChoice{}
+		final = chunkWithUsage{completionResponse: chunk, Usage: &u}
+	}
+	closeStream(lg, sse, final)
+}
+
+// totalUsage is a request's usage once every choice has finished.
+func totalUsage(req *completionRequest, prompts []promptIn, choices []*choice) usage {
+	u := usage{}
+	cached := make([]int, len(prompts))
+	for _, c := range choices {
+		u.add(c, req.n, cached)
+	}
+	u.finish(cached)
+	return u
+}
+
+// closeStream ends a stream that went well: the usage chunk when there is
+// one (final), then [DONE].
+func closeStream(lg *slog.Logger, sse *sseWriter, final any) {
+	if final != nil {
+		if err := sse.event(final); err != nil {
 			lg.Info("stream aborted: writing to the client failed", "err", err)
 			return
 		}

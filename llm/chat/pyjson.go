@@ -173,3 +173,20 @@ func (w *jsonWriter) str(s string) {
 	}
 	b.WriteByte('"')
 }
+
+// Dumps re-writes the JSON value raw as Python's json.dumps(json.loads(raw),
+// ensure_ascii=False) writes it: keys in their order, ", " and ": " between
+// items, floats as Python's repr (2.0, 1e-05), non-ASCII text kept. vLLM's
+// tool-call parsers write a call's arguments this way.
+func Dumps(raw []byte) (string, error) {
+	v, err := decodeJSON(raw)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	w := &jsonWriter{opts: jsonOpts{itemSep: ", ", keySep: ": "}, b: &b, limit: DefaultLimits.MaxOutput}
+	if err := w.value(v, 0); err != nil {
+		return "", err
+	}
+	return b.String(), nil
+}

@@ -3,14 +3,16 @@ package toolcall
 import (
 	"reflect"
 	"testing"
+
+	"github.com/tinyserve/tinyserve/llm/chat"
 )
 
-// TestPyDumps: the expected text is what Python 3.11's
+// TestDumps: chat.Dumps, which writes call arguments; the expected text is what Python 3.11's
 // json.dumps(json.loads(in), ensure_ascii=False) printed for the input.
-func TestPyDumps(t *testing.T) {
+func TestDumps(t *testing.T) {
 	in := `{"a": 1, "b": 2.0, "c": 1e5, "d": 1.50, "e": 0.00001, "f": 1e16, "g": -0.0, "h": "é\u2028<>&/\u0001\t", "i": [true, null, {}], "j": 123456789012345678901234567890, "k": 1E-7, "l": 0.1, "m": 12345678901234567.0, "n": 0.0001, "o": 1e15}`
 	want := "{\"a\": 1, \"b\": 2.0, \"c\": 100000.0, \"d\": 1.5, \"e\": 1e-05, \"f\": 1e+16, \"g\": -0.0, \"h\": \"é\u2028<>&/\\u0001\\t\", \"i\": [true, null, {}], \"j\": 123456789012345678901234567890, \"k\": 1e-07, \"l\": 0.1, \"m\": 1.2345678901234568e+16, \"n\": 0.0001, \"o\": 1000000000000000.0}"
-	got, err := PyDumps([]byte(in))
+	got, err := chat.Dumps([]byte(in))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -18,8 +20,8 @@ func TestPyDumps(t *testing.T) {
 		t.Errorf("PyDumps:\n got %s\nwant %s", got, want)
 	}
 	for _, bad := range []string{`{"a":`, `{"a": 1} x`, ``} {
-		if _, err := PyDumps([]byte(bad)); err == nil {
-			t.Errorf("PyDumps(%q): no error", bad)
+		if _, err := chat.Dumps([]byte(bad)); err == nil {
+			t.Errorf("chat.Dumps(%q): no error", bad)
 		}
 	}
 }
