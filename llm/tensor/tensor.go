@@ -1,5 +1,5 @@
 // Package tensor holds a model parameter's values in the type a checkpoint
-// stores them in (float32, float16 or bfloat16), so that a 1 GB bfloat16
+// stores them in (float32, float16, bfloat16 or ggml's 8-bit Q8_0), so that a 1 GB bfloat16
 // checkpoint is not widened to 2 GB of float32 before a backend repacks or
 // uploads it, and the conversions between those types.
 //
@@ -21,9 +21,16 @@ const (
 	F32  DType = "F32"
 	F16  DType = "F16"
 	BF16 DType = "BF16"
+	// Q8_0 is ggml's Q8_0: blocks of 32 values in 34 bytes, a
+	// little-endian float16 scale d, then 32 int8 q; value = d*q. The
+	// last dimension is a multiple of 32 and blocks run along it
+	// (row-major), so a row is a whole number of blocks.
+	Q8_0 DType = "Q8_0"
 )
 
-// Size is the bytes of one value of d (0 for an unknown type).
+// Size is the bytes of one value of d: 0 for an unknown type and for a
+// block type such as Q8_0, whose values have no whole byte size (see
+// BlockSize).
 func (d DType) Size() int {
 	switch d {
 	case F32:
@@ -44,6 +51,7 @@ type Tensor struct {
 	Shape []int64
 	f32   []float32
 	bits  []uint16 // F16 or BF16 values
+	q8    []byte   // Q8_0 blocks
 }
 
 // FromFloat32 is a float32 tensor of the given shape over v (not copied).
@@ -126,14 +134,22 @@ func (t Tensor) IsZero() bool { return t.DType == "" }
 
 // Len is the number of values.
 func (t Tensor) Len() int {
-	if t.DType == F32 {
+	switch t.DType {
+	case F32:
 		return len(t.f32)
+	case Q8_0:
+		return len(t.q8) / Q8_0BlockBytes * Q8_0BlockLen
 	}
 	return len(t.bits)
 }
 
 // Bytes is the memory the values take in their stored type.
-func (t Tensor) Bytes() int64 { return int64(t.Len()) * int64(t.DType.Size()) }
+func (t Tensor) Bytes() int64 {
+	if t.DType == Q8_0 {
+		return int64(len(t.q8))
+	}
+	return int64(t.Len()) * int64(t.DType.Size())
+}
 
 // Float32s returns the values as float32: the stored slice itself for F32
 // (do not write to it), else a new slice, widened exactly.
@@ -141,7 +157,7 @@ func (t Tensor) Float32s() []float32 {
 	if t.DType == F32 {
 		return t.f32
 	}
-	out := make([]float32, len(t.bits))
+	out := make([]float32, t.Len())
 	t.Float32sInto(out, 0)
 	return out
 }
@@ -162,6 +178,8 @@ func (t Tensor) Float32sInto(dst []float32, off int) {
 		for i, h := range src {
 			dst[i] = F16ToF32(h)
 		}
+	case Q8_0:
+		dequantQ8_0(dst, t.q8, off)
 	default:
 		panic("tensor: Float32sInto on an absent tensor")
 	}
@@ -174,13 +192,16 @@ func (t Tensor) At(i int) float32 {
 		return t.f32[i]
 	case BF16:
 		return BF16ToF32(t.bits[i])
+	case Q8_0:
+		b := t.q8[i/Q8_0BlockLen*Q8_0BlockBytes:]
+		return F16ToF32(uint16(b[0])|uint16(b[1])<<8) * float32(int8(b[2+i%Q8_0BlockLen]))
 	default:
 		return F16ToF32(t.bits[i])
 	}
 }
 
 // Bits returns the stored 16-bit values of an F16 or BF16 tensor (nil for
-// F32): what a backend uploads or packs as they are.
+// F32 and Q8_0): what a backend uploads or packs as they are.
 func (t Tensor) Bits() []uint16 { return t.bits }
 
 // Raw returns the stored values as little-endian bytes on this host (a view,
@@ -191,6 +212,8 @@ func (t Tensor) Raw() []byte {
 		return unsafe.Slice((*byte)(unsafe.Pointer(&t.f32[0])), 4*len(t.f32))
 	case len(t.bits) > 0:
 		return unsafe.Slice((*byte)(unsafe.Pointer(&t.bits[0])), 2*len(t.bits))
+	case len(t.q8) > 0:
+		return t.q8
 	}
 	return nil
 }
@@ -201,8 +224,11 @@ func (t Tensor) Same(u Tensor) bool {
 	if t.DType != u.DType || t.Len() != u.Len() || t.Len() == 0 {
 		return false
 	}
-	if t.DType == F32 {
+	switch t.DType {
+	case F32:
 		return &t.f32[0] == &u.f32[0]
+	case Q8_0:
+		return &t.q8[0] == &u.q8[0]
 	}
 	return &t.bits[0] == &u.bits[0]
 }
@@ -212,14 +238,20 @@ func (t Tensor) Same(u Tensor) bool {
 func (t Tensor) Slice(n int64) Tensor {
 	row := numel(t.Shape[1:])
 	shape := append([]int64{n}, t.Shape[1:]...)
-	if t.DType == F32 {
+	switch t.DType {
+	case F32:
 		return FromFloat32(t.f32[:n*row], shape...)
+	case Q8_0:
+		// Whole rows are whole blocks: the last dimension is a multiple
+		// of 32.
+		return Tensor{DType: Q8_0, Shape: shape, q8: t.q8[:n*row/Q8_0BlockLen*Q8_0BlockBytes]}
 	}
 	return FromBits(t.DType, t.bits[:n*row], shape...)
 }
 
 // FirstNonFinite returns the flat index and value of the first NaN or
-// infinity in t, or ok false when every value is finite.
+// infinity in t, or ok false when every value is finite. For Q8_0 only the
+// scales can be non-finite: the index is that of the block's first value.
 func (t Tensor) FirstNonFinite() (i int, v float32, ok bool) {
 	switch t.DType {
 	case F32:
@@ -240,17 +272,32 @@ func (t Tensor) FirstNonFinite() (i int, v float32, ok bool) {
 				return i, F16ToF32(h), true
 			}
 		}
+	case Q8_0:
+		for b := 0; b+Q8_0BlockBytes <= len(t.q8); b += Q8_0BlockBytes {
+			if h := uint16(t.q8[b]) | uint16(t.q8[b+1])<<8; h&0x7c00 == 0x7c00 {
+				return b / Q8_0BlockBytes * Q8_0BlockLen, F16ToF32(h), true
+			}
+		}
 	}
 	return 0, 0, false
 }
 
-// Convert returns t's values stored as dtype (F32, F16 or BF16), rounding
-// to nearest even when narrowing; t itself when it is stored so already.
+// Convert returns t's values stored as dtype (F32, F16, BF16 or Q8_0),
+// rounding to nearest even when narrowing to a float type and as
+// QuantizeQ8_0 does to Q8_0; t itself when it is stored so already. It
+// panics converting to Q8_0 a tensor whose last dimension is not a
+// multiple of 32.
 func (t Tensor) Convert(dtype DType) Tensor {
 	if t.DType == dtype {
 		return t
 	}
 	switch dtype {
+	case Q8_0:
+		q, err := QuantizeQ8_0(t.Float32s(), t.Shape...)
+		if err != nil {
+			panic("tensor: Convert: " + err.Error())
+		}
+		return q
 	case F32:
 		return FromFloat32(t.Float32s(), t.Shape...)
 	case F16, BF16:
