@@ -57,13 +57,16 @@ type kernels struct {
 	// mrHalf, when set, is the rows per call of half-panel kernels used
 	// instead of the full-width ones for products of more than mr rows.
 	mrHalf int
+	// mrQ8 is the most rows the Q8_0 kernels carry: products of more rows
+	// widen the weights to float32 a slice at a time (see mulAddQ8).
+	mrQ8 int
 }
 
 // The kernel sets: immutable tables.
 var (
-	genericKernels = &kernels{name: "generic", isa: isaGeneric, mr: 4, mrBF16: 4}
-	avx2Kernels    = &kernels{name: "avx2", isa: isaAVX2, mr: 3, mrBF16: 2, mrHalf: 6}
-	avx512Kernels  = &kernels{name: "avx512", isa: isaAVX512, mr: 8, mrBF16: 8}
+	genericKernels = &kernels{name: "generic", isa: isaGeneric, mr: 4, mrBF16: 4, mrQ8: 4}
+	avx2Kernels    = &kernels{name: "avx2", isa: isaAVX2, mr: 3, mrBF16: 2, mrHalf: 6, mrQ8: 4}
+	avx512Kernels  = &kernels{name: "avx512", isa: isaAVX512, mr: 8, mrBF16: 8, mrQ8: 8}
 )
 
 // best is the kernel set for this CPU, chosen once at start-up and never
@@ -77,13 +80,14 @@ func Impl() string { return best.name }
 // Packed is a K×N weight matrix rearranged for MulAdd: ceil(N/PanelWidth)
 // panels, panel p holding columns [p·PanelWidth, (p+1)·PanelWidth) as K
 // rows of PanelWidth values, the ragged last panel padded with zeros. The
-// values are float32, or bfloat16 for the PackBF16 variants (computed in
-// float32 all the same). It is read-only after packing and safe for
-// concurrent MulAdd calls.
+// values are float32, or bfloat16 for the PackBF16 variants, or Q8_0
+// blocks for NewPackedQ8 (see q8.go; computed in float32 all the same).
+// It is read-only after packing and safe for concurrent MulAdd calls.
 type Packed struct {
 	k, n int
 	data []float32 // float32 panels, 64-byte aligned, len = panels·k·PanelWidth
 	half []uint16  // bfloat16 panels instead of data, same layout
+	q8   []byte    // Q8_0 panels instead of data (q8BlockBytes per 32×32 block)
 }
 
 // K is the inner dimension (rows of the original matrix).
@@ -94,7 +98,9 @@ func (p *Packed) N() int { return p.n }
 
 // Bytes is the memory the packed matrix occupies: what MulAdd reads to
 // multiply all of it.
-func (p *Packed) Bytes() int64 { return int64(len(p.data))*4 + int64(len(p.half))*2 }
+func (p *Packed) Bytes() int64 {
+	return int64(len(p.data))*4 + int64(len(p.half))*2 + int64(len(p.q8))
+}
 
 // BF16 reports whether the values are stored as bfloat16.
 func (p *Packed) BF16() bool { return p.half != nil }
@@ -241,6 +247,10 @@ func (p *Packed) mulAdd(ks *kernels, y []float32, ldy int, x []float32, ldx int,
 	if m == 0 || j0 == j1 || p.k == 0 {
 		return
 	}
+	if p.q8 != nil {
+		p.mulAddQ8(ks, y, ldy, x, ldx, m, j0, j1)
+		return
+	}
 	K := p.k
 	mr, halves := ks.mr, false
 	switch {
@@ -296,7 +306,11 @@ func (p *Packed) tile(ks *kernels, halves bool, y []float32, ldy int, x []float3
 		genericTileBF16(y, ldy, x, ldx, panel, rows, kn)
 		return
 	}
-	panel := p.data[off : off+n]
+	tileF32(ks, halves, y, ldy, x, ldx, p.data[off:off+n], rows, kn)
+}
+
+// tileF32 is tile for a float32 panel slice of kn rows.
+func tileF32(ks *kernels, halves bool, y []float32, ldy int, x []float32, ldx int, panel []float32, rows, kn int) {
 	const h = PanelWidth / 2
 	if halves && asmTileHalf(ks.isa, &y[0], ldy, &x[0], ldx, &panel[0], rows, kn) {
 		asmTileHalf(ks.isa, &y[h], ldy, &x[0], ldx, &panel[h], rows, kn)

@@ -7,7 +7,7 @@
 // truth without adding a dependency (avo) to the main module.
 //
 // Run with `go generate ./internal/f32/` (see generate.go); the vector
-// helpers are in gen_vector.go.
+// helpers are in gen_vector.go, the Q8_0 kernels in gen_q8.go.
 package main
 
 import (
@@ -297,6 +297,7 @@ func main() {
 	g.maxVec("maxAVX2", false)
 	g.indexVec("indexAVX512", true)
 	g.indexVec("indexAVX2", false)
+	g.q8Kernels()
 	if err := os.WriteFile("kernels_amd64.s", g.Bytes(), 0o644); err != nil {
 		log.Fatal(err)
 	}

@@ -20,7 +20,7 @@ func TestGeneratedKernelsUpToDate(t *testing.T) {
 		t.Skip("no go command on PATH to run the generator")
 	}
 	dir := t.TempDir()
-	for _, f := range []string{"gen.go", "gen_vector.go"} {
+	for _, f := range []string{"gen.go", "gen_vector.go", "gen_q8.go"} {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
@@ -29,13 +29,13 @@ func TestGeneratedKernelsUpToDate(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cmd := exec.Command(goTool, "run", "gen.go", "gen_vector.go")
+	cmd := exec.Command(goTool, "run", "gen.go", "gen_vector.go", "gen_q8.go")
 	cmd.Dir = dir
 	// The scratch folder is outside any module: the project's flags (build
 	// tags, -mod) are not the generator's.
 	cmd.Env = append(os.Environ(), "GOFLAGS=", "GOWORK=off")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go run gen.go gen_vector.go: %v\n%s", err, out)
+		t.Fatalf("go run gen.go gen_vector.go gen_q8.go: %v\n%s", err, out)
 	}
 	got, err := os.ReadFile(filepath.Join(dir, "kernels_amd64.s"))
 	if err != nil {
