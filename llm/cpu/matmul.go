@@ -6,6 +6,7 @@ import (
 
 	"github.com/tinyserve/tinyserve/internal/f32"
 	"github.com/tinyserve/tinyserve/llm/model"
+	"github.com/tinyserve/tinyserve/llm/tensor"
 )
 
 // packedLayer holds one block's matrices repacked for f32.Packed.MulAdd,
@@ -23,7 +24,8 @@ type packedLayer struct {
 // becomes the column dimension and splits across cores by panels. The
 // packed copies are private heap memory; the model's tensors (perhaps a
 // read-only mapping of the checkpoint) are not read again by the matmuls.
-// With bf16 the copies are bfloat16.
+// With bf16 the copies are bfloat16. Matrices stored as Q8_0 (a GGUF file's,
+// or quantized at load by model.Quantize) stay 8-bit: see packLinears.
 func packWeights(w *model.Weights, c *model.Config, threads int, bf16 bool) ([]packedLayer, *f32.Packed) {
 	layers := make([]packedLayer, len(w.Layers))
 	var head *f32.Packed
@@ -60,12 +62,21 @@ func packWeights(w *model.Weights, c *model.Config, threads int, bf16 bool) ([]p
 // packLinears packs projections that read the same input side by side, in
 // order, as one In×ΣOut matrix, and concatenates their biases (nil when
 // none has one; zeros for those without when others have).
+//
+// When any of them is stored as Q8_0 the packed matrix is Q8_0 too (1.06
+// bytes a weight, ggml's blocks of 32 along In copied as they are); any
+// float ones beside it are quantized the same way, so one product serves
+// them all.
 func packLinears(ls []model.Linear, bf16 bool) (*f32.Packed, []float32) {
 	K, N := ls[0].In, 0
-	hasBias := false
+	hasBias, q8 := false, false
 	for _, l := range ls {
 		N += l.Out
 		hasBias = hasBias || !l.B.IsZero()
+		q8 = q8 || l.W.DType == tensor.Q8_0
+	}
+	if q8 {
+		return packLinearsQ8(ls, K, N, hasBias)
 	}
 	p := f32.NewPacked(K, N, bf16)
 	var bias []float32
