@@ -14,6 +14,7 @@ const (
 	FlagTokenizerRevision    = "tokenizer-revision"
 	FlagBackend              = "backend"
 	FlagDType                = "dtype"
+	FlagQuantization         = "quantization"
 	FlagTokenizer            = "tokenizer"
 	FlagTokenizerDir         = "tokenizer-dir"
 	FlagServedModelName      = "served-model-name"
@@ -48,6 +49,7 @@ func EngineFlags(envPrefix string) []cli.Flag {
 		&cli.StringFlag{Name: FlagLoadFormat, Value: "auto", EnvVars: env(FlagLoadFormat), Usage: "how weights are read, as vLLM's: auto (safetensors, else pytorch_model.bin), safetensors, pt, or dummy (random weights in config.json's shape)"},
 		&cli.StringFlag{Name: FlagBackend, Value: BackendCPU, EnvVars: env(FlagBackend), Usage: "cpu, cuda or mock"},
 		&cli.StringFlag{Name: FlagDType, Value: "auto", EnvVars: env(FlagDType), Usage: "weight type: auto (cpu: float32, cuda: float16), float16 or half (cuda), bfloat16, float32 or float"},
+		&cli.StringFlag{Name: FlagQuantization, EnvVars: env(FlagQuantization), Usage: "quantize the weight matrices at load: none (default) or q8_0 (ggml's 8-bit blocks; cpu: 8-bit products, cuda: dequantized at upload)"},
 		&cli.StringFlag{Name: FlagTokenizer, EnvVars: env(FlagTokenizer), Usage: "tokenizer override: gpt2, a tokenizer.json, a model folder or a Hugging Face id in the local cache"},
 		&cli.StringFlag{Name: FlagTokenizerRevision, EnvVars: env(FlagTokenizerRevision), Usage: "branch, tag or commit hash of the tokenizer's Hugging Face id (--tokenizer, else --model's)"},
 		&cli.StringFlag{Name: FlagTokenizerDir, EnvVars: env(FlagTokenizerDir), Usage: "extra folder searched for Hugging Face tokenizer ids"},
@@ -91,6 +93,7 @@ func ConfigFromFlags(c *cli.Context) (Config, error) {
 		TokenizerRevision:    c.String(FlagTokenizerRevision),
 		Backend:              c.String(FlagBackend),
 		DType:                c.String(FlagDType),
+		Quantization:         c.String(FlagQuantization),
 		Tokenizer:            c.String(FlagTokenizer),
 		TokenizerDir:         c.String(FlagTokenizerDir),
 		ServedModelName:      c.String(FlagServedModelName),

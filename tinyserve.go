@@ -74,6 +74,13 @@ type Config struct {
 	// cpu takes bfloat16 for the streamed matrix weights (computed in
 	// float32, half the bytes per decode step) and float32.
 	DType string `json:"dtype,omitempty"`
+	// Quantization is vLLM's --quantization: none (empty) keeps the
+	// checkpoint's types; q8_0 quantizes every weight matrix and the token
+	// embedding to ggml's Q8_0 at load (model.Quantize), so the cpu
+	// backend streams about 1.06 bytes a weight with float32 activations;
+	// the cuda backend dequantizes Q8_0 at upload (same values, no saving).
+	// Matrices a checkpoint already stores as Q8_0 (a GGUF file) are kept.
+	Quantization string `json:"quantization,omitempty"`
 	// Tokenizer overrides the model's tokenizer: gpt2, a tokenizer.json
 	// path, a model folder (tokenizer.json, or vocab.json and merges.txt)
 	// or a Hugging Face id found in the local cache.
@@ -245,6 +252,10 @@ func load(cfg Config) (engine.Backend, llm.Tokenizer, llm.ModelInfo, error) {
 	default:
 		return nil, nil, llm.ModelInfo{}, fmt.Errorf("unknown backend %q (want cpu, cuda or mock)", cfg.Backend)
 	}
+	quant, err := model.ParseQuantization(cfg.Quantization)
+	if err != nil {
+		return nil, nil, llm.ModelInfo{}, err
+	}
 
 	name := cfg.Model
 	if name == "" {
@@ -275,13 +286,19 @@ func load(cfg Config) (engine.Backend, llm.Tokenizer, llm.ModelInfo, error) {
 		m.Close()
 		return nil, nil, llm.ModelInfo{}, err
 	}
+	if quant != "" {
+		if err := m.Quantize(quant); err != nil {
+			m.Close()
+			return nil, nil, llm.ModelInfo{}, err
+		}
+	}
 	dtype := resolveDType(cfg.Backend, cfg.DType, m.Config.TorchDType)
 	kvElem := 4
 	if cfg.Backend == BackendCUDA && dtype != "float32" {
 		kvElem = 2
 	}
 	cfg.Logger.Info("model loaded", "model", name, "architecture", m.Config.Architecture, "params", m.NumParams(),
-		"weights_bytes", m.WeightBytes(), "dtype", dtype, "heads", m.Config.Heads, "kv_heads", m.Config.KVHeads,
+		"weights_bytes", m.WeightBytes(), "dtype", dtype, "quantization", cmp.Or(quant, "none"), "heads", m.Config.Heads, "kv_heads", m.Config.KVHeads,
 		// What grouped-query attention saves: the paged cache holds
 		// num_key_value_heads heads per layer, not num_attention_heads.
 		"kv_bytes_per_token", m.Config.KVBytesPerToken(kvElem))
@@ -451,6 +468,7 @@ func refuseIgnored(cfg Config) error {
 		honoured []string // the backends that use the option
 	}{
 		{"dtype (--dtype)", cfg.DType != "" && cfg.DType != "auto", cfg.DType, []string{BackendCPU, BackendCUDA}},
+		{"quantization (--quantization)", cfg.Quantization != "" && cfg.Quantization != model.QuantNone, cfg.Quantization, []string{BackendCPU, BackendCUDA}},
 		{"tokenizer (--tokenizer)", cfg.Tokenizer != "", cfg.Tokenizer, []string{BackendCPU, BackendCUDA}},
 		{"revision (--revision)", cfg.Revision != "", cfg.Revision, []string{BackendCPU, BackendCUDA}},
 		{"load_format (--load-format)", cfg.LoadFormat != "" && cfg.LoadFormat != "auto", cfg.LoadFormat, []string{BackendCPU, BackendCUDA}},
