@@ -542,6 +542,14 @@ func modelTokenizer(cfg Config, name string, m *model.Model) (llm.Tokenizer, str
 	if spec == "" {
 		spec = tokenizer.BuiltinGPT2
 	}
+	if model.IsGGUF(spec) && exists(spec) {
+		// A GGUF file's own vocabulary (tokenizer.ggml.*).
+		tok, err := tokenizer.LoadGGUF(spec)
+		if err != nil {
+			return nil, "", nil, err
+		}
+		return tok, spec, []string{spec}, nil
+	}
 	opts := tokenizer.LoadOptionsFromEnv(cfg.Getenv, cfg.TokenizerDir)
 	opts.Revision = revision
 	tok, files, err := tokenizer.LoadWithFiles(spec, opts)
@@ -562,6 +570,11 @@ func chatTemplateOf(info llm.ModelInfo, lg *slog.Logger) (llm.ChatTemplate, map[
 	if info.Source == nil {
 		return nil, nil
 	}
+	for _, f := range info.Source.TokenizerFiles {
+		if model.IsGGUF(f) {
+			return ggufChatTemplate(f, lg)
+		}
+	}
 	dirs := []string{info.Source.Dir}
 	for _, f := range info.Source.TokenizerFiles {
 		dirs = append([]string{filepath.Dir(f)}, dirs...)
@@ -578,4 +591,24 @@ func chatTemplateOf(info llm.ModelInfo, lg *slog.Logger) (llm.ChatTemplate, map[
 		return t, special.Vars()
 	}
 	return nil, nil
+}
+
+// ggufChatTemplate is the chat template of a GGUF file
+// (tokenizer.chat_template) with its BOS and EOS tokens; nil when it has
+// none or it does not parse (logged).
+func ggufChatTemplate(path string, lg *slog.Logger) (llm.ChatTemplate, map[string]any) {
+	ct, err := tokenizer.ReadGGUFChatTemplate(path)
+	if err == nil && ct.Source == "" {
+		return nil, nil
+	}
+	var t *chat.Template
+	if err == nil {
+		t, err = chat.Parse(ct.Source)
+	}
+	if err != nil {
+		lg.Info("no chat template", "file", path, "why", err.Error())
+		return nil, nil
+	}
+	lg.Info("chat template loaded", "file", path, "key", "tokenizer.chat_template")
+	return t, chat.SpecialTokens{BOS: ct.BOS, EOS: ct.EOS}.Vars()
 }

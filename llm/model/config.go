@@ -119,6 +119,10 @@ type Config struct {
 	RopeTheta float64
 	// RopeScaling is Llama 3's frequency scaling; the zero value is none.
 	RopeScaling Llama3Scaling
+	// RopeFreqFactors, when set (HeadDim/2 of them), divide the rotary
+	// inverse frequencies instead of RopeScaling: a GGUF file's
+	// rope_freqs.weight, llama.cpp's form of a frequency scaling.
+	RopeFreqFactors []float64
 	// QKVBias: the query, key and value projections have biases.
 	QKVBias bool
 	// OBias: the attention output projection has a bias.
@@ -218,6 +222,16 @@ func (c *Config) Validate() error {
 		}
 		if !(c.RopeTheta > 1) || c.RopeTheta > 1e12 {
 			return fmt.Errorf("rope_theta must be in (1, 1e12], got %v", c.RopeTheta)
+		}
+		if f := c.RopeFreqFactors; f != nil {
+			if len(f) != c.HeadDim/2 || c.RopeScaling != (Llama3Scaling{}) {
+				return fmt.Errorf("rope frequency factors: %d of them (want head_dim/2 = %d), with rope_scaling %+v (want none)", len(f), c.HeadDim/2, c.RopeScaling)
+			}
+			for i, x := range f {
+				if !(x > 0 && x < 1e6) {
+					return fmt.Errorf("rope frequency factor %d is %v: want a positive divisor", i, x)
+				}
+			}
 		}
 		if s := c.RopeScaling; s != (Llama3Scaling{}) {
 			if !(s.Factor >= 1 && s.Factor < 1e6) || !(s.LowFreqFactor > 0) || !(s.HighFreqFactor > s.LowFreqFactor) || s.HighFreqFactor > 1e6 || s.OriginalMaxPositions < 1 || s.OriginalMaxPositions > maxDim {

@@ -19,6 +19,12 @@ func (c *Config) InvFreq() []float64 {
 	for i := range inv {
 		inv[i] = 1 / math.Pow(c.RopeTheta, float64(2*i)/float64(c.HeadDim))
 	}
+	if f := c.RopeFreqFactors; len(f) == half {
+		for i := range inv {
+			inv[i] /= f[i]
+		}
+		return inv
+	}
 	s := c.RopeScaling
 	if s == (Llama3Scaling{}) {
 		return inv

@@ -25,6 +25,9 @@ type NotFoundError struct {
 	// RevisionErrors say, for each cached repository that lacks Revision,
 	// which revisions it holds.
 	RevisionErrors []string
+	// OllamaLooked are the ollama manifests checked when the name is also
+	// an ollama model name (see LocateOllama).
+	OllamaLooked []string
 }
 
 // Error lists the places Locate looked and, for a hub id, the command that
@@ -44,6 +47,12 @@ func (e *NotFoundError) Error() string {
 	}
 	for _, r := range e.RevisionErrors {
 		b.WriteString("\n" + r)
+	}
+	if len(e.OllamaLooked) > 0 {
+		b.WriteString("\nnor an ollama model in the local store (nothing is pulled); looked in:")
+		for _, l := range e.OllamaLooked {
+			b.WriteString("\n  " + l)
+		}
 	}
 	if hfhub.IsRepoID(e.Model) {
 		// The files this load format reads: pytorch_model.bin for pt,
@@ -183,6 +192,9 @@ type Source struct {
 	Builtin string
 	// Dir is the checkpoint folder; empty for a built-in model.
 	Dir string
+	// GGUF is the GGUF file the model is read from (a path given, the one
+	// .gguf of a folder, an ollama blob); Dir is then empty.
+	GGUF string
 	// HubID and Revision say where in the local Hugging Face cache Dir was
 	// found: the repository id whose folder held it and the snapshot's
 	// commit hash. Both are empty for a folder named by its path.
@@ -228,8 +240,22 @@ func Resolve(name string, o ResolveOptions) (Source, error) {
 		}
 		return Source{Name: name, Builtin: name, Tokenizer: b.tokenizer}, nil
 	}
+	if src, ok, err := resolveGGUF(name, o); ok || err != nil {
+		return src, err
+	}
 	dir, hub, err := locate(name, o.Revision, o.LoadFormat, o.Getenv)
 	if err != nil {
+		var nf *NotFoundError
+		if errors.As(err, &nf) && o.Revision == "" {
+			blob, looked, oerr := locateOllama(name, o.Getenv)
+			if oerr != nil {
+				return Source{}, oerr
+			}
+			if blob != "" {
+				return Source{Name: name, Dir: filepath.Dir(blob), GGUF: blob, Tokenizer: blob}, nil
+			}
+			nf.OllamaLooked = looked
+		}
 		return Source{}, err
 	}
 	src := Source{Name: folderName(dir), Dir: dir, Tokenizer: folderTokenizer(dir)}
@@ -253,11 +279,49 @@ func folderTokenizer(dir string) string {
 	return ""
 }
 
-// Open loads the model src names: a built-in model is generated, a folder
-// read in the given load format (see LoadFormat; "" is LoadAuto).
+// resolveGGUF is the Source of a GGUF file named by its path, or of a
+// folder without config.json that holds exactly one .gguf file; ok is
+// false when name is neither.
+func resolveGGUF(name string, o ResolveOptions) (Source, bool, error) {
+	path := ""
+	if st, err := os.Stat(name); err == nil && st.IsDir() {
+		p, err := ggufInFolder(name)
+		if err != nil {
+			return Source{}, false, err
+		}
+		path = p
+	} else if err == nil && IsGGUF(name) {
+		path = name
+	}
+	if path == "" {
+		return Source{}, false, nil
+	}
+	if o.Revision != "" {
+		return Source{}, false, fmt.Errorf("model: revision %q applies to a model named by its Hugging Face id, and %q is a GGUF file", o.Revision, path)
+	}
+	if f := o.LoadFormat; f != "" && f != LoadAuto {
+		return Source{}, false, fmt.Errorf("model: load format %q does not read GGUF files (%s): leave it auto", f, path)
+	}
+	return Source{Name: strings.TrimSuffix(filepath.Base(path), filepath.Ext(path)), Dir: filepath.Dir(path), GGUF: path, Tokenizer: path}, true, nil
+}
+
+// Open loads the model src names: a built-in model is generated, a GGUF
+// file read (LoadGGUF), a folder read in the given load format (see
+// LoadFormat; "" is LoadAuto).
 func Open(src Source, loadFormat string) (*Model, error) {
 	if src.Builtin != "" {
 		return Builtin(src.Builtin)
+	}
+	if src.GGUF != "" {
+		if loadFormat != "" && loadFormat != LoadAuto {
+			return nil, fmt.Errorf("model: load format %q does not read GGUF files (%s): leave it auto", loadFormat, src.GGUF)
+		}
+		m, err := LoadGGUF(src.GGUF)
+		if err != nil {
+			return nil, err
+		}
+		m.Name, m.Source = src.Name, src
+		return m, nil
 	}
 	m, err := LoadFormat(src.Dir, loadFormat)
 	if err != nil {
