@@ -17,6 +17,12 @@
 #     tinyserve-f32 (float32 weights; F32=0 leaves it out); PyTorch in
 #     float32 (the checkpoint widened exactly); llama.cpp on a BF16 GGUF
 #     (exact; TYPE=f16 for float16).
+#   Either with TYPE=q8_0 (issue 32): tinyserve-q8_0 (tsbench -dtype q8_0:
+#     the checkpoint quantized at load to the same bytes as the GGUF's,
+#     float32 activations; the table's base, with its own bandwidth floor)
+#     and tinyserve-bf16 for reference; llama.cpp on the Q8_0 GGUF of the
+#     same weights (its products also round the activations to 8 bits);
+#     the greedy check compares llama.cpp with tinyserve on that GGUF file.
 #
 # Every engine prints how it really runs (threads, the BLAS torch has
 # mapped, the ggml CPU library llama.cpp loaded) as a configuration line in
@@ -40,7 +46,8 @@
 #   PYTHON=...    interpreter with torch (default: python3, else /usr/bin/python3)
 #   LLAMACPP=1    also run llama.cpp (bench/cpu/llamacpp.sh: installs
 #                 node-llama-cpp from npm into ~/.cache, about 700 MB, once)
-#   TYPE=...      the GGUF's matrix type for llama.cpp (f32, f16, bf16)
+#   TYPE=...      the GGUF's matrix type for llama.cpp (f32, f16, bf16, or
+#                 q8_0: tinyserve's Q8_0 engines, see MODEL above)
 #   CHECK_TOKENS=16  greedy tokens of the correctness checks (0: none)
 #   OUT=<dir>     keep the checkpoint and results.jsonl here (default: a temp dir)
 #   RUNS=1        rounds of all engines, interleaved; the table keeps each
@@ -76,6 +83,10 @@ qwen2.5-0.5b-random)
 	exit 2
 	;;
 esac
+q8=
+if [ "$gguf_type" = q8_0 ]; then
+	q8=1 base=tinyserve-q8_0 yardstick=false
+fi
 
 note "$(date -u +%Y-%m-%dT%H:%MZ)  $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')  $(nproc) cores  load $(cut -d' ' -f1-3 /proc/loadavg)  rev $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . 2>/dev/null || echo '+uncommitted')  model $model  threads $threads"
 [ "$threads" = 2 ] || note "WARNING: THREADS=$threads; the issues' goals are stated for 2 threads"
@@ -132,8 +143,16 @@ torch_env=(OPENBLAS_CORETYPE=$coretype OMP_WAIT_POLICY=PASSIVE
 # tinyserve's own greedy tokens (with each step's top-1 minus top-2 logit
 # margin), which the peers' checks compare with.
 greedy="$out/tinyserve-greedy.json"
+greedy_in=$ckpt
+if [ -n "$q8" ]; then
+	# One Q8_0 GGUF for llama.cpp and for tinyserve's greedy tokens, so
+	# that the check compares the two engines on the same 8-bit weights.
+	export GGUF="$out/$model-q8_0.gguf"
+	[ -f "$GGUF" ] || "$out/gguf" -in "$ckpt" -out "$GGUF" -type q8_0
+	greedy_in=$GGUF
+fi
 if [ "$check" -gt 0 ]; then
-	"$out/gguf" -in "$ckpt" -greedy -n "$check" -threads "$threads" >"$greedy"
+	"$out/gguf" -in "$greedy_in" -greedy -n "$check" -threads "$threads" >"$greedy"
 fi
 
 verify() {
@@ -156,7 +175,10 @@ verify() {
 # engine rather than all of an engine's figures.
 for round in $(seq "${RUNS:-1}"); do
 	note "round $round  load $(cut -d' ' -f1-3 /proc/loadavg)  $(date -u +%H:%M:%SZ)"
-	if [ "$model" = gpt2-124m-random ]; then
+	if [ -n "$q8" ]; then
+		run tinyserve-q8_0 "$out/tsbench" -dtype q8_0 -bandwidth
+		run tinyserve-bf16 "$out/tsbench" -dtype bfloat16
+	elif [ "$model" = gpt2-124m-random ]; then
 		run tinyserve "$out/tsbench" -bandwidth
 		GODEBUG=cpu.avx512f=off run tinyserve-avx2 "$out/tsbench"
 		run tinyserve-bf16 "$out/tsbench" -dtype bfloat16

@@ -67,7 +67,7 @@ func main() {
 	verify := flag.String("verify", "", "check the engines' configuration lines in this results file (threads from -threads, else GOMAXPROCS) and exit")
 	reps := flag.Int("reps", 5, "timed runs per case (the median is reported)")
 	threads := flag.Int("threads", 0, "backend threads (0: GOMAXPROCS)")
-	dtype := flag.String("dtype", "", "weight storage: float32 (default) or bfloat16")
+	dtype := flag.String("dtype", "", "weight storage: float32 (default), bfloat16, or q8_0 (quantized at load, as --quantization q8_0)")
 	cases := flag.String("cases", "prefill-128,prefill-512,decode-b1,decode-b4,decode-b8,decode-b32,e2e-b1,e2e-b4", "comma-separated cases")
 	name := flag.String("engine", "tinyserve", "engine name printed with each result")
 	jsonOut := flag.Bool("json", false, "print one JSON object per case instead of a table row")
@@ -104,7 +104,8 @@ func main() {
 
 	start := time.Now()
 	opts := cpu.Options{Threads: *threads}
-	if err := withDType(&opts, *dtype); err != nil {
+	elem, err := withWeights(m, &opts, *dtype)
+	if err != nil {
 		log.Fatal(err)
 	}
 	b, err := cpu.New(m, opts)
@@ -122,10 +123,6 @@ func main() {
 	}
 	r := &runner{b: b, vocab: m.Config.VocabSize, numBlocks: numBlocks}
 	var gbs float64
-	elem := 4
-	if *dtype == "bfloat16" {
-		elem = 2
-	}
 	if *bandwidth {
 		gbs = readBandwidth(runtime.GOMAXPROCS(0))
 		log.Printf("%s: read bandwidth %.1f GB/s (%d goroutines reading 512 MiB each); decode floor at batch 1 %.1f ms", *name, gbs, runtime.GOMAXPROCS(0), stepBytes(m.Config, elem, 1, decodeContext)/gbs/1e6)
