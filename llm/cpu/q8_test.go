@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/tinyserve/tinyserve/llm/kv"
@@ -37,6 +38,7 @@ func q8LogitTol(name string) float64 {
 func TestQ8Weights(t *testing.T) {
 	for _, ck := range checkpoints {
 		t.Run(ck.name, func(t *testing.T) {
+			skipUnderRace(t, ck.name, "gpt2-tiny", "qwen3-tiny")
 			m, g := loadGolden(t, ck.name)
 			mq, _ := loadGolden(t, ck.name)
 			if err := mq.Quantize(model.QuantQ8_0); err != nil {
@@ -52,7 +54,7 @@ func TestQ8Weights(t *testing.T) {
 			steps, flips := 0, 0
 			for i := range g.Cases {
 				c := &g.Cases[i]
-				if raceEnabled && i > 1 {
+				if raceEnabled && i > 0 {
 					break
 				}
 				id := kv.SeqID(i + 1)
@@ -97,6 +99,7 @@ func TestQ8Weights(t *testing.T) {
 func TestQ8MatchesDequantized(t *testing.T) {
 	for _, ck := range checkpoints {
 		t.Run(ck.name, func(t *testing.T) {
+			skipUnderRace(t, ck.name, "qwen3-tiny")
 			mq, g := loadGolden(t, ck.name)
 			md, _ := loadGolden(t, ck.name)
 			for _, m := range []*model.Model{mq, md} {
@@ -146,4 +149,13 @@ func ptrsOf(ls []model.Linear) []*model.Linear {
 		out[i] = &ls[i]
 	}
 	return out
+}
+
+// skipUnderRace skips checkpoint name under the race detector unless it is
+// one of keep: quantizing and packing a 150k-token vocabulary is slow
+// there, and one model per family covers the 8-bit path's concurrency.
+func skipUnderRace(t *testing.T, name string, keep ...string) {
+	if raceEnabled && !slices.Contains(keep, name) {
+		t.Skip("one checkpoint per family under the race detector")
+	}
 }
