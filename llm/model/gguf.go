@@ -229,7 +229,7 @@ func ggufConfig(f *gguf.File) (Config, error) {
 		c.Norm, c.Rotary, c.MLP, c.Activation = RMSNorm, true, MLPGated, SiLU
 		c.RopeTheta = 10000
 		if f.Has(p + "rope.freq_base") {
-			if c.RopeTheta, err = f.Float(p + "rope.freq_base"); err != nil {
+			if c.RopeTheta, err = ggufFloat(f, p+"rope.freq_base"); err != nil {
 				return Config{}, err
 			}
 		}
@@ -241,7 +241,7 @@ func ggufConfig(f *gguf.File) (Config, error) {
 			return Config{}, fmt.Errorf("%s with q/k norms %v: qwen3 has them, llama and qwen2 do not", name, c.QKNorm)
 		}
 	}
-	if c.NormEps, err = f.Float(p + eps); err != nil {
+	if c.NormEps, err = ggufFloat(f, p+eps); err != nil {
 		return Config{}, err
 	}
 	if c.HeadDim > 0 {
@@ -254,6 +254,18 @@ func ggufConfig(f *gguf.File) (Config, error) {
 		return Config{}, err
 	}
 	return c, nil
+}
+
+// ggufFloat reads a float metadata value. A float32 (as llama.cpp writes
+// them) is taken as the shortest decimal that rounds to it, the value its
+// config.json had (1e-06, not 9.99999997e-07), so that a GGUF model
+// computes with the same epsilon and rotary base as its checkpoint.
+func ggufFloat(f *gguf.File, key string) (float64, error) {
+	v, _ := f.Get(key)
+	if x, ok := v.(float32); ok {
+		return strconv.ParseFloat(strconv.FormatFloat(float64(x), 'g', -1, 32), 64)
+	}
+	return f.Float(key)
 }
 
 // ggufTied reports whether the LM head is the embedding: no
