@@ -20,7 +20,12 @@ import (
 // panelWidth must match f32.PanelWidth: floats per packed panel row.
 const panelWidth = 32
 
-type gen struct{ bytes.Buffer }
+type gen struct {
+	bytes.Buffer
+	// noPrefetch leaves out matKernel's prefetches: for kernels whose
+	// panel is an L1-resident scratch slice (gen_q8.go's widened Q8_0).
+	noPrefetch bool
+}
 
 func (g *gen) p(format string, args ...any) {
 	fmt.Fprintf(&g.Buffer, format, args...)
@@ -121,7 +126,7 @@ func (g *gen) matKernel(name string, rows int, avx512, bf16 bool) {
 	// prefill-128 faster in 5 of 6 pairs each); the hardware brings L2
 	// lines into L1 in time, and the extra instructions cost issue slots.
 	// Prefetches past the panel's end are harmless.
-	for off := 0; off < rowBytes; off += 64 {
+	for off := 0; off < rowBytes && !g.noPrefetch; off += 64 {
 		g.p("\tPREFETCHT1 %d(DX)", 48*rowBytes+off)
 	}
 	if bf16 {

@@ -286,6 +286,12 @@ func (g *gen) q8Kernels() {
 	for r := 1; r <= 4; r++ {
 		g.q8HalfKernel(fmt.Sprintf("mulQ8AVX2HalfR%d", r), r)
 	}
+	// The float32 kernels without prefetches, for the widened slice.
+	g.noPrefetch = true
+	for r := 1; r <= 8; r++ {
+		g.matKernel(fmt.Sprintf("mulL1AVX512R%d", r), r, true, false)
+	}
+	g.noPrefetch = false
 	g.q8Dequant("dequantQ8AVX512", true)
 	g.q8Dequant("dequantQ8AVX2", false)
 }

@@ -30,5 +30,6 @@ func detect() *kernels { return genericKernels }
 // available lists the kernel sets this machine can run, for tests.
 func available() []*kernels { return []*kernels{genericKernels} }
 
-func asmTileQ8(isa, *float32, int, *float32, int, *byte, int, int) bool { return false }
-func asmDequantQ8(isa, *float32, *byte, int) bool                       { return false }
+func asmTileQ8(isa, *float32, int, *float32, int, *byte, int, int) bool    { return false }
+func asmDequantQ8(isa, *float32, *byte, int) bool                          { return false }
+func asmTileL1(isa, *float32, int, *float32, int, *float32, int, int) bool { return false }

@@ -129,19 +129,29 @@ func (p *Packed) mulAddQ8(ks *kernels, y []float32, ldy int, x []float32, ldx in
 				rows := min(mr, m-r)
 				xs := x[r*ldx+k0:]
 				if cols == PanelWidth {
-					tileF32(ks, halves, y[r*ldy+pj:], ldy, xs, ldx, panel, rows, kn)
+					tileL1(ks, halves, y[r*ldy+pj:], ldy, xs, ldx, panel, rows, kn)
 					continue
 				}
 				for i := range rows {
 					copy(tile[i*PanelWidth:i*PanelWidth+cols], y[(r+i)*ldy+pj:(r+i)*ldy+pj+cols])
 				}
-				tileF32(ks, halves, tile[:], PanelWidth, xs, ldx, panel, rows, kn)
+				tileL1(ks, halves, tile[:], PanelWidth, xs, ldx, panel, rows, kn)
 				for i := range rows {
 					copy(y[(r+i)*ldy+pj:(r+i)*ldy+pj+cols], tile[i*PanelWidth:i*PanelWidth+cols])
 				}
 			}
 		}
 	}
+}
+
+// tileL1 is tileF32 for a panel slice already in L1: the AVX-512 kernels
+// without the prefetches that streaming from memory needs (they only cost
+// issue slots here).
+func tileL1(ks *kernels, halves bool, y []float32, ldy int, x []float32, ldx int, panel []float32, rows, kn int) {
+	if asmTileL1(ks.isa, &y[0], ldy, &x[0], ldx, &panel[0], rows, kn) {
+		return
+	}
+	tileF32(ks, halves, y, ldy, x, ldx, panel, rows, kn)
 }
 
 // tileQ8 adds rows×PanelWidth of y += x[rows, K]·panel, the panel's

@@ -51,6 +51,60 @@ func mulQ8AVX2HalfR3(y *float32, ldy int, x *float32, ldx int, s, q *byte, nb in
 func mulQ8AVX2HalfR4(y *float32, ldy int, x *float32, ldx int, s, q *byte, nb int)
 
 //go:noescape
+func mulL1AVX512R1(y *float32, ldy int, x *float32, ldx int, w *float32, k int)
+
+//go:noescape
+func mulL1AVX512R2(y *float32, ldy int, x *float32, ldx int, w *float32, k int)
+
+//go:noescape
+func mulL1AVX512R3(y *float32, ldy int, x *float32, ldx int, w *float32, k int)
+
+//go:noescape
+func mulL1AVX512R4(y *float32, ldy int, x *float32, ldx int, w *float32, k int)
+
+//go:noescape
+func mulL1AVX512R5(y *float32, ldy int, x *float32, ldx int, w *float32, k int)
+
+//go:noescape
+func mulL1AVX512R6(y *float32, ldy int, x *float32, ldx int, w *float32, k int)
+
+//go:noescape
+func mulL1AVX512R7(y *float32, ldy int, x *float32, ldx int, w *float32, k int)
+
+//go:noescape
+func mulL1AVX512R8(y *float32, ldy int, x *float32, ldx int, w *float32, k int)
+
+// asmTileL1 runs the float32 AVX-512 kernel without prefetches on a panel
+// slice already in L1 (the widened Q8_0 slice); false elsewhere, where
+// the caller uses tileF32.
+func asmTileL1(s isa, y *float32, ldy int, x *float32, ldx int, w *float32, rows, k int) bool {
+	if s != isaAVX512 {
+		return false
+	}
+	switch rows {
+	case 1:
+		mulL1AVX512R1(y, ldy, x, ldx, w, k)
+	case 2:
+		mulL1AVX512R2(y, ldy, x, ldx, w, k)
+	case 3:
+		mulL1AVX512R3(y, ldy, x, ldx, w, k)
+	case 4:
+		mulL1AVX512R4(y, ldy, x, ldx, w, k)
+	case 5:
+		mulL1AVX512R5(y, ldy, x, ldx, w, k)
+	case 6:
+		mulL1AVX512R6(y, ldy, x, ldx, w, k)
+	case 7:
+		mulL1AVX512R7(y, ldy, x, ldx, w, k)
+	case 8:
+		mulL1AVX512R8(y, ldy, x, ldx, w, k)
+	default:
+		return false
+	}
+	return true
+}
+
+//go:noescape
 func dequantQ8AVX512(dst *float32, w *byte, nb int)
 
 //go:noescape
