@@ -27,6 +27,19 @@ import (
 // with (decoderFixtures).
 var ggufFixtures = []string{"testdata/gpt2-tiny", "testdata/qwen2-tiny", "testdata/llama-tiny", "testdata/qwen3-tiny"}
 
+// ggufRaceFixtures are those the race detector runs: converting and
+// loading the Llama-family tinies' 150k-row embeddings takes 15-30 s each
+// under it, and their concurrency is GPT-2's.
+var ggufRaceFixtures = ggufFixtures[:1]
+
+// ggufFixturesToRun are the fixtures this build runs.
+func ggufFixturesToRun() []string {
+	if raceEnabled {
+		return ggufRaceFixtures
+	}
+	return ggufFixtures
+}
+
 // writeTinyGGUF converts the checkpoint folder dir into a GGUF file of
 // matrix type typ under t.TempDir(), with its tokenizer's vocabulary and
 // chat template, and returns its path.
@@ -129,7 +142,7 @@ func goldenPrompts(t *testing.T, dir string) (prompts [][]int, want [][]int, wan
 // golden's up to its first near-tie, and every token and margin is exactly
 // what the same checkpoint's folder gives at float32 (margins within 1e-5).
 func TestGGUFGoldensThroughOpen(t *testing.T) {
-	for _, dir := range ggufFixtures {
+	for _, dir := range ggufFixturesToRun() {
 		t.Run(filepath.Base(dir), func(t *testing.T) {
 			path := writeTinyGGUF(t, dir, tensor.F32)
 			prompts, want, wantMargins := goldenPrompts(t, dir)
@@ -192,6 +205,9 @@ func tokenizerFor(t testing.TB, dir string) string {
 // with its tokenizer, and /v1/chat/completions renders the GGUF's chat
 // template.
 func TestGGUFOverHTTP(t *testing.T) {
+	if raceEnabled {
+		t.Skip("loads two 150k-vocabulary models: 18 s under the race detector; the server's concurrency is tested on smaller models")
+	}
 	path := writeTinyGGUF(t, "testdata/qwen3-tiny", tensor.F32)
 	e, err := Open(context.Background(), Config{Model: path, Threads: 2})
 	if err != nil {
@@ -241,7 +257,7 @@ func TestGGUFOverHTTP(t *testing.T) {
 // agreeing steps are logged.
 func TestGGUFQ8_0(t *testing.T) {
 	const q8Tie = 0.5
-	for _, dir := range ggufFixtures {
+	for _, dir := range ggufFixturesToRun() {
 		t.Run(filepath.Base(dir), func(t *testing.T) {
 			path := writeTinyGGUF(t, dir, tensor.Q8_0)
 			prompts, want, _ := goldenPrompts(t, dir)
