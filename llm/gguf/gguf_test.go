@@ -268,6 +268,15 @@ func TestUnsupportedTensorType(t *testing.T) {
 	if _, err = f.Load("x"); err == nil || !strings.Contains(err.Error(), `tensor "x" has ggml type type 99`) {
 		t.Errorf("type 99: %v", err)
 	}
+	// An empty tensor placed past the end of the file is refused, not
+	// sliced.
+	g, err := Parse(build(t, 3, nil, []rawTensor{{"e", []uint64{0}, uint32(TypeF32), 1 << 40}}, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Load("e"); err == nil || !strings.Contains(err.Error(), "outside the file") {
+		t.Errorf("empty tensor past the end: %v", err)
+	}
 	if _, err = f.Load("y"); err == nil || !strings.Contains(err.Error(), `missing tensor "y"`) {
 		t.Errorf("missing: %v", err)
 	}

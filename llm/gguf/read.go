@@ -248,7 +248,10 @@ func (f *File) Data(t *TensorInfo) ([]byte, error) {
 	if f.data == nil && t.Size != 0 {
 		return nil, errors.New("gguf: file closed")
 	}
-	start := f.DataOffset + t.Offset // checked in Parse
+	start := f.DataOffset + t.Offset // checked in Parse for a known type's size
+	if start > uint64(len(f.data)) || t.Size > uint64(len(f.data))-start {
+		return nil, fmt.Errorf("%w: gguf: tensor %q (%d bytes at data offset %d) lies outside the file", ErrBad, t.Name, t.Size, t.Offset)
+	}
 	return f.data[start : start+t.Size : start+t.Size], nil
 }
 
