@@ -46,6 +46,11 @@ type Target struct {
 	// max_num_seqs, max_num_batched_tokens, block_size, num_blocks, ...),
 	// decoded by cmd/sweep; the sweep package only records them.
 	Engine json.RawMessage `json:"engine,omitempty"`
+	// API is the API the sweep speaks to the embedded server: "completions"
+	// (the default, /v1/completions) or "chat" (/v1/chat/completions: each
+	// prompt becomes one user message in the model's chat template, so the
+	// model needs one). A remote server's API follows its url instead.
+	API API `json:"api,omitempty"`
 }
 
 // Config is a sweep config: serving-inference's experiment schema plus
@@ -338,8 +343,10 @@ func (c *Config) validate(fields map[string]json.RawMessage) error {
 		}
 	} else if len(c.Target.Engine) == 0 {
 		return cfgErr("target.engine", "required for an embedded target")
+	} else if a := c.Target.API; a != "" && a != APICompletions && a != APIChat {
+		return cfgErr("target.api", "want %q or %q, got %q", APICompletions, APIChat, a)
 	}
-	if _, err := extraBodyFragment(c.ExtraBody, APIForURL(c.URL)); err != nil {
+	if _, err := extraBodyFragment(c.ExtraBody, c.API()); err != nil {
 		return fmt.Errorf("%w: %v", ErrConfig, err)
 	}
 	if c.SLO != nil && (c.SLO.TTFTS < 0 || c.SLO.TPOTS < 0 || c.SLO.LatencyS < 0) {
@@ -364,6 +371,16 @@ func (c *Config) Resolve(dir string) *Config {
 	return &r
 }
 
+// API is the API the sweep speaks: its url's ([APIForURL]) once the url is
+// known, else, for an embedded target whose server is not yet started,
+// target.api (completions when absent).
+func (c *Config) API() API {
+	if c.URL == "" && c.Embedded() && c.Target.API != "" {
+		return c.Target.API
+	}
+	return APIForURL(c.URL)
+}
+
 // resolvedView is the resolved config as recorded in summary.json and the
 // manifest: every default spelled out, and the API the url speaks ("api",
 // derived from the url rather than a config key, so that the schema stays
@@ -373,7 +390,7 @@ func (c *Config) resolvedView() map[string]any {
 	var m map[string]any
 	_ = DecodeJSONExact(b, &m)
 	if m != nil {
-		m["api"] = string(APIForURL(c.URL))
+		m["api"] = string(c.API())
 	}
 	return m
 }

@@ -28,13 +28,13 @@ func TestCommittedConfigs(t *testing.T) {
 	require.Len(t, si, 8, "serving-inference's four workloads on the built-in Qwen shape, each with a -cpu variant")
 	paths = append(paths, si...)
 	paths = append(paths, filepath.Join(repo, "experiments", "example.json"), filepath.Join(repo, "experiments", "example-vllm.json"),
-		filepath.Join(repo, "experiments", "example-vllm-chat.json"))
+		filepath.Join(repo, "experiments", "example-vllm-chat.json"), filepath.Join(repo, "experiments", "example-chat.json"))
 	for _, p := range paths {
 		t.Run(filepath.Base(p), func(t *testing.T) {
 			cfg, err := sweep.LoadConfig(p)
 			require.NoError(t, err)
 			if strings.HasSuffix(p, "-chat.json") {
-				assert.Equal(t, sweep.APIChat, sweep.APIForURL(cfg.URL), "the chat example speaks chat")
+				assert.Equal(t, sweep.APIChat, cfg.API(), "the chat examples speak chat")
 			}
 			rows, err := sweep.ReadRows(filepath.Join(repo, cfg.Prompts), cfg.NumRequests)
 			require.NoError(t, err)

@@ -26,7 +26,7 @@ import (
 
 // embeddedServer is a running in-process tinyserve.
 type embeddedServer struct {
-	URL   string // the completions endpoint
+	URL   string // the completions or chat endpoint (target.api)
 	Model string // the served model's name
 	// Checkpoint is the model's files by content; nil for a model made in
 	// memory.
@@ -78,7 +78,7 @@ func startEmbedded(ctx context.Context, target *sweep.Target, logger *slog.Logge
 		return errors.Join(derr, serr, eng.Close())
 	}
 	return &embeddedServer{
-		URL:        "http://" + ln.Addr().String() + "/v1/completions",
+		URL:        "http://" + ln.Addr().String() + endpointPath(target.API),
 		Model:      eng.Info().ID,
 		Checkpoint: ck,
 		stop:       stop,
@@ -123,4 +123,12 @@ func noGPUHint(err error) string {
 		return "\nno usable GPU here: --engine backend=cpu runs the same sweep on the CPU"
 	}
 	return ""
+}
+
+// endpointPath is the embedded server's path for the sweep's API.
+func endpointPath(api sweep.API) string {
+	if api == sweep.APIChat {
+		return "/v1/chat/completions"
+	}
+	return "/v1/completions"
 }

@@ -387,3 +387,46 @@ func TestEngineOverridesKeepNumbers(t *testing.T) {
 	_, err = loadConfig(write("0.0"), []string{"max_num_seqs=1"})
 	assert.ErrorContains(t, err, "warmups", "an override does not make 0.0 an integer")
 }
+
+// TestEmbeddedChatSweep runs experiments/example-chat.json, cut to two
+// small runs: target.api "chat" makes the embedded server's endpoint
+// /v1/chat/completions, every request goes through qwen3-tiny's chat
+// template, and the evidence records the chat API.
+func TestEmbeddedChatSweep(t *testing.T) {
+	repo, err := filepath.Abs(filepath.Join("..", ".."))
+	require.NoError(t, err)
+	raw, err := os.ReadFile(filepath.Join(repo, "experiments", "example-chat.json"))
+	require.NoError(t, err)
+	var cfg map[string]any
+	require.NoError(t, json.Unmarshal(raw, &cfg))
+	dir := t.TempDir()
+	cfg["prompts"] = filepath.Join(repo, cfg["prompts"].(string))
+	cfg["num_requests"], cfg["concurrency"], cfg["repeats"], cfg["warmups"] = 3, []int{1, 2}, 1, 0
+	cfg["output_dir"] = dir
+	target := cfg["target"].(map[string]any)
+	require.Equal(t, "chat", target["api"])
+	engine := target["engine"].(map[string]any)
+	engine["model"] = filepath.Join(repo, engine["model"].(string))
+	b, _ := json.Marshal(cfg)
+	path := filepath.Join(dir, "chat.json")
+	require.NoError(t, os.WriteFile(path, b, 0o644))
+
+	_, errOut, err := runApp(path)
+	require.NoError(t, err, errOut)
+	assert.Regexp(t, `embedded target serving \S+ at http://127\.0\.0\.1:\d+/v1/chat/completions`, errOut)
+	root := filepath.Join(dir, cfg["name"].(string))
+	summary, err := os.ReadFile(filepath.Join(root, "summary.json"))
+	require.NoError(t, err)
+	assert.Contains(t, string(summary), `"api": "chat"`)
+	rows, err := os.ReadFile(filepath.Join(root, "repeat-01", "concurrency-002.jsonl"))
+	require.NoError(t, err)
+	assert.Equal(t, 3, strings.Count(string(rows), `"status":200`), string(rows))
+	assert.Equal(t, 3, strings.Count(string(rows), `"output_tokens":32`), "ignore_eos: every answer runs to the row's length")
+
+	// A bad api is refused by name before anything starts.
+	target["api"] = "responses"
+	b, _ = json.Marshal(cfg)
+	require.NoError(t, os.WriteFile(path, b, 0o644))
+	_, _, err = runApp("--output-root", filepath.Join(dir, "bad"), path)
+	require.ErrorContains(t, err, "target.api")
+}
