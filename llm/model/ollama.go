@@ -3,6 +3,7 @@ package model
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -28,6 +29,9 @@ const OllamaModelMediaType = "application/vnd.ollama.image.model"
 // ollamaPart is one component of an ollama name: what ollama's own name
 // check accepts, and never a path element such as "..".
 var ollamaPart = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$`)
+
+// sha256Hex is a layer digest's hexadecimal part.
+var sha256Hex = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
 // ollamaHostPart also allows a port.
 var ollamaHostPart = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,79}(:[0-9]{1,5})?$`)
@@ -87,16 +91,11 @@ func locateOllama(name string, getenv func(string) string) (blob string, looked 
 		return "", []string{manifest + " (no such ollama manifest)"}, nil
 	}
 	defer f.Close()
-	data := make([]byte, maxManifest+1)
-	n, _ := f.Read(data)
-	for n < len(data) {
-		k, rerr := f.Read(data[n:])
-		n += k
-		if rerr != nil || k == 0 {
-			break
-		}
+	data, err := io.ReadAll(io.LimitReader(f, maxManifest+1))
+	if err != nil {
+		return "", nil, fmt.Errorf("model: ollama manifest %s: %w", manifest, err)
 	}
-	if n > maxManifest {
+	if len(data) > maxManifest {
 		return "", nil, fmt.Errorf("%w: ollama manifest %s is larger than %d bytes", ErrBadCheckpoint, manifest, maxManifest)
 	}
 	var m struct {
@@ -105,7 +104,7 @@ func locateOllama(name string, getenv func(string) string) (blob string, looked 
 			Digest    string `json:"digest"`
 		} `json:"layers"`
 	}
-	if err := json.Unmarshal(data[:n], &m); err != nil {
+	if err := json.Unmarshal(data, &m); err != nil {
 		return "", nil, fmt.Errorf("%w: ollama manifest %s: %w", ErrBadCheckpoint, manifest, err)
 	}
 	var types []string
@@ -115,7 +114,7 @@ func locateOllama(name string, getenv func(string) string) (blob string, looked 
 			continue
 		}
 		hex, ok := strings.CutPrefix(l.Digest, "sha256:")
-		if !ok || !regexp.MustCompile(`^[0-9a-f]{64}$`).MatchString(hex) {
+		if !ok || !sha256Hex.MatchString(hex) {
 			return "", nil, fmt.Errorf("%w: ollama manifest %s: model layer digest %q is not sha256:<64 hex digits>", ErrBadCheckpoint, manifest, l.Digest)
 		}
 		blob := filepath.Join(dir, "blobs", "sha256-"+hex)
