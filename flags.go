@@ -18,6 +18,7 @@ const (
 	FlagTokenizer            = "tokenizer"
 	FlagTokenizerDir         = "tokenizer-dir"
 	FlagServedModelName      = "served-model-name"
+	FlagChatTemplate         = "chat-template"
 	FlagMaxNumSeqs           = "max-num-seqs"
 	FlagMaxNumBatchedTokens  = "max-num-batched-tokens"
 	FlagBlockSize            = "block-size"
@@ -54,6 +55,7 @@ func EngineFlags(envPrefix string) []cli.Flag {
 		&cli.StringFlag{Name: FlagTokenizerRevision, EnvVars: env(FlagTokenizerRevision), Usage: "branch, tag or commit hash of the tokenizer's Hugging Face id (--tokenizer, else --model's)"},
 		&cli.StringFlag{Name: FlagTokenizerDir, EnvVars: env(FlagTokenizerDir), Usage: "extra folder searched for Hugging Face tokenizer ids"},
 		&cli.StringFlag{Name: FlagServedModelName, EnvVars: env(FlagServedModelName), Usage: "model name clients use (default: the model's id)"},
+		&cli.StringFlag{Name: FlagChatTemplate, EnvVars: env(FlagChatTemplate), Usage: "chat template for /v1/chat/completions, as vLLM's: a file, or the template itself (default: the model's)"},
 		&cli.IntFlag{Name: FlagMaxNumSeqs, EnvVars: env(FlagMaxNumSeqs), Usage: "most sequences running at once (0: 256)"},
 		&cli.IntFlag{Name: FlagMaxNumBatchedTokens, EnvVars: env(FlagMaxNumBatchedTokens), Usage: "token budget of one step (0: 2048)"},
 		&cli.IntFlag{Name: FlagBlockSize, Value: 16, EnvVars: env(FlagBlockSize), Usage: "tokens per KV block"},
@@ -97,6 +99,7 @@ func ConfigFromFlags(c *cli.Context) (Config, error) {
 		Tokenizer:            c.String(FlagTokenizer),
 		TokenizerDir:         c.String(FlagTokenizerDir),
 		ServedModelName:      c.String(FlagServedModelName),
+		ChatTemplate:         c.String(FlagChatTemplate),
 		MaxNumSeqs:           c.Int(FlagMaxNumSeqs),
 		MaxNumBatchedTokens:  c.Int(FlagMaxNumBatchedTokens),
 		BlockSize:            c.Int(FlagBlockSize),

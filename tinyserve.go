@@ -91,6 +91,12 @@ type Config struct {
 	TokenizerRevision string `json:"tokenizer_revision,omitempty"`
 	// TokenizerDir is an extra folder searched for Hugging Face ids.
 	TokenizerDir string `json:"tokenizer_dir,omitempty"`
+	// ChatTemplate replaces the model's chat template, as vLLM's
+	// --chat-template: a file's path, or the template itself (a value
+	// holding '{', '}' or a newline). Empty keeps the template of the
+	// tokenizer's or the model's folder (tokenizer_config.json's
+	// chat_template or chat_template.jinja, or a GGUF file's).
+	ChatTemplate string `json:"chat_template,omitempty"`
 	// ServedModelName is the name clients use; empty means the model's id.
 	ServedModelName string `json:"served_model_name,omitempty"`
 	// GenerationConfig says where the defaults come from for the sampling
@@ -197,7 +203,16 @@ func Open(ctx context.Context, cfg Config) (*engine.Engine, error) {
 		// served under it is then not also asked for by its path.
 		info.Root, info.ID = info.ID, cfg.ServedModelName
 	}
-	tmpl, tmplVars := chatTemplateOf(info, cfg.Logger)
+	var tmpl llm.ChatTemplate
+	var tmplVars map[string]any
+	if cfg.ChatTemplate != "" {
+		if tmpl, tmplVars, err = givenChatTemplate(cfg.ChatTemplate, info, cfg.Logger); err != nil {
+			closeQuietly(backend)
+			return nil, err
+		}
+	} else {
+		tmpl, tmplVars = chatTemplateOf(info, cfg.Logger)
+	}
 	e, err := engine.New(backend, tok, info, engine.Config{
 		ChatTemplate:        tmpl,
 		ChatVars:            tmplVars,
@@ -575,11 +590,7 @@ func chatTemplateOf(info llm.ModelInfo, lg *slog.Logger) (llm.ChatTemplate, map[
 			return ggufChatTemplate(f, lg)
 		}
 	}
-	dirs := []string{info.Source.Dir}
-	for _, f := range info.Source.TokenizerFiles {
-		dirs = append([]string{filepath.Dir(f)}, dirs...)
-	}
-	for _, dir := range dirs {
+	for _, dir := range tokenizerDirs(info) {
 		t, special, err := chat.Load(dir, "")
 		if err != nil {
 			if exists(filepath.Join(dir, "tokenizer_config.json")) || exists(filepath.Join(dir, "chat_template.jinja")) {

@@ -313,42 +313,9 @@ func (s SpecialTokens) Vars() map[string]any {
 // of that name in the list (as transformers picks "tool_use" for a
 // request with tools when the model has one).
 func Load(dir string, name string) (*Template, SpecialTokens, error) {
-	var cfg struct {
-		ChatTemplate json.RawMessage   `json:"chat_template"`
-		BOS          json.RawMessage   `json:"bos_token"`
-		EOS          json.RawMessage   `json:"eos_token"`
-		UNK          json.RawMessage   `json:"unk_token"`
-		PAD          json.RawMessage   `json:"pad_token"`
-		Additional   []json.RawMessage `json:"additional_special_tokens"`
-	}
-	var toks SpecialTokens
-	cfgPath := filepath.Join(dir, "tokenizer_config.json")
-	raw, err := os.ReadFile(cfgPath)
-	haveCfg := err == nil
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, toks, fmt.Errorf("chat: %w", err)
-	}
-	if haveCfg {
-		if err := json.Unmarshal(raw, &cfg); err != nil {
-			return nil, toks, fmt.Errorf("chat: %s: %w", cfgPath, err)
-		}
-		for _, f := range []struct {
-			raw json.RawMessage
-			dst *string
-		}{{cfg.BOS, &toks.BOS}, {cfg.EOS, &toks.EOS}, {cfg.UNK, &toks.UNK}, {cfg.PAD, &toks.PAD}} {
-			if *f.dst, err = tokenContent(f.raw); err != nil {
-				return nil, toks, fmt.Errorf("chat: %s: %w", cfgPath, err)
-			}
-		}
-		for _, a := range cfg.Additional {
-			s, err := tokenContent(a)
-			if err != nil {
-				return nil, toks, fmt.Errorf("chat: %s: %w", cfgPath, err)
-			}
-			if s != "" {
-				toks.Additional = append(toks.Additional, s)
-			}
-		}
+	cfg, toks, haveCfg, err := readTokenizerConfig(dir)
+	if err != nil {
+		return nil, toks, err
 	}
 	src, err := findTemplate(dir, name, cfg.ChatTemplate, haveCfg)
 	if err != nil {
@@ -425,4 +392,57 @@ func tokenContent(raw json.RawMessage) (string, error) {
 		return "", fmt.Errorf("a special token is neither a string nor an object with a content")
 	}
 	return *obj.Content, nil
+}
+
+// tokenizerConfig is what Load reads of tokenizer_config.json.
+type tokenizerConfig struct {
+	ChatTemplate json.RawMessage   `json:"chat_template"`
+	BOS          json.RawMessage   `json:"bos_token"`
+	EOS          json.RawMessage   `json:"eos_token"`
+	UNK          json.RawMessage   `json:"unk_token"`
+	PAD          json.RawMessage   `json:"pad_token"`
+	Additional   []json.RawMessage `json:"additional_special_tokens"`
+}
+
+// readTokenizerConfig reads dir's tokenizer_config.json, if there is one,
+// and the special tokens it names; haveCfg says whether it exists.
+func readTokenizerConfig(dir string) (cfg tokenizerConfig, toks SpecialTokens, haveCfg bool, err error) {
+	cfgPath := filepath.Join(dir, "tokenizer_config.json")
+	raw, err := os.ReadFile(cfgPath)
+	haveCfg = err == nil
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return cfg, toks, false, fmt.Errorf("chat: %w", err)
+	}
+	if haveCfg {
+		if err := json.Unmarshal(raw, &cfg); err != nil {
+			return cfg, toks, haveCfg, fmt.Errorf("chat: %s: %w", cfgPath, err)
+		}
+		for _, f := range []struct {
+			raw json.RawMessage
+			dst *string
+		}{{cfg.BOS, &toks.BOS}, {cfg.EOS, &toks.EOS}, {cfg.UNK, &toks.UNK}, {cfg.PAD, &toks.PAD}} {
+			if *f.dst, err = tokenContent(f.raw); err != nil {
+				return cfg, toks, haveCfg, fmt.Errorf("chat: %s: %w", cfgPath, err)
+			}
+		}
+		for _, a := range cfg.Additional {
+			s, err := tokenContent(a)
+			if err != nil {
+				return cfg, toks, haveCfg, fmt.Errorf("chat: %s: %w", cfgPath, err)
+			}
+			if s != "" {
+				toks.Additional = append(toks.Additional, s)
+			}
+		}
+	}
+	return cfg, toks, haveCfg, nil
+}
+
+// LoadSpecialTokens reads the special tokens of dir's
+// tokenizer_config.json, as Load does; none when it has no such file. A
+// template given on its own (vLLM's --chat-template) is rendered with the
+// model's tokens.
+func LoadSpecialTokens(dir string) (SpecialTokens, error) {
+	_, toks, _, err := readTokenizerConfig(dir)
+	return toks, err
 }
