@@ -45,7 +45,7 @@ func EngineFlags(envPrefix string) []cli.Flag {
 		return []string{envPrefix + EnvName(name)}
 	}
 	return []cli.Flag{
-		&cli.StringFlag{Name: FlagModel, Value: DefaultModel, EnvVars: env(FlagModel), Usage: "built-in model (tiny-gpt2, gpt2-124m-random; random weights), a Hugging Face GPT-2 checkpoint folder, or its id in the local Hugging Face cache (gpt2, openai-community/gpt2; never downloaded)"},
+		&cli.StringFlag{Name: FlagModel, Value: DefaultModel, EnvVars: env(FlagModel), Usage: "built-in model (tiny-gpt2, gpt2-124m-random, qwen2.5-0.5b-random; random weights), a Hugging Face checkpoint folder (GPT-2, Llama, Qwen2, Qwen3) or its id in the local Hugging Face cache (openai-community/gpt2), a GGUF file, or an ollama model in the local ollama store (qwen2.5:0.5b-instruct-q8_0); never downloaded"},
 		&cli.StringFlag{Name: FlagRevision, EnvVars: env(FlagRevision), Usage: "branch, tag or commit hash of a --model given as a Hugging Face id (default: the cache's main)"},
 		&cli.StringFlag{Name: FlagLoadFormat, Value: "auto", EnvVars: env(FlagLoadFormat), Usage: "how weights are read, as vLLM's: auto (safetensors, else pytorch_model.bin), safetensors, pt, or dummy (random weights in config.json's shape)"},
 		&cli.StringFlag{Name: FlagBackend, Value: BackendCPU, EnvVars: env(FlagBackend), Usage: "cpu, cuda or mock"},

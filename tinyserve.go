@@ -47,8 +47,10 @@ const (
 type Config struct {
 	// Model is a built-in model name (tiny-gpt2, gpt2-124m-random,
 	// qwen2.5-0.5b-random), a Hugging Face checkpoint folder (GPT-2, Llama,
-	// Qwen2/2.5, Qwen3), or the id of one in the local Hugging Face cache
-	// (Qwen/Qwen2.5-0.5B-Instruct; nothing is downloaded). Empty means
+	// Qwen2/2.5, Qwen3), the id of one in the local Hugging Face cache
+	// (Qwen/Qwen2.5-0.5B-Instruct), a GGUF file (or a folder holding one),
+	// or an ollama model name in the local ollama store
+	// (qwen2.5:0.5b-instruct-q8_0); nothing is downloaded. Empty means
 	// DefaultModel.
 	Model string `json:"model,omitempty"`
 	// Revision is the branch, tag or commit hash of a Model given as a
