@@ -2,6 +2,8 @@ package tinyserve
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -318,5 +320,55 @@ func TestGGUFQ8_0(t *testing.T) {
 			}
 			t.Logf("Q8_0 vs float32 greedy: %d of %d steps the same token, %d in the common prefixes; %d steps before a float32 margin under %v", same, steps, prefix, beforeTie, q8Tie)
 		})
+	}
+}
+
+// TestGGUFOllamaThroughOpen serves an ollama model (a synthesized store:
+// a manifest naming the GGUF as a sha256-<hex> blob, without the .gguf
+// extension) through tinyserve.Open: the model and its tokenizer come
+// from the blob, and it answers as the same file named by its path.
+func TestGGUFOllamaThroughOpen(t *testing.T) {
+	path := writeTinyGGUF(t, "testdata/gpt2-tiny", tensor.F32)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	sum := sha256.Sum256(data)
+	digest := hex.EncodeToString(sum[:])
+	blob := filepath.Join(root, "blobs", "sha256-"+digest)
+	manifest := filepath.Join(root, "manifests", "registry.ollama.ai", "library", "tiny-gpt2-gguf", "f32")
+	for p, b := range map[string][]byte{blob: data, manifest: []byte(`{"layers":[{"mediaType":"application/vnd.ollama.image.model","digest":"sha256:` + digest + `"}]}`)} {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	getenv := func(k string) string { return map[string]string{"OLLAMA_MODELS": root, "HF_HUB_CACHE": t.TempDir()}[k] }
+	run := func(model string) (string, llm.ModelInfo) {
+		e, err := Open(context.Background(), Config{Model: model, Getenv: getenv, Threads: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		ch, err := e.Generate(context.Background(), llm.Request{PromptTokens: e.Tokenizer().Encode("Héllo wörld, 你好", false), Params: llm.SamplingParams{MaxTokens: 8, IgnoreEOS: true}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var text strings.Builder
+		for ev := range ch {
+			if ev.Err != nil {
+				t.Fatal(ev.Err)
+			}
+			text.WriteString(ev.Text)
+		}
+		return text.String(), e.Info()
+	}
+	got, info := run("tiny-gpt2-gguf:f32")
+	want, _ := run(path)
+	if got != want || info.ID != "tiny-gpt2-gguf:f32" || info.Source == nil || !slices.Equal(info.Source.TokenizerFiles, []string{blob}) {
+		t.Errorf("ollama model: %q (id %q, source %+v); the file by its path: %q", got, info.ID, info.Source, want)
 	}
 }

@@ -2,7 +2,9 @@ package model
 
 import (
 	"fmt"
+	"io"
 	"math"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -32,8 +34,23 @@ var ggufArchs = map[string]Arch{"gpt2": ArchGPT2, "llama": ArchLlama, "qwen2": A
 // ggufClasses are the Hugging Face classes a GGUF architecture stands for.
 var ggufClasses = map[Arch]string{ArchGPT2: "GPT2LMHeadModel", ArchLlama: "LlamaForCausalLM", ArchQwen2: "Qwen2ForCausalLM", ArchQwen3: "Qwen3ForCausalLM"}
 
-// IsGGUF reports whether path names a GGUF file by its extension.
-func IsGGUF(path string) bool { return strings.EqualFold(filepath.Ext(path), ".gguf") }
+// IsGGUF reports whether path names a GGUF file: by its extension, or
+// for a file without it (an ollama blob, sha256-<hex>) by its magic.
+func IsGGUF(path string) bool {
+	if hasGGUFExt(path) {
+		return true
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	var magic [4]byte
+	_, err = io.ReadFull(f, magic[:])
+	return err == nil && string(magic[:]) == gguf.Magic
+}
+
+func hasGGUFExt(path string) bool { return strings.EqualFold(filepath.Ext(path), ".gguf") }
 
 // LoadGGUF reads a GGUF file of a gpt2, llama, qwen2 or qwen3 model: the
 // config from its metadata, the weights memory-mapped (F32, F16, BF16 and

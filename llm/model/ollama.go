@@ -138,7 +138,7 @@ func ggufInFolder(dir string) (string, error) {
 	}
 	var found []string
 	for _, e := range entries {
-		if !e.IsDir() && IsGGUF(e.Name()) {
+		if !e.IsDir() && hasGGUFExt(e.Name()) {
 			found = append(found, e.Name())
 		}
 	}

@@ -290,7 +290,7 @@ func resolveGGUF(name string, o ResolveOptions) (Source, bool, error) {
 			return Source{}, false, err
 		}
 		path = p
-	} else if err == nil && IsGGUF(name) {
+	} else if err == nil && !st.IsDir() && IsGGUF(name) {
 		path = name
 	}
 	if path == "" {
