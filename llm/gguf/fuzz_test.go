@@ -15,7 +15,7 @@ import (
 func FuzzParse(f *testing.F) {
 	var b bytes.Buffer
 	if err := Write(&b, []KV{{"general.alignment", uint32(32)}, {"a", []string{"x", "y"}}, {"n", []any{[]uint8{1}}}},
-		[]TensorOut{{"w", []uint64{32, 2}, tensor.Q8_0, func() tensor.Tensor { return tensor.FromFloat32(make([]float32, 64), 2, 32) }}}); err != nil {
+		[]TensorOut{{Name: "w", Dims: []uint64{32, 2}, Type: tensor.Q8_0, Data: func() tensor.Tensor { return tensor.FromFloat32(make([]float32, 64), 2, 32) }}}); err != nil {
 		f.Fatal(err)
 	}
 	f.Add(b.Bytes())

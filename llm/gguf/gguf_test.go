@@ -291,12 +291,39 @@ func TestWriteRefuses(t *testing.T) {
 	}{
 		{[]KV{{"k", 1}}, nil, "unsupported value type int"},
 		{[]KV{{"k", uint32(1)}, {"k", uint32(1)}}, nil, "duplicate metadata key"},
-		{nil, []TensorOut{{"w", []uint64{16}, tensor.Q8_0, one}}, "whole 32-value blocks"},
-		{nil, []TensorOut{{"w", []uint64{16}, "F64", one}}, "unsupported type"},
-		{nil, []TensorOut{{"w", []uint64{8}, tensor.F32, one}}, "has 16 values"},
+		{nil, []TensorOut{{Name: "w", Dims: []uint64{16}, Type: tensor.Q8_0, Data: one}}, "whole 32-value blocks"},
+		{nil, []TensorOut{{Name: "w", Dims: []uint64{16}, Type: "F64", Data: one}}, "unsupported type"},
+		{nil, []TensorOut{{Name: "w", Dims: []uint64{8}, Type: tensor.F32, Data: one}}, "has 16 values"},
 	} {
 		if err := Write(&bytes.Buffer{}, c.meta, c.ts); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("Write: %v, want %q", err, c.want)
 		}
+	}
+}
+
+// TestQuantizeQ4_0 checks the reference rounding on a hand-computed block
+// and the round trip through Q4_0ToQ8_0.
+func TestQuantizeQ4_0(t *testing.T) {
+	v := make([]float32, 32)
+	for j := range v {
+		v[j] = float32(j) - 16 // -16 (the largest magnitude) .. 15
+	}
+	b, err := QuantizeQ4_0(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// d = -16/-8 = 2: q = trunc(x/2 + 8.5), so -16 -> 0, 15 -> 16 clamped to 15.
+	if d := tensor.F16ToF32(binary.LittleEndian.Uint16(b)); d != 2 {
+		t.Fatalf("d = %v, want 2", d)
+	}
+	q, _ := tensor.FromQ8_0(Q4_0ToQ8_0(b), 32)
+	for j, got := range q.Float32s() {
+		want := 2 * float32(min(15, int8(v[j]/2+8.5))-8)
+		if got != want {
+			t.Errorf("value %d: %v, want %v", j, got, want)
+		}
+	}
+	if _, err := QuantizeQ4_0(make([]float32, 31)); err == nil {
+		t.Error("a partial block was quantized")
 	}
 }

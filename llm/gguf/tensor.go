@@ -1,7 +1,9 @@
 package gguf
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math"
 
 	"github.com/tinyserve/tinyserve/llm/tensor"
 )
@@ -73,4 +75,37 @@ func Q4_0ToQ8_0(raw []byte) []byte {
 		}
 	}
 	return dst
+}
+
+// QuantizeQ4_0 quantizes v (a whole number of 32-value blocks) to ggml's
+// Q4_0 blocks with llama.cpp's reference rounding (quantize_row_q4_0_ref):
+// per block, d = m/−8 where m is the value of largest magnitude, q =
+// min(15, trunc(x/d + 8.5)), d stored as float16. Files with Q4_0 weights
+// are read back as Q8_0 (Q4_0ToQ8_0).
+func QuantizeQ4_0(v []float32) ([]byte, error) {
+	if len(v)%32 != 0 {
+		return nil, fmt.Errorf("gguf: Q4_0 needs whole blocks of 32 values, got %d", len(v))
+	}
+	out := make([]byte, len(v)/32*18)
+	for b := range len(v) / 32 {
+		x, y := v[b*32:(b+1)*32], out[b*18:(b+1)*18]
+		var amax, m float32
+		for _, f := range x {
+			if a := float32(math.Abs(float64(f))); a > amax {
+				amax, m = a, f
+			}
+		}
+		d := m / -8
+		var id float32
+		if d != 0 {
+			id = 1 / d
+		}
+		binary.LittleEndian.PutUint16(y, tensor.F32ToF16(d))
+		for j := range 16 {
+			q0 := min(15, int8(x[j]*id+8.5))
+			q1 := min(15, int8(x[16+j]*id+8.5))
+			y[2+j] = byte(q0) | byte(q1)<<4
+		}
+	}
+	return out, nil
 }

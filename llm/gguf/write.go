@@ -22,6 +22,11 @@ type TensorOut struct {
 	Dims []uint64
 	Type tensor.DType
 	Data func() tensor.Tensor
+	// Encoded, when set, are the tensor's bytes already in ggml type
+	// GGMLType (a Q4_0 tensor, one copied from another file): written as
+	// they are, Type and Data unused.
+	Encoded  []byte
+	GGMLType Type
 }
 
 func (t *TensorOut) elems() uint64 {
@@ -50,18 +55,30 @@ func ggmlType(d tensor.DType) (Type, bool) {
 // size is the bytes of t's data, or an error when its type or shape cannot
 // be written.
 func (t *TensorOut) size() (uint64, error) {
-	typ, ok := ggmlType(t.Type)
+	typ, ok := t.ggml()
 	if !ok {
 		return 0, fmt.Errorf("gguf: tensor %q: unsupported type %q (want F32, F16, BF16 or Q8_0)", t.Name, t.Type)
 	}
 	if len(t.Dims) == 0 || len(t.Dims) > MaxDims {
 		return 0, fmt.Errorf("gguf: tensor %q: %d dimensions (1 to %d)", t.Name, len(t.Dims), MaxDims)
 	}
-	vals, bytes, _ := typ.Block()
-	if t.Dims[0]%vals != 0 {
-		return 0, fmt.Errorf("gguf: tensor %q: %s needs rows of whole %d-value blocks, got %d", t.Name, t.Type, vals, t.Dims[0])
+	vals, bytes, known := typ.Block()
+	if !known || t.Dims[0]%vals != 0 {
+		return 0, fmt.Errorf("gguf: tensor %q: %s needs rows of whole %d-value blocks, got %d", t.Name, typ, vals, t.Dims[0])
 	}
-	return t.elems() / vals * bytes, nil
+	n := t.elems() / vals * bytes
+	if t.Encoded != nil && uint64(len(t.Encoded)) != n {
+		return 0, fmt.Errorf("gguf: tensor %q: %d encoded bytes, %s %v needs %d", t.Name, len(t.Encoded), typ, t.Dims, n)
+	}
+	return n, nil
+}
+
+// ggml is the ggml type the tensor is written in.
+func (t *TensorOut) ggml() (Type, bool) {
+	if t.Encoded != nil {
+		return t.GGMLType, true
+	}
+	return ggmlType(t.Type)
 }
 
 func alignUp(n, a uint64) uint64 { return (n + a - 1) / a * a }
@@ -279,7 +296,7 @@ func Write(w io.Writer, meta []KV, tensors []TensorOut) error {
 		for _, d := range t.Dims {
 			g.u64(d)
 		}
-		typ, _ := ggmlType(t.Type)
+		typ, _ := t.ggml()
 		g.u32(uint32(typ))
 		g.u64(offsets[i])
 	}
@@ -303,6 +320,10 @@ func Write(w io.Writer, meta []KV, tensors []TensorOut) error {
 
 // tensorData writes t's values converted to t.Type.
 func (g *writer) tensorData(t *TensorOut) error {
+	if t.Encoded != nil {
+		g.bytes(t.Encoded)
+		return nil
+	}
 	data := t.Data()
 	if uint64(data.Len()) != t.elems() {
 		return fmt.Errorf("gguf: tensor %q has %d values, its dimensions %v need %d", t.Name, data.Len(), t.Dims, t.elems())

@@ -316,3 +316,53 @@ func TestGGUFUnsupportedTypes(t *testing.T) {
 		t.Errorf("error %v, want the types named", err)
 	}
 }
+
+// q4_0Tensors replaces every matrix of ts (but GPT-2's position
+// embedding) by its Q4_0 encoding, as llama-quantize's Q4_0 files have
+// them.
+func q4_0Tensors(t *testing.T, ts []gguf.TensorOut) []gguf.TensorOut {
+	t.Helper()
+	for i := range ts {
+		if len(ts[i].Dims) != 2 || ts[i].Name == "position_embd.weight" {
+			continue
+		}
+		enc, err := gguf.QuantizeQ4_0(ts[i].Data().Float32s())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts[i].Encoded, ts[i].GGMLType = enc, gguf.TypeQ4_0
+	}
+	return ts
+}
+
+// TestGGUFQ4_0 reads a model whose matrices are Q4_0: each becomes the
+// Q8_0 tensor holding the same values (1.06 bytes a weight in memory).
+func TestGGUFQ4_0(t *testing.T) {
+	m := smallGGUFModel(t, "../../testdata/llama-tiny", tensor.F32)
+	meta, ts, err := GGUFTensors(m, GGUFOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := LoadGGUF(writeGGUFFile(t, "q4.gguf", meta, q4_0Tensors(t, ts)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	w := g.Weights.Layers[1].Up[1].W // blk.1.ffn_up
+	if w.DType != tensor.Q8_0 || g.Weights.Embed.DType != tensor.Q8_0 {
+		t.Fatalf("weights read as %s, embedding %s; want Q8_0", w.DType, g.Weights.Embed.DType)
+	}
+	enc, _ := gguf.QuantizeQ4_0(m.Weights.Layers[1].Up[1].W.Float32s())
+	want, _ := tensor.FromQ8_0(gguf.Q4_0ToQ8_0(enc), w.Shape...)
+	if !slices.Equal(w.Float32s(), want.Float32s()) {
+		t.Error("blk.1.ffn_up's values differ from its Q4_0 encoding's")
+	}
+	// The permuted q projection comes back in Hugging Face's row order.
+	q := g.Weights.Layers[0].QKV[0].W.Float32s()
+	hf := m.Weights.Layers[0].QKV[0].W.Float32s()
+	for i := 0; i < len(q); i += 7 {
+		if d := q[i] - hf[i]; d > 0.2 || d < -0.2 {
+			t.Fatalf("q projection value %d: %v, want about %v", i, q[i], hf[i])
+		}
+	}
+}
