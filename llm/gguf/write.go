@@ -22,10 +22,11 @@ type TensorOut struct {
 	Dims []uint64
 	Type tensor.DType
 	Data func() tensor.Tensor
-	// Encoded, when set, are the tensor's bytes already in ggml type
-	// GGMLType (a Q4_0 tensor, one copied from another file): written as
-	// they are, Type and Data unused.
-	Encoded  []byte
+	// Encoded, when set, returns the tensor's bytes already in ggml type
+	// GGMLType (Q4_0 blocks, a tensor copied from another file): written
+	// as they are, Type and Data unused. Like Data it is called once,
+	// while the data section is written.
+	Encoded  func() []byte
 	GGMLType Type
 }
 
@@ -66,11 +67,7 @@ func (t *TensorOut) size() (uint64, error) {
 	if !known || t.Dims[0]%vals != 0 {
 		return 0, fmt.Errorf("gguf: tensor %q: %s needs rows of whole %d-value blocks, got %d", t.Name, typ, vals, t.Dims[0])
 	}
-	n := t.elems() / vals * bytes
-	if t.Encoded != nil && uint64(len(t.Encoded)) != n {
-		return 0, fmt.Errorf("gguf: tensor %q: %d encoded bytes, %s %v needs %d", t.Name, len(t.Encoded), typ, t.Dims, n)
-	}
-	return n, nil
+	return t.elems() / vals * bytes, nil
 }
 
 // ggml is the ggml type the tensor is written in.
@@ -321,7 +318,11 @@ func Write(w io.Writer, meta []KV, tensors []TensorOut) error {
 // tensorData writes t's values converted to t.Type.
 func (g *writer) tensorData(t *TensorOut) error {
 	if t.Encoded != nil {
-		g.bytes(t.Encoded)
+		b := t.Encoded()
+		if n, _ := t.size(); uint64(len(b)) != n {
+			return fmt.Errorf("gguf: tensor %q: %d encoded bytes, %s %v needs %d", t.Name, len(b), t.GGMLType, t.Dims, n)
+		}
+		g.bytes(b)
 		return nil
 	}
 	data := t.Data()

@@ -330,7 +330,7 @@ func q4_0Tensors(t *testing.T, ts []gguf.TensorOut) []gguf.TensorOut {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ts[i].Encoded, ts[i].GGMLType = enc, gguf.TypeQ4_0
+		ts[i].Encoded, ts[i].GGMLType = func() []byte { return enc }, gguf.TypeQ4_0
 	}
 	return ts
 }
@@ -343,7 +343,18 @@ func TestGGUFQ4_0(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := LoadGGUF(writeGGUFFile(t, "q4.gguf", meta, q4_0Tensors(t, ts)))
+	path := writeGGUFFile(t, "q4.gguf", meta, q4_0Tensors(t, ts))
+	// WriteGGUF's own Q4_0 option writes the same file.
+	meta2, ts2, err := GGUFTensors(m, GGUFOptions{Type: GGUFQ4_0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := os.ReadFile(path)
+	b, _ := os.ReadFile(writeGGUFFile(t, "q4b.gguf", meta2, ts2))
+	if !bytes.Equal(a[len(a)-len(a)/2:], b[len(b)-len(b)/2:]) {
+		t.Error("GGUFOptions{Type: GGUFQ4_0} writes other data than the Q4_0 encoding of each matrix")
+	}
+	g, err := LoadGGUF(path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,13 +9,18 @@ import (
 	"github.com/tinyserve/tinyserve/llm/tensor"
 )
 
+// GGUFQ4_0 asks WriteGGUF for ggml's 4-bit Q4_0 matrices
+// (gguf.QuantizeQ4_0), which LoadGGUF reads back as Q8_0: not a type a
+// tensor.Tensor holds, only a GGUFOptions.Type.
+const GGUFQ4_0 tensor.DType = "Q4_0"
+
 // GGUFOptions are WriteGGUF's choices.
 type GGUFOptions struct {
 	// Type is how the file stores the matrices (the embedding, the
-	// projections, an untied LM head): F32, F16, BF16 or Q8_0. Norm gains,
-	// biases and GPT-2's position embedding are always F32, as llama.cpp's
-	// converter writes them; a matrix whose rows are not whole Q8_0 blocks
-	// falls back to F16, as there. Empty means F32.
+	// projections, an untied LM head): F32, F16, BF16, Q8_0 or GGUFQ4_0.
+	// Norm gains, biases and GPT-2's position embedding are always F32,
+	// as llama.cpp's converter writes them; a matrix whose rows are not
+	// whole 32-value blocks falls back to F16, as there. Empty means F32.
 	Type tensor.DType
 	// Metadata is added after the model's own: the tokenizer's
 	// (tokenizer.ggml.*, see tokenizer.GGUFVocab.KVs), a chat template
@@ -31,6 +36,8 @@ func fileType(t tensor.DType) uint32 {
 		return 1 // LLAMA_FTYPE_MOSTLY_F16
 	case tensor.Q8_0:
 		return 7 // LLAMA_FTYPE_MOSTLY_Q8_0
+	case GGUFQ4_0:
+		return 2 // LLAMA_FTYPE_MOSTLY_Q4_0
 	case tensor.BF16:
 		return 32 // LLAMA_FTYPE_MOSTLY_BF16
 	}
@@ -59,9 +66,9 @@ func GGUFTensors(m *Model, o GGUFOptions) ([]gguf.KV, []gguf.TensorOut, error) {
 		o.Type = tensor.F32
 	}
 	switch o.Type {
-	case tensor.F32, tensor.F16, tensor.BF16, tensor.Q8_0:
+	case tensor.F32, tensor.F16, tensor.BF16, tensor.Q8_0, GGUFQ4_0:
 	default:
-		return nil, nil, fmt.Errorf("gguf: weight type %q: want F32, F16, BF16 or Q8_0", o.Type)
+		return nil, nil, fmt.Errorf("gguf: weight type %q: want F32, F16, BF16, Q8_0 or Q4_0", o.Type)
 	}
 	arch := ""
 	for name, a := range ggufArchs {
@@ -144,7 +151,7 @@ func GGUFTensors(m *Model, o GGUFOptions) ([]gguf.KV, []gguf.TensorOut, error) {
 		typ := tensor.F32
 		if len(dims) == 2 && gp.dst != &w.Positions {
 			typ = o.Type
-			if typ == tensor.Q8_0 && dims[0]%tensor.Q8_0BlockLen != 0 {
+			if (typ == tensor.Q8_0 || typ == GGUFQ4_0) && dims[0]%tensor.Q8_0BlockLen != 0 {
 				typ = tensor.F16
 			}
 		}
@@ -152,7 +159,15 @@ func GGUFTensors(m *Model, o GGUFOptions) ([]gguf.KV, []gguf.TensorOut, error) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("gguf: model %q: tensor %q: %w", m.Name, gp.name, err)
 		}
-		ts = append(ts, gguf.TensorOut{Name: gp.name, Dims: dims, Type: typ, Data: data})
+		out := gguf.TensorOut{Name: gp.name, Dims: dims, Type: typ, Data: data}
+		if typ == GGUFQ4_0 {
+			out.GGMLType = gguf.TypeQ4_0
+			out.Encoded = func() []byte {
+				enc, _ := gguf.QuantizeQ4_0(data().Float32s()) // whole blocks: checked above
+				return enc
+			}
+		}
+		ts = append(ts, out)
 	}
 	if c.TiedEmbeddings && c.Arch == ArchGPT2 {
 		// Written even when tied, as llama.cpp's converter does for GPT-2,

@@ -14,10 +14,11 @@
 //     folder's or -tokenizer's tokenizer.json, bfloat16 by default.
 //
 // -type q8_0 writes ggml's Q8_0 (tensor.QuantizeQ8_0, the same bytes as
-// llama.cpp's reference quantizer). Norm gains and biases are float32 in
-// every case.
+// llama.cpp's reference quantizer), -type q4_0 its Q4_0
+// (gguf.QuantizeQ4_0, likewise; tinyserve reads it back as Q8_0). Norm
+// gains and biases are float32 in every case.
 //
-//	go run ./bench/cpu/gguf -in CKPT_DIR -out model.gguf [-type f32|f16|bf16|q8_0] [-tokenizer tokenizer.json]
+//	go run ./bench/cpu/gguf -in CKPT_DIR -out model.gguf [-type f32|f16|bf16|q8_0|q4_0] [-tokenizer tokenizer.json]
 //
 // With -greedy it instead prints, as one JSON object, the ids tinyserve's
 // CPU backend generates greedily on the checkpoint (a GGUF file too) from
@@ -53,18 +54,18 @@ func main() {
 	promptLen := flag.Int("prompt-len", 32, "with -greedy: prompt length in tokens")
 	n := flag.Int("n", 16, "with -greedy: tokens to generate")
 	threads := flag.Int("threads", 0, "with -greedy: backend threads (0: GOMAXPROCS)")
-	typ := flag.String("type", "", "how the file stores the matrices: f32, f16, bf16 or q8_0 (default: f32 for GPT-2, bf16 otherwise)")
+	typ := flag.String("type", "", "how the file stores the matrices: f32, f16, bf16, q8_0 or q4_0 (default: f32 for GPT-2, bf16 otherwise)")
 	tok := flag.String("tokenizer", "", "the tokenizer.json to write (default: the checkpoint folder's, else the built-in one for GPT-2 and Qwen)")
 	flag.Parse()
 	log.SetFlags(0)
 	log.SetPrefix("gguf: ")
 	if *in == "" || (*out == "") == !*greedy {
-		fmt.Fprintln(os.Stderr, "usage: gguf -in CKPT -out FILE.gguf [-type f32|f16|bf16|q8_0] [-tokenizer tokenizer.json] | gguf -in CKPT -greedy [-prompt-len 32] [-n 16]")
+		fmt.Fprintln(os.Stderr, "usage: gguf -in CKPT -out FILE.gguf [-type f32|f16|bf16|q8_0|q4_0] [-tokenizer tokenizer.json] | gguf -in CKPT -greedy [-prompt-len 32] [-n 16]")
 		os.Exit(2)
 	}
-	wtype, ok := map[string]tensor.DType{"": "", "f32": tensor.F32, "f16": tensor.F16, "bf16": tensor.BF16, "q8_0": tensor.Q8_0}[*typ]
+	wtype, ok := map[string]tensor.DType{"": "", "f32": tensor.F32, "f16": tensor.F16, "bf16": tensor.BF16, "q8_0": tensor.Q8_0, "q4_0": model.GGUFQ4_0}[*typ]
 	if !ok {
-		log.Fatalf("-type %q: want f32, f16, bf16 or q8_0", *typ)
+		log.Fatalf("-type %q: want f32, f16, bf16, q8_0 or q4_0", *typ)
 	}
 	m, err := model.OpenWith(*in, model.OpenOptions{})
 	if err != nil {
