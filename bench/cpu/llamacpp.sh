@@ -25,7 +25,7 @@
 #                     (default ~/.cache/tinyserve-llamacpp)
 #   NODE_LLAMA_CPP    npm version spec to install (default 3)
 #   THREADS           llama.cpp threads (default: all cores, nproc)
-#   TYPE=f32|f16|bf16 how the GGUF stores the matrices (default: f32 for
+#   TYPE=f32|f16|bf16|q8_0|q4_0  how the GGUF stores the matrices (default: f32 for
 #                     GPT-2, bf16 for Qwen2, exact for a bfloat16 checkpoint)
 #   KV=f16|f32        KV cache type (default f16, llama.cpp's default)
 #   FLASH=auto|true|false  flash attention (default auto)
@@ -92,7 +92,8 @@ if [ "$check" -gt 0 ]; then
 	if [ -n "${GREEDY_JSON:-}" ]; then
 		cp "$GREEDY_JSON" "$want"
 	else
-		go run ./bench/cpu/gguf -in "$ckpt" -greedy -n "$check" >"$want" || die "tinyserve greedy run failed"
+		# On the same GGUF file: with TYPE=q8_0 both engines run the same 8-bit weights.
+		go run ./bench/cpu/gguf -in "$gguf" -greedy -n "$check" >"$want" || die "tinyserve greedy run failed"
 	fi
 	rc=0
 	peer --check "$check" --expect "$want" >"$got" || rc=$?
