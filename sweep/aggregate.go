@@ -1,6 +1,10 @@
 package sweep
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/tinyserve/tinyserve/sweep/loadgen"
+)
 
 // RunData is one finished run as the analysis sees it: its spec, where its
 // files are, and their contents.
@@ -8,8 +12,8 @@ type RunData struct {
 	Spec        RunSpec
 	RawPath     string
 	SummaryPath string
-	Records     []Record
-	Summary     Summary
+	Records     []loadgen.Record
+	Summary     loadgen.Summary
 	// Server is the server's metrics around the run (its .metrics.json);
 	// nil when there is none.
 	Server *RunMetrics
@@ -18,9 +22,9 @@ type RunData struct {
 // MeasuredRun is an entry of summary.json's measured_runs.
 type MeasuredRun struct {
 	RunSpec
-	Raw     string  `json:"raw"`
-	Summary string  `json:"summary"`
-	Metrics Summary `json:"metrics"`
+	Raw     string          `json:"raw"`
+	Summary string          `json:"summary"`
+	Metrics loadgen.Summary `json:"metrics"`
 }
 
 // RepeatMedians are medians over a level's measured repeats: what the
@@ -54,7 +58,7 @@ type LevelAggregate struct {
 	Sessions int `json:"sessions,omitempty"`
 	// Figures pool the repeats' records over the sum of their durations;
 	// goodput is against the SLO the runs recorded.
-	Figures
+	loadgen.Figures
 	RepeatMedians RepeatMedians `json:"repeat_medians"`
 	RepeatValues  RepeatValues  `json:"repeat_values"`
 	// PrefixCacheHitRate is the share of the prompt tokens the server looked
@@ -130,7 +134,7 @@ func Aggregate(config any, order []RunSpec, levels []int, runs []RunData) Combin
 	var points []LevelPoint
 	for _, level := range sortedLevels(levels) {
 		rs := byLevel[level]
-		var all []Record
+		var all []loadgen.Record
 		var duration float64
 		var rv RepeatValues
 		for _, r := range rs {
@@ -138,7 +142,7 @@ func Aggregate(config any, order []RunSpec, levels []int, runs []RunData) Combin
 			duration += r.Summary.DurationS
 			rv.RequestThroughput = append(rv.RequestThroughput, r.Summary.RequestThroughput)
 			tokps := r.Summary.OutputTokenThroughput
-			if rm := collect(r.Records); !rm.anyUsage() {
+			if !loadgen.AnyUsage(r.Records) {
 				// Summaries written before null was used say 0 here; the
 				// records say there was no data.
 				tokps = nil
@@ -150,7 +154,7 @@ func Aggregate(config any, order []RunSpec, levels []int, runs []RunData) Combin
 			Concurrency: level,
 			Repeats:     len(rs),
 			Sessions:    sessionCount(rs),
-			Figures:     figuresOf(all, duration, levelSLO(rs)),
+			Figures:     loadgen.FiguresOf(all, duration, levelSLO(rs)),
 			RepeatMedians: RepeatMedians{
 				RequestThroughput:     medianOf(rv.RequestThroughput),
 				OutputTokenThroughput: medianOf(rv.OutputTokenThroughput),
@@ -176,7 +180,7 @@ func Aggregate(config any, order []RunSpec, levels []int, runs []RunData) Combin
 func sessionCount(runs []*RunData) int {
 	seen := map[int]bool{}
 	for _, r := range runs {
-		seen[r.Summary.session()] = true
+		seen[r.Summary.Session()] = true
 	}
 	if len(seen) < 2 {
 		return 0
@@ -185,7 +189,7 @@ func sessionCount(runs []*RunData) int {
 }
 
 // levelSLO is the SLO a level's runs recorded, or nil.
-func levelSLO(runs []*RunData) *SLO {
+func levelSLO(runs []*RunData) *loadgen.SLO {
 	for _, r := range runs {
 		if slo := r.Summary.Config.SLO; slo != nil && !slo.Empty() {
 			return slo
@@ -255,5 +259,12 @@ func medianOf(vs []*float64) *float64 {
 			clean = append(clean, *v)
 		}
 	}
-	return Median(clean)
+	return loadgen.Median(clean)
+}
+
+// sortedLevels returns the distinct levels in ascending order.
+func sortedLevels(levels []int) []int {
+	s := slices.Clone(levels)
+	slices.Sort(s)
+	return slices.Compact(s)
 }

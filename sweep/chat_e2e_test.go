@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/tinyserve/tinyserve/sweep/loadgen"
 )
 
 // TestRunConditionChat runs a condition against the fake server's chat
@@ -21,11 +22,11 @@ import (
 func TestRunConditionChat(t *testing.T) {
 	const tokenTime = 20 * time.Millisecond
 	f := newFakeServer(t, &fakeServer{TokenTime: tokenTime, Reasoning: 2})
-	opts := LoadOptions{URL: f.ChatURL(), Model: "fake-model", Concurrency: 2, Stream: true, StoreResponse: true}
+	opts := loadgen.LoadOptions{URL: f.ChatURL(), Model: "fake-model", Concurrency: 2, Stream: true, StoreResponse: true}
 	var out bytes.Buffer
-	sum, recs, err := RunCondition(context.Background(), opts, testRows(4, 5), &out)
+	sum, recs, err := loadgen.RunCondition(context.Background(), opts, testRows(4, 5), &out)
 	require.NoError(t, err)
-	assert.Equal(t, APIChat, sum.Config.API)
+	assert.Equal(t, loadgen.APIChat, sum.Config.API)
 	assert.Equal(t, 4, sum.Counts.Successful)
 	assert.Equal(t, 20, sum.Counts.OutputTokens)
 	for _, r := range recs {
@@ -59,8 +60,8 @@ func TestRunConditionChat(t *testing.T) {
 // message; the stored response is the body, as for completions.
 func TestRunConditionChatNotStreamed(t *testing.T) {
 	f := newFakeServer(t, &fakeServer{Reasoning: 1})
-	opts := LoadOptions{URL: f.ChatURL(), Model: "fake-model", Concurrency: 1, StoreResponse: true}
-	sum, recs, err := RunCondition(context.Background(), opts, testRows(2, 3), nil)
+	opts := loadgen.LoadOptions{URL: f.ChatURL(), Model: "fake-model", Concurrency: 1, StoreResponse: true}
+	sum, recs, err := loadgen.RunCondition(context.Background(), opts, testRows(2, 3), nil)
 	require.NoError(t, err)
 	assert.Equal(t, 2, sum.Counts.Successful)
 	for _, r := range recs {
@@ -78,12 +79,12 @@ func TestRunConditionChatNotStreamed(t *testing.T) {
 func TestRunConditionChatNoContent(t *testing.T) {
 	f := newFakeServer(t, &fakeServer{Empty: true})
 	for _, stream := range []bool{true, false} {
-		opts := LoadOptions{URL: f.ChatURL(), Model: "fake-model", Concurrency: 1, Stream: stream}
-		sum, recs, err := RunCondition(context.Background(), opts, testRows(1, 3), nil)
+		opts := loadgen.LoadOptions{URL: f.ChatURL(), Model: "fake-model", Concurrency: 1, Stream: stream}
+		sum, recs, err := loadgen.RunCondition(context.Background(), opts, testRows(1, 3), nil)
 		require.NoError(t, err)
 		assert.Equal(t, 1, sum.Counts.Failed, "stream %v", stream)
 		require.NotNil(t, recs[0].Error)
-		assert.Equal(t, ErrNoContent, *recs[0].Error, "stream %v", stream)
+		assert.Equal(t, loadgen.ErrNoContent, *recs[0].Error, "stream %v", stream)
 	}
 }
 
@@ -118,9 +119,9 @@ func TestSweepChat(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, runs, 4)
 	for _, p := range runs {
-		s, err := ReadSummary(p)
+		s, err := loadgen.ReadSummary(p)
 		require.NoError(t, err)
-		assert.Equal(t, APIChat, s.Config.API, p)
+		assert.Equal(t, loadgen.APIChat, s.Config.API, p)
 		assert.Zero(t, s.Counts.Failed, p)
 	}
 	report := string(readFile(t, filepath.Join(root, ReportFile)))
@@ -145,9 +146,9 @@ func TestSweepCompletionsRecordsAPI(t *testing.T) {
 	report, err := os.ReadFile(filepath.Join(res.Root, ReportFile))
 	require.NoError(t, err)
 	assert.Equal(t, 1, strings.Count(string(report), "API: `completions`"))
-	s, err := ReadSummary(filepath.Join(res.Root, "repeat-01", "concurrency-001.summary.json"))
+	s, err := loadgen.ReadSummary(filepath.Join(res.Root, "repeat-01", "concurrency-001.summary.json"))
 	require.NoError(t, err)
-	assert.Equal(t, APICompletions, s.Config.API)
+	assert.Equal(t, loadgen.APICompletions, s.Config.API)
 }
 
 // TestCompareWarnsOfDifferentAPIs: a chat sweep against a completions one

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/tinyserve/tinyserve/sweep/loadgen"
 )
 
 // ErrNotSweepSummary marks a file that [ReadCombined] cannot compare: it is
@@ -111,7 +113,7 @@ func setting(c *Combined, key string) string {
 	case !ok && key == "ignore_eos":
 		v, ok = false, true
 	case !ok && key == "api":
-		v, ok = string(APICompletions), true
+		v, ok = string(loadgen.APICompletions), true
 	}
 	if !ok {
 		return ""

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/tinyserve/tinyserve/sweep/loadgen"
 )
 
 func combinedOf(name string, levels []int, tps, p99 []float64) *Combined {
@@ -92,7 +93,7 @@ func TestCompareWarnsOfIncomparableSweeps(t *testing.T) {
 			"ignore_eos": true, "temperature": 0.0, "extra_body": map[string]any{"top_k": 5.0, "seed": 1.0}}
 		c.Workload = &ManifestWorkload{Path: "p.jsonl", SHA256: "aaa"}
 		for i := range c.ByConcurrency {
-			c.ByConcurrency[i].Counts = Counts{Attempted: 64, Successful: 64, OutputTokens: 64 * 32}
+			c.ByConcurrency[i].Counts = loadgen.Counts{Attempted: 64, Successful: 64, OutputTokens: 64 * 32}
 		}
 		if mod != nil {
 			mod(c.Config.(map[string]any), c)

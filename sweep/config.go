@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tinyserve/tinyserve/sweep/loadgen"
+
 	"github.com/tinyserve/tinyserve/internal/jsonpos"
 )
 
@@ -50,7 +52,7 @@ type Target struct {
 	// (the default, /v1/completions) or "chat" (/v1/chat/completions: each
 	// prompt becomes one user message in the model's chat template, so the
 	// model needs one). A remote server's API follows its url instead.
-	API API `json:"api,omitempty"`
+	API loadgen.API `json:"api,omitempty"`
 }
 
 // Config is a sweep config: serving-inference's experiment schema plus
@@ -105,7 +107,7 @@ type Config struct {
 	// token itself is never written anywhere.
 	APIKeyEnv string `json:"api_key_env,omitempty"`
 	// SLO, when set, adds goodput to every run summary.
-	SLO *SLO `json:"slo,omitempty"`
+	SLO *loadgen.SLO `json:"slo,omitempty"`
 	// Target, when set, says the server is started by cmd/sweep.
 	Target *Target `json:"target,omitempty"`
 
@@ -337,23 +339,23 @@ func (c *Config) validate(fields map[string]json.RawMessage) error {
 		}
 	}
 	if !c.Embedded() {
-		lo := LoadOptions{URL: c.URL, Model: c.Model, Concurrency: 1}
+		lo := loadgen.LoadOptions{URL: c.URL, Model: c.Model, Concurrency: 1}
 		if err := lo.Validate(); err != nil {
 			return fmt.Errorf("%w: %v", ErrConfig, err)
 		}
 	} else if len(c.Target.Engine) == 0 {
 		return cfgErr("target.engine", "required for an embedded target")
-	} else if a := c.Target.API; a != "" && a != APICompletions && a != APIChat {
-		return cfgErr("target.api", "want %q or %q, got %q", APICompletions, APIChat, a)
+	} else if a := c.Target.API; a != "" && a != loadgen.APICompletions && a != loadgen.APIChat {
+		return cfgErr("target.api", "want %q or %q, got %q", loadgen.APICompletions, loadgen.APIChat, a)
 	}
-	if _, err := extraBodyFragment(c.ExtraBody, c.API()); err != nil {
+	if _, err := loadgen.ExtraBodyFragment(c.ExtraBody, c.API()); err != nil {
 		return fmt.Errorf("%w: %v", ErrConfig, err)
 	}
 	if c.SLO != nil && (c.SLO.TTFTS < 0 || c.SLO.TPOTS < 0 || c.SLO.LatencyS < 0) {
 		return cfgErr("slo", "thresholds must be non-negative seconds")
 	}
 	if c.SLO != nil && !c.Stream && (c.SLO.TTFTS > 0 || c.SLO.TPOTS > 0) {
-		return fmt.Errorf("%w: %s", ErrConfig, errSLONeedsStream)
+		return fmt.Errorf("%w: %v", ErrConfig, loadgen.ErrSLONeedsStream)
 	}
 	return nil
 }
@@ -374,11 +376,11 @@ func (c *Config) Resolve(dir string) *Config {
 // API is the API the sweep speaks: its url's ([APIForURL]) once the url is
 // known, else, for an embedded target whose server is not yet started,
 // target.api (completions when absent).
-func (c *Config) API() API {
+func (c *Config) API() loadgen.API {
 	if c.URL == "" && c.Embedded() && c.Target.API != "" {
 		return c.Target.API
 	}
-	return APIForURL(c.URL)
+	return loadgen.APIForURL(c.URL)
 }
 
 // resolvedView is the resolved config as recorded in summary.json and the

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/tinyserve/tinyserve/sweep/loadgen"
 )
 
 // fakeServer is a tiny OpenAI-compatible server for tests: /v1/completions
@@ -92,14 +94,14 @@ func (f *fakeServer) URL() string { return f.srv.URL + "/v1/completions" }
 func (f *fakeServer) ChatURL() string { return f.srv.URL + "/v1/chat/completions" }
 
 func (f *fakeServer) completions(w http.ResponseWriter, r *http.Request) {
-	f.serve(w, r, APICompletions)
+	f.serve(w, r, loadgen.APICompletions)
 }
 
-func (f *fakeServer) chat(w http.ResponseWriter, r *http.Request) { f.serve(w, r, APIChat) }
+func (f *fakeServer) chat(w http.ResponseWriter, r *http.Request) { f.serve(w, r, loadgen.APIChat) }
 
 // serve answers a request of api; a body without that API's prompt and
 // output length fields is refused with 400, as a real server would.
-func (f *fakeServer) serve(w http.ResponseWriter, r *http.Request, api API) {
+func (f *fakeServer) serve(w http.ResponseWriter, r *http.Request, api loadgen.API) {
 	n := f.requests.Add(1)
 	var body map[string]any
 	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
@@ -143,7 +145,7 @@ func (f *fakeServer) serve(w http.ResponseWriter, r *http.Request, api API) {
 			}
 		}
 	}
-	if api == APIChat {
+	if api == loadgen.APIChat {
 		f.answerChat(w, maxTokens, stream, sleep)
 		return
 	}
@@ -175,8 +177,8 @@ func (f *fakeServer) serve(w http.ResponseWriter, r *http.Request, api API) {
 
 // fakeMaxTokens checks the request's prompt fields for api and returns its
 // output length.
-func fakeMaxTokens(body map[string]any, api API) (int, bool) {
-	if api == APICompletions {
+func fakeMaxTokens(body map[string]any, api loadgen.API) (int, bool) {
+	if api == loadgen.APICompletions {
 		v, ok := body["max_tokens"].(float64)
 		return int(v), ok
 	}
@@ -239,11 +241,11 @@ func (f *fakeServer) answerChat(w http.ResponseWriter, n int, stream bool, sleep
 }
 
 // testRows makes n prompt rows asking for tokens tokens each.
-func testRows(n, tokens int) []Row {
-	rows := make([]Row, n)
+func testRows(n, tokens int) []loadgen.Row {
+	rows := make([]loadgen.Row, n)
 	for i := range rows {
 		pt, ot := 10, tokens
-		rows[i] = Row{Bucket: "short", ID: fmt.Sprintf("w_%06d", i), Prompt: fmt.Sprintf("prompt %d", i),
+		rows[i] = loadgen.Row{Bucket: "short", ID: fmt.Sprintf("w_%06d", i), Prompt: fmt.Sprintf("prompt %d", i),
 			PromptTokens: &pt, TargetPromptTokens: &pt, TargetOutputTokens: &ot, Workload: "w"}
 	}
 	return rows

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/tinyserve/tinyserve/sweep/loadgen"
 )
 
 // ManifestSchemaVersion is the manifest's schema version, serving-inference's.
@@ -317,11 +319,11 @@ func startManifest(ctx context.Context, root, wd string, orig, rc *Config, sha s
 			Repeats:      rc.Repeats,
 			Sessions:     1,
 		},
-		Config:      ManifestConfig{Original: Sanitize(orig.Original()), Resolved: Sanitize(rc.resolvedView())},
+		Config:      ManifestConfig{Original: loadgen.Sanitize(orig.Original()), Resolved: loadgen.Sanitize(rc.resolvedView())},
 		Workload:    ManifestWorkload{Path: rc.Prompts, SHA256: sha},
 		Source:      ManifestSource{Git: *git},
 		Environment: *env,
-		Serving:     ManifestServing{Model: Sanitize(model), Server: Sanitize(server), Target: Sanitize(target), Checkpoint: ck},
+		Serving:     ManifestServing{Model: loadgen.Sanitize(model), Server: loadgen.Sanitize(server), Target: loadgen.Sanitize(target), Checkpoint: ck},
 	}
 	return &m, writeManifest(root, &m)
 }

@@ -13,13 +13,15 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/tinyserve/tinyserve/sweep/loadgen"
 )
 
 // sweeper holds what every run of one invocation shares.
 type sweeper struct {
 	cfg         *Config
 	root        string
-	rows        []Row
+	rows        []loadgen.Row
 	workloadSHA string // of the prompt file rows came from
 	timeout     time.Duration
 	opts        SweepOptions
@@ -163,12 +165,12 @@ func (s *sweeper) report(m *Manifest, order []RunSpec) (*Combined, ReportPaths, 
 	if err != nil {
 		return nil, ReportPaths{}, err
 	}
-	c := Aggregate(Sanitize(s.cfg.resolvedView()), order, s.cfg.Concurrency, runs)
+	c := Aggregate(loadgen.Sanitize(s.cfg.resolvedView()), order, s.cfg.Concurrency, runs)
 	c.Workload = &ManifestWorkload{Path: s.cfg.Prompts, SHA256: s.workloadSHA}
 	c.Checkpoint = m.Serving.Checkpoint
 	var sessions []int
 	for _, r := range runs {
-		sessions = append(sessions, r.Summary.session())
+		sessions = append(sessions, r.Summary.Session())
 	}
 	c.SessionChanges = m.sessionChanges(sessions)
 	paths, err := WriteReports(s.root, &c)
@@ -177,12 +179,12 @@ func (s *sweeper) report(m *Manifest, order []RunSpec) (*Combined, ReportPaths, 
 
 // loadOptions are the options of a run named name (for its request ids)
 // at concurrency.
-func (s *sweeper) loadOptions(name string, concurrency int) LoadOptions {
+func (s *sweeper) loadOptions(name string, concurrency int) loadgen.LoadOptions {
 	prefix := s.opts.RequestIDPrefix
 	if prefix == "" {
 		prefix = fmt.Sprintf("%s-%s-%d", s.cfg.Name, name, s.now().UnixNano())
 	}
-	lo := LoadOptions{
+	lo := loadgen.LoadOptions{
 		URL:             s.cfg.URL,
 		Model:           s.cfg.Model,
 		Concurrency:     concurrency,
@@ -209,11 +211,11 @@ func (s *sweeper) loadOptions(name string, concurrency int) LoadOptions {
 // the first run, which would then be kept as evidence and block the
 // folder. Its answer is not kept.
 func (s *sweeper) testRequest(ctx context.Context) error {
-	_, recs, err := RunCondition(ctx, s.loadOptions("test", 1), s.rows[:1], io.Discard)
+	_, recs, err := loadgen.RunCondition(ctx, s.loadOptions("test", 1), s.rows[:1], io.Discard)
 	if err != nil {
 		return err
 	}
-	if reason := FirstFailure(recs); reason != "" {
+	if reason := loadgen.FirstFailure(recs); reason != "" {
 		return fmt.Errorf("%w: the test request before the first run failed (%s); nothing was measured: fix the config or the server and run the same command again", ErrTestFailed, reason)
 	}
 	return nil
@@ -269,7 +271,7 @@ func (s *sweeper) measure(ctx context.Context, spec RunSpec) error {
 	} else {
 		watchDone <- watched{}
 	}
-	sum, recs, err := RunCondition(ctx, lo, s.rows, f)
+	sum, recs, err := loadgen.RunCondition(ctx, lo, s.rows, f)
 	stopWatch()
 	w := <-watchDone
 	rm.DuringMax, rm.DuringSamples = w.max, w.n
@@ -305,7 +307,7 @@ func (s *sweeper) measure(ctx context.Context, spec RunSpec) error {
 	s.opts.Progress.EndRun(sum)
 	if sum.Counts.Failed > 0 {
 		return fmt.Errorf("%w: run %s finished with %d of %d requests failed (the first: %s); its files are kept in %s as evidence and will not be overwritten: fix the cause, then use a new name or --output-root",
-			ErrFailedRequests, spec, sum.Counts.Failed, sum.Counts.Attempted, FirstFailure(recs), dir)
+			ErrFailedRequests, spec, sum.Counts.Failed, sum.Counts.Attempted, loadgen.FirstFailure(recs), dir)
 	}
 	return nil
 }

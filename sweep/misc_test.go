@@ -17,32 +17,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/tinyserve/tinyserve/sweep/loadgen"
 )
-
-func TestSanitize(t *testing.T) {
-	in := map[string]any{
-		"api_key":    "k1",
-		"x-token":    "k2",
-		"password":   "k3",
-		"tokens":     5, // not a secret: "tokens" is not the word "token"
-		"max_tokens": 16,
-		"url":        "http://user:pw@host:8000/v1/completions?api_key=k4&model=m",
-		"header":     "Bearer k5",
-		"nested":     map[string]any{"list": []any{"--api-key", "k6", "--port", "8000", "--token=k7", "plain"}},
-	}
-	out := Sanitize(in).(map[string]any)
-	b, _ := json.Marshal(out)
-	for _, secret := range []string{"k1", "k2", "k3", "k4", "k5", "k6", "k7", "pw"} {
-		assert.NotContains(t, string(b), `"`+secret, secret)
-		assert.NotContains(t, string(b), secret+`"`, secret)
-	}
-	assert.Equal(t, 5, out["tokens"])
-	assert.Equal(t, 16, out["max_tokens"])
-	assert.Equal(t, []any{"--api-key", Redacted, "--port", "8000", "--token=" + Redacted, "plain"}, out["nested"].(map[string]any)["list"])
-	assert.Contains(t, out["url"], "host:8000/v1/completions")
-	assert.Contains(t, out["url"], "model=m")
-	assert.Equal(t, "http://localhost:8000/v1/completions", Sanitize("http://localhost:8000/v1/completions"))
-}
 
 func TestParsePrometheusText(t *testing.T) {
 	text := `# HELP vllm:num_requests_running Number of requests running.
@@ -95,7 +71,7 @@ func TestProgressPlainAndTerminal(t *testing.T) {
 	p.Skip(RunSpec{Kind: KindWarmup, Index: 1, Concurrency: 1})
 	p.StartRun(RunSpec{Kind: KindRepeat, Index: 1, Concurrency: 2}, 4)
 	p.Request(1)
-	p.EndRun(&Summary{Figures: Figures{Counts: Counts{Attempted: 4, Successful: 4}}})
+	p.EndRun(&loadgen.Summary{Figures: loadgen.Figures{Counts: loadgen.Counts{Attempted: 4, Successful: 4}}})
 	p.Finish()
 	out := plain.String()
 	assert.Contains(t, out, "resume: keeping complete run warmup-01/concurrency-001")
@@ -139,71 +115,15 @@ func TestPublishNewNeverOverwrites(t *testing.T) {
 	assert.Equal(t, "three", string(b))
 }
 
-func TestSummarizeAndGoodput(t *testing.T) {
-	ok := func(lat, ttft float64, tpot *float64, out int) Record {
-		return Record{Status: 200, LatencyS: lat, TTFTS: &ttft, TPOTS: tpot, OutputTokens: &out, InterChunkS: []float64{0.1}}
-	}
-	recs := []Record{
-		ok(1, 0.1, f64(0.01), 10),
-		ok(2, 0.3, f64(0.01), 20),
-		ok(3, 0.1, nil, 1), // one token: no TPOT, so it cannot show it met a TPOT SLO
-		{Status: 500, LatencyS: 9},
-		{Status: StatusError, LatencyS: 9},
-	}
-	s := Summarize(SummaryConfig{Concurrency: 2, SLO: &SLO{TTFTS: 0.2, TPOTS: 0.05}}, recs, 10)
-	assert.Equal(t, Counts{Attempted: 5, Successful: 3, Failed: 2, OutputTokens: 31}, s.Counts)
-	assert.InDelta(t, 0.3, *s.RequestThroughput, 1e-12)
-	assert.InDelta(t, 3.1, *s.OutputTokenThroughput, 1e-12)
-	assert.Equal(t, 3, s.LatencyS.Count, "failures are not in distributions")
-	assert.Equal(t, 2.0, *s.LatencyS.P50)
-	assert.Equal(t, 2, s.TPOTS.Count)
-	assert.Equal(t, 3, s.InterChunkS.Count)
-	require.NotNil(t, s.Goodput)
-	assert.Equal(t, 1, s.Goodput.Met)
-	assert.InDelta(t, 0.2, *s.Goodput.Fraction, 1e-12)
-	assert.InDelta(t, 1.0, *s.Goodput.OutputTokensPer, 1e-12)
-
-	z := Summarize(SummaryConfig{}, nil, 0)
-	assert.Nil(t, z.RequestThroughput)
-	assert.Nil(t, z.Goodput)
-	b, err := json.Marshal(z)
-	require.NoError(t, err)
-	assert.Contains(t, string(b), `"latency_s":{"count":0,"mean":null`)
-}
-
-func TestParseSLO(t *testing.T) {
-	s, err := ParseSLO([]string{"ttft=0.2", "tpot=0.05", "latency=3"})
-	require.NoError(t, err)
-	assert.Equal(t, SLO{TTFTS: 0.2, TPOTS: 0.05, LatencyS: 3}, s)
-	for _, bad := range []string{"ttft", "ttft=-1", "ttft=x", "foo=1", "ttft=nan", "tpot=NaN", "latency=inf"} {
-		_, err := ParseSLO([]string{bad})
-		assert.ErrorContains(t, err, bad)
-	}
-}
-
-func TestStatusJSON(t *testing.T) {
-	for _, s := range []Status{200, 503, StatusError} {
-		b, err := json.Marshal(s)
-		require.NoError(t, err)
-		var back Status
-		require.NoError(t, json.Unmarshal(b, &back))
-		assert.Equal(t, s, back)
-	}
-	b, _ := json.Marshal(StatusError)
-	assert.Equal(t, `"error"`, string(b))
-	var s Status
-	assert.Error(t, json.Unmarshal([]byte(`"weird"`), &s))
-}
-
 func TestAggregateFixed(t *testing.T) {
 	mk := func(kind string, idx, c int, tps, p99 float64, lat ...float64) RunData {
-		var recs []Record
+		var recs []loadgen.Record
 		for _, l := range lat {
 			out := 10
-			recs = append(recs, Record{Status: 200, LatencyS: l, OutputTokens: &out})
+			recs = append(recs, loadgen.Record{Status: 200, LatencyS: l, OutputTokens: &out})
 		}
 		return RunData{Spec: RunSpec{Kind: kind, Index: idx, Concurrency: c}, Records: recs,
-			Summary: Summary{Figures: Figures{DurationS: 1, OutputTokenThroughput: f64(tps), RequestThroughput: f64(tps / 10), LatencyS: Distribution{P99: f64(p99)}}}}
+			Summary: loadgen.Summary{Figures: loadgen.Figures{DurationS: 1, OutputTokenThroughput: f64(tps), RequestThroughput: f64(tps / 10), LatencyS: loadgen.Distribution{P99: f64(p99)}}}}
 	}
 	runs := []RunData{
 		mk(KindWarmup, 1, 1, 9999, 99, 50), // excluded everywhere
@@ -265,12 +185,12 @@ func TestAggregateFixed(t *testing.T) {
 // reported.
 func TestThroughputWithoutUsageIsNull(t *testing.T) {
 	ten := 10
-	withUsage := Record{Status: 200, LatencyS: 1, OutputTokens: &ten, ServerTokenUsagePresent: true}
-	without := Record{Status: 200, LatencyS: 1}
-	slo := SLO{LatencyS: 5}
-	cfg := SummaryConfig{SLO: &slo}
+	withUsage := loadgen.Record{Status: 200, LatencyS: 1, OutputTokens: &ten, ServerTokenUsagePresent: true}
+	without := loadgen.Record{Status: 200, LatencyS: 1}
+	slo := loadgen.SLO{LatencyS: 5}
+	cfg := loadgen.SummaryConfig{SLO: &slo}
 
-	none := Summarize(cfg, []Record{without, without}, 2)
+	none := loadgen.Summarize(cfg, []loadgen.Record{without, without}, 2)
 	assert.Nil(t, none.OutputTokenThroughput)
 	assert.Nil(t, none.Goodput.OutputTokensPer)
 	require.NotNil(t, none.RequestThroughput)
@@ -282,16 +202,16 @@ func TestThroughputWithoutUsageIsNull(t *testing.T) {
 	assert.Contains(t, string(b), `"output_token_throughput_per_s":null`)
 	assert.Contains(t, string(b), `"successful_without_usage":2`)
 
-	mixed := Summarize(cfg, []Record{withUsage, without}, 2)
+	mixed := loadgen.Summarize(cfg, []loadgen.Record{withUsage, without}, 2)
 	require.NotNil(t, mixed.OutputTokenThroughput)
 	assert.Equal(t, 5.0, *mixed.OutputTokenThroughput)
 	assert.Equal(t, 1, mixed.Counts.WithoutUsage)
 	assert.Contains(t, mixed.Counts.UsageWarning(), "1 of 2")
-	assert.Empty(t, Summarize(cfg, []Record{withUsage}, 1).Counts.UsageWarning())
+	assert.Empty(t, loadgen.Summarize(cfg, []loadgen.Record{withUsage}, 1).Counts.UsageWarning())
 
-	old := Summary{Figures: Figures{DurationS: 2, OutputTokenThroughput: f64(0), RequestThroughput: f64(1), Counts: Counts{Attempted: 2, Successful: 2}}}
+	old := loadgen.Summary{Figures: loadgen.Figures{DurationS: 2, OutputTokenThroughput: f64(0), RequestThroughput: f64(1), Counts: loadgen.Counts{Attempted: 2, Successful: 2}}}
 	c := Aggregate(map[string]any{"name": "x"}, nil, []int{1}, []RunData{
-		{Spec: RunSpec{Kind: KindRepeat, Index: 1, Concurrency: 1}, Records: []Record{without, without}, Summary: old},
+		{Spec: RunSpec{Kind: KindRepeat, Index: 1, Concurrency: 1}, Records: []loadgen.Record{without, without}, Summary: old},
 	})
 	a := c.ByConcurrency[0]
 	assert.Nil(t, a.OutputTokenThroughput)
@@ -375,90 +295,17 @@ func TestServedModelsAndVersion(t *testing.T) {
 	}
 }
 
-// TestMeanInFlightAndConnections: a run's mean in flight is the time its
-// requests (failed ones too) spent from send to end over its duration, and
-// new connections are counted; a sweep's report warns about levels that
-// did not hold their concurrency or reopened connections.
-func TestMeanInFlightAndConnections(t *testing.T) {
-	yes, no := true, false
-	rec := func(start, end float64, reused *bool, status Status) Record {
-		return Record{Status: status, StartedOffsetS: start, EndedOffsetS: end, LatencyS: end - start, ConnectionReused: reused}
-	}
-	// Two slots over 2 s: busy 1+1.5+0.5 = 3 s, so 1.5 in flight.
-	recs := []Record{rec(0, 1, &no, 200), rec(0, 1.5, &no, 200), rec(1, 1.5, &yes, 500)}
-	s := Summarize(SummaryConfig{Concurrency: 2}, recs, 2)
-	require.NotNil(t, s.MeanInFlight)
-	assert.InDelta(t, 1.5, *s.MeanInFlight, 1e-12)
-	assert.Equal(t, 2, s.Counts.NewConnections)
-
-	run := func(idx, c int, recs []Record, d float64) RunData {
-		return RunData{Spec: RunSpec{Kind: KindRepeat, Index: idx, Concurrency: c}, Records: recs, Summary: Summary{Figures: Figures{DurationS: d}}}
-	}
-	held := []Record{rec(0, 1, &no, 200), rec(0, 1, &no, 200)} // 2 in flight over 1 s
-	c := Aggregate(map[string]any{"name": "x", "num_requests": 2.0}, nil, []int{2, 4}, []RunData{
-		run(1, 2, held, 1), run(2, 2, []Record{rec(0, 1, &yes, 200), rec(0, 1, &yes, 200)}, 1),
-		// Level 4: 2 in flight of 4 over 1 s, and 6 new connections.
-		run(1, 4, []Record{rec(0, 1, &no, 200), rec(0, 1, &no, 200)}, 1),
-		run(2, 4, []Record{rec(0, 1, &no, 200), rec(0, 1, &no, 200), rec(0, 0, &no, 200), rec(0, 0, &no, 200)}, 1),
-	})
-	require.Len(t, c.ByConcurrency, 2)
-	assert.InDelta(t, 2.0, *c.ByConcurrency[0].MeanInFlight, 1e-12)
-	assert.InDelta(t, 2.0, *c.ByConcurrency[1].MeanInFlight, 1e-12, "4 s busy over 2 s")
-	assert.Equal(t, 6, c.ByConcurrency[1].Counts.NewConnections)
-	md := RenderReport(&c)
-	assert.Contains(t, md, "**Warning: concurrency not held.**")
-	assert.Contains(t, md, "- concurrency 4: 2.0 in flight on average (50%).")
-	assert.NotContains(t, md, "- concurrency 2: 2.0 in flight")
-	assert.Contains(t, md, "(2 requests per run)")
-	c.Config = map[string]any{"name": "x", "num_requests": json.Number("2")} // as a sweep resolves it
-	assert.Contains(t, RenderReport(&c), "(2 requests per run)")
-	c.Config = map[string]any{"name": "x", "num_requests": 2.0}
-	assert.Contains(t, md, "**Warning: connections reopened.**")
-	assert.Contains(t, md, "- concurrency 4: 6 requests opened a connection over 2 repeats.")
-	assert.NotContains(t, md, "- concurrency 2: 2 requests opened")
-
-	held2 := Aggregate(map[string]any{"name": "x"}, nil, []int{2}, []RunData{run(1, 2, held, 1)})
-	md = RenderReport(&held2)
-	assert.NotContains(t, md, "concurrency not held")
-	assert.NotContains(t, md, "connections reopened")
-	assert.NotContains(t, md, "held open")
-
-	// Each session starts a new pool: two sessions may open 2c connections.
-	bySession := func(idx, session, opened int) RunData {
-		var recs []Record
-		for range opened {
-			recs = append(recs, rec(0, 1, &no, 200))
-		}
-		r := run(idx, 2, recs, 1)
-		r.Summary.Config.Session = session
-		return r
-	}
-	two := Aggregate(map[string]any{"name": "x"}, nil, []int{2}, []RunData{bySession(1, 1, 2), bySession(2, 2, 2)})
-	assert.Equal(t, 2, two.ByConcurrency[0].Sessions)
-	assert.NotContains(t, RenderReport(&two), "connections reopened")
-	three := Aggregate(map[string]any{"name": "x"}, nil, []int{2}, []RunData{bySession(1, 1, 2), bySession(2, 2, 3)})
-	assert.Contains(t, RenderReport(&three), "- concurrency 2: 5 requests opened a connection over 2 repeats.")
-
-	lingering := rec(0, 1, &yes, 200)
-	lingering.HeldOpenAfterDone = &yes
-	c = Aggregate(map[string]any{"name": "x"}, nil, []int{1}, []RunData{run(1, 1, []Record{lingering, rec(1, 2, &yes, 200)}, 2)})
-	assert.Equal(t, 1, c.ByConcurrency[0].Counts.HeldOpen)
-	md = RenderReport(&c)
-	assert.Contains(t, md, "**Warning: responses held open after [DONE].**")
-	assert.Contains(t, md, "- concurrency 1: 1 of 2 responses.")
-}
-
 // TestGoodputPerLevel: a level's goodput pools its repeats' records against
 // the SLO they recorded; report.md and summary.csv show it; none meeting
 // the SLO is a measured zero, never null.
 func TestGoodputPerLevel(t *testing.T) {
-	slo := &SLO{LatencyS: 1.5}
-	rec := func(lat float64, out int) Record {
-		return Record{Status: 200, LatencyS: lat, OutputTokens: &out, ServerTokenUsagePresent: true}
+	slo := &loadgen.SLO{LatencyS: 1.5}
+	rec := func(lat float64, out int) loadgen.Record {
+		return loadgen.Record{Status: 200, LatencyS: lat, OutputTokens: &out, ServerTokenUsagePresent: true}
 	}
-	run := func(idx, c int, recs ...Record) RunData {
+	run := func(idx, c int, recs ...loadgen.Record) RunData {
 		return RunData{Spec: RunSpec{Kind: KindRepeat, Index: idx, Concurrency: c}, Records: recs,
-			Summary: Summary{Figures: Figures{DurationS: 2}, Config: SummaryConfig{SLO: slo}}}
+			Summary: loadgen.Summary{Figures: loadgen.Figures{DurationS: 2}, Config: loadgen.SummaryConfig{SLO: slo}}}
 	}
 	c := Aggregate(map[string]any{"name": "x"}, nil, []int{1, 2}, []RunData{
 		run(1, 1, rec(1, 10), rec(2, 10)), run(2, 1, rec(1, 10), rec(1, 10)),
@@ -485,24 +332,9 @@ func TestGoodputPerLevel(t *testing.T) {
 	assert.Contains(t, string(csvb), ",goodput_fraction,goodput_requests_per_s,saturation_candidate")
 	assert.Contains(t, string(csvb), ",0.75,0.75,")
 
-	without := Aggregate(map[string]any{"name": "x"}, nil, []int{1}, []RunData{{Spec: RunSpec{Kind: KindRepeat, Index: 1, Concurrency: 1}, Records: []Record{rec(1, 1)}, Summary: Summary{Figures: Figures{DurationS: 1}}}})
+	without := Aggregate(map[string]any{"name": "x"}, nil, []int{1}, []RunData{{Spec: RunSpec{Kind: KindRepeat, Index: 1, Concurrency: 1}, Records: []loadgen.Record{rec(1, 1)}, Summary: loadgen.Summary{Figures: loadgen.Figures{DurationS: 1}}}})
 	assert.Nil(t, without.ByConcurrency[0].Goodput)
 	assert.NotContains(t, RenderReport(&without), "Goodput")
-}
-
-// TestSessionOfOldSummaries: a run summary written before summaries named
-// their session counts as the first session's, both for the mixed-set-up
-// warning and for the per-level session count.
-func TestSessionOfOldSummaries(t *testing.T) {
-	old, resumed := Summary{}, Summary{Config: SummaryConfig{Session: 2}}
-	assert.Equal(t, 1, old.session())
-	assert.Equal(t, 2, resumed.session())
-	m := &Manifest{Source: ManifestSource{Git: GitInfo{Available: true, Revision: "aaa"}},
-		Resumes: []ManifestResume{{Session: 2, Source: ManifestSource{Git: GitInfo{Available: true, Revision: "bbb"}}}}}
-	assert.Equal(t, []string{"source revision aaa in session 1, bbb in session 2"}, m.sessionChanges([]int{old.session(), resumed.session()}))
-	runs := []*RunData{{Summary: old}, {Summary: resumed}}
-	assert.Equal(t, 2, sessionCount(runs))
-	assert.Equal(t, 0, sessionCount(runs[:1]))
 }
 
 // TestNoiseWarningThreshold: a level is named only when its fastest and
@@ -523,4 +355,92 @@ func TestNoiseWarningThreshold(t *testing.T) {
 	writeNoiseWarning(&b, []LevelAggregate{level(1, 95, 100, 105), level(2, 190, 200, 210.5)}, DefaultThroughputGain)
 	assert.NotContains(t, b.String(), "concurrency 1:")
 	assert.Contains(t, b.String(), "- concurrency 2: 190.0–210.5 output tokens/s (10% of the median).\n")
+}
+
+// TestMeanInFlightAndConnections: a run's mean in flight is the time its
+// requests (failed ones too) spent from send to end over its duration, and
+// new connections are counted; a sweep's report warns about levels that
+// did not hold their concurrency or reopened connections.
+func TestMeanInFlightAndConnections(t *testing.T) {
+	yes, no := true, false
+	rec := func(start, end float64, reused *bool, status loadgen.Status) loadgen.Record {
+		return loadgen.Record{Status: status, StartedOffsetS: start, EndedOffsetS: end, LatencyS: end - start, ConnectionReused: reused}
+	}
+	// Two slots over 2 s: busy 1+1.5+0.5 = 3 s, so 1.5 in flight.
+	recs := []loadgen.Record{rec(0, 1, &no, 200), rec(0, 1.5, &no, 200), rec(1, 1.5, &yes, 500)}
+	s := loadgen.Summarize(loadgen.SummaryConfig{Concurrency: 2}, recs, 2)
+	require.NotNil(t, s.MeanInFlight)
+	assert.InDelta(t, 1.5, *s.MeanInFlight, 1e-12)
+	assert.Equal(t, 2, s.Counts.NewConnections)
+
+	run := func(idx, c int, recs []loadgen.Record, d float64) RunData {
+		return RunData{Spec: RunSpec{Kind: KindRepeat, Index: idx, Concurrency: c}, Records: recs, Summary: loadgen.Summary{Figures: loadgen.Figures{DurationS: d}}}
+	}
+	held := []loadgen.Record{rec(0, 1, &no, 200), rec(0, 1, &no, 200)} // 2 in flight over 1 s
+	c := Aggregate(map[string]any{"name": "x", "num_requests": 2.0}, nil, []int{2, 4}, []RunData{
+		run(1, 2, held, 1), run(2, 2, []loadgen.Record{rec(0, 1, &yes, 200), rec(0, 1, &yes, 200)}, 1),
+		// Level 4: 2 in flight of 4 over 1 s, and 6 new connections.
+		run(1, 4, []loadgen.Record{rec(0, 1, &no, 200), rec(0, 1, &no, 200)}, 1),
+		run(2, 4, []loadgen.Record{rec(0, 1, &no, 200), rec(0, 1, &no, 200), rec(0, 0, &no, 200), rec(0, 0, &no, 200)}, 1),
+	})
+	require.Len(t, c.ByConcurrency, 2)
+	assert.InDelta(t, 2.0, *c.ByConcurrency[0].MeanInFlight, 1e-12)
+	assert.InDelta(t, 2.0, *c.ByConcurrency[1].MeanInFlight, 1e-12, "4 s busy over 2 s")
+	assert.Equal(t, 6, c.ByConcurrency[1].Counts.NewConnections)
+	md := RenderReport(&c)
+	assert.Contains(t, md, "**Warning: concurrency not held.**")
+	assert.Contains(t, md, "- concurrency 4: 2.0 in flight on average (50%).")
+	assert.NotContains(t, md, "- concurrency 2: 2.0 in flight")
+	assert.Contains(t, md, "(2 requests per run)")
+	c.Config = map[string]any{"name": "x", "num_requests": json.Number("2")} // as a sweep resolves it
+	assert.Contains(t, RenderReport(&c), "(2 requests per run)")
+	c.Config = map[string]any{"name": "x", "num_requests": 2.0}
+	assert.Contains(t, md, "**Warning: connections reopened.**")
+	assert.Contains(t, md, "- concurrency 4: 6 requests opened a connection over 2 repeats.")
+	assert.NotContains(t, md, "- concurrency 2: 2 requests opened")
+
+	held2 := Aggregate(map[string]any{"name": "x"}, nil, []int{2}, []RunData{run(1, 2, held, 1)})
+	md = RenderReport(&held2)
+	assert.NotContains(t, md, "concurrency not held")
+	assert.NotContains(t, md, "connections reopened")
+	assert.NotContains(t, md, "held open")
+
+	// Each session starts a new pool: two sessions may open 2c connections.
+	bySession := func(idx, session, opened int) RunData {
+		var recs []loadgen.Record
+		for range opened {
+			recs = append(recs, rec(0, 1, &no, 200))
+		}
+		r := run(idx, 2, recs, 1)
+		r.Summary.Config.Session = session
+		return r
+	}
+	two := Aggregate(map[string]any{"name": "x"}, nil, []int{2}, []RunData{bySession(1, 1, 2), bySession(2, 2, 2)})
+	assert.Equal(t, 2, two.ByConcurrency[0].Sessions)
+	assert.NotContains(t, RenderReport(&two), "connections reopened")
+	three := Aggregate(map[string]any{"name": "x"}, nil, []int{2}, []RunData{bySession(1, 1, 2), bySession(2, 2, 3)})
+	assert.Contains(t, RenderReport(&three), "- concurrency 2: 5 requests opened a connection over 2 repeats.")
+
+	lingering := rec(0, 1, &yes, 200)
+	lingering.HeldOpenAfterDone = &yes
+	c = Aggregate(map[string]any{"name": "x"}, nil, []int{1}, []RunData{run(1, 1, []loadgen.Record{lingering, rec(1, 2, &yes, 200)}, 2)})
+	assert.Equal(t, 1, c.ByConcurrency[0].Counts.HeldOpen)
+	md = RenderReport(&c)
+	assert.Contains(t, md, "**Warning: responses held open after [DONE].**")
+	assert.Contains(t, md, "- concurrency 1: 1 of 2 responses.")
+}
+
+// TestSessionOfOldSummaries: a run summary written before summaries named
+// their session counts as the first session's, both for the mixed-set-up
+// warning and for the per-level session count.
+func TestSessionOfOldSummaries(t *testing.T) {
+	old, resumed := loadgen.Summary{}, loadgen.Summary{Config: loadgen.SummaryConfig{Session: 2}}
+	assert.Equal(t, 1, old.Session())
+	assert.Equal(t, 2, resumed.Session())
+	m := &Manifest{Source: ManifestSource{Git: GitInfo{Available: true, Revision: "aaa"}},
+		Resumes: []ManifestResume{{Session: 2, Source: ManifestSource{Git: GitInfo{Available: true, Revision: "bbb"}}}}}
+	assert.Equal(t, []string{"source revision aaa in session 1, bbb in session 2"}, m.sessionChanges([]int{old.Session(), resumed.Session()}))
+	runs := []*RunData{{Summary: old}, {Summary: resumed}}
+	assert.Equal(t, 2, sessionCount(runs))
+	assert.Equal(t, 0, sessionCount(runs[:1]))
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/tinyserve/tinyserve/sweep/loadgen"
 )
 
 // Progress reports a sweep's progress: on a terminal, one redrawn line
@@ -109,7 +111,7 @@ func (p *Progress) Request(done int) {
 }
 
 // EndRun records the end of the current run.
-func (p *Progress) EndRun(s *Summary) {
+func (p *Progress) EndRun(s *loadgen.Summary) {
 	if p == nil {
 		return
 	}

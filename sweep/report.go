@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/tinyserve/tinyserve/sweep/loadgen"
 )
 
 // Report file names in a sweep folder.
@@ -98,7 +100,7 @@ func fmtPct(v *float64) string {
 
 // writeGoodput writes the goodput table, when the runs had an SLO.
 func writeGoodput(b *strings.Builder, levels []LevelAggregate) {
-	var slo *SLO
+	var slo *loadgen.SLO
 	for _, a := range levels {
 		if a.Goodput != nil {
 			slo = &a.Goodput.SLO
@@ -279,10 +281,10 @@ func mdCode(v string) string {
 // when the config does not record it.
 func apiLine(c *Combined) string {
 	m, _ := c.Config.(map[string]any)
-	switch api, _ := m["api"].(string); API(api) {
-	case APIChat:
+	switch api, _ := m["api"].(string); loadgen.API(api) {
+	case loadgen.APIChat:
 		return "API: `chat` (each prompt sent as one user message to the url's /chat/completions; the server's chat template adds prompt tokens).\n\n"
-	case APICompletions:
+	case loadgen.APICompletions:
 		return "API: `completions` (each prompt sent as is).\n\n"
 	}
 	return ""

@@ -12,6 +12,8 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+
+	"github.com/tinyserve/tinyserve/sweep/loadgen"
 )
 
 // runState is what checkRun found on disk for one run.
@@ -55,11 +57,11 @@ func checkRun(root string, spec RunSpec, n int, workloadSHA string) (runState, e
 		}
 		return 0, fmt.Errorf("%w: refusing to overwrite partial run: %s has no %s beside it: %s", ErrRefused, present, missing, orphanAdvice(present))
 	}
-	rows, err := ReadRecords(raw)
+	rows, err := loadgen.ReadRecords(raw)
 	if err != nil {
 		return 0, fmt.Errorf("%w: invalid completed run %s: %v", ErrRefused, raw, err)
 	}
-	s, err := ReadSummary(sum)
+	s, err := loadgen.ReadSummary(sum)
 	if err != nil {
 		return 0, fmt.Errorf("%w: invalid completed run %s: %v", ErrRefused, sum, err)
 	}

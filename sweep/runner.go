@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"slices"
 	"time"
+
+	"github.com/tinyserve/tinyserve/sweep/loadgen"
 )
 
 // ErrRefused marks a sweep that would overwrite or build on evidence it
@@ -138,7 +140,7 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 	root := filepath.Join(outDir, rc.Name)
 	res := &SweepResult{Root: root}
 	validate := func() error {
-		probe := LoadOptions{URL: rc.URL, Model: rc.Model, Concurrency: 1, ExtraBody: rc.ExtraBody}
+		probe := loadgen.LoadOptions{URL: rc.URL, Model: rc.Model, Concurrency: 1, ExtraBody: rc.ExtraBody}
 		if err := probe.Validate(); err != nil {
 			return fmt.Errorf("%w: %v", ErrConfig, err)
 		}
@@ -149,7 +151,7 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 			return nil, err
 		}
 	}
-	rows, err := ReadRows(rc.Prompts, rc.NumRequests)
+	rows, err := loadgen.ReadRows(rc.Prompts, rc.NumRequests)
 	if err != nil {
 		return nil, err
 	}
@@ -252,7 +254,7 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 		for _, c := range rc.Concurrency {
 			top = max(top, c)
 		}
-		client = NewHTTPClient(top)
+		client = loadgen.NewHTTPClient(top)
 		defer client.CloseIdleConnections()
 	}
 	base, err := ServerBase(rc.URL)
@@ -315,10 +317,10 @@ func readRepeats(root string, order []RunSpec) ([]RunData, error) {
 		}
 		rd := RunData{Spec: spec, RawPath: spec.RawPath(root), SummaryPath: spec.SummaryPath(root)}
 		var err error
-		if rd.Records, err = ReadRecords(rd.RawPath); err != nil {
+		if rd.Records, err = loadgen.ReadRecords(rd.RawPath); err != nil {
 			return nil, err
 		}
-		sum, err := ReadSummary(rd.SummaryPath)
+		sum, err := loadgen.ReadSummary(rd.SummaryPath)
 		if err != nil {
 			return nil, err
 		}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/tinyserve/tinyserve/sweep/loadgen"
 )
 
 // writePrompts writes n rows to dir/prompts.jsonl.
@@ -496,7 +497,7 @@ func TestSweepTooFewRows(t *testing.T) {
 	prompts := writePrompts(t, dir, 2, 1)
 	_, err := runTestSweep(t, context.Background(), sweepConfigJSON(f.URL(), prompts, []int{1}, 3, 0, 1), dir, nil)
 	require.Error(t, err)
-	assert.True(t, errors.Is(err, ErrTooFewRows))
+	assert.True(t, errors.Is(err, loadgen.ErrTooFewRows))
 	assert.Equal(t, int64(0), f.requests.Load())
 	assert.NoDirExists(t, filepath.Join(dir, "results", "test-sweep"))
 }
@@ -630,7 +631,7 @@ func TestSweepRefusesChangedPrompts(t *testing.T) {
 	oldSHA, err := FileSHA256(prompts)
 	require.NoError(t, err)
 	spec := Order(20260729, []int{1, 2}, 0, 1)[0]
-	sum, err := ReadSummary(spec.SummaryPath(root))
+	sum, err := loadgen.ReadSummary(spec.SummaryPath(root))
 	require.NoError(t, err)
 	assert.Equal(t, oldSHA, sum.Config.WorkloadSHA256, "each run records its workload")
 
@@ -801,22 +802,22 @@ func TestFailureReason(t *testing.T) {
 	str := func(s string) *string { return &s }
 	long := strings.Repeat("x", 400)
 	for _, c := range []struct {
-		r    Record
+		r    loadgen.Record
 		want string
 	}{
-		{Record{Status: 200}, ""},
-		{Record{Status: StatusError, Error: str("dial tcp: connection refused")}, "no response: dial tcp: connection refused"},
-		{Record{Status: 200, Error: str(ErrNoDone)}, ErrNoDone},
-		{Record{Status: 404, ErrorBody: str(`{"error":{"message":"The model x does not exist","type":"NotFoundError"}}`)}, "HTTP 404: The model x does not exist"},
-		{Record{Status: 502, ErrorBody: str("<html>bad gateway</html>")}, "HTTP 502: <html>bad gateway</html>"},
-		{Record{Status: 500}, "HTTP 500"},
-		{Record{Status: 500, ErrorBody: &long}, "HTTP 500: " + strings.Repeat("x", 300) + "…"},
+		{loadgen.Record{Status: 200}, ""},
+		{loadgen.Record{Status: loadgen.StatusError, Error: str("dial tcp: connection refused")}, "no response: dial tcp: connection refused"},
+		{loadgen.Record{Status: 200, Error: str(loadgen.ErrNoDone)}, loadgen.ErrNoDone},
+		{loadgen.Record{Status: 404, ErrorBody: str(`{"error":{"message":"The model x does not exist","type":"NotFoundError"}}`)}, "HTTP 404: The model x does not exist"},
+		{loadgen.Record{Status: 502, ErrorBody: str("<html>bad gateway</html>")}, "HTTP 502: <html>bad gateway</html>"},
+		{loadgen.Record{Status: 500}, "HTTP 500"},
+		{loadgen.Record{Status: 500, ErrorBody: &long}, "HTTP 500: " + strings.Repeat("x", 300) + "…"},
 	} {
 		assert.Equal(t, c.want, c.r.FailureReason())
 	}
-	recs := []Record{{ID: "a", Status: 200}, {ID: "b", Status: 429}, {ID: "c", Status: 500}}
-	assert.Equal(t, "request b: HTTP 429", FirstFailure(recs))
-	assert.Equal(t, "", FirstFailure(recs[:1]))
+	recs := []loadgen.Record{{ID: "a", Status: 200}, {ID: "b", Status: 429}, {ID: "c", Status: 500}}
+	assert.Equal(t, "request b: HTTP 429", loadgen.FirstFailure(recs))
+	assert.Equal(t, "", loadgen.FirstFailure(recs[:1]))
 }
 
 // TestSweepFailedResumeWarmupRefuses: a resume warm-up that finishes with

@@ -119,3 +119,5 @@ func deref(p *int) any {
 	}
 	return *p
 }
+
+func f64(v float64) *float64 { return &v }

@@ -16,7 +16,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tinyserve/tinyserve/sweep"
+	"github.com/tinyserve/tinyserve/sweep/loadgen"
 )
 
 // streamBody is one fixed SSE answer: four text chunks, usage and [DONE],
@@ -84,14 +84,14 @@ func load(args []string) error {
 	if _, err := fmt.Sscan(args[2], &n); err != nil {
 		return err
 	}
-	rows := make([]sweep.Row, n)
+	rows := make([]loadgen.Row, n)
 	out := 4
 	for i := range rows {
-		rows[i] = sweep.Row{ID: fmt.Sprint(i), Prompt: "The quick brown fox jumps over the lazy dog", TargetOutputTokens: &out}
+		rows[i] = loadgen.Row{ID: fmt.Sprint(i), Prompt: "The quick brown fox jumps over the lazy dog", TargetOutputTokens: &out}
 	}
-	opts := sweep.LoadOptions{URL: args[0], Model: "bench", Concurrency: conc, Stream: true, IgnoreEOS: true}
+	opts := loadgen.LoadOptions{URL: args[0], Model: "bench", Concurrency: conc, Stream: true, IgnoreEOS: true}
 	// Warm the connection pool so that the figure is the steady state.
-	if _, _, err := sweep.RunCondition(context.Background(), opts, rows[:min(len(rows), conc*2)], io.Discard); err != nil {
+	if _, _, err := loadgen.RunCondition(context.Background(), opts, rows[:min(len(rows), conc*2)], io.Discard); err != nil {
 		return err
 	}
 	f, err := os.CreateTemp("", "client-bench-*.jsonl")
@@ -100,7 +100,7 @@ func load(args []string) error {
 	}
 	defer os.Remove(f.Name())
 	defer f.Close()
-	sum, _, err := sweep.RunCondition(context.Background(), opts, rows, f)
+	sum, _, err := loadgen.RunCondition(context.Background(), opts, rows, f)
 	if err != nil {
 		return err
 	}

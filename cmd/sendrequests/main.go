@@ -29,6 +29,7 @@ import (
 
 	"github.com/tinyserve/tinyserve/internal/clihint"
 	"github.com/tinyserve/tinyserve/sweep"
+	"github.com/tinyserve/tinyserve/sweep/loadgen"
 )
 
 // exitCoder carries the process status through cli's error return.
@@ -95,7 +96,7 @@ func run(c *cli.Context, stdout, stderr io.Writer, getenv func(string) string) e
 	if err != nil {
 		return fmt.Errorf("--timeout: %w", err)
 	}
-	slo, err := sweep.ParseSLO(c.StringSlice("slo"))
+	slo, err := loadgen.ParseSLO(c.StringSlice("slo"))
 	if err != nil {
 		return fmt.Errorf("--%w", err)
 	}
@@ -115,7 +116,7 @@ func run(c *cli.Context, stdout, stderr io.Writer, getenv func(string) string) e
 		// one at the given rate.
 		concurrency = 0
 	}
-	opts := sweep.LoadOptions{
+	opts := loadgen.LoadOptions{
 		URL:           c.String("url"),
 		Model:         c.String("model"),
 		Concurrency:   concurrency,
@@ -136,14 +137,14 @@ func run(c *cli.Context, stdout, stderr io.Writer, getenv func(string) string) e
 		opts.ExtraBody = json.RawMessage(eb)
 	}
 	// Everything that can be checked is checked before a request is sent.
-	rows, err := sweep.ReadRows(c.String("prompts"), n)
+	rows, err := loadgen.ReadRows(c.String("prompts"), n)
 	if err != nil {
 		return err
 	}
 	if opts.WorkloadSHA256, err = sweep.FileSHA256(c.String("prompts")); err != nil {
 		return fmt.Errorf("prompts: %w", err)
 	}
-	client := sweep.NewHTTPClient(opts.MaxInFlight(len(rows)))
+	client := loadgen.NewHTTPClient(opts.MaxInFlight(len(rows)))
 	defer client.CloseIdleConnections()
 	opts.Client = client
 	// The flags are checked before the server is asked for its model, so a
@@ -210,7 +211,7 @@ func run(c *cli.Context, stdout, stderr io.Writer, getenv func(string) string) e
 			fmt.Fprintf(stderr, "\r\033[K%d/%d requests, %.1f s", done, len(rows), time.Since(start).Seconds())
 		}
 	}
-	sum, recs, runErr := sweep.RunCondition(c.Context, opts, rows, f)
+	sum, recs, runErr := loadgen.RunCondition(c.Context, opts, rows, f)
 	if tty {
 		fmt.Fprint(stderr, "\r\033[K")
 	}
@@ -237,7 +238,7 @@ func run(c *cli.Context, stdout, stderr io.Writer, getenv func(string) string) e
 		fmt.Fprintln(stderr, "warning:", w)
 	}
 	if sum.Counts.Failed > 0 {
-		return exitCoder{fmt.Errorf("%d of %d requests failed (the first: %s; every record is in %s)", sum.Counts.Failed, sum.Counts.Attempted, sweep.FirstFailure(recs), output), 2}
+		return exitCoder{fmt.Errorf("%d of %d requests failed (the first: %s; every record is in %s)", sum.Counts.Failed, sum.Counts.Attempted, loadgen.FirstFailure(recs), output), 2}
 	}
 	return nil
 }
@@ -247,7 +248,7 @@ func run(c *cli.Context, stdout, stderr io.Writer, getenv func(string) string) e
 // serving-inference its own, and without encoding/json's HTML escaping,
 // which would write an extra_body stop string "</s>" or a URL's "&" as
 // \u003c/s\u003e and \u0026 (neither tool escapes them).
-func summaryJSON(sum *sweep.Summary) ([]byte, error) {
+func summaryJSON(sum *loadgen.Summary) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/tinyserve/tinyserve/sweep"
+	"github.com/tinyserve/tinyserve/sweep/loadgen"
 )
 
 func fakeServer(t *testing.T, fail bool) (*httptest.Server, *atomic.Int64, *atomic.Value) {
@@ -78,7 +79,7 @@ func TestSendRequestsChat(t *testing.T) {
 		"--num-requests", "3", "--concurrency", "2", "--output", out, "--store-response")
 	require.NoError(t, err, stdout)
 	assert.Equal(t, int64(3), n.Load())
-	recs, err := sweep.ReadRecords(out)
+	recs, err := loadgen.ReadRecords(out)
 	require.NoError(t, err)
 	for _, r := range recs {
 		require.True(t, r.OK(), r.FailureReason())
@@ -86,9 +87,9 @@ func TestSendRequestsChat(t *testing.T) {
 		assert.Equal(t, 2, *r.StreamTextEventCount)
 		assert.Equal(t, 9, *r.PromptTokens)
 	}
-	s, err := sweep.ReadSummary(filepath.Join(dir, "chat.summary.json"))
+	s, err := loadgen.ReadSummary(filepath.Join(dir, "chat.summary.json"))
 	require.NoError(t, err)
-	assert.Equal(t, sweep.APIChat, s.Config.API)
+	assert.Equal(t, loadgen.APIChat, s.Config.API)
 	assert.Equal(t, "served", s.Config.Model, "the model came from /v1/models, found from the chat URL")
 
 	_, err = runApp(t, nil, "--prompts", writePrompts(t, dir, 3), "--url", srv.URL+"/v1/chat/completions",

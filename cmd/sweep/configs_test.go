@@ -12,6 +12,7 @@ import (
 
 	"github.com/tinyserve/tinyserve"
 	"github.com/tinyserve/tinyserve/sweep"
+	"github.com/tinyserve/tinyserve/sweep/loadgen"
 )
 
 // TestCommittedConfigs checks every sweep config in experiments/: it
@@ -34,9 +35,9 @@ func TestCommittedConfigs(t *testing.T) {
 			cfg, err := sweep.LoadConfig(p)
 			require.NoError(t, err)
 			if strings.HasSuffix(p, "-chat.json") {
-				assert.Equal(t, sweep.APIChat, cfg.API(), "the chat examples speak chat")
+				assert.Equal(t, loadgen.APIChat, cfg.API(), "the chat examples speak chat")
 			}
-			rows, err := sweep.ReadRows(filepath.Join(repo, cfg.Prompts), cfg.NumRequests)
+			rows, err := loadgen.ReadRows(filepath.Join(repo, cfg.Prompts), cfg.NumRequests)
 			require.NoError(t, err)
 			assert.Len(t, rows, cfg.NumRequests)
 			if cfg.Embedded() {

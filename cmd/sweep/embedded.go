@@ -22,6 +22,7 @@ import (
 	"github.com/tinyserve/tinyserve/llm/cuda"
 	"github.com/tinyserve/tinyserve/openai"
 	"github.com/tinyserve/tinyserve/sweep"
+	"github.com/tinyserve/tinyserve/sweep/loadgen"
 )
 
 // embeddedServer is a running in-process tinyserve.
@@ -126,8 +127,8 @@ func noGPUHint(err error) string {
 }
 
 // endpointPath is the embedded server's path for the sweep's API.
-func endpointPath(api sweep.API) string {
-	if api == sweep.APIChat {
+func endpointPath(api loadgen.API) string {
+	if api == loadgen.APIChat {
 		return "/v1/chat/completions"
 	}
 	return "/v1/completions"

@@ -1,4 +1,4 @@
-package sweep
+package loadgen
 
 // fastChatChunk is [fastChunk] for a chat completions chunk: it fills c
 // exactly as json.Unmarshal would and reports true, or reports false and

@@ -1,11 +1,10 @@
-package sweep
+package loadgen
 
 import (
 	"encoding/json"
 	"fmt"
 	"math"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 )
@@ -147,10 +146,10 @@ type Summary struct {
 	Figures
 }
 
-// session is the sweep session that measured the run: its config.session,
+// Session is the sweep session that measured the run: its config.session,
 // or 1 for a summary written before summaries named their session (the
 // manifest's first invocation stands for all of those).
-func (s *Summary) session() int {
+func (s *Summary) Session() int {
 	if s.Config.Session == 0 {
 		return 1
 	}
@@ -179,9 +178,9 @@ type Figures struct {
 	Goodput *Goodput `json:"goodput,omitempty"`
 }
 
-// figuresOf computes the Figures of records over durationS seconds, with
+// FiguresOf computes the Figures of records over durationS seconds, with
 // goodput when slo is set. It is a pure function.
-func figuresOf(records []Record, durationS float64, slo *SLO) Figures {
+func FiguresOf(records []Record, durationS float64, slo *SLO) Figures {
 	m := collect(records)
 	f := Figures{
 		Counts:                m.counts(len(records)),
@@ -304,7 +303,7 @@ func perSecond(n int, d float64) *float64 {
 // in seconds (from the start of the run to the end of its last response).
 // It is a pure function: the caller measures the duration.
 func Summarize(cfg SummaryConfig, records []Record, durationS float64) Summary {
-	return Summary{Config: cfg, Figures: figuresOf(records, durationS, cfg.SLO)}
+	return Summary{Config: cfg, Figures: FiguresOf(records, durationS, cfg.SLO)}
 }
 
 // goodput counts the records that met every objective of slo, over
@@ -349,9 +348,9 @@ func ReadSummary(path string) (*Summary, error) {
 	return &s, nil
 }
 
-// sortedLevels returns the distinct levels in ascending order.
-func sortedLevels(levels []int) []int {
-	s := slices.Clone(levels)
-	slices.Sort(s)
-	return slices.Compact(s)
+// AnyUsage reports whether any successful record carries the server's token
+// usage: without it, output-token figures are unknown (null), not zero.
+func AnyUsage(records []Record) bool {
+	m := collect(records)
+	return m.anyUsage()
 }

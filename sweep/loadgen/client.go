@@ -1,4 +1,4 @@
-package sweep
+package loadgen
 
 import (
 	"bytes"
@@ -81,7 +81,7 @@ func RunCondition(ctx context.Context, opts LoadOptions, rows []Row, out io.Writ
 	if len(rows) == 0 {
 		return nil, nil, fmt.Errorf("prompts: %w: no rows", ErrTooFewRows)
 	}
-	extra, _ := extraBodyFragment(opts.ExtraBody, opts.API())
+	extra, _ := ExtraBodyFragment(opts.ExtraBody, opts.API())
 	client := opts.Client
 	if client == nil {
 		client = NewHTTPClient(opts.MaxInFlight(len(rows)))

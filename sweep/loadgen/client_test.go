@@ -1,4 +1,4 @@
-package sweep
+package loadgen
 
 import (
 	"bytes"
@@ -444,7 +444,7 @@ func TestDecodeRows(t *testing.T) {
 }
 
 func TestRowsFromServingInference(t *testing.T) {
-	rows, err := ReadRows("../testdata/serving-inference/prompts/mixed.jsonl", 32)
+	rows, err := ReadRows("../../testdata/serving-inference/prompts/mixed.jsonl", 32)
 	if err != nil {
 		t.Skipf("compat prompts not available: %v", err)
 	}

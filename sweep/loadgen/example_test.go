@@ -1,4 +1,4 @@
-package sweep_test
+package loadgen_test
 
 import (
 	"bytes"
@@ -10,7 +10,7 @@ import (
 	"github.com/tinyserve/tinyserve/llm/mock"
 	"github.com/tinyserve/tinyserve/llm/tokenizer"
 	"github.com/tinyserve/tinyserve/openai"
-	"github.com/tinyserve/tinyserve/sweep"
+	"github.com/tinyserve/tinyserve/sweep/loadgen"
 	"github.com/tinyserve/tinyserve/workload"
 )
 
@@ -39,7 +39,7 @@ func ExampleRunCondition() {
 		fmt.Println(err)
 		return
 	}
-	rows, err := sweep.DecodeRows(bytes.NewReader(workload.MarshalRows(wrows)), 0)
+	rows, err := loadgen.DecodeRows(bytes.NewReader(workload.MarshalRows(wrows)), 0)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -56,7 +56,7 @@ func ExampleRunCondition() {
 	defer srv.Close()
 
 	// One condition; nil discards the JSONL records (they are returned too).
-	sum, records, err := sweep.RunCondition(context.Background(), sweep.LoadOptions{
+	sum, records, err := loadgen.RunCondition(context.Background(), loadgen.LoadOptions{
 		URL: srv.URL + "/v1/completions", Model: eng.Info().ID, Concurrency: 4,
 		Stream: true, IgnoreEOS: true, Client: srv.Client(),
 	}, rows, nil)

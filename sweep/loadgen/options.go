@@ -1,4 +1,4 @@
-package sweep
+package loadgen
 
 import (
 	"bytes"
@@ -163,19 +163,19 @@ func (o *LoadOptions) Validate() error {
 	case o.Timeout < 0:
 		return fmt.Errorf("timeout: must not be negative, got %v", o.Timeout)
 	case !o.Stream && (o.SLO.TTFTS > 0 || o.SLO.TPOTS > 0):
-		return errors.New(errSLONeedsStream)
+		return ErrSLONeedsStream
 	}
-	_, err := extraBodyFragment(o.ExtraBody, o.API())
+	_, err := ExtraBodyFragment(o.ExtraBody, o.API())
 	return err
 }
 
-// errSLONeedsStream explains why a TTFT or TPOT objective needs streaming:
+// ErrSLONeedsStream explains why a TTFT or TPOT objective needs streaming:
 // without it no request could show that it met one.
-const errSLONeedsStream = "slo: ttft and tpot objectives need streaming (stream: true); without it only latency can be checked"
+var ErrSLONeedsStream = errors.New("slo: ttft and tpot objectives need streaming (stream: true); without it only latency can be checked")
 
-// extraBodyFragment checks extra against the keys api reserves and returns
+// ExtraBodyFragment checks extra against the keys api reserves and returns
 // its members without the braces, ready to splice into a request body.
-func extraBodyFragment(extra json.RawMessage, api API) ([]byte, error) {
+func ExtraBodyFragment(extra json.RawMessage, api API) ([]byte, error) {
 	if len(bytes.TrimSpace(extra)) == 0 || string(bytes.TrimSpace(extra)) == "null" {
 		return nil, nil
 	}
