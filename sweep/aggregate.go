@@ -16,7 +16,7 @@ type RunData struct {
 	Summary     loadgen.Summary
 	// Server is the server's metrics around the run (its .metrics.json);
 	// nil when there is none.
-	Server *RunMetrics
+	Server *loadgen.RunMetrics
 }
 
 // MeasuredRun is an entry of summary.json's measured_runs.

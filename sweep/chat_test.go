@@ -47,7 +47,7 @@ func TestServerBaseOfChatURL(t *testing.T) {
 		"http://h/openai/chat/completions":  "http://h/openai",
 		"http://h/openai/completions":       "http://h/openai",
 	} {
-		got, err := ServerBase(in)
+		got, err := loadgen.ServerBase(in)
 		require.NoError(t, err)
 		assert.Equal(t, want, got, in)
 	}

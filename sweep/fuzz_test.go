@@ -69,9 +69,9 @@ func FuzzParsePrometheusText(f *testing.F) {
 	f.Add(page)
 	f.Add([]byte("vllm:num_requests_running{model_name=\"m\"} 3\n# HELP x\nvllm:num_requests_running 1e3\n"))
 	f.Add([]byte("vllm:num_requests_running{a=\"}\"} 2 1700000000\r\n"))
-	names := ScrapedMetrics()
+	names := loadgen.ScrapedMetrics()
 	f.Fuzz(func(t *testing.T, data []byte) {
-		out := ParsePrometheusText(bytes.NewReader(data), names)
+		out := loadgen.ParsePrometheusText(bytes.NewReader(data), names)
 		for k := range out {
 			if !slices.Contains(names, k) {
 				t.Fatalf("returned %q, which was not asked for", k)
@@ -82,7 +82,7 @@ func FuzzParsePrometheusText(f *testing.F) {
 		}
 		const name = "vllm:num_requests_running"
 		more := append(bytes.Clone(data), fmt.Sprintf("\n%s{extra=\"1\"} 7\n", name)...)
-		got := ParsePrometheusText(bytes.NewReader(more), names)[name]
+		got := loadgen.ParsePrometheusText(bytes.NewReader(more), names)[name]
 		want := out[name] + 7
 		if math.IsNaN(out[name]) || math.IsInf(out[name], 0) {
 			return

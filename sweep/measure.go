@@ -36,14 +36,6 @@ type sweeper struct {
 // reachTimeout bounds CheckReachable's request.
 const reachTimeout = 30 * time.Second
 
-// settleTimeout bounds the wait for a server's counters to include a run's
-// last requests (settledAfter), polled every settlePoll; a server that
-// counts them before answering costs one scrape.
-const (
-	settleTimeout = 2 * time.Second
-	settlePoll    = 20 * time.Millisecond
-)
-
 // CheckReachable sends one GET to base/v1/models. Any HTTP answer, an error
 // status included (a server without the route, a wrong key), shows the
 // server is up; only a failure to get an answer is an error, wrapping
@@ -80,7 +72,7 @@ type modelsEvidence struct {
 // folder reaches the server.
 func (s *sweeper) saveModels(ctx context.Context) []byte {
 	ev := modelsEvidence{URL: s.base + "/v1/models"}
-	b, err := getText(ctx, s.client, ev.URL, s.opts.APIKey, 1<<20)
+	b, err := loadgen.GetText(ctx, s.client, ev.URL, s.opts.APIKey, 1<<20)
 	path := filepath.Join(s.root, ModelsFile)
 	if ok, _ := exists(path); ok {
 		return b
@@ -100,26 +92,6 @@ func (s *sweeper) saveModels(ctx context.Context) []byte {
 		}
 	}
 	return b
-}
-
-// servedModels returns the model ids of a /v1/models answer, or nil when b
-// is not one.
-func servedModels(b []byte) []string {
-	var list struct {
-		Data []struct {
-			ID string `json:"id"`
-		} `json:"data"`
-	}
-	if json.Unmarshal(b, &list) != nil {
-		return nil
-	}
-	var ids []string
-	for _, m := range list.Data {
-		if m.ID != "" {
-			ids = append(ids, m.ID)
-		}
-	}
-	return ids
 }
 
 // measureAll measures the runs of order that are not complete yet, in
@@ -238,9 +210,6 @@ func (s *sweeper) measure(ctx context.Context, spec RunSpec) error {
 			return err
 		}
 	}
-	rm := RunMetrics{URL: s.base + "/metrics"}
-	rm.Before = ScrapeMetrics(ctx, s.client, s.base, s.opts.APIKey, s.now)
-
 	raw := spec.RawPath(s.root)
 	partial := raw + ".partial-" + strconv.FormatInt(s.now().UnixNano(), 10)
 	f, err := os.OpenFile(partial, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
@@ -248,36 +217,11 @@ func (s *sweeper) measure(ctx context.Context, spec RunSpec) error {
 		return err
 	}
 	lo := s.loadOptions(spec.Dir()+"-"+spec.Stem(), spec.Concurrency)
-	lo.ServerVersion = ServerVersion(ctx, s.client, s.base, s.opts.APIKey) // asked before each run: a server may be restarted between runs
 	if s.opts.Progress != nil {
 		lo.Progress = s.opts.Progress.Request
 	}
 	s.opts.Progress.StartRun(spec, len(s.rows))
-	interval := s.opts.MetricsInterval
-	if interval == 0 {
-		interval = time.Second
-	}
-	type watched struct {
-		max map[string]float64
-		n   int
-	}
-	watchDone := make(chan watched, 1)
-	wctx, stopWatch := context.WithCancel(ctx)
-	if interval > 0 && rm.Before.Available {
-		go func() {
-			m, n := watchMetrics(wctx, s.client, s.base, s.opts.APIKey, interval, s.now)
-			watchDone <- watched{m, n}
-		}()
-	} else {
-		watchDone <- watched{}
-	}
-	sum, recs, err := loadgen.RunCondition(ctx, lo, s.rows, f)
-	stopWatch()
-	w := <-watchDone
-	rm.DuringMax, rm.DuringSamples = w.max, w.n
-	if len(rm.DuringMax) == 0 {
-		rm.DuringMax = nil
-	}
+	sum, recs, rm, err := loadgen.Measure(ctx, lo, s.rows, f, &loadgen.ServerMetrics{Interval: s.opts.MetricsInterval, Now: s.now})
 	if err != nil {
 		f.Close()
 		return fmt.Errorf("run %s: %w (its records so far are kept in %s)", spec, err, partial)
@@ -289,8 +233,6 @@ func (s *sweeper) measure(ctx context.Context, spec RunSpec) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	rm.After, rm.AfterScrapes, rm.AfterUnsettled = settledAfter(ctx, rm.Before, sum.Counts.Successful, settleTimeout, settlePoll,
-		func() MetricsSnapshot { return ScrapeMetrics(ctx, s.client, s.base, s.opts.APIKey, s.now) })
 	if b, err := marshalIndent(rm); err == nil {
 		if err := writeNewFileAtomic(metricsPath, b); err != nil {
 			return err

@@ -31,7 +31,7 @@ vllm:num_requests_waiting{model_name="a"} NaN-ish
 other_metric 9
 vllm:generation_tokens_total{label="with } brace"} 12
 `
-	got := ParsePrometheusText(strings.NewReader(text), ScrapedMetrics())
+	got := loadgen.ParsePrometheusText(strings.NewReader(text), loadgen.ScrapedMetrics())
 	assert.Equal(t, 4.0, got["vllm:num_requests_running"])
 	assert.Equal(t, 0.25, got["vllm:kv_cache_usage_perc"])
 	assert.Equal(t, 7.0, got["vllm:num_preemptions_total"])
@@ -46,7 +46,7 @@ func TestServerBase(t *testing.T) {
 		"http://u:p@h:1/prefix/v1/completions?x=1": "http://h:1/prefix",
 		"https://h/completions":                    "https://h",
 	} {
-		got, err := ServerBase(in)
+		got, err := loadgen.ServerBase(in)
 		require.NoError(t, err)
 		assert.Equal(t, want, got, in)
 	}
@@ -236,9 +236,9 @@ func TestThroughputWithoutUsageIsNull(t *testing.T) {
 // went down (a server restarted mid-run) or are missing.
 func TestServerPhasesPoolsRuns(t *testing.T) {
 	run := func(before, after map[string]float64) *RunData {
-		return &RunData{Server: &RunMetrics{
-			Before: MetricsSnapshot{Available: true, Values: before},
-			After:  MetricsSnapshot{Available: true, Values: after},
+		return &RunData{Server: &loadgen.RunMetrics{
+			Before: loadgen.MetricsSnapshot{Available: true, Values: before},
+			After:  loadgen.MetricsSnapshot{Available: true, Values: after},
 		}}
 	}
 	const qs, qc = "vllm:request_queue_time_seconds_sum", "vllm:request_queue_time_seconds_count"
@@ -282,16 +282,16 @@ func TestServedModelsAndVersion(t *testing.T) {
 	}))
 	defer srv.Close()
 	ctx := context.Background()
-	ids, err := ServedModels(ctx, srv.Client(), srv.URL+"/list", "")
+	ids, err := loadgen.ServedModels(ctx, srv.Client(), srv.URL+"/list", "")
 	require.NoError(t, err)
 	assert.Equal(t, []string{"a", "b/c"}, ids, "empty ids are skipped")
 	for _, base := range []string{"/empty", "/broken", "/notjson", "/missing"} {
-		_, err := ServedModels(ctx, srv.Client(), srv.URL+base, "")
+		_, err := loadgen.ServedModels(ctx, srv.Client(), srv.URL+base, "")
 		assert.Error(t, err, base)
 	}
-	assert.Equal(t, "0.9.1", ServerVersion(ctx, srv.Client(), srv.URL+"/list", ""))
+	assert.Equal(t, "0.9.1", loadgen.ServerVersion(ctx, srv.Client(), srv.URL+"/list", ""))
 	for _, base := range []string{"/empty", "/broken", "/long", "/missing"} {
-		assert.Empty(t, ServerVersion(ctx, srv.Client(), srv.URL+base, ""), base)
+		assert.Empty(t, loadgen.ServerVersion(ctx, srv.Client(), srv.URL+base, ""), base)
 	}
 }
 

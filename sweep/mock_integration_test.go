@@ -18,6 +18,7 @@ import (
 	"github.com/tinyserve/tinyserve/llm/engine"
 	"github.com/tinyserve/tinyserve/llm/mock"
 	"github.com/tinyserve/tinyserve/openai"
+	"github.com/tinyserve/tinyserve/sweep/loadgen"
 )
 
 // TestSweepAgainstTinyserveMock runs a full small sweep against the real
@@ -61,7 +62,7 @@ func TestSweepAgainstTinyserveMock(t *testing.T) {
 		assert.Equal(t, 320*2, a.Counts.OutputTokens, "usage comes from the server")
 		assert.Equal(t, 320, a.TTFTS.Count)
 	}
-	var rm RunMetrics
+	var rm loadgen.RunMetrics
 	b := readFile(t, filepath.Join(res.Root, "repeat-01", "concurrency-064.metrics.json"))
 	require.NoError(t, jsonUnmarshal(b, &rm))
 	assert.True(t, rm.After.Available)

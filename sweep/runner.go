@@ -2,6 +2,7 @@ package sweep
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -257,7 +258,7 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 		client = loadgen.NewHTTPClient(top)
 		defer client.CloseIdleConnections()
 	}
-	base, err := ServerBase(rc.URL)
+	base, err := loadgen.ServerBase(rc.URL)
 	if err != nil {
 		return nil, err
 	}
@@ -282,7 +283,7 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 		return nil, err
 	}
 	s.session = m.Experiment.Sessions
-	if ids := servedModels(s.saveModels(ctx)); len(ids) > 0 && !slices.Contains(ids, rc.Model) {
+	if ids := loadgen.ServedModelIDs(s.saveModels(ctx)); len(ids) > 0 && !slices.Contains(ids, rc.Model) {
 		// A warning, not an error: some servers (llama.cpp's) answer any
 		// model name. Where the name matters, every request fails with 404
 		// and the run stops with its evidence kept.
@@ -329,4 +330,19 @@ func readRepeats(root string, order []RunSpec) ([]RunData, error) {
 		runs = append(runs, rd)
 	}
 	return runs, nil
+}
+
+// readRunMetrics reads a run's .metrics.json; nil when it is missing or
+// unreadable (a run measured before it was kept, a server without
+// /metrics): the metrics explain a run, they never decide whether it counts.
+func readRunMetrics(path string) *loadgen.RunMetrics {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	var rm loadgen.RunMetrics
+	if json.Unmarshal(b, &rm) != nil {
+		return nil
+	}
+	return &rm
 }

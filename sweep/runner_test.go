@@ -157,7 +157,7 @@ func TestSweepFindsStructuralPlateau(t *testing.T) {
 	assert.Len(t, m.Workload.SHA256, 64)
 	assert.NotContains(t, string(mb), "hunter2", "secrets are redacted")
 
-	var rm RunMetrics
+	var rm loadgen.RunMetrics
 	b, _ := os.ReadFile(filepath.Join(root, "repeat-01/concurrency-008.metrics.json"))
 	require.NoError(t, json.Unmarshal(b, &rm))
 	assert.True(t, rm.Before.Available)

@@ -164,13 +164,13 @@ func run(c *cli.Context, stdout, stderr io.Writer, getenv func(string) string) e
 	if err := checkOutputs(output, summaryPath); err != nil {
 		return err
 	}
-	base, err := sweep.ServerBase(opts.URL)
+	base, err := loadgen.ServerBase(opts.URL)
 	if err != nil {
 		return fmt.Errorf("--url: %w", err)
 	}
 	if opts.Model == "" {
 		// Pointing the client at a server is enough: it serves this model.
-		ids, err := sweep.ServedModels(c.Context, client, base, apiKey)
+		ids, err := loadgen.ServedModels(c.Context, client, base, apiKey)
 		if err != nil {
 			return fmt.Errorf("--model not given and the server's model list is unavailable: %w", err)
 		}
@@ -183,7 +183,6 @@ func run(c *cli.Context, stdout, stderr io.Writer, getenv func(string) string) e
 			return fmt.Errorf("%w: start the server and run the same command again", err)
 		}
 	}
-	opts.ServerVersion = sweep.ServerVersion(c.Context, client, base, apiKey)
 	for _, p := range []string{output, summaryPath} {
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return err
@@ -211,7 +210,7 @@ func run(c *cli.Context, stdout, stderr io.Writer, getenv func(string) string) e
 			fmt.Fprintf(stderr, "\r\033[K%d/%d requests, %.1f s", done, len(rows), time.Since(start).Seconds())
 		}
 	}
-	sum, recs, runErr := loadgen.RunCondition(c.Context, opts, rows, f)
+	sum, recs, _, runErr := loadgen.Measure(c.Context, opts, rows, f, nil)
 	if tty {
 		fmt.Fprint(stderr, "\r\033[K")
 	}

@@ -1,4 +1,4 @@
-package sweep
+package loadgen
 
 import (
 	"bufio"
@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -112,21 +111,6 @@ func settledAfter(ctx context.Context, before MetricsSnapshot, answered int, tim
 	}
 }
 
-// readRunMetrics reads a run's .metrics.json; nil when it is missing or
-// unreadable (a run measured before it was kept, a server without
-// /metrics): the metrics explain a run, they never decide whether it counts.
-func readRunMetrics(path string) *RunMetrics {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil
-	}
-	var rm RunMetrics
-	if json.Unmarshal(b, &rm) != nil {
-		return nil
-	}
-	return &rm
-}
-
 // watchMetrics scrapes base/metrics every interval until ctx ends and
 // returns the per-metric maxima and the number of successful scrapes.
 func watchMetrics(ctx context.Context, client *http.Client, base, apiKey string, interval time.Duration, now func() time.Time) (map[string]float64, int) {
@@ -216,9 +200,9 @@ func ServerBase(completionsURL string) (string, error) {
 	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: p}).String(), nil
 }
 
-// getText GETs url with the bearer token (if any), returning at most limit
+// GetText GETs url with the bearer token (if any), returning at most limit
 // bytes of a 200 body.
-func getText(ctx context.Context, client *http.Client, u, apiKey string, limit int64) ([]byte, error) {
+func GetText(ctx context.Context, client *http.Client, u, apiKey string, limit int64) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
@@ -246,7 +230,7 @@ func getText(ctx context.Context, client *http.Client, u, apiKey string, limit i
 // ScrapeMetrics fetches base/metrics and keeps ScrapedMetrics. now stamps
 // the snapshot.
 func ScrapeMetrics(ctx context.Context, client *http.Client, base, apiKey string, now func() time.Time) MetricsSnapshot {
-	b, err := getText(ctx, client, base+"/metrics", apiKey, 16<<20)
+	b, err := GetText(ctx, client, base+"/metrics", apiKey, 16<<20)
 	s := MetricsSnapshot{Time: now().UTC().Format(time.RFC3339Nano)}
 	if err != nil {
 		s.Error = err.Error()
@@ -262,7 +246,7 @@ func ScrapeMetrics(ctx context.Context, client *http.Client, base, apiKey string
 // (no such route, an error, another shape). A run records it as evidence of
 // what software it measured.
 func ServerVersion(ctx context.Context, client *http.Client, base, apiKey string) string {
-	b, err := getText(ctx, client, base+"/version", apiKey, 64<<10)
+	b, err := GetText(ctx, client, base+"/version", apiKey, 64<<10)
 	if err != nil {
 		return ""
 	}
@@ -279,13 +263,33 @@ func ServerVersion(ctx context.Context, client *http.Client, base, apiKey string
 // returns their ids in the server's order; an error when it gives no answer,
 // answers with an error status, or lists none.
 func ServedModels(ctx context.Context, client *http.Client, base, apiKey string) ([]string, error) {
-	b, err := getText(ctx, client, base+"/v1/models", apiKey, 1<<20)
+	b, err := GetText(ctx, client, base+"/v1/models", apiKey, 1<<20)
 	if err != nil {
 		return nil, err
 	}
-	ids := servedModels(b)
+	ids := ServedModelIDs(b)
 	if len(ids) == 0 {
 		return nil, fmt.Errorf("GET %s/v1/models: no model listed", base)
 	}
 	return ids, nil
+}
+
+// ServedModelIDs returns the model ids of a /v1/models answer, or nil when b
+// is not one.
+func ServedModelIDs(b []byte) []string {
+	var list struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	if json.Unmarshal(b, &list) != nil {
+		return nil
+	}
+	var ids []string
+	for _, m := range list.Data {
+		if m.ID != "" {
+			ids = append(ids, m.ID)
+		}
+	}
+	return ids
 }
