@@ -170,14 +170,57 @@ func cfgErr(field, format string, args ...any) error {
 // LoadConfig reads, validates and resolves the sweep config at path.
 // Relative paths in it (prompts, output_dir) resolve against the working
 // directory, as serving-inference does, not against the config's folder.
-func LoadConfig(path string) (*Config, error) {
+//
+// Each of engine, KEY=VALUE (VALUE JSON, or else a bare string such as
+// cuda), sets a member of an embedded target's target.engine object before
+// validation (cmd/sweep's --engine). The overrides become part of the config
+// that config.json records, so a sweep folder measured with one backend is
+// never resumed with another.
+func LoadConfig(path string, engine ...string) (*Config, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	c, err := ParseConfig(b)
+	if len(engine) == 0 {
+		c, err := ParseConfig(b)
+		if err != nil {
+			return nil, jsonpos.Wrap(path, b, err) // a syntax error's line and column too
+		}
+		return c, nil
+	}
+	// Numbers stay as written: through a float64 a seed above 2^53 would
+	// change, and 0.0 would pass for the integer the config refuses it as.
+	var raw map[string]any
+	if err := DecodeJSONExact(b, &raw); err != nil {
+		return nil, jsonpos.Wrap(path, b, err)
+	}
+	target, _ := raw["target"].(map[string]any)
+	if target == nil || target["kind"] != TargetEmbedded {
+		return nil, fmt.Errorf("--engine: %s has no embedded target", path)
+	}
+	eng, _ := target["engine"].(map[string]any)
+	if eng == nil {
+		eng = map[string]any{}
+	}
+	for _, o := range engine {
+		k, v, ok := strings.Cut(o, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--engine %q: want KEY=VALUE", o)
+		}
+		var val any
+		if err := DecodeJSONExact([]byte(v), &val); err != nil {
+			val = v // a bare word such as cuda is a string
+		}
+		eng[k] = val
+	}
+	target["engine"] = eng
+	nb, err := json.Marshal(raw)
 	if err != nil {
-		return nil, jsonpos.Wrap(path, b, err) // a syntax error's line and column too
+		return nil, err
+	}
+	c, err := ParseConfig(nb)
+	if err != nil {
+		return nil, fmt.Errorf("%s with --engine overrides: %w", path, err)
 	}
 	return c, nil
 }

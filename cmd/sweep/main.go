@@ -15,7 +15,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -31,7 +30,6 @@ import (
 	"golang.org/x/term"
 
 	"github.com/tinyserve/tinyserve/internal/clihint"
-	"github.com/tinyserve/tinyserve/internal/jsonpos"
 	"github.com/tinyserve/tinyserve/sweep"
 )
 
@@ -121,7 +119,7 @@ func runSweep(c *cli.Context, stdout, stderr io.Writer, getenv func(string) stri
 		}
 		return fmt.Errorf("want one CONFIG argument, got %d: %v", c.NArg(), c.Args().Slice())
 	}
-	cfg, err := loadConfig(c.Args().First(), c.StringSlice("engine"))
+	cfg, err := sweep.LoadConfig(c.Args().First(), c.StringSlice("engine")...)
 	if err != nil {
 		return err
 	}
@@ -217,53 +215,4 @@ func printSaturation(w io.Writer, c *sweep.Combined) {
 	}
 	fmt.Fprintf(w, "warning: repeats disagree at concurrency %s (up to %.0f%% of the median apart, against the rule's %.0f%% gain): the verdict may be noise; see the report\n",
 		strings.Join(levels, ", "), widest*100, c.Saturation.ThroughputGainThreshold*100)
-}
-
-// loadConfig reads the sweep config and applies --engine overrides to its
-// target.engine object before validation. The overrides become part of the
-// config that config.json records, so a sweep folder measured with one
-// backend is never resumed with another.
-func loadConfig(path string, overrides []string) (*sweep.Config, error) {
-	if len(overrides) == 0 {
-		return sweep.LoadConfig(path)
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	// Numbers stay as written: through a float64 a seed above 2^53 would
-	// change, and 0.0 would pass for the integer the config refuses it as.
-	var raw map[string]any
-	if err := sweep.DecodeJSONExact(b, &raw); err != nil {
-		return nil, jsonpos.Wrap(path, b, err)
-	}
-	target, _ := raw["target"].(map[string]any)
-	if target == nil || target["kind"] != sweep.TargetEmbedded {
-		return nil, fmt.Errorf("--engine: %s has no embedded target", path)
-	}
-	engine, _ := target["engine"].(map[string]any)
-	if engine == nil {
-		engine = map[string]any{}
-	}
-	for _, o := range overrides {
-		k, v, ok := strings.Cut(o, "=")
-		if !ok || k == "" {
-			return nil, fmt.Errorf("--engine %q: want KEY=VALUE", o)
-		}
-		var val any
-		if err := sweep.DecodeJSONExact([]byte(v), &val); err != nil {
-			val = v // a bare word such as cuda is a string
-		}
-		engine[k] = val
-	}
-	target["engine"] = engine
-	nb, err := json.Marshal(raw)
-	if err != nil {
-		return nil, err
-	}
-	cfg, err := sweep.ParseConfig(nb)
-	if err != nil {
-		return nil, fmt.Errorf("%s with --engine overrides: %w", path, err)
-	}
-	return cfg, nil
 }

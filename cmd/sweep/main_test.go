@@ -374,7 +374,7 @@ func TestEngineOverridesKeepNumbers(t *testing.T) {
 		require.NoError(t, os.WriteFile(p, b, 0o644))
 		return p
 	}
-	cfg, err := loadConfig(write("0"), []string{"max_num_seqs=1", "num_blocks=64"})
+	cfg, err := sweep.LoadConfig(write("0"), "max_num_seqs=1", "num_blocks=64")
 	require.NoError(t, err)
 	assert.Equal(t, int64(9007199254740993), cfg.Seed)
 	recorded, err := json.Marshal(cfg.Original())
@@ -382,9 +382,9 @@ func TestEngineOverridesKeepNumbers(t *testing.T) {
 	assert.Contains(t, string(recorded), `"seed":9007199254740993`, "config.json records the seed as written")
 	assert.Contains(t, string(recorded), `"max_num_seqs":1`)
 
-	_, errPlain := loadConfig(write("0.0"), nil)
+	_, errPlain := sweep.LoadConfig(write("0.0"))
 	require.ErrorContains(t, errPlain, "warmups")
-	_, err = loadConfig(write("0.0"), []string{"max_num_seqs=1"})
+	_, err = sweep.LoadConfig(write("0.0"), "max_num_seqs=1")
 	assert.ErrorContains(t, err, "warmups", "an override does not make 0.0 an integer")
 }
 
