@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/tinyserve/tinyserve/internal/hfhub"
 )
 
 // Checkpoint identifies by content the model files an embedded target
@@ -93,6 +95,9 @@ func NewCheckpoint(dir string, modelFiles, tokenizerPaths []string) (*Checkpoint
 	ck := &Checkpoint{Dir: dir, Files: files}
 	if tdir := relocateTokenizerFiles(ck.Files); tdir != "" {
 		ck.Tokenizer = &CheckpointOrigin{Dir: tdir}
+		// A hub cache's snapshot is recorded with its id and commit
+		// (--tokenizer ORG/NAME, --tokenizer-revision).
+		ck.Tokenizer.HubID, ck.Tokenizer.Revision, _ = hfhub.SnapshotOf(tdir)
 	}
 	return ck, nil
 }

@@ -17,9 +17,7 @@ import (
 	"time"
 
 	"github.com/tinyserve/tinyserve"
-	"github.com/tinyserve/tinyserve/internal/hfhub"
 	"github.com/tinyserve/tinyserve/llm"
-	"github.com/tinyserve/tinyserve/llm/cuda"
 	"github.com/tinyserve/tinyserve/openai"
 	"github.com/tinyserve/tinyserve/sweep"
 	"github.com/tinyserve/tinyserve/sweep/loadgen"
@@ -107,9 +105,6 @@ func checkpointOf(src *llm.ModelSource) (*sweep.Checkpoint, error) {
 		return nil, err
 	}
 	ck.HubID, ck.Revision = src.HubID, src.Revision
-	if t := ck.Tokenizer; t != nil {
-		t.HubID, t.Revision, _ = hfhub.SnapshotOf(t.Dir)
-	}
 	return ck, nil
 }
 
@@ -119,8 +114,7 @@ func checkpointOf(src *llm.ModelSource) (*sweep.Checkpoint, error) {
 // override, which the error would otherwise leave the user to find in the
 // docs.
 func noGPUHint(err error) string {
-	var nf *cuda.NotFoundError
-	if errors.As(err, &nf) || errors.Is(err, cuda.ErrNoDevice) {
+	if tinyserve.NoGPU(err) {
 		return "\nno usable GPU here: --engine backend=cpu runs the same sweep on the CPU"
 	}
 	return ""
