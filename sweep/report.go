@@ -5,6 +5,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"path/filepath"
 	"slices"
@@ -169,11 +170,11 @@ type NoisyLevel struct {
 	Low, High, Spread float64
 }
 
-// NoisyLevels returns the levels of c, in ascending concurrency, whose
+// noisyLevels returns the levels of c, in ascending concurrency, whose
 // repeats disagree by more than the saturation rule can resolve: the rule
 // compares medians against a gain of a few percent, which repeats 30% apart
 // cannot settle. Levels with fewer than two repeats are never named.
-func (c *Combined) NoisyLevels() []NoisyLevel {
+func (c *Combined) noisyLevels() []NoisyLevel {
 	return noisyLevels(c.ByConcurrency, c.Saturation.ThroughputGainThreshold)
 }
 
@@ -481,4 +482,28 @@ func writeServerPhases(b *strings.Builder, levels []LevelAggregate) {
 			fmtNum(p.QueueS, "%.4f"), fmtNum(p.PrefillS, "%.4f"), fmtNum(p.DecodeS, "%.4f"),
 			fmtNum(a.TTFTS.Mean, "%.4f"), fmtNum(a.LatencyS.Mean, "%.4f"))
 	}
+}
+
+// WriteVerdict writes, for a terminal, the candidate saturation concurrency and, when
+// some level's repeats disagree by more than the rule can resolve, a
+// warning that says so: the report has the details, but a reader of the
+// terminal alone would otherwise take a verdict made of noise at its word.
+func (c *Combined) WriteVerdict(w io.Writer) {
+	if s := c.Saturation.Candidate; s != nil {
+		fmt.Fprintf(w, "candidate saturation concurrency: %d (client-observed)\n", *s)
+	} else {
+		fmt.Fprintln(w, "candidate saturation concurrency: not demonstrated")
+	}
+	noisy := c.noisyLevels()
+	if len(noisy) == 0 {
+		return
+	}
+	levels := make([]string, len(noisy))
+	widest := 0.0
+	for i, n := range noisy {
+		levels[i] = strconv.Itoa(n.Concurrency)
+		widest = max(widest, n.Spread)
+	}
+	fmt.Fprintf(w, "warning: repeats disagree at concurrency %s (up to %.0f%% of the median apart, against the rule's %.0f%% gain): the verdict may be noise; see the report\n",
+		strings.Join(levels, ", "), widest*100, c.Saturation.ThroughputGainThreshold*100)
 }

@@ -21,7 +21,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -183,36 +182,12 @@ func runSweep(c *cli.Context, stdout, stderr io.Writer, getenv func(string) stri
 	if res.AlreadyComplete {
 		fmt.Fprintf(stdout, "every run of %s is already complete; nothing was sent (use --output-root to measure afresh)\n", res.Root)
 		if res.Combined != nil {
-			printSaturation(stdout, res.Combined)
+			res.Combined.WriteVerdict(stdout)
 		}
 	} else {
 		fmt.Fprintf(stdout, "sweep finished in %s: %d runs measured, %d kept from before\n", time.Since(start).Round(time.Second), res.Measured, res.Kept)
-		printSaturation(stdout, res.Combined)
+		res.Combined.WriteVerdict(stdout)
 	}
 	fmt.Fprintf(stdout, "report:  %s\nCSV:     %s\nplot:    %s\n         %s\nsummary: %s\n", res.Reports.Report, res.Reports.CSV, res.Reports.PNG, res.Reports.SVG, res.Reports.Summary)
 	return nil
-}
-
-// printSaturation prints the candidate saturation concurrency and, when
-// some level's repeats disagree by more than the rule can resolve, a
-// warning that says so: the report has the details, but a reader of the
-// terminal alone would otherwise take a verdict made of noise at its word.
-func printSaturation(w io.Writer, c *sweep.Combined) {
-	if s := c.Saturation.Candidate; s != nil {
-		fmt.Fprintf(w, "candidate saturation concurrency: %d (client-observed)\n", *s)
-	} else {
-		fmt.Fprintln(w, "candidate saturation concurrency: not demonstrated")
-	}
-	noisy := c.NoisyLevels()
-	if len(noisy) == 0 {
-		return
-	}
-	levels := make([]string, len(noisy))
-	widest := 0.0
-	for i, n := range noisy {
-		levels[i] = strconv.Itoa(n.Concurrency)
-		widest = max(widest, n.Spread)
-	}
-	fmt.Fprintf(w, "warning: repeats disagree at concurrency %s (up to %.0f%% of the median apart, against the rule's %.0f%% gain): the verdict may be noise; see the report\n",
-		strings.Join(levels, ", "), widest*100, c.Saturation.ThroughputGainThreshold*100)
 }

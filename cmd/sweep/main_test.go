@@ -332,14 +332,14 @@ func TestPrintSaturationWarnsOfNoise(t *testing.T) {
 	c.Saturation.Candidate = &four
 	c.Saturation.ThroughputGainThreshold = sweep.DefaultThroughputGain
 	var b bytes.Buffer
-	printSaturation(&b, &c)
+	c.WriteVerdict(&b)
 	assert.Equal(t, "candidate saturation concurrency: 4 (client-observed)\n"+
 		"warning: repeats disagree at concurrency 2, 4 (up to 30% of the median apart, against the rule's 5% gain): the verdict may be noise; see the report\n", b.String())
 
 	c.ByConcurrency = c.ByConcurrency[:1]
 	c.Saturation.Candidate = nil
 	b.Reset()
-	printSaturation(&b, &c)
+	c.WriteVerdict(&b)
 	assert.Equal(t, "candidate saturation concurrency: not demonstrated\n", b.String())
 }
 
