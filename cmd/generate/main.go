@@ -8,6 +8,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -46,6 +47,9 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		&cli.Float64Flag{Name: "repetition-penalty", Value: 1, Usage: "divides positive (multiplies negative) logits of prompt and generated tokens; 1: off"},
 		&cli.BoolFlag{Name: "ignore-eos", Usage: "keep generating after the end-of-text token"},
 		&cli.BoolFlag{Name: "score", Usage: "score each prompt instead: every token's log-probability given the tokens before it, and the prompt's perplexity"},
+		&cli.BoolFlag{Name: "chat", Usage: "render the prompts as one conversation (user, assistant, user, ...) with the model's chat template, as /v1/chat/completions does, and print the reply"},
+		&cli.StringFlag{Name: "system", Usage: "--chat: the system message"},
+		&cli.StringFlag{Name: "chat-template-kwargs", Usage: `--chat: extra template variables as a JSON object, e.g. '{"enable_thinking": false}'`},
 		&cli.BoolFlag{Name: "verbose", Usage: "log the engine's start-up"},
 	)
 	return &cli.App{
@@ -116,6 +120,26 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			asRequest(&params)
 			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			if c.Bool("chat") {
+				prompts := c.StringSlice("prompt")
+				if !c.IsSet("prompt") {
+					prompts = []string{"Hello! What can you do?"}
+				}
+				msgs, err := conversation(c.String("system"), prompts)
+				if err != nil {
+					return err
+				}
+				var kwargs map[string]any
+				if k := c.String("chat-template-kwargs"); k != "" {
+					if err := json.Unmarshal([]byte(k), &kwargs); err != nil || kwargs == nil {
+						return fmt.Errorf("--chat-template-kwargs: want a JSON object, got %q", k)
+					}
+				}
+				return chat(ctx, cfg, msgs, kwargs, params, stdout)
+			}
+			if c.IsSet("system") || c.IsSet("chat-template-kwargs") {
+				return errors.New("--system and --chat-template-kwargs need --chat")
+			}
 			return generate(ctx, cfg, c.StringSlice("prompt"), params, stdout)
 		},
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -288,4 +289,31 @@ func fmtSeed(s *int64) string {
 		return "none"
 	}
 	return strconv.FormatInt(*s, 10)
+}
+
+// TestGenerateChat: --chat renders the conversation with qwen3-tiny's chat
+// template and prints the rendered prompt and the reply; an even number of
+// turns, and a model without a template, are refused with what to do.
+func TestGenerateChat(t *testing.T) {
+	var out, errb bytes.Buffer
+	err := newApp(&out, &errb).Run([]string{"generate", "--chat", "--model", "../../testdata/qwen3-tiny", "--tokenizer", "qwen2.5",
+		"--system", "Be brief.", "--chat-template-kwargs", `{"enable_thinking": false}`, "--max-tokens", "4", "--ignore-eos", "-p", "Hello!"})
+	if err != nil {
+		t.Fatal(err, errb.String())
+	}
+	for _, want := range []string{"<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHello!<|im_end|>\n<|im_start|>assistant\n<think>", "--- reply (4 tokens, finish length)"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	for args, want := range map[string]string{
+		"--chat -p a -p b": "odd number",
+		"--chat":           "no chat template",
+		"--system x":       "need --chat",
+	} {
+		err := newApp(io.Discard, io.Discard).Run(append([]string{"generate"}, strings.Fields(args)...))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: err %v, want %q", args, err, want)
+		}
+	}
 }
