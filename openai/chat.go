@@ -164,6 +164,7 @@ func (h *handler) newChatParse(req *chatRequest) *chatParse {
 type chatDelta struct {
 	reasoning, content string
 	calls              []toolcall.Call
+	pieces             []toolcall.Piece
 }
 
 func (p *chatParse) feed(text string, final bool) chatDelta {
@@ -186,8 +187,9 @@ func (p *chatParse) feed(text string, final bool) chatDelta {
 		f := p.tools.Finish()
 		td.Content += f.Content
 		td.Calls = append(td.Calls, f.Calls...)
+		td.Pieces = append(td.Pieces, f.Pieces...)
 	}
-	d.content, d.calls = td.Content, td.Calls
+	d.content, d.calls, d.pieces = td.Content, td.Calls, td.Pieces
 	return d
 }
 
@@ -226,9 +228,12 @@ type chatToolCall struct {
 	Function chatToolFunction `json:"function"`
 }
 
+// chatToolFunction is a call's function. In a stream a call's first delta
+// names it without arguments and later ones carry only arguments text, as
+// vLLM's do; a whole message always has both.
 type chatToolFunction struct {
-	Name      string `json:"name,omitempty"`
-	Arguments string `json:"arguments"`
+	Name      string  `json:"name,omitempty"`
+	Arguments *string `json:"arguments,omitempty"`
 }
 
 // chatLogprobs is the chat form: one entry per generated token.
@@ -313,7 +318,7 @@ func (h *handler) finishChat(ctx context.Context, cancel context.CancelFunc, w h
 		}
 		for _, call := range d.calls {
 			msg.ToolCalls = append(msg.ToolCalls, chatToolCall{ID: toolCallID(), Type: "function",
-				Function: chatToolFunction{Name: call.Name, Arguments: call.Arguments}})
+				Function: chatToolFunction{Name: call.Name, Arguments: &call.Arguments}})
 		}
 		if len(d.calls) > 0 {
 			fr = "tool_calls"

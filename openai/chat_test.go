@@ -230,7 +230,8 @@ func TestChatToolsAndReasoning(t *testing.T) {
 		status, body = postChat(t, srv.URL, `{"messages":[{"role":"user","content":"Weather?"}],"tools":`+tools+`,"stream":true}`)
 		require.Equal(t, 200, status, body)
 		var reasoningText, content, finish string
-		var calls []map[string]any
+		var calls []map[string]any // the stream's call entries
+		callName, callArgs := "", ""
 		for _, e := range sseEvents(t, body) {
 			if e == "[DONE]" {
 				continue
@@ -250,15 +251,30 @@ func TestChatToolsAndReasoning(t *testing.T) {
 			reasoningText += d.ReasoningContent
 			content += d.Content
 			calls = append(calls, d.ToolCalls...)
+			for _, tc := range d.ToolCalls {
+				assert.EqualValues(t, 0, tc["index"])
+				fn := tc["function"].(map[string]any)
+				if name, ok := fn["name"].(string); ok {
+					assert.Empty(t, callName, "a second call")
+					assert.True(t, strings.HasPrefix(tc["id"].(string), "chatcmpl-tool-"))
+					callName = name
+				} else {
+					assert.NotEmpty(t, callName, "arguments before the call's name")
+				}
+				args, _ := fn["arguments"].(string)
+				callArgs += args
+			}
 			if fr := ch.Choices[0].FinishReason; fr != nil {
 				finish = *fr
 			}
 		}
 		assert.Equal(t, m.ReasoningContent, reasoningText, "cut %d", cut)
 		assert.Equal(t, m.Content, content, "cut %d", cut)
-		require.Len(t, calls, 1, "cut %d", cut)
-		assert.EqualValues(t, 0, calls[0]["index"])
-		assert.Equal(t, `{"city": "Paris"}`, calls[0]["function"].(map[string]any)["arguments"])
+		assert.Equal(t, "get_weather", callName, "cut %d", cut)
+		assert.Equal(t, `{"city": "Paris"}`, callArgs, "cut %d", cut)
+		if cut == 1 {
+			assert.Greater(t, len(calls), 2, "byte by byte, the arguments stream in pieces")
+		}
 		assert.Equal(t, "tool_calls", finish)
 	}
 }

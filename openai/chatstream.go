@@ -16,7 +16,8 @@ type chatChunkWithUsage struct {
 
 // streamChat writes the choices as chat.completion.chunk events, as vLLM's
 // chat stream does: first each choice's role, then its deltas (reasoning,
-// content, and each tool call whole once it has been written), then its
+// content, and tool calls: a call's name once written, then its arguments
+// in pieces as they are written), then its
 // finish reason; usage when asked; then [DONE]. Events queued behind one
 // another merge into one chunk, as in streamCompletion.
 func (h *handler) streamChat(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter,
@@ -37,7 +38,7 @@ func (h *handler) streamChat(ctx context.Context, cancel context.CancelFunc, w h
 		return sse.event(chunk)
 	}
 	parses := make([]*chatParse, len(choices))
-	calls := make([]int, len(choices)) // tool calls sent per choice
+	calls := make([]int, len(choices)) // tool calls begun per choice
 	for i, c := range choices {
 		parses[i] = h.newChatParse(req)
 		empty := ""
@@ -59,11 +60,24 @@ func (h *handler) streamChat(ctx context.Context, cancel context.CancelFunc, w h
 		if d.content != "" {
 			delta.Content = &d.content
 		}
-		for _, call := range d.calls {
-			i := calls[c.index]
-			calls[c.index]++
-			delta.ToolCalls = append(delta.ToolCalls, chatToolCall{Index: &i, ID: toolCallID(), Type: "function",
-				Function: chatToolFunction{Name: call.Name, Arguments: call.Arguments}})
+		for _, p := range d.pieces {
+			if p.Name != "" {
+				calls[c.index]++
+				delta.ToolCalls = append(delta.ToolCalls, chatToolCall{Index: &p.Index, ID: toolCallID(), Type: "function",
+					Function: chatToolFunction{Name: p.Name}})
+				continue
+			}
+			// Pieces of one call that come together go out as one entry.
+			if n := len(delta.ToolCalls); n > 0 && *delta.ToolCalls[n-1].Index == p.Index {
+				last := &delta.ToolCalls[n-1].Function
+				args := p.Arguments
+				if last.Arguments != nil {
+					args = *last.Arguments + args
+				}
+				last.Arguments = &args
+				continue
+			}
+			delta.ToolCalls = append(delta.ToolCalls, chatToolCall{Index: &p.Index, Function: chatToolFunction{Arguments: &p.Arguments}})
 		}
 		cc := chatChoice{Index: c.index, Delta: delta}
 		if req.chatLogprobs && len(c.lps) > 0 {

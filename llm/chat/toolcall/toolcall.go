@@ -4,8 +4,8 @@
 // (Llama 3.1+: a JSON object {"name": …, "parameters": …}, optionally after
 // <|python_tag|>, several joined by ";"). A parser takes the text as it is
 // generated, so that a stream can send content as it comes and each tool
-// call once it is whole; text that does not parse stays content, never an
-// error.
+// call's arguments as they are written; text that does not parse stays
+// content, never an error.
 package toolcall
 
 import (
@@ -20,10 +20,13 @@ type Call struct {
 	Name, Arguments string
 }
 
-// Delta is what one Feed or Finish adds: content text and whole calls.
+// Delta is what one Feed or Finish adds: content text, whole calls (for a
+// complete response), and the same calls as stream pieces (for a stream,
+// which sends each call's name and then its arguments as they are written).
 type Delta struct {
 	Content string
 	Calls   []Call
+	Pieces  []Piece
 }
 
 // Parser splits one choice's generated text. Feed takes the next piece of
@@ -56,6 +59,7 @@ func Parse(newParser func() Parser, text string) Delta {
 	f := p.Finish()
 	d.Content += f.Content
 	d.Calls = append(d.Calls, f.Calls...)
+	d.Pieces = append(d.Pieces, f.Pieces...)
 	return d
 }
 
@@ -66,6 +70,8 @@ type hermes struct {
 	buf     strings.Builder // text not yet decided
 	inCall  bool
 	sawCall bool
+	call    callStream // the call being written, when inCall
+	started int        // calls whose pieces have begun
 }
 
 const (
@@ -93,19 +99,42 @@ func (h *hermes) Feed(text string) Delta {
 				d.Content += s[:i]
 			}
 			h.inCall, h.sawCall = true, true
+			h.call = callStream{index: h.started}
 			h.reset(s[i+len(hermesOpen):])
 			continue
 		}
 		j := strings.Index(s, hermesClose)
 		if j < 0 {
+			d.Pieces = append(d.Pieces, h.progress(s)...)
 			return d
 		}
-		if call, ok := parseCallJSON(s[:j], "arguments"); ok {
-			d.Calls = append(d.Calls, call) // one that does not parse is dropped, as vLLM drops it
-		}
+		h.closeCall(s[:j], &d)
 		h.inCall = false
 		h.reset(s[j+len(hermesClose):])
 	}
+}
+
+// progress streams what the open call's text so far decides.
+func (h *hermes) progress(body string) []Piece {
+	p := h.call.progress(body)
+	if len(p) > 0 && p[0].Name != "" {
+		h.started++
+	}
+	return p
+}
+
+// closeCall ends the open call, whole in body. One that does not parse is
+// dropped, as vLLM drops it (a stream that began it cannot take it back).
+func (h *hermes) closeCall(body string, d *Delta) {
+	call, ok := parseCallJSON(body, "arguments")
+	if !ok {
+		return
+	}
+	d.Calls = append(d.Calls, call)
+	if !h.call.named {
+		h.started++
+	}
+	d.Pieces = append(d.Pieces, h.call.finish(call)...)
 }
 
 func (h *hermes) reset(rest string) {
@@ -120,9 +149,8 @@ func (h *hermes) Finish() Delta {
 	case h.inCall:
 		// An unclosed call: vLLM's hermes parser still reads a complete
 		// JSON object there (generation stopped at </tool_call>'s stop).
-		if call, ok := parseCallJSON(s, "arguments"); ok {
-			d.Calls = append(d.Calls, call)
-		}
+		h.closeCall(s, &d)
+		h.inCall = false
 	case !h.sawCall:
 		d.Content = s
 	}
@@ -171,18 +199,22 @@ func (l *llama3JSON) Finish() Delta {
 		return Delta{Content: s}
 	}
 	body := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(s), pythonTag))
-	var calls []Call
+	var d Delta
 	for _, part := range splitTopLevel(body, ';') {
 		call, ok := parseCallJSON(part, "parameters", "arguments")
 		if !ok {
 			return Delta{Content: s} // not a call after all: the text as it came
 		}
-		calls = append(calls, call)
+		d.Calls = append(d.Calls, call)
+		// Held to the end, each call streams whole: its name, then its
+		// arguments.
+		cs := callStream{index: len(d.Calls) - 1}
+		d.Pieces = append(d.Pieces, cs.finish(call)...)
 	}
-	if len(calls) == 0 {
+	if len(d.Calls) == 0 {
 		return Delta{Content: s}
 	}
-	return Delta{Calls: calls}
+	return d
 }
 
 // partialSuffix is the length of the longest suffix of s that is a proper

@@ -2,6 +2,7 @@ package toolcall
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/tinyserve/tinyserve/llm/chat"
@@ -94,13 +95,110 @@ func feedAll(p Parser, pieces ...string) Delta {
 		x := p.Feed(s)
 		d.Content += x.Content
 		d.Calls = append(d.Calls, x.Calls...)
+		d.Pieces = append(d.Pieces, x.Pieces...)
 	}
 	f := p.Finish()
 	d.Content += f.Content
 	d.Calls = append(d.Calls, f.Calls...)
+	d.Pieces = append(d.Pieces, f.Pieces...)
 	return d
 }
 
+// sameDelta compares content and calls, and checks that a's stream
+// pieces put together give a's calls.
 func sameDelta(a, b Delta) bool {
-	return a.Content == b.Content && (len(a.Calls) == 0 && len(b.Calls) == 0 || reflect.DeepEqual(a.Calls, b.Calls))
+	return a.Content == b.Content && (len(a.Calls) == 0 && len(b.Calls) == 0 || reflect.DeepEqual(a.Calls, b.Calls)) &&
+		(len(a.Calls) == 0 && len(a.Pieces) == 0 || reflect.DeepEqual(assemble(a.Pieces), a.Calls))
+}
+
+// assemble puts stream pieces together as a client does: a piece with a
+// name starts call Index, the others append to its arguments. It returns
+// nil if a piece comes out of order.
+func assemble(pieces []Piece) []Call {
+	var calls []Call
+	for _, p := range pieces {
+		switch {
+		case p.Name != "" && p.Index == len(calls) && p.Arguments == "":
+			calls = append(calls, Call{Name: p.Name})
+		case p.Name == "" && p.Index == len(calls)-1 && p.Arguments != "":
+			calls[p.Index].Arguments += p.Arguments
+		default:
+			return nil
+		}
+	}
+	return calls
+}
+
+// TestHermesStreamsArguments: a call's arguments stream in pieces as the
+// model writes them (the name first), in Python's layout whatever layout
+// the model used, and the pieces joined are the call's arguments at every
+// split of the text.
+func TestHermesStreamsArguments(t *testing.T) {
+	newP, _ := New("hermes")
+	text := "<tool_call>\n{\"name\":\"search\",\"arguments\":{\"query\":\"caf\\u00e9 <b>\",\"limit\":10,\"ratio\":1.50,\"tags\":[\"a\",{\"x\":null}],\"deep\":{\"ok\":true,\"e\":1e5}}}\n</tool_call>"
+	want := `{"query": "café <b>", "limit": 10, "ratio": 1.5, "tags": ["a", {"x": null}], "deep": {"ok": true, "e": 100000.0}}`
+	p := newP()
+	var pieces []Piece
+	argPieces := 0
+	for i := range len(text) {
+		d := p.Feed(text[i : i+1])
+		for _, x := range d.Pieces {
+			if x.Arguments != "" {
+				argPieces++
+			}
+			if x.Name != "" && argPieces > 0 {
+				t.Fatalf("the name came after arguments")
+			}
+		}
+		pieces = append(pieces, d.Pieces...)
+		if i == strings.Index(text, `"limit"`) {
+			if calls := assemble(pieces); len(calls) != 1 || calls[0].Name != "search" || !strings.HasPrefix(want, calls[0].Arguments) || calls[0].Arguments == "" {
+				t.Fatalf("mid-call: %+v", calls)
+			}
+		}
+	}
+	pieces = append(pieces, p.Finish().Pieces...)
+	calls := assemble(pieces)
+	if len(calls) != 1 || calls[0].Arguments != want {
+		t.Fatalf("got %+v, want arguments %s", calls, want)
+	}
+	if argPieces < 10 {
+		t.Errorf("arguments came in %d pieces: not streamed", argPieces)
+	}
+	for _, bad := range []string{
+		"<tool_call>{\"arguments\": {\"a\": 1}, \"name\": \"late\"}</tool_call>",                         // name after the arguments
+		"<tool_call>{\"name\": \"s\", \"arguments\": \"{\\\"a\\\": 1}\"}</tool_call>",                    // arguments as a string
+		"<tool_call>{\"name\": {\"x\": 1}, \"name\": \"n\", \"arguments\": {\"a\": [1, 2]}}</tool_call>", // an odd name first
+	} {
+		for cut := 0; cut <= len(bad); cut++ {
+			if got := feedAll(newP(), bad[:cut], bad[cut:]); len(got.Calls) != 1 || !reflect.DeepEqual(assemble(got.Pieces), got.Calls) {
+				t.Fatalf("%s split at %d: calls %+v, pieces %+v", bad, cut, got.Calls, got.Pieces)
+			}
+		}
+	}
+}
+
+// TestPyPrefix: every prefix of a JSON object's text gives a prefix of
+// its Python layout, growing with the text, and the whole text all of it.
+func TestPyPrefix(t *testing.T) {
+	for _, raw := range []string{
+		`{"a": 1, "b": [1, 2.50, "x"], "c": {"d": {}}, "e": [], "f": "\"q\"", "g": -0.0, "h": false}`,
+		`{ "k" :  [ { } , [ ] , 3e2 ] }`, `{}`,
+	} {
+		whole, err := chat.Dumps([]byte(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		last := ""
+		for n := 0; n <= len(raw); n++ {
+			got := pyPrefix(raw[:n])
+			if !strings.HasPrefix(whole, got) || !strings.HasPrefix(got, last) {
+				t.Fatalf("%s[:%d]: %q (before %q), not a growing prefix of %q", raw, n, got, last, whole)
+			}
+			last = got
+		}
+		if last != whole {
+			t.Errorf("%s: whole text gives %q, want %q", raw, last, whole)
+		}
+	}
 }
