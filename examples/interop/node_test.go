@@ -2,12 +2,19 @@ package interop_test
 
 import (
 	"context"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tinyserve/tinyserve"
+	"github.com/tinyserve/tinyserve/llm/chat/reasoning"
+	"github.com/tinyserve/tinyserve/llm/chat/toolcall"
+	"github.com/tinyserve/tinyserve/llm/tokenizer"
+	"github.com/tinyserve/tinyserve/openai"
 )
 
 // TestOpenAINode runs openai-node.mjs, the checks with the official Node
@@ -19,40 +26,74 @@ import (
 // resilience.mjs starts servers of its own from the binary, so it runs
 // only from run.sh.
 func TestOpenAINode(t *testing.T) {
+	node, modules := nodeSDK(t, "openai-node.mjs")
+	s := startServer(t)
+	// What run.sh says about its server's default flags, which startServer's
+	// engine and handler have.
+	runNode(t, node, modules, "openai-node.mjs", s.base, "INTEROP_API_KEY="+apiKey, "INTEROP_PREFIX_CACHING=1")
+}
+
+// TestOpenAINodeChat runs openai-node-chat.mjs, the Node SDK's chat checks
+// (create, stream, the stream helper, tools, n and seed, logprobs, a typed
+// error), against qwen3-tiny, whose folder carries Qwen3's chat template,
+// served with the hermes and qwen3 parsers as cmd/serve's
+// --tool-call-parser hermes --enable-auto-tool-choice --reasoning-parser
+// qwen3 serves it. It skips as TestOpenAINode does.
+func TestOpenAINodeChat(t *testing.T) {
+	node, modules := nodeSDK(t, "openai-node-chat.mjs")
+	eng, err := tinyserve.Open(context.Background(), tinyserve.Config{Model: "../../testdata/qwen3-tiny", Tokenizer: tokenizer.BuiltinQwen})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hermes, _ := toolcall.New("hermes")
+	qwen3, _ := reasoning.New("qwen3")
+	srv := httptest.NewServer(openai.NewHandler(eng, openai.WithToolCallParser(hermes, true), openai.WithReasoningParser(qwen3)))
+	t.Cleanup(func() {
+		srv.Close()
+		_ = eng.Close()
+	})
+	runNode(t, node, modules, "openai-node-chat.mjs", srv.URL)
+}
+
+// nodeSDK returns node and the node_modules folder holding the npm
+// package openai, or skips the test, saying what did not run and why.
+func nodeSDK(t *testing.T, script string) (node, modules string) {
 	const how = "run examples/interop/run.sh, or install the npm package openai " +
 		"(npm install --prefix DIR openai@6.49.0) and set OPENAI_NODE_DIR=DIR"
 	node, err := exec.LookPath("node")
 	if err != nil {
-		t.Skipf("the Node SDK checks (openai-node.mjs) did not run: no node on PATH; %s", how)
+		t.Skipf("the Node SDK checks (%s) did not run: no node on PATH; %s", script, how)
 	}
-	modules := findOpenAINode(node)
+	modules = findOpenAINode(node)
 	if modules == "" {
-		t.Skipf("the Node SDK checks (openai-node.mjs) did not run: the npm package openai is not installed "+
-			"(looked in $OPENAI_NODE_DIR, $SDK_DIR, $NODE_PATH and %s); %s", globalModules(node), how)
+		t.Skipf("the Node SDK checks (%s) did not run: the npm package openai is not installed "+
+			"(looked in $OPENAI_NODE_DIR, $SDK_DIR, $NODE_PATH and %s); %s", script, globalModules(node), how)
 	}
+	return node, modules
+}
+
+// runNode runs script against base with env added, and fails the test
+// with the failed checks if it fails.
+func runNode(t *testing.T, node, modules, script, base string, env ...string) {
 	// The script imports "openai", which Node resolves from the script's
 	// folder (an ES module ignores NODE_PATH), so it runs from a folder
 	// beside a link to the package's node_modules, as run.sh copies it
 	// into its SDK folder.
 	work := t.TempDir()
-	script, err := os.ReadFile("openai-node.mjs")
+	text, err := os.ReadFile(script)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(work, "openai-node.mjs"), script, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(work, script), text, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Symlink(modules, filepath.Join(work, "node_modules")); err != nil {
 		t.Fatal(err)
 	}
-
-	s := startServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, filepath.Join(work, "openai-node.mjs"), s.base)
-	// What run.sh says about its server's default flags, which startServer's
-	// engine and handler have.
-	cmd.Env = append(os.Environ(), "INTEROP_API_KEY="+apiKey, "INTEROP_PREFIX_CACHING=1")
+	cmd := exec.CommandContext(ctx, node, filepath.Join(work, script), base)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.WaitDelay = 5 * time.Second
 	out, err := cmd.CombinedOutput()
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
@@ -65,7 +106,7 @@ func TestOpenAINode(t *testing.T) {
 				failed = append(failed, lines[i:min(i+2, len(lines))]...)
 			}
 		}
-		t.Fatalf("node openai-node.mjs (openai from %s): %v\n%s\n\nthe whole output:\n%s", modules, err, strings.Join(failed, "\n"), out)
+		t.Fatalf("node %s (openai from %s): %v\n%s\n\nthe whole output:\n%s", script, modules, err, strings.Join(failed, "\n"), out)
 	}
 	t.Logf("%s: %s", lines[0], lines[len(lines)-1])
 }

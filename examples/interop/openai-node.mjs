@@ -154,7 +154,13 @@ async function expectAPIError(fn, klass, want, what) {
 // ---- helpers over the server's own (vLLM) routes -----------------------------
 
 async function promptTokens(text) {
-	const r = await fetch(`${base}/tokenize`, { method: 'POST', body: JSON.stringify({ prompt: text }) });
+	// fetch labels a string body text/plain, which the server (as vLLM's
+	// FastAPI) refuses as not JSON: say what it is.
+	const r = await fetch(`${base}/tokenize`, {
+		method: 'POST',
+		headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${apiKey}` },
+		body: JSON.stringify({ prompt: text }),
+	});
 	ok(r.ok, `/tokenize answered ${r.status}`);
 	return (await r.json()).count;
 }
