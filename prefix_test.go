@@ -6,7 +6,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/tinyserve/tinyserve/internal/enginetest"
+	"github.com/tinyserve/tinyserve/llm/engine/enginetest"
 )
 
 // TestPrefixCachingCPUMatchesGolden runs PyTorch's golden greedy

@@ -3,7 +3,7 @@ package cpu
 import (
 	"testing"
 
-	"github.com/tinyserve/tinyserve/internal/enginetest"
+	"github.com/tinyserve/tinyserve/llm/engine/enginetest"
 	"github.com/tinyserve/tinyserve/llm/kv"
 )
 

@@ -4,8 +4,8 @@ import (
 	"math"
 	"testing"
 
-	"github.com/tinyserve/tinyserve/internal/enginetest"
 	"github.com/tinyserve/tinyserve/llm/engine"
+	"github.com/tinyserve/tinyserve/llm/engine/enginetest"
 	"github.com/tinyserve/tinyserve/llm/kv"
 	"github.com/tinyserve/tinyserve/llm/tokenizer"
 )
