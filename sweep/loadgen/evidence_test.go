@@ -52,10 +52,10 @@ func TestMeasureToFiles(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, recs, 3)
 
-	sent := f.requests.Load()
+	sent := f.Requests.Load()
 	_, err = MeasureToFiles(context.Background(), c)
 	assert.ErrorContains(t, err, "refusing to overwrite "+c.Output)
-	assert.Equal(t, sent, f.requests.Load(), "nothing is sent when refusing")
+	assert.Equal(t, sent, f.Requests.Load(), "nothing is sent when refusing")
 }
 
 // TestMeasureToFilesRefusesFirst: bad options are named as flags, and an
