@@ -81,13 +81,18 @@ type Evidence struct {
 // Summary.Counts.Failed counts them.
 func MeasureToFiles(ctx context.Context, c Condition) (*Evidence, error) {
 	opts := c.Options
-	rows, err := ReadRows(c.Prompts, c.NumRequests)
+	// Read once: the rows sent and the digest the summary records are of
+	// the same bytes, even if the file is replaced meanwhile.
+	data, err := os.ReadFile(c.Prompts)
 	if err != nil {
-		return nil, err
-	}
-	if opts.WorkloadSHA256, err = fileSHA256(c.Prompts); err != nil {
 		return nil, fmt.Errorf("prompts: %w", err)
 	}
+	rows, err := DecodeRows(bytes.NewReader(data), c.NumRequests)
+	if err != nil {
+		return nil, fmt.Errorf("prompts %s: %w", c.Prompts, err)
+	}
+	digest := sha256.Sum256(data)
+	opts.WorkloadSHA256 = hex.EncodeToString(digest[:])
 	if opts.Client == nil {
 		client := NewHTTPClient(opts.MaxInFlight(len(rows)))
 		defer client.CloseIdleConnections()
@@ -173,19 +178,11 @@ func MeasureToFiles(ctx context.Context, c Condition) (*Evidence, error) {
 // server is up; only a failure to get an answer is an error, wrapping
 // [ErrUnreachable].
 func checkReachable(ctx context.Context, client *http.Client, base, apiKey string) error {
-	ctx, cancel := context.WithTimeout(ctx, reachTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/models", nil)
-	if err != nil {
-		return err
-	}
-	if apiKey != "" {
-		req.Header.Set("Authorization", "Bearer "+apiKey)
-	}
-	resp, err := client.Do(req)
+	resp, cancel, err := get(ctx, client, base+"/v1/models", apiKey, reachTimeout)
 	if err != nil {
 		return fmt.Errorf("%w: %s did not answer (%v); nothing was measured", ErrUnreachable, base, err)
 	}
+	defer cancel()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 	return resp.Body.Close()
 }
@@ -243,21 +240,6 @@ func marshalSummary(sum *Summary) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
-}
-
-// fileSHA256 returns the hex SHA-256 of the file at path: the summary names
-// its workload by content.
-func fileSHA256(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // writeNewFile writes data, synced, to a temporary file beside path and

@@ -3,8 +3,10 @@ package loadgen
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -42,9 +44,9 @@ func TestMeasureToFiles(t *testing.T) {
 	assert.Equal(t, filepath.Join(dir, "out", "c2.summary.json"), c.SummaryPath())
 	assert.Equal(t, 3, ev.Summary.Counts.Successful)
 	assert.Equal(t, "fake-model", ev.Summary.Config.Model, "the first model the server lists")
-	sha, err := fileSHA256(c.Prompts)
+	prompts, err := os.ReadFile(c.Prompts)
 	require.NoError(t, err)
-	assert.Equal(t, sha, ev.Summary.Config.WorkloadSHA256)
+	assert.Equal(t, fmt.Sprintf("%x", sha256.Sum256(prompts)), ev.Summary.Config.WorkloadSHA256)
 	onDisk, err := os.ReadFile(c.SummaryPath())
 	require.NoError(t, err)
 	assert.Equal(t, string(ev.SummaryJSON), string(onDisk))
