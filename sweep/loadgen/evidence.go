@@ -62,7 +62,10 @@ func (c *Condition) SummaryPath() string {
 
 // Evidence is what a measured condition leaves besides its files.
 type Evidence struct {
+	// Summary is the condition's summary, as its file holds it.
 	Summary *Summary
+	// Records are the per-request records, as Output holds them, for the
+	// caller to say which request failed first ([FirstFailure]).
 	Records []Record
 	// SummaryJSON is the summary as its file holds it, set once every
 	// request finished, also when the file could not be written (the
