@@ -1,10 +1,8 @@
 package loadgen
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -17,18 +15,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// promptFile writes testRows(n, tokens) as a prompt file in dir.
-func promptFile(t *testing.T, dir string, n, tokens int) string {
-	t.Helper()
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	for _, r := range testRows(n, tokens) {
-		require.NoError(t, enc.Encode(r))
-	}
-	p := filepath.Join(dir, "p.jsonl")
-	require.NoError(t, os.WriteFile(p, b.Bytes(), 0o644))
-	return p
-}
+// committedPrompts is a prompt file of serving-inference's, kept in the
+// repository.
+const committedPrompts = "../../testdata/serving-inference/prompts/mixed.jsonl"
 
 // TestMeasureToFiles: the records and the summary land beside each other,
 // the model is the server's when none is named, the summary names the
@@ -38,7 +27,7 @@ func TestMeasureToFiles(t *testing.T) {
 	dir := t.TempDir()
 	f := newFakeServer(t, &fakeServer{})
 	c := Condition{Options: LoadOptions{URL: f.URL(), Concurrency: 2, Stream: true},
-		Prompts: promptFile(t, dir, 3, 2), NumRequests: 3, Output: filepath.Join(dir, "out", "c2.jsonl")}
+		Prompts: committedPrompts, NumRequests: 3, Output: filepath.Join(dir, "out", "c2.jsonl")}
 	ev, err := MeasureToFiles(context.Background(), c)
 	require.NoError(t, err)
 	assert.Equal(t, filepath.Join(dir, "out", "c2.summary.json"), c.SummaryPath())
@@ -65,7 +54,7 @@ func TestMeasureToFiles(t *testing.T) {
 func TestMeasureToFilesRefusesFirst(t *testing.T) {
 	dir := t.TempDir()
 	c := Condition{Options: LoadOptions{URL: "http://127.0.0.1:1/v1/completions", Concurrency: -1},
-		Prompts: promptFile(t, dir, 2, 2), NumRequests: 2, Output: filepath.Join(dir, "r.jsonl")}
+		Prompts: committedPrompts, NumRequests: 2, Output: filepath.Join(dir, "r.jsonl")}
 	_, err := MeasureToFiles(context.Background(), c)
 	require.Error(t, err)
 	assert.True(t, strings.HasPrefix(err.Error(), "--concurrency:"), err.Error())
