@@ -41,10 +41,10 @@ func TestRunConditionChat(t *testing.T) {
 		assert.Len(t, r.InterChunkS, 4)
 		assert.NotNil(t, r.TPOTS)
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	require.Len(t, f.bodies, 4)
-	for _, b := range f.bodies {
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
+	require.Len(t, f.Bodies, 4)
+	for _, b := range f.Bodies {
 		assert.Equal(t, 5.0, b["max_completion_tokens"])
 		assert.NotContains(t, b, "max_tokens")
 		assert.NotContains(t, b, "prompt")
@@ -127,10 +127,10 @@ func TestSweepChat(t *testing.T) {
 	report := string(readFile(t, filepath.Join(root, ReportFile)))
 	assert.Equal(t, 1, strings.Count(report, "API: `chat`"), report)
 
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	assert.Len(t, f.bodies, 1+4*4, "the test request and four runs of four, all chat")
-	for _, b := range f.bodies {
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
+	assert.Len(t, f.Bodies, 1+4*4, "the test request and four runs of four, all chat")
+	for _, b := range f.Bodies {
 		assert.Contains(t, b, "messages")
 	}
 }

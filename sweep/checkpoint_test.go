@@ -70,13 +70,13 @@ func TestSweepRecordsCheckpoint(t *testing.T) {
 	require.NoError(t, os.Remove(filepath.Join(root, SummaryFile)))
 
 	changed := model("m2", `{"n_layer": 3}`)
-	sent := f.requests.Load()
+	sent := f.Requests.Load()
 	before := snapshot(t, root)
 	_, err = runTestSweep(t, context.Background(), cfgJSON, dir, target(changed))
 	require.Error(t, err)
 	assert.True(t, errors.Is(err, ErrRefused), "%v", err)
 	assert.Contains(t, err.Error(), "config.json has SHA-256 "+changed.Files[0].SHA256+", was "+first.Files[0].SHA256)
-	assert.Equal(t, sent, f.requests.Load(), "nothing is sent when refusing")
+	assert.Equal(t, sent, f.Requests.Load(), "nothing is sent when refusing")
 	assert.Equal(t, before, snapshot(t, root), "nothing is written when refusing")
 
 	_, err = runTestSweep(t, context.Background(), cfgJSON, dir, target(nil))

@@ -109,7 +109,7 @@ func TestSweepFindsStructuralPlateau(t *testing.T) {
 	res, err := runTestSweep(t, context.Background(), cfgJSON, dir, func(o *SweepOptions) { o.MetricsInterval = 20 * time.Millisecond })
 	require.NoError(t, err)
 	assert.Equal(t, 15, res.Measured)
-	assert.Equal(t, int64(15*32+1), f.requests.Load(), "15 runs and the test request")
+	assert.Equal(t, int64(15*32+1), f.Requests.Load(), "15 runs and the test request")
 	root := filepath.Join(dir, "results", "test-sweep")
 	assert.Equal(t, root, res.Root)
 
@@ -170,7 +170,7 @@ func TestSweepFindsStructuralPlateau(t *testing.T) {
 	res, err = runTestSweep(t, context.Background(), cfgJSON, dir, nil)
 	require.NoError(t, err)
 	assert.True(t, res.AlreadyComplete)
-	assert.Equal(t, int64(15*32+1), f.requests.Load())
+	assert.Equal(t, int64(15*32+1), f.Requests.Load())
 	assert.Equal(t, before, snapshot(t, root))
 
 	// A report removed by hand is written again from the evidence (no run
@@ -182,7 +182,7 @@ func TestSweepFindsStructuralPlateau(t *testing.T) {
 		assert.False(t, res.AlreadyComplete, name)
 		assert.Zero(t, res.Measured, name)
 		assert.FileExists(t, filepath.Join(root, name))
-		assert.Equal(t, int64(15*32+1), f.requests.Load(), "no request is sent for a report")
+		assert.Equal(t, int64(15*32+1), f.Requests.Load(), "no request is sent for a report")
 	}
 }
 
@@ -220,7 +220,7 @@ func TestSweepResumeAfterInterruption(t *testing.T) {
 	assert.Equal(t, 3, res.Kept)
 	assert.Equal(t, 3, res.Measured)
 	// The next run was a measured one: one warm-up run at its level first.
-	assert.Equal(t, int64(1+4*n), f.requests.Load()-sent, "no request of a complete run is re-sent; a test request and one warm-up run")
+	assert.Equal(t, int64(1+4*n), f.Requests.Load()-sent, "no request of a complete run is re-sent; a test request and one warm-up run")
 	warm := RunSpec{Kind: KindResumeWarmup, Index: 2, Concurrency: order[3].Concurrency}
 	ok, err := CheckRun(root, warm, n)
 	require.NoError(t, err)
@@ -297,7 +297,7 @@ func TestSweepResumeOnTheSameSetUp(t *testing.T) {
 	res, err := runTestSweep(t, context.Background(), cfgJSON, dir, nil)
 	require.NoError(t, err)
 	assert.Equal(t, 1, res.Kept)
-	assert.Equal(t, int64(1+3*n), f.requests.Load()-sent, "a test request, and no extra warm-up before a warm-up round")
+	assert.Equal(t, int64(1+3*n), f.Requests.Load()-sent, "a test request, and no extra warm-up before a warm-up round")
 	assert.Empty(t, res.Combined.SessionChanges)
 	assert.NotContains(t, RenderReport(res.Combined), "resumed with different")
 	matches, _ := filepath.Glob(filepath.Join(dir, "results", "test-sweep", KindResumeWarmup+"-*"))
@@ -313,9 +313,9 @@ func TestSweepRecordsServerVersions(t *testing.T) {
 	const n = 4
 	cfgJSON, _ := interruptedSweep(t, dir, f, n, []int{1, 2}, 0, 2, 2*n+2) // cancelled during the third run
 
-	f.mu.Lock()
+	f.Mu.Lock()
 	f.Version = "0.2.0" // the server was upgraded between the invocations
-	f.mu.Unlock()
+	f.Mu.Unlock()
 	res, err := runTestSweep(t, context.Background(), cfgJSON, dir, nil)
 	require.NoError(t, err)
 	require.Equal(t, 2, res.Kept)
@@ -330,9 +330,9 @@ func TestSweepRecordsServerVersions(t *testing.T) {
 	assert.Contains(t, RenderReport(res.Combined), "**Warning: the server's version changed between runs** (its GET /version said `0.1.0`, `0.2.0`)")
 
 	// A server without the route records nothing, and the report says nothing.
-	f.mu.Lock()
+	f.Mu.Lock()
 	f.Version = ""
-	f.mu.Unlock()
+	f.Mu.Unlock()
 	res, err = runTestSweep(t, context.Background(), cfgJSON, t.TempDir(), nil)
 	require.NoError(t, err)
 	assert.Empty(t, res.Combined.ServerVersions)
@@ -347,9 +347,9 @@ func TestSweepAsksTheVersionBeforeEachRun(t *testing.T) {
 	const n = 4
 	f.Hook = func(k int64) {
 		if k == 1+n+1 { // the second run's first request (after the test request)
-			f.mu.Lock()
+			f.Mu.Lock()
 			f.Version = "0.3.0"
-			f.mu.Unlock()
+			f.Mu.Unlock()
 		}
 	}
 	newFakeServer(t, f)
@@ -381,7 +381,7 @@ func TestSweepFailedRunStopsAndIsNeverOverwritten(t *testing.T) {
 	assert.Contains(t, err.Error(), "(the first: request ")
 	assert.Contains(t, err.Error(), ": HTTP 503: injected failure)")
 	assert.Contains(t, err.Error(), "new name or --output-root")
-	assert.Equal(t, int64(1+6), f.requests.Load(), "the sweep stops after the failed run")
+	assert.Equal(t, int64(1+6), f.Requests.Load(), "the sweep stops after the failed run")
 	root := filepath.Join(dir, "results", "test-sweep")
 	before := snapshot(t, root)
 
@@ -389,7 +389,7 @@ func TestSweepFailedRunStopsAndIsNeverOverwritten(t *testing.T) {
 	require.Error(t, err)
 	assert.True(t, errors.Is(err, ErrRefused))
 	assert.Contains(t, err.Error(), "failed requests")
-	assert.Equal(t, int64(1+6), f.requests.Load())
+	assert.Equal(t, int64(1+6), f.Requests.Load())
 	assert.Equal(t, before, snapshot(t, root))
 
 	// --output-root measures afresh elsewhere, leaving the evidence alone.
@@ -397,7 +397,7 @@ func TestSweepFailedRunStopsAndIsNeverOverwritten(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, filepath.Join(dir, "other", "test-sweep"), res.Root)
 	assert.Equal(t, 4, res.Measured)
-	assert.Equal(t, int64(1+6+1+12), f.requests.Load())
+	assert.Equal(t, int64(1+6+1+12), f.Requests.Load())
 	assert.Equal(t, before, snapshot(t, root))
 	// The resolved config records where the files went.
 	assert.Equal(t, filepath.Join(dir, "other"), res.Combined.Config.(map[string]any)["output_dir"])
@@ -472,7 +472,7 @@ func TestSweepRefusals(t *testing.T) {
 				require.NoError(t, os.Remove(filepath.Join(root, SummaryFile)))
 				c.setup(t, root, spec)
 			}
-			sent := f.requests.Load()
+			sent := f.Requests.Load()
 			before := snapshot(t, root)
 			started := 0
 			_, err := runTestSweep(t, context.Background(), cfgJSON, dir, func(o *SweepOptions) {
@@ -485,7 +485,7 @@ func TestSweepRefusals(t *testing.T) {
 			assert.Zero(t, started, "the target is never started when refusing")
 			assert.True(t, errors.Is(err, ErrRefused), "%v", err)
 			assert.Contains(t, err.Error(), c.want)
-			assert.Equal(t, sent, f.requests.Load(), "nothing is sent when refusing")
+			assert.Equal(t, sent, f.Requests.Load(), "nothing is sent when refusing")
 			assert.Equal(t, before, snapshot(t, root), "nothing is written when refusing")
 		})
 	}
@@ -498,7 +498,7 @@ func TestSweepTooFewRows(t *testing.T) {
 	_, err := runTestSweep(t, context.Background(), sweepConfigJSON(f.URL(), prompts, []int{1}, 3, 0, 1), dir, nil)
 	require.Error(t, err)
 	assert.True(t, errors.Is(err, loadgen.ErrTooFewRows))
-	assert.Equal(t, int64(0), f.requests.Load())
+	assert.Equal(t, int64(0), f.Requests.Load())
 	assert.NoDirExists(t, filepath.Join(dir, "results", "test-sweep"))
 }
 
@@ -646,7 +646,7 @@ func TestSweepRefusesChangedPrompts(t *testing.T) {
 		if removeManifest {
 			require.NoError(t, os.Remove(filepath.Join(root, ManifestFile)))
 		}
-		sent := f.requests.Load()
+		sent := f.Requests.Load()
 		before := snapshot(t, root)
 		_, err = runTestSweep(t, context.Background(), cfgJSON, dir, nil)
 		require.Error(t, err)
@@ -654,7 +654,7 @@ func TestSweepRefusesChangedPrompts(t *testing.T) {
 		assert.Contains(t, err.Error(), oldSHA)
 		assert.Contains(t, err.Error(), newSHA)
 		assert.Contains(t, err.Error(), "--output-root")
-		assert.Equal(t, sent, f.requests.Load(), "nothing is sent")
+		assert.Equal(t, sent, f.Requests.Load(), "nothing is sent")
 		assert.Equal(t, before, snapshot(t, root), "nothing is written")
 	}
 }
@@ -716,7 +716,7 @@ func TestSweepLock(t *testing.T) {
 	assert.Contains(t, err.Error(), fmt.Sprintf("pid %d", os.Getpid()))
 	assert.Contains(t, err.Error(), "delete")
 	require.NoError(t, <-firstErr)
-	assert.Equal(t, int64(1+2), f.requests.Load(), "only the first sweep sent requests")
+	assert.Equal(t, int64(1+2), f.Requests.Load(), "only the first sweep sent requests")
 	assert.NoFileExists(t, lock, "the lock is released")
 	var m Manifest
 	require.NoError(t, json.Unmarshal(readFile(t, filepath.Join(root, ManifestFile)), &m))
@@ -731,7 +731,7 @@ func TestSweepLock(t *testing.T) {
 	assert.True(t, errors.Is(err, ErrRefused), "%v", err)
 	assert.Contains(t, err.Error(), "if no sweep is running")
 	assert.Equal(t, "pid 1\n", string(readFile(t, lock)))
-	assert.Equal(t, int64(1+2), f.requests.Load())
+	assert.Equal(t, int64(1+2), f.Requests.Load())
 	assert.NoFileExists(t, filepath.Join(root, SummaryFile))
 }
 
@@ -789,7 +789,7 @@ func TestSweepTestRequestFailsFirst(t *testing.T) {
 	_, err := runTestSweep(t, context.Background(), cfgJSON, dir, nil)
 	require.ErrorIs(t, err, ErrTestFailed)
 	assert.Contains(t, err.Error(), "HTTP 404: injected failure")
-	assert.Equal(t, int64(1), f.requests.Load(), "only the test request was sent")
+	assert.Equal(t, int64(1), f.Requests.Load(), "only the test request was sent")
 	assert.NoDirExists(t, filepath.Join(dir, "results"), "nothing is kept, not even the output folder it made")
 
 	fixed := bytes.Replace(cfgJSON, []byte(`"fake-model"`), []byte(`"right-model"`), 1)
@@ -828,26 +828,26 @@ func TestSweepFailedResumeWarmupRefuses(t *testing.T) {
 	f := &fakeServer{TokenTime: time.Millisecond}
 	const n = 3
 	cfgJSON, sent := interruptedSweep(t, dir, f, n, []int{1, 2}, 1, 1, 1+2*n+2) // cancelled during the first repeat
-	f.mu.Lock()
+	f.Mu.Lock()
 	f.Fail = func(k int64, _ map[string]any) int {
 		if k == sent+2 { // the resume warm-up's first request, after the test request
 			return 503
 		}
 		return 0
 	}
-	f.mu.Unlock()
+	f.Mu.Unlock()
 	_, err := runTestSweep(t, context.Background(), cfgJSON, dir, nil)
 	require.ErrorIs(t, err, ErrFailedRequests)
 	assert.Contains(t, err.Error(), KindResumeWarmup+"-02/")
 
-	f.mu.Lock()
+	f.Mu.Lock()
 	f.Fail = nil
-	f.mu.Unlock()
-	before := f.requests.Load()
+	f.Mu.Unlock()
+	before := f.Requests.Load()
 	_, err = runTestSweep(t, context.Background(), cfgJSON, dir, nil)
 	require.ErrorIs(t, err, ErrRefused)
 	assert.Contains(t, err.Error(), KindResumeWarmup+"-02")
-	assert.Equal(t, before, f.requests.Load(), "nothing is sent")
+	assert.Equal(t, before, f.Requests.Load(), "nothing is sent")
 }
 
 // interruptedSweep runs a sweep of n-request runs over levels on f and
@@ -874,10 +874,10 @@ func interruptedSweepWith(t *testing.T, dir string, f *fakeServer, prompts strin
 	cfgJSON := sweepConfigJSON(f.URL(), prompts, levels, n, warmups, repeats)
 	_, err := runTestSweep(t, ctx, cfgJSON, dir, mod)
 	require.ErrorIs(t, err, context.Canceled)
-	sent := f.quiet()
-	f.mu.Lock()
+	sent := f.Quiet()
+	f.Mu.Lock()
 	f.Hook = nil
-	f.mu.Unlock()
+	f.Mu.Unlock()
 	return cfgJSON, sent
 }
 
@@ -905,10 +905,10 @@ func TestSweepConfigNumbersExact(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(b), `"seed": 1796338468951031423`, "the resolved config in summary.json")
 
-	sent := f.requests.Load()
+	sent := f.Requests.Load()
 	_, err = runTestSweep(t, context.Background(), withSeed("1796338468951031424"), dir, nil)
 	require.ErrorIs(t, err, ErrRefused, "another seed is another config")
-	assert.Equal(t, sent, f.requests.Load())
+	assert.Equal(t, sent, f.Requests.Load())
 
 	same := bytes.Replace(withSeed("1796338468951031423"), []byte(`"temperature": 0.0`), []byte(`"temperature": 0`), 1)
 	res, err := runTestSweep(t, context.Background(), same, dir, nil)

@@ -26,7 +26,7 @@ func TestRunMetricsIncludeLastRequests(t *testing.T) {
 	require.NoError(t, err)
 	var rm loadgen.RunMetrics
 	require.NoError(t, json.Unmarshal(b, &rm))
-	assert.Equal(t, float64(f.answered.Load()), rm.After.Values["vllm:request_success_total"], "every answer counted: %s", b)
+	assert.Equal(t, float64(f.Answered.Load()), rm.After.Values["vllm:request_success_total"], "every answer counted: %s", b)
 	assert.Equal(t, 2, rm.AfterScrapes, "the first after scrape still showed the counter as before")
 	assert.False(t, rm.AfterUnsettled)
 }

@@ -7,5 +7,7 @@
 // for the same config and tokenizer both write the same bytes, so workloads
 // can move between the Python tool and tinyserve and anyone can check them.
 // The package is pure apart from reading and writing those files; the
-// tokenizer is passed in (see llm/tokenizer.Load).
+// tokenizer is passed in (see llm/tokenizer.Load). [Batch], the library of
+// cmd/genprompts, is the one place that finds tokenizers itself, because it
+// shares them between the workloads of one invocation.
 package workload

@@ -11,7 +11,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,10 +18,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
-	"strings"
 	"syscall"
-	"time"
 
 	"github.com/urfave/cli/v2"
 	"golang.org/x/term"
@@ -116,187 +112,49 @@ func run(c *cli.Context, stdout, stderr io.Writer, getenv func(string) string) e
 		// one at the given rate.
 		concurrency = 0
 	}
-	opts := loadgen.LoadOptions{
-		URL:           c.String("url"),
-		Model:         c.String("model"),
-		Concurrency:   concurrency,
-		RequestRate:   c.Float64("request-rate"),
-		Seed:          c.Int64("seed"),
-		Temperature:   c.Float64("temperature"),
-		Timeout:       timeout,
-		Stream:        c.Bool("stream"),
-		IgnoreEOS:     c.Bool("ignore-eos"),
-		StoreResponse: c.Bool("store-response"),
-		APIKey:        apiKey,
-		SLO:           slo,
+	cond := loadgen.Condition{
+		Options: loadgen.LoadOptions{
+			URL:           c.String("url"),
+			Model:         c.String("model"),
+			Concurrency:   concurrency,
+			RequestRate:   c.Float64("request-rate"),
+			Seed:          c.Int64("seed"),
+			Temperature:   c.Float64("temperature"),
+			Timeout:       timeout,
+			Stream:        c.Bool("stream"),
+			IgnoreEOS:     c.Bool("ignore-eos"),
+			StoreResponse: c.Bool("store-response"),
+			APIKey:        apiKey,
+			SLO:           slo,
+		},
+		Prompts:     c.String("prompts"),
+		NumRequests: n,
+		Output:      c.String("output"),
+		Summary:     c.String("summary"),
 	}
 	if eb := c.String("extra-body"); eb != "" {
 		if !json.Valid([]byte(eb)) {
 			return fmt.Errorf("--extra-body: not valid JSON")
 		}
-		opts.ExtraBody = json.RawMessage(eb)
+		cond.Options.ExtraBody = json.RawMessage(eb)
 	}
-	// Everything that can be checked is checked before a request is sent.
-	rows, err := loadgen.ReadRows(c.String("prompts"), n)
+	if f, ok := stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		cond.Progress = stderr
+	}
+	ev, err := loadgen.MeasureToFiles(c.Context, cond)
+	if ev != nil {
+		stdout.Write(ev.SummaryJSON) // also when it could not be written
+	}
 	if err != nil {
 		return err
 	}
-	if opts.WorkloadSHA256, err = sweep.FileSHA256(c.String("prompts")); err != nil {
-		return fmt.Errorf("prompts: %w", err)
-	}
-	client := loadgen.NewHTTPClient(opts.MaxInFlight(len(rows)))
-	defer client.CloseIdleConnections()
-	opts.Client = client
-	// The flags are checked before the server is asked for its model, so a
-	// bad flag is named as such rather than hidden behind a failed lookup.
-	probe := opts
-	if probe.Model == "" {
-		probe.Model = "the server's"
-	}
-	if err := probe.Validate(); err != nil {
-		return flagError(err)
-	}
-	output := c.String("output")
-	summaryPath := c.String("summary")
-	if summaryPath == "" {
-		summaryPath = strings.TrimSuffix(output, filepath.Ext(output)) + ".summary.json"
-	}
-	if err := checkOutputs(output, summaryPath); err != nil {
-		return err
-	}
-	base, err := loadgen.ServerBase(opts.URL)
-	if err != nil {
-		return fmt.Errorf("--url: %w", err)
-	}
-	if opts.Model == "" {
-		// Pointing the client at a server is enough: it serves this model.
-		ids, err := loadgen.ServedModels(c.Context, client, base, apiKey)
-		if err != nil {
-			return fmt.Errorf("--model not given and the server's model list is unavailable: %w", err)
-		}
-		opts.Model = ids[0]
-	} else {
-		// As the sweep does: a server that is not up gets an error, not an
-		// output file of failed requests that --output then refuses to
-		// replace.
-		if err := sweep.CheckReachable(c.Context, client, base, apiKey); err != nil {
-			return fmt.Errorf("%w: start the server and run the same command again", err)
-		}
-	}
-	for _, p := range []string{output, summaryPath} {
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return err
-		}
-	}
-	// Checked again: the files may have appeared while the server was
-	// asked, and O_EXCL below is what finally keeps the records.
-	if err := checkOutputs(output, summaryPath); err != nil {
-		return err
-	}
-	f, err := os.OpenFile(output, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
-	if err != nil {
-		if errors.Is(err, os.ErrExist) {
-			return fmt.Errorf("refusing to overwrite %s: choose another --output", output)
-		}
-		return err
-	}
-	tty := false
-	if fd, ok := stderr.(interface{ Fd() uintptr }); ok {
-		tty = term.IsTerminal(int(fd.Fd()))
-	}
-	if tty {
-		start := time.Now()
-		opts.Progress = func(done int) {
-			fmt.Fprintf(stderr, "\r\033[K%d/%d requests, %.1f s", done, len(rows), time.Since(start).Seconds())
-		}
-	}
-	sum, recs, _, runErr := loadgen.Measure(c.Context, opts, rows, f, nil)
-	if tty {
-		fmt.Fprint(stderr, "\r\033[K")
-	}
-	if err := f.Close(); runErr == nil {
-		runErr = err
-	}
-	if runErr != nil {
-		return fmt.Errorf("%w (records written so far are in %s)", runErr, output)
-	}
-	b, err := summaryJSON(sum)
-	if err != nil {
-		return err
-	}
-	// Never replaces a file: whatever appeared at summaryPath during the run
-	// (the records themselves, under another spelling of their path) stays.
-	werr := sweep.WriteNewFile(summaryPath, b)
-	stdout.Write(b)
-	if werr != nil {
-		return fmt.Errorf("summary (printed above, not written): %w; the records are in %s", werr, output)
-	}
-	fmt.Fprintf(stdout, "Raw results: %s\nSummary: %s\n", output, summaryPath)
-	writeHumanSummary(stdout, sum)
-	if w := sum.Counts.UsageWarning(); w != "" {
+	fmt.Fprintf(stdout, "Raw results: %s\nSummary: %s\n", cond.Output, cond.SummaryPath())
+	ev.Summary.WriteBrief(stdout)
+	if w := ev.Summary.Counts.UsageWarning(); w != "" {
 		fmt.Fprintln(stderr, "warning:", w)
 	}
-	if sum.Counts.Failed > 0 {
-		return exitCoder{fmt.Errorf("%d of %d requests failed (the first: %s; every record is in %s)", sum.Counts.Failed, sum.Counts.Attempted, loadgen.FirstFailure(recs), output), 2}
+	if failed := ev.Summary.Counts.Failed; failed > 0 {
+		return exitCoder{fmt.Errorf("%d of %d requests failed (the first: %s; every record is in %s)", failed, ev.Summary.Counts.Attempted, loadgen.FirstFailure(ev.Records), cond.Output), 2}
 	}
 	return nil
-}
-
-// summaryJSON is the summary as the file holds it: two-space indentation
-// and a final newline, as the sweep writes its run summaries and
-// serving-inference its own, and without encoding/json's HTML escaping,
-// which would write an extra_body stop string "</s>" or a URL's "&" as
-// \u003c/s\u003e and \u0026 (neither tool escapes them).
-func summaryJSON(sum *loadgen.Summary) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(sum); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
-}
-
-// flagError turns a LoadOptions error, which names its JSON field
-// ("request_rate: ..."), into one that names the flag ("--request-rate:
-// ..."); a key inside extra_body keeps its own spelling.
-func flagError(err error) error {
-	field, rest, _ := strings.Cut(err.Error(), ":")
-	flag, key, nested := strings.Cut(field, ".")
-	flag = "--" + strings.ReplaceAll(flag, "_", "-")
-	if nested {
-		flag += "." + key
-	}
-	return errors.New(flag + ":" + rest)
-}
-
-// samePath reports whether a and b name the same file: the same name in
-// the same folder, however the folders are spelled (relative, with "..", or
-// through a symbolic link). Both folders must exist.
-// checkOutputs refuses output and summary paths that would lose evidence:
-// one file for both, or either already there. It runs before the server is
-// contacted, so that a command that cannot keep its results fails at once.
-func checkOutputs(output, summaryPath string) error {
-	if samePath(output, summaryPath) {
-		return fmt.Errorf("--output and --summary both name %s: the summary would replace the per-request records; choose another --summary", output)
-	}
-	if _, err := os.Lstat(output); err == nil {
-		return fmt.Errorf("refusing to overwrite %s: choose another --output", output)
-	}
-	if _, err := os.Lstat(summaryPath); err == nil {
-		return fmt.Errorf("refusing to overwrite %s: choose another --output or --summary", summaryPath)
-	}
-	return nil
-}
-
-// samePath reports whether a and b name one file however spelled (another
-// path to the same folder, a symbolic link); folders not yet made never do.
-func samePath(a, b string) bool {
-	if filepath.Base(a) != filepath.Base(b) {
-		return false
-	}
-	da, err1 := os.Stat(filepath.Dir(a))
-	db, err2 := os.Stat(filepath.Dir(b))
-	return err1 == nil && err2 == nil && os.SameFile(da, db)
 }

@@ -85,15 +85,15 @@ func TestRunConditionStreaming(t *testing.T) {
 	}
 	assert.Len(t, seen, 7, "every request index exactly once")
 
-	require.Len(t, f.bodies, 7)
-	b := f.bodies[0]
+	require.Len(t, f.Bodies, 7)
+	b := f.Bodies[0]
 	assert.Equal(t, "m", b["model"])
 	assert.Equal(t, 4.0, b["max_tokens"])
 	assert.Equal(t, true, b["ignore_eos"])
 	assert.Equal(t, 5.0, b["top_k"])
 	assert.Equal(t, map[string]any{"include_usage": true}, b["stream_options"])
-	assert.Equal(t, "Bearer sekret-key", f.headers[0].Get("Authorization"))
-	assert.NotEmpty(t, f.headers[0].Get("X-Request-Id"))
+	assert.Equal(t, "Bearer sekret-key", f.Headers[0].Get("Authorization"))
+	assert.NotEmpty(t, f.Headers[0].Get("X-Request-Id"))
 }
 
 func TestRunConditionConcurrencyBound(t *testing.T) {
@@ -296,7 +296,7 @@ func TestRunConditionNonStreamingAndStore(t *testing.T) {
 		assert.Nil(t, l["stream_text_event_count"])
 		assert.Contains(t, l["response"], `"ttt"`)
 	}
-	assert.NotContains(t, f.bodies[0], "stream_options")
+	assert.NotContains(t, f.Bodies[0], "stream_options")
 	_ = recs
 }
 

@@ -5,7 +5,10 @@
 // speaks the completions or the chat API ([APIForURL]), parses SSE streams
 // ([ParseStreamAPI]), writes one JSONL [Record] per request as it finishes,
 // and returns the condition's [Summary] ([Summarize], with the percentile
-// helpers [Percentile], [Median] and [Distribute]).
+// helpers [Percentile], [Median] and [Distribute]). [MeasureToFiles] is
+// cmd/sendrequests' library: one condition measured into its records and
+// summary files, refused before anything is sent when they could not be
+// kept.
 //
 // It stands alone: it imports nothing from the sweep runner, the analysis or
 // the reports (package sweep builds on it, as cmd/sendrequests does). Record

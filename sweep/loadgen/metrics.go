@@ -203,19 +203,11 @@ func ServerBase(completionsURL string) (string, error) {
 // GetText GETs url with the bearer token (if any), returning at most limit
 // bytes of a 200 body.
 func GetText(ctx context.Context, client *http.Client, u, apiKey string, limit int64) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	resp, cancel, err := get(ctx, client, u, apiKey, 10*time.Second)
+	if err != nil {
+		return nil, err
+	}
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return nil, err
-	}
-	if apiKey != "" {
-		req.Header.Set("Authorization", "Bearer "+apiKey)
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return nil, err
-	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, limit))
 	if err != nil {
@@ -225,6 +217,27 @@ func GetText(ctx context.Context, client *http.Client, u, apiKey string, limit i
 		return nil, fmt.Errorf("GET %s: HTTP %d", u, resp.StatusCode)
 	}
 	return b, nil
+}
+
+// get GETs u with the bearer token (if any) within timeout, which also
+// bounds reading the body: the caller reads it, closes it, then calls
+// cancel. On error nothing is left to close or cancel.
+func get(ctx context.Context, client *http.Client, u, apiKey string, timeout time.Duration) (*http.Response, context.CancelFunc, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		cancel()
+		return nil, nil, err
+	}
+	if apiKey != "" {
+		req.Header.Set("Authorization", "Bearer "+apiKey)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		cancel()
+		return nil, nil, err
+	}
+	return resp, cancel, nil
 }
 
 // ScrapeMetrics fetches base/metrics and keeps ScrapedMetrics. now stamps

@@ -1,24 +1,22 @@
-package main
+package loadgen
 
 import (
 	"fmt"
 	"io"
-
-	"github.com/tinyserve/tinyserve/sweep/loadgen"
 )
 
-// writeHumanSummary ends a run with the few figures a person reads first,
-// as `vllm bench serve` does: counts, throughput, and the p50 and p99 of
-// TTFT, time per output token and latency, in milliseconds. The summary
-// JSON above it has everything else.
-func writeHumanSummary(w io.Writer, s *loadgen.Summary) {
+// WriteBrief ends a run with the few figures a person reads first, as
+// `vllm bench serve` does: counts, throughput, and the p50 and p99 of TTFT,
+// time per output token and latency, in milliseconds. The summary JSON has
+// everything else; this is for the terminal, not for a file.
+func (s *Summary) WriteBrief(w io.Writer) {
 	num := func(v *float64, scale float64, format string) string {
 		if v == nil {
 			return "—"
 		}
 		return fmt.Sprintf(format, *v*scale)
 	}
-	dist := func(d loadgen.Distribution) string {
+	dist := func(d Distribution) string {
 		return num(d.P50, 1000, "%.1f") + " / " + num(d.P99, 1000, "%.1f")
 	}
 	fmt.Fprintf(w, "%-34s %d (%d failed)\n", "Requests:", s.Counts.Attempted, s.Counts.Failed)
