@@ -21,6 +21,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/tinyserve/tinyserve"
+	tcli "github.com/tinyserve/tinyserve/internal/cli"
 	"github.com/tinyserve/tinyserve/internal/clihint"
 	"github.com/tinyserve/tinyserve/llm"
 	"github.com/tinyserve/tinyserve/llm/tokenizer"
@@ -34,7 +35,7 @@ func main() {
 }
 
 func newApp(stdout, stderr io.Writer) *cli.App {
-	flags := append(tinyserve.EngineFlags(""),
+	flags := append(tcli.EngineFlags(false),
 		&cli.StringSliceFlag{Name: "prompt", Aliases: []string{"p"}, KeepSpace: true, Usage: "prompt text (repeat for a batch, run together)", Value: cli.NewStringSlice("The meaning of life is", "Paged attention lets a server")},
 		&cli.IntFlag{Name: "max-tokens", Value: 24, Usage: "tokens to generate per prompt"},
 		&cli.Float64Flag{Name: "temperature", Usage: "sampling temperature (0: greedy; above 0 and below 0.01 runs as 0.01, as a request's)"},
@@ -66,11 +67,11 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			if c.NArg() > 0 {
 				return fmt.Errorf("unexpected arguments %q (prompts are given with --prompt)", c.Args().Slice())
 			}
-			cfg, err := tinyserve.ConfigFromFlags(c)
+			cfg, err := tcli.ReadConfig(c)
 			if err != nil {
 				return err
 			}
-			if c.IsSet(tinyserve.FlagGenerationConfig) {
+			if c.IsSet("generation-config") {
 				// Refused rather than ignored: the sampling below comes
 				// from generate's own flags, whatever the model's defaults.
 				return fmt.Errorf("--generation-config does not apply to generate: its sampling comes from its own flags (--temperature, --top-k, --top-p, --min-p, --repetition-penalty)")
