@@ -23,6 +23,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"time"
 
@@ -64,8 +65,6 @@ func newApp(stderr io.Writer) *cli.App {
 		&cli.StringFlag{Name: "host", Value: "127.0.0.1", EnvVars: tcli.EnvVars("host"), Usage: "address to listen on (0.0.0.0 in a container)"},
 		&cli.IntFlag{Name: "port", Value: 8000, EnvVars: tcli.EnvVars("port"), Usage: "port to listen on (0: any free port)"},
 		&cli.DurationFlag{Name: "drain-timeout", Value: openai.DefaultDrainTimeout, EnvVars: tcli.EnvVars("drain-timeout"), Usage: "how long accepted requests may run on after SIGTERM"},
-		&cli.StringFlag{Name: "log-format", Value: "text", EnvVars: tcli.EnvVars("log-format"), Usage: "text or json"},
-		&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: tcli.EnvVars("log-level"), Usage: "debug, info, warn or error"},
 		&cli.StringSliceFlag{Name: "api-key", EnvVars: tcli.EnvVars("api-key"), Usage: "require \"Authorization: Bearer <key>\" on /v1/ routes (repeat for several keys; the variable takes them comma-separated; without either, VLLM_API_KEY as vllm serve reads it)"},
 	)
 	return &cli.App{
@@ -75,7 +74,7 @@ func newApp(stderr io.Writer) *cli.App {
 		UsageText: "tinyserve-serve [MODEL] [options]     (MODEL as in vllm serve MODEL, or as --model)\n" +
 			"tinyserve-serve [options] health     (exit 0 when the server answers GET /health)",
 		Version:   openai.Version(), // --version, and GET /version
-		Flags:     append(append(flags, chatFlags()...), vllmFlags()...),
+		Flags:     slices.Concat(flags, tcli.LogFlags(), chatFlags(), vllmFlags()),
 		ErrWriter: stderr,
 		Commands:  []*cli.Command{healthCommand()},
 		Action:    func(c *cli.Context) error { return serveCommand(c, stderr) },
@@ -93,17 +92,12 @@ func serveCommand(c *cli.Context, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if cfg.Logger, err = tcli.NewLogger(stderr, c.String("log-format"), c.String("log-level")); err != nil {
+	if cfg.Logger, err = tcli.LoggerFromFlags(c, stderr); err != nil {
 		return err
 	}
 	handler, err := handlerOptions(c, cfg, stderr)
 	if err != nil {
 		return err
-	}
-	if vars := tcli.SettingsFromEnv(os.Environ(), c.App.Flags); len(vars) > 0 {
-		// A setting refused or mistaken below may come from a variable
-		// the operator forgot about rather than a flag.
-		cfg.Logger.Info("settings from the environment", "variables", vars)
 	}
 	port := c.Int("port")
 	if port < 0 || port > 65535 {

@@ -163,3 +163,27 @@ func SignalContext(parent context.Context) (ctx context.Context, stop context.Ca
 	}()
 	return ctx, stop
 }
+
+// LogFlags are --log-format and --log-level, with their variables, for
+// LoggerFromFlags.
+func LogFlags() []ucli.Flag {
+	return []ucli.Flag{
+		&ucli.StringFlag{Name: "log-format", Value: "text", EnvVars: EnvVars("log-format"), Usage: "text or json"},
+		&ucli.StringFlag{Name: "log-level", Value: "info", EnvVars: EnvVars("log-level"), Usage: "debug, info, warn or error"},
+	}
+}
+
+// LoggerFromFlags is NewLogger for c's LogFlags. It also logs, at info,
+// the names (never the values, which may be keys) of the flags' variables
+// set in the environment: a setting refused or mistaken later may come
+// from a variable the operator forgot about rather than a flag.
+func LoggerFromFlags(c *ucli.Context, w io.Writer) (*slog.Logger, error) {
+	lg, err := NewLogger(w, c.String("log-format"), c.String("log-level"))
+	if err != nil {
+		return nil, err
+	}
+	if vars := SettingsFromEnv(os.Environ(), c.App.Flags); len(vars) > 0 {
+		lg.Info("settings from the environment", "variables", vars)
+	}
+	return lg, nil
+}
