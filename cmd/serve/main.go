@@ -63,8 +63,10 @@ func newApp(stderr io.Writer) *cli.App {
 	seed, _ := tinyserve.SettingNamed("seed")
 	flags := append(tcli.EngineFlags(true), tcli.SettingFlag(seed, true),
 		&cli.StringFlag{Name: "host", Value: "127.0.0.1", EnvVars: tcli.EnvVars("host"), Usage: "address to listen on (0.0.0.0 in a container)"},
-		&cli.IntFlag{Name: "port", Value: 8000, EnvVars: tcli.EnvVars("port"), Usage: "port to listen on (0: any free port)"},
-		&cli.DurationFlag{Name: "drain-timeout", Value: openai.DefaultDrainTimeout, EnvVars: tcli.EnvVars("drain-timeout"), Usage: "how long accepted requests may run on after SIGTERM"},
+		&cli.IntFlag{Name: "port", Value: 8000, EnvVars: tcli.EnvVars("port"), Usage: "port to listen on (0: any free port)",
+			Action: func(_ *cli.Context, p int) error { return tcli.CheckRange("--port", p, 0, 65535) }},
+		&cli.DurationFlag{Name: "drain-timeout", Value: openai.DefaultDrainTimeout, EnvVars: tcli.EnvVars("drain-timeout"), Usage: "how long accepted requests may run on after SIGTERM",
+			Action: func(_ *cli.Context, d time.Duration) error { return tcli.CheckPositive("--drain-timeout", d) }},
 		&cli.StringSliceFlag{Name: "api-key", EnvVars: tcli.EnvVars("api-key"), Usage: "require \"Authorization: Bearer <key>\" on /v1/ routes (repeat for several keys; the variable takes them comma-separated; without either, VLLM_API_KEY as vllm serve reads it)"},
 	)
 	return &cli.App{
@@ -99,16 +101,9 @@ func serveCommand(c *cli.Context, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	port := c.Int("port")
-	if port < 0 || port > 65535 {
-		return fmt.Errorf("--port must be in [0, 65535], got %d", port)
-	}
-	if c.Duration("drain-timeout") <= 0 {
-		return fmt.Errorf("--drain-timeout must be positive, got %v", c.Duration("drain-timeout"))
-	}
 	ctx, stop := tcli.SignalContext(c.Context) // a second signal ends the drain at once
 	defer stop()
-	return run(ctx, cfg, serveOptions{addr: net.JoinHostPort(c.String("host"), strconv.Itoa(port)), drainTimeout: c.Duration("drain-timeout"),
+	return run(ctx, cfg, serveOptions{addr: net.JoinHostPort(c.String("host"), strconv.Itoa(c.Int("port"))), drainTimeout: c.Duration("drain-timeout"),
 		logger: cfg.Logger, apiKeys: apiKeys(c.StringSlice("api-key"), os.Getenv("VLLM_API_KEY")), handler: handler})
 }
 

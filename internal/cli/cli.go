@@ -19,6 +19,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	ucli "github.com/urfave/cli/v2"
 )
@@ -186,4 +187,21 @@ func LoggerFromFlags(c *ucli.Context, w io.Writer) (*slog.Logger, error) {
 		lg.Info("settings from the environment", "variables", vars)
 	}
 	return lg, nil
+}
+
+// CheckRange refuses a flag's value outside [lo, hi], naming the flag: a
+// flag's Action, so that the check sits beside the flag it checks.
+func CheckRange(flag string, v, lo, hi int) error {
+	if v < lo || v > hi {
+		return fmt.Errorf("%s must be in [%d, %d], got %d", flag, lo, hi, v)
+	}
+	return nil
+}
+
+// CheckPositive refuses a duration flag's value that is not above zero.
+func CheckPositive(flag string, d time.Duration) error {
+	if d <= 0 {
+		return fmt.Errorf("%s must be positive, got %v", flag, d)
+	}
+	return nil
 }

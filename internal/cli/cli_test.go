@@ -145,3 +145,15 @@ func TestNewLogger(t *testing.T) {
 		t.Errorf("loud: %v", err)
 	}
 }
+
+func TestChecks(t *testing.T) {
+	if err := CheckRange("--port", 70000, 0, 65535); err == nil || err.Error() != "--port must be in [0, 65535], got 70000" {
+		t.Errorf("--port 70000: %v", err)
+	}
+	if err := CheckRange("--port", 0, 0, 65535); err != nil {
+		t.Errorf("--port 0: %v", err)
+	}
+	if err := CheckPositive("--drain-timeout", 0); err == nil || err.Error() != "--drain-timeout must be positive, got 0s" {
+		t.Errorf("--drain-timeout 0s: %v", err)
+	}
+}
