@@ -35,6 +35,27 @@ func TestEmbedderLinksNoCLI(t *testing.T) {
 	}
 }
 
+// TestCommandsImportNoBackend: the commands reach the backends only
+// through tinyserve.Open (Config.Backend), so that the root package stays
+// the one place that knows them.
+func TestCommandsImportNoBackend(t *testing.T) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command on PATH to list imports with")
+	}
+	out, err := exec.Command(goBin, "list", "-f", `{{range .Imports}}{{$.ImportPath}} {{.}}{{"\n"}}{{end}}`, "github.com/tinyserve/tinyserve/cmd/...").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		for _, backend := range []string{"/llm/cpu", "/llm/cuda", "/llm/mock"} {
+			if strings.HasSuffix(line, backend) {
+				t.Errorf("%s", strings.Replace(line, " ", " imports ", 1))
+			}
+		}
+	}
+}
+
 // appFlags are flags as an app has them: booleans (one with an alias),
 // flags with values, and a command.
 func appFlags() ([]ucli.Flag, []*ucli.Command) {
