@@ -29,6 +29,15 @@ type Setting struct {
 	Field func(c *Config) any
 	// Rule is what a given value must satisfy.
 	Rule Rule
+	// Backends are the backends that honour the setting; nil means every
+	// one. Open refuses the setting given for another backend rather than
+	// ignore it: a run that ignored --tokenizer on the mock would report
+	// byte counts as the named tokenizer's, and one that ignored --threads
+	// on cuda would be recorded as if it had used them.
+	Backends []string
+	// Neutral is a value that asks for nothing, as the zero value does
+	// (auto, none), and so is not refused on a backend outside Backends.
+	Neutral string
 	// OwnFlag marks a setting whose flag is not among the engine flags
 	// every binary shares: a binary that takes it adds its flag itself
 	// (cmd/serve's --seed; cmd/generate's --seed is a request's own).
@@ -96,6 +105,13 @@ func (s Setting) Value(c *Config) any {
 	panic(fmt.Sprintf("tinyserve: setting %s has a field of unknown type", s.Name))
 }
 
+// Given reports whether c sets the setting to something other than its
+// zero value or its Neutral one.
+func (s Setting) Given(c *Config) bool {
+	v := s.Value(c)
+	return !isZero(v) && (s.Neutral == "" || v != any(s.Neutral))
+}
+
 // isZero reports whether v is its type's zero value: the default, for
 // every setting of Config.
 func isZero(v any) bool {
@@ -119,25 +135,34 @@ func isZero(v any) bool {
 // Settings returns the engine settings of Config, in the order --help
 // lists their flags; the first bad one of several is the one an error
 // names. It returns a fresh copy, so that no caller can change the table.
-func Settings() []Setting { return slices.Clone(settings) }
+func Settings() []Setting {
+	out := slices.Clone(settings)
+	for i := range out {
+		out[i].Backends = slices.Clone(out[i].Backends)
+	}
+	return out
+}
+
+// cpuAndCUDA are the backends that load a model: the mock serves its own.
+var cpuAndCUDA = []string{BackendCPU, BackendCUDA}
 
 // settings is the table Settings returns; it is never changed.
 var settings = []Setting{
 	{Name: "model", Default: DefaultModel, Field: func(c *Config) any { return &c.Model },
 		Usage: "built-in model (tiny-gpt2, gpt2-124m-random, qwen2.5-0.5b-random; random weights), a Hugging Face checkpoint folder (GPT-2, Llama, Qwen2, Qwen3) or its id in the local Hugging Face cache (openai-community/gpt2), a GGUF file, or an ollama model in the local ollama store (qwen2.5:0.5b-instruct-q8_0); never downloaded"},
-	{Name: "revision", Field: func(c *Config) any { return &c.Revision },
+	{Name: "revision", Backends: cpuAndCUDA, Field: func(c *Config) any { return &c.Revision },
 		Usage: "branch, tag or commit hash of a --model given as a Hugging Face id (default: the cache's main)"},
-	{Name: "load-format", Default: "auto", Field: func(c *Config) any { return &c.LoadFormat },
+	{Name: "load-format", Backends: cpuAndCUDA, Neutral: "auto", Default: "auto", Field: func(c *Config) any { return &c.LoadFormat },
 		Usage: "how weights are read, as vLLM's: auto (safetensors, else pytorch_model.bin), safetensors, pt, or dummy (random weights in config.json's shape)"},
 	{Name: "backend", Default: BackendCPU, Field: func(c *Config) any { return &c.Backend },
 		Usage: "cpu, cuda or mock"},
-	{Name: "dtype", Default: "auto", Field: func(c *Config) any { return &c.DType },
+	{Name: "dtype", Backends: cpuAndCUDA, Neutral: "auto", Default: "auto", Field: func(c *Config) any { return &c.DType },
 		Usage: "weight type: auto (cpu: float32, cuda: float16), float16 or half (cuda), bfloat16, float32 or float"},
-	{Name: "quantization", Field: func(c *Config) any { return &c.Quantization },
+	{Name: "quantization", Backends: cpuAndCUDA, Neutral: "none", Field: func(c *Config) any { return &c.Quantization },
 		Usage: "quantize the weight matrices at load: none (default) or q8_0 (ggml's 8-bit blocks; cpu: 8-bit products, cuda: dequantized at upload)"},
-	{Name: "tokenizer", Field: func(c *Config) any { return &c.Tokenizer },
+	{Name: "tokenizer", Backends: cpuAndCUDA, Field: func(c *Config) any { return &c.Tokenizer },
 		Usage: "tokenizer override: gpt2, a tokenizer.json, a model folder or a Hugging Face id in the local cache"},
-	{Name: "tokenizer-revision", Field: func(c *Config) any { return &c.TokenizerRevision },
+	{Name: "tokenizer-revision", Backends: cpuAndCUDA, Field: func(c *Config) any { return &c.TokenizerRevision },
 		Usage: "branch, tag or commit hash of the tokenizer's Hugging Face id (--tokenizer, else --model's)"},
 	{Name: "tokenizer-dir", Field: func(c *Config) any { return &c.TokenizerDir },
 		Usage: "extra folder searched for Hugging Face tokenizer ids"},
@@ -157,13 +182,13 @@ var settings = []Setting{
 		Usage: "context length cap (0: the model's)"},
 	{Name: "max-pending", Rule: NonNegative, Field: func(c *Config) any { return &c.MaxPending },
 		Usage: "requests that may wait to run before new ones are refused (0: 1024)"},
-	{Name: "gpu-memory-utilization", Default: 0.9, Rule: Fraction, Field: func(c *Config) any { return &c.GPUMemoryUtilization },
+	{Name: "gpu-memory-utilization", Backends: []string{BackendCUDA}, Default: 0.9, Rule: Fraction, Field: func(c *Config) any { return &c.GPUMemoryUtilization },
 		Usage: "fraction of free GPU memory for the KV cache (cuda)"},
-	{Name: "kv-cache-bytes", Rule: NonNegative, Field: func(c *Config) any { return &c.KVCacheBytes },
+	{Name: "kv-cache-bytes", Backends: []string{BackendCPU}, Rule: NonNegative, Field: func(c *Config) any { return &c.KVCacheBytes },
 		Usage: "KV cache budget in bytes (cpu; 0: the backend's default)"},
-	{Name: "threads", Rule: NonNegative, Field: func(c *Config) any { return &c.Threads },
+	{Name: "threads", Backends: []string{BackendCPU}, Rule: NonNegative, Field: func(c *Config) any { return &c.Threads },
 		Usage: "CPU threads for the forward pass (0: GOMAXPROCS)"},
-	{Name: "generation-config", Default: "auto", Field: func(c *Config) any { return &c.GenerationConfig },
+	{Name: "generation-config", Backends: cpuAndCUDA, Neutral: "auto", Default: "auto", Field: func(c *Config) any { return &c.GenerationConfig },
 		Usage: "default sampling settings for what a request leaves out: auto (the checkpoint's generation_config.json, as vLLM), vllm (the API's own), or a folder holding a generation_config.json (whose max_new_tokens also limits every request's max_tokens)"},
 	{Name: "enable-prefix-caching", Field: func(c *Config) any { return &c.EnablePrefixCaching },
 		Usage: "reuse the KV of prompt prefixes earlier requests computed (off by default: repeated benchmark prompts would measure the cache)"},

@@ -86,3 +86,47 @@ func TestConfigJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestRefuseIgnoredFromSettings: each setting a backend would ignore is
+// refused on it, named as in the JSON and on the command line, while its
+// zero and Neutral values pass.
+func TestRefuseIgnoredFromSettings(t *testing.T) {
+	for _, s := range Settings() {
+		if s.Backends == nil {
+			continue
+		}
+		var other string
+		for _, b := range []string{BackendCPU, BackendCUDA, BackendMock} {
+			if !slices.Contains(s.Backends, b) {
+				other = b
+				break
+			}
+		}
+		c := Config{Backend: other}
+		switch p := s.Field(&c).(type) {
+		case *string:
+			*p = "given"
+		case *int:
+			*p = 3
+		case *int64:
+			*p = 3
+		case *float64:
+			*p = 0.5
+		}
+		err := refuseIgnored(c)
+		want := s.JSONName() + " (--" + s.Name + ") "
+		if err == nil || !strings.HasPrefix(err.Error(), want) || !strings.Contains(err.Error(), "does not apply to the "+other+" backend") {
+			t.Errorf("%s on %s: %v, want %q...", s.Name, other, err, want)
+		}
+		if s.Neutral != "" {
+			c := Config{Backend: other}
+			*s.Field(&c).(*string) = s.Neutral
+			if err := refuseIgnored(c); err != nil {
+				t.Errorf("%s %s on %s: %v", s.Name, s.Neutral, other, err)
+			}
+		}
+	}
+	if err := refuseIgnored(Config{Backend: BackendMock}); err != nil {
+		t.Errorf("nothing given: %v", err)
+	}
+}

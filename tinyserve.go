@@ -458,36 +458,21 @@ func setSamplingDefaults(cfg Config, m *model.Model) error {
 	return nil
 }
 
-// refuseIgnored returns an error naming the first option set in cfg that
-// its backend would ignore: a run that silently ignored --tokenizer on the
-// mock would report byte counts as the named tokenizer's, and one that
-// ignored --threads on cuda would be recorded as if it had used them.
+// refuseIgnored returns an error naming the first setting given in cfg
+// that its backend would ignore (Setting.Backends says which honour it),
+// or the mock's latency model given for another backend.
 func refuseIgnored(cfg Config) error {
 	backend := cfg.Backend
 	if backend == "" {
 		backend = BackendCPU
 	}
-	for _, o := range []struct {
-		name     string // the JSON key, and the CLI flag
-		set      bool
-		v        any
-		honoured []string // the backends that use the option
-	}{
-		{"dtype (--dtype)", cfg.DType != "" && cfg.DType != "auto", cfg.DType, []string{BackendCPU, BackendCUDA}},
-		{"quantization (--quantization)", cfg.Quantization != "" && cfg.Quantization != model.QuantNone, cfg.Quantization, []string{BackendCPU, BackendCUDA}},
-		{"tokenizer (--tokenizer)", cfg.Tokenizer != "", cfg.Tokenizer, []string{BackendCPU, BackendCUDA}},
-		{"revision (--revision)", cfg.Revision != "", cfg.Revision, []string{BackendCPU, BackendCUDA}},
-		{"load_format (--load-format)", cfg.LoadFormat != "" && cfg.LoadFormat != "auto", cfg.LoadFormat, []string{BackendCPU, BackendCUDA}},
-		{"tokenizer_revision (--tokenizer-revision)", cfg.TokenizerRevision != "", cfg.TokenizerRevision, []string{BackendCPU, BackendCUDA}},
-		{"kv_cache_bytes (--kv-cache-bytes)", cfg.KVCacheBytes != 0, cfg.KVCacheBytes, []string{BackendCPU}},
-		{"threads (--threads)", cfg.Threads != 0, cfg.Threads, []string{BackendCPU}},
-		{"gpu_memory_utilization (--gpu-memory-utilization)", cfg.GPUMemoryUtilization != 0, cfg.GPUMemoryUtilization, []string{BackendCUDA}},
-		{"mock latency", cfg.MockLatency != (mock.Latency{}), cfg.MockLatency, []string{BackendMock}},
-		{"generation_config (--generation-config)", cfg.GenerationConfig != "" && cfg.GenerationConfig != "auto", cfg.GenerationConfig, []string{BackendCPU, BackendCUDA}},
-	} {
-		if o.set && !slices.Contains(o.honoured, backend) {
-			return fmt.Errorf("%s %v does not apply to the %s backend (only to %s)", o.name, o.v, backend, strings.Join(o.honoured, ", "))
+	for _, s := range settings {
+		if s.Backends != nil && s.Given(&cfg) && !slices.Contains(s.Backends, backend) {
+			return fmt.Errorf("%s (--%s) %v does not apply to the %s backend (only to %s)", s.JSONName(), s.Name, s.Value(&cfg), backend, strings.Join(s.Backends, ", "))
 		}
+	}
+	if cfg.MockLatency != (mock.Latency{}) && backend != BackendMock {
+		return fmt.Errorf("mock latency %v does not apply to the %s backend (only to %s)", cfg.MockLatency, backend, BackendMock)
 	}
 	return nil
 }
