@@ -62,10 +62,10 @@ func newApp(stdout, stderr io.Writer, getenv func(string) string) *cli.App {
 		Writer:       stdout,
 		ErrWriter:    stderr,
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "output-root", EnvVars: []string{"TINYSERVE_OUTPUT_ROOT"}, Usage: "write under this folder instead of the config's output_dir (to measure afresh)"},
-			&cli.StringFlag{Name: "api-key-env", EnvVars: []string{"TINYSERVE_API_KEY_ENV"}, Usage: "environment variable holding a bearer token (overrides the config's api_key_env)"},
-			&cli.StringSliceFlag{Name: "engine", EnvVars: []string{"TINYSERVE_SWEEP_ENGINE"}, Usage: "override an embedded target's engine setting, KEY=VALUE (e.g. backend=cuda); recorded in config.json like the rest of the config (repeatable)"},
-			&cli.BoolFlag{Name: "verbose", EnvVars: []string{"TINYSERVE_VERBOSE"}, Usage: "log the embedded engine's start-up"},
+			&cli.StringFlag{Name: "output-root", EnvVars: tcli.EnvVars("output-root"), Usage: "write under this folder instead of the config's output_dir (to measure afresh)"},
+			&cli.StringFlag{Name: "api-key-env", EnvVars: tcli.EnvVars("api-key-env"), Usage: "environment variable holding a bearer token (overrides the config's api_key_env)"},
+			&cli.StringSliceFlag{Name: "engine", EnvVars: []string{tcli.EnvPrefix + "SWEEP_ENGINE"}, Usage: "override an embedded target's engine setting, KEY=VALUE (e.g. backend=cuda); recorded in config.json like the rest of the config (repeatable)"},
+			&cli.BoolFlag{Name: "verbose", EnvVars: tcli.EnvVars("verbose"), Usage: "log the embedded engine's start-up"},
 		},
 		Action: func(c *cli.Context) error { return runSweep(c, stdout, stderr, getenv) },
 		Commands: []*cli.Command{{
