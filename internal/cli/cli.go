@@ -1,7 +1,8 @@
 // Package cli is the plumbing the tinyserve commands share, written once:
 // the engine flags built from tinyserve.Settings and read back into a
-// tinyserve.Config, the TINYSERVE_ environment variables, the order of a
-// command line's arguments (Reorder), loggers, and the exit statuses. It
+// tinyserve.Config, the sampling flags of a command that generates, the
+// TINYSERVE_ environment variables, the order of a command line's
+// arguments (Reorder), loggers, signals, and the exit statuses. It
 // is internal and links urfave/cli, so that the root package, which every
 // embedder imports, links no CLI library. (internal/clihint, which turns
 // urfave/cli's usage errors into one line, stays its own package: the
