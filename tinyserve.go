@@ -1,16 +1,15 @@
 // Package tinyserve wires the engine together: Config says which model,
 // backend and scheduler settings to use, Open loads the model, picks the
-// backend, sizes the KV pool and returns a running engine, and EngineFlags
-// are the command-line flags that cmd/serve, cmd/generate and the sweep's
-// embedded target share. A Go service that embeds tinyserve calls Open and
-// openai.NewHandler; nothing else needs to know the backends.
+// backend, sizes the KV pool and returns a running engine, and Settings
+// declares each setting once, for the command-line flags (internal/cli),
+// their environment variables and the sweep's JSON names. A Go service that
+// embeds tinyserve calls Open and openai.NewHandler; nothing else needs to
+// know the backends, and it links no CLI library.
 package tinyserve
 
 import (
-	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -42,8 +41,10 @@ const (
 )
 
 // Config says what to serve and how. The zero value serves the built-in
-// tiny-gpt2 on the CPU with vLLM's scheduler defaults. JSON keys are the
-// flag names with underscores (the sweep's embedded target uses them).
+// tiny-gpt2 on the CPU with vLLM's scheduler defaults. Each setting is
+// declared once, in Settings, from which its command-line flag, its
+// environment variable and its JSON key (the sweep's target.engine, read
+// by DecodeConfigJSON) derive.
 type Config struct {
 	// Model is a built-in model name (tiny-gpt2, gpt2-124m-random,
 	// qwen2.5-0.5b-random), a Hugging Face checkpoint folder (GPT-2, Llama,
@@ -52,55 +53,55 @@ type Config struct {
 	// or an ollama model name in the local ollama store
 	// (qwen2.5:0.5b-instruct-q8_0); nothing is downloaded. Empty means
 	// DefaultModel.
-	Model string `json:"model,omitempty"`
+	Model string
 	// Revision is the branch, tag or commit hash of a Model given as a
 	// Hugging Face id (vLLM's --revision), which the local cache must
 	// hold; empty means the snapshot refs/main names. A folder or a
 	// built-in model refuses it.
-	Revision string `json:"revision,omitempty"`
+	Revision string
 	// LoadFormat is vLLM's --load-format: auto (empty: safetensors, else
 	// pytorch_model.bin), safetensors, pt, or dummy (random weights in the
 	// shape config.json gives, for benchmarks without the weights).
-	LoadFormat string `json:"load_format,omitempty"`
+	LoadFormat string
 	// Backend is cpu, cuda or mock. Empty means cpu. The mock serves its
 	// own model with a byte tokenizer and refuses Model (other than mock).
 	// Each backend refuses the options it would ignore rather than ignore
 	// them: DType (other than auto) and Tokenizer on the mock, KVCacheBytes
 	// and Threads (cpu only), GPUMemoryUtilization (cuda only),
 	// MockLatency (mock only).
-	Backend string `json:"backend,omitempty"`
+	Backend string
 	// DType is the weight and KV type. auto (the default) follows the
 	// checkpoint's torch_dtype, as vLLM does: bfloat16 for a bfloat16
 	// checkpoint on either backend; otherwise float32 on the cpu backend
 	// and float16 on cuda. cuda also takes float32 (for exact comparisons);
 	// cpu takes bfloat16 for the streamed matrix weights (computed in
 	// float32, half the bytes per decode step) and float32.
-	DType string `json:"dtype,omitempty"`
+	DType string
 	// Quantization is vLLM's --quantization: none (empty) keeps the
 	// checkpoint's types; q8_0 quantizes every weight matrix and the token
 	// embedding to ggml's Q8_0 at load (model.Quantize), so the cpu
 	// backend streams about 1.06 bytes a weight with float32 activations;
 	// the cuda backend dequantizes Q8_0 at upload (same values, no saving).
 	// Matrices a checkpoint already stores as Q8_0 (a GGUF file) are kept.
-	Quantization string `json:"quantization,omitempty"`
+	Quantization string
 	// Tokenizer overrides the model's tokenizer: gpt2, a tokenizer.json
 	// path, a model folder (tokenizer.json, or vocab.json and merges.txt)
 	// or a Hugging Face id found in the local cache.
-	Tokenizer string `json:"tokenizer,omitempty"`
+	Tokenizer string
 	// TokenizerRevision is the branch, tag or commit hash of the
 	// tokenizer's Hugging Face id (vLLM's --tokenizer-revision): Tokenizer
 	// when given, else Model's, which must then be an id.
-	TokenizerRevision string `json:"tokenizer_revision,omitempty"`
+	TokenizerRevision string
 	// TokenizerDir is an extra folder searched for Hugging Face ids.
-	TokenizerDir string `json:"tokenizer_dir,omitempty"`
+	TokenizerDir string
 	// ChatTemplate replaces the model's chat template, as vLLM's
 	// --chat-template: a file's path, or the template itself (a value
 	// holding '{', '}' or a newline). Empty keeps the template of the
 	// tokenizer's or the model's folder (tokenizer_config.json's
 	// chat_template or chat_template.jinja, or a GGUF file's).
-	ChatTemplate string `json:"chat_template,omitempty"`
+	ChatTemplate string
 	// ServedModelName is the name clients use; empty means the model's id.
-	ServedModelName string `json:"served_model_name,omitempty"`
+	ServedModelName string
 	// GenerationConfig says where the defaults come from for the sampling
 	// fields a request leaves out (temperature, top_p, top_k, min_p,
 	// repetition_penalty, and max_new_tokens for "max_tokens": null), as
@@ -108,64 +109,52 @@ type Config struct {
 	// generation_config.json (else its config.json); "vllm", the API's own
 	// defaults; otherwise a folder holding a generation_config.json, whose
 	// max_new_tokens also limits every request's max_tokens.
-	GenerationConfig string `json:"generation_config,omitempty"`
+	GenerationConfig string
 	// MaxNumSeqs caps the running sequences; 0 means 256.
-	MaxNumSeqs int `json:"max_num_seqs,omitempty"`
+	MaxNumSeqs int
 	// MaxNumBatchedTokens is the token budget of one step; 0 means 2048.
-	MaxNumBatchedTokens int `json:"max_num_batched_tokens,omitempty"`
+	MaxNumBatchedTokens int
 	// BlockSize is the tokens per KV block; 0 means 16.
-	BlockSize int `json:"block_size,omitempty"`
+	BlockSize int
 	// NumBlocks is the KV pool size in blocks; 0 means what the backend's
 	// memory budget holds, and a negative one is refused.
-	NumBlocks int `json:"num_blocks,omitempty"`
+	NumBlocks int
 	// MaxModelLen caps the context length; 0 means the model's own, and a
 	// negative one is refused.
-	MaxModelLen int `json:"max_model_len,omitempty"`
+	MaxModelLen int
 	// MaxPending bounds requests waiting to run; 0 means 1024.
-	MaxPending int `json:"max_pending,omitempty"`
+	MaxPending int
 	// EnablePrefixCaching reuses the KV of whole blocks that earlier
 	// requests with the same first tokens computed (vLLM's
 	// --enable-prefix-caching). Off by default, unlike vLLM: a benchmark
 	// that sends the same prompts at several concurrencies would otherwise
 	// measure the cache in every condition after the first.
-	EnablePrefixCaching bool `json:"enable_prefix_caching,omitempty"`
+	EnablePrefixCaching bool
 	// GPUMemoryUtilization is the fraction of free GPU memory the CUDA
 	// backend may use for KV; 0 means 0.9.
-	GPUMemoryUtilization float64 `json:"gpu_memory_utilization,omitempty"`
+	GPUMemoryUtilization float64
 	// KVCacheBytes is the CPU backend's KV budget in bytes; 0 means the
 	// backend's default.
-	KVCacheBytes int64 `json:"kv_cache_bytes,omitempty"`
+	KVCacheBytes int64
 	// Threads is the CPU backend's parallelism; 0 means GOMAXPROCS.
-	Threads int `json:"threads,omitempty"`
+	Threads int
 	// EnforceEager runs every step eagerly, as vLLM's --enforce-eager. By
 	// default the cuda backend replays decode-only steps from CUDA graphs
 	// (cuda.Options.CUDAGraphs); the cpu and mock backends are always
 	// eager, so they accept it too.
-	EnforceEager bool `json:"enforce_eager,omitempty"`
+	EnforceEager bool
 	// Seed seeds the seeds of requests that set none (vLLM's --seed; see
 	// engine.Config.Seed); nil means from the clock.
-	Seed *uint64 `json:"seed,omitempty"`
+	Seed *uint64
 	// MockLatency gives the mock backend a device-like latency model.
-	MockLatency mock.Latency `json:"-"`
+	MockLatency mock.Latency
 
 	// Logger receives logs; nil discards them.
-	Logger *slog.Logger `json:"-"`
+	Logger *slog.Logger
 	// Getenv reads the environment for the Hugging Face cache's location
 	// (HF_HOME, ...: models and tokenizers named by id are looked up there)
 	// and the CUDA libraries'; nil means os.Getenv.
-	Getenv func(string) string `json:"-"`
-}
-
-// DecodeConfigJSON parses an engine settings object, rejecting unknown keys
-// so that a typo in a sweep file is an error rather than a default.
-func DecodeConfigJSON(data []byte) (Config, error) {
-	var c Config
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c); err != nil {
-		return Config{}, fmt.Errorf("engine settings: %w", err)
-	}
-	return c, nil
+	Getenv func(string) string
 }
 
 // Open builds and starts an engine for cfg. The caller must Close it.
@@ -469,36 +458,21 @@ func setSamplingDefaults(cfg Config, m *model.Model) error {
 	return nil
 }
 
-// refuseIgnored returns an error naming the first option set in cfg that
-// its backend would ignore: a run that silently ignored --tokenizer on the
-// mock would report byte counts as the named tokenizer's, and one that
-// ignored --threads on cuda would be recorded as if it had used them.
+// refuseIgnored returns an error naming the first setting given in cfg
+// that its backend would ignore (Setting.Backends says which honour it),
+// or the mock's latency model given for another backend.
 func refuseIgnored(cfg Config) error {
 	backend := cfg.Backend
 	if backend == "" {
 		backend = BackendCPU
 	}
-	for _, o := range []struct {
-		name     string // the JSON key, and the CLI flag
-		set      bool
-		v        any
-		honoured []string // the backends that use the option
-	}{
-		{"dtype (--dtype)", cfg.DType != "" && cfg.DType != "auto", cfg.DType, []string{BackendCPU, BackendCUDA}},
-		{"quantization (--quantization)", cfg.Quantization != "" && cfg.Quantization != model.QuantNone, cfg.Quantization, []string{BackendCPU, BackendCUDA}},
-		{"tokenizer (--tokenizer)", cfg.Tokenizer != "", cfg.Tokenizer, []string{BackendCPU, BackendCUDA}},
-		{"revision (--revision)", cfg.Revision != "", cfg.Revision, []string{BackendCPU, BackendCUDA}},
-		{"load_format (--load-format)", cfg.LoadFormat != "" && cfg.LoadFormat != "auto", cfg.LoadFormat, []string{BackendCPU, BackendCUDA}},
-		{"tokenizer_revision (--tokenizer-revision)", cfg.TokenizerRevision != "", cfg.TokenizerRevision, []string{BackendCPU, BackendCUDA}},
-		{"kv_cache_bytes (--kv-cache-bytes)", cfg.KVCacheBytes != 0, cfg.KVCacheBytes, []string{BackendCPU}},
-		{"threads (--threads)", cfg.Threads != 0, cfg.Threads, []string{BackendCPU}},
-		{"gpu_memory_utilization (--gpu-memory-utilization)", cfg.GPUMemoryUtilization != 0, cfg.GPUMemoryUtilization, []string{BackendCUDA}},
-		{"mock latency", cfg.MockLatency != (mock.Latency{}), cfg.MockLatency, []string{BackendMock}},
-		{"generation_config (--generation-config)", cfg.GenerationConfig != "" && cfg.GenerationConfig != "auto", cfg.GenerationConfig, []string{BackendCPU, BackendCUDA}},
-	} {
-		if o.set && !slices.Contains(o.honoured, backend) {
-			return fmt.Errorf("%s %v does not apply to the %s backend (only to %s)", o.name, o.v, backend, strings.Join(o.honoured, ", "))
+	for _, s := range settings {
+		if s.Backends != nil && s.Given(&cfg) && !slices.Contains(s.Backends, backend) {
+			return fmt.Errorf("%s (--%s) %v does not apply to the %s backend (only to %s)", s.JSONName(), s.Name, s.Value(&cfg), backend, strings.Join(s.Backends, ", "))
 		}
+	}
+	if cfg.MockLatency != (mock.Latency{}) && backend != BackendMock {
+		return fmt.Errorf("mock latency %v does not apply to the %s backend (only to %s)", cfg.MockLatency, backend, BackendMock)
 	}
 	return nil
 }

@@ -14,7 +14,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/urfave/cli/v2"
 
 	"github.com/tinyserve/tinyserve/internal/syncbuf"
 	"github.com/tinyserve/tinyserve/internal/testfiles"
@@ -284,121 +283,17 @@ func TestDecodeConfigJSON(t *testing.T) {
 	}
 }
 
-// TestPrefixCachingSettings: the flag, its environment variable and the
-// sweep's JSON key all reach Config.EnablePrefixCaching, which is off by
-// default.
+// TestPrefixCachingSettings: the sweep's JSON key reaches
+// Config.EnablePrefixCaching, which is off by default (the flag and its
+// environment variable: internal/cli's TestPrefixCachingFlags).
 func TestPrefixCachingSettings(t *testing.T) {
-	parse := func(env map[string]string, args ...string) Config {
-		t.Helper()
-		return parseEngineFlagsEnv(t, env, args...)
-	}
-	if parse(nil).EnablePrefixCaching {
+	if (Config{}).EnablePrefixCaching {
 		t.Error("prefix caching on by default")
-	}
-	if !parse(nil, "--enable-prefix-caching").EnablePrefixCaching {
-		t.Error("--enable-prefix-caching ignored")
-	}
-	if !parse(map[string]string{"TINYSERVE_ENABLE_PREFIX_CACHING": "true"}).EnablePrefixCaching {
-		t.Error("TINYSERVE_ENABLE_PREFIX_CACHING ignored")
 	}
 	c, err := DecodeConfigJSON([]byte(`{"enable_prefix_caching":true}`))
 	if err != nil || !c.EnablePrefixCaching {
 		t.Errorf("enable_prefix_caching: %+v %v", c, err)
 	}
-}
-
-// TestConfigFromFlagsRefusesBadValues: every numeric engine flag refuses a
-// negative value with an error naming the flag (the first bad one, in flag
-// order), before anything is loaded.
-func TestConfigFromFlagsRefusesBadValues(t *testing.T) {
-	run := func(args ...string) error {
-		app := &cli.App{Flags: EngineFlags("TINYSERVE_"), Action: func(c *cli.Context) error {
-			_, err := ConfigFromFlags(c)
-			return err
-		}}
-		return app.Run(append([]string{"x"}, args...))
-	}
-	for _, flag := range []string{FlagMaxNumSeqs, FlagMaxNumBatchedTokens, FlagBlockSize, FlagNumBlocks, FlagMaxModelLen, FlagMaxPending, FlagKVCacheBytes, FlagThreads} {
-		err := run("--"+flag, "-1")
-		if err == nil || !strings.Contains(err.Error(), "--"+flag+" must not be negative") {
-			t.Errorf("--%s -1: %v", flag, err)
-		}
-	}
-	for range 5 {
-		if err := run("--"+FlagThreads, "-1", "--"+FlagMaxNumSeqs, "-2"); err == nil || !strings.Contains(err.Error(), "--"+FlagMaxNumSeqs) {
-			t.Fatalf("two bad flags: %v; want the first in flag order, --%s", err, FlagMaxNumSeqs)
-		}
-	}
-	if err := run("--"+FlagGPUMemoryUtilization, "1.5"); err == nil || !strings.Contains(err.Error(), "--"+FlagGPUMemoryUtilization) {
-		t.Errorf("--%s 1.5: %v", FlagGPUMemoryUtilization, err)
-	}
-}
-
-// TestConfigFromFlagsMockModel: with --backend mock, the --model flag's
-// default stands for no model (the mock's own), but a --model the user gave,
-// even the default's name, is passed on for Open to refuse.
-func TestConfigFromFlagsMockModel(t *testing.T) {
-	parse := func(args ...string) Config {
-		t.Helper()
-		return parseEngineFlags(t, args...)
-	}
-	if m := parse("--backend", "mock").Model; m != "" {
-		t.Errorf("--backend mock: model %q, want none", m)
-	}
-	if m := parse("--backend", "mock", "--model", DefaultModel).Model; m != DefaultModel {
-		t.Errorf("--backend mock --model %s: model %q, want it kept", DefaultModel, m)
-	}
-	if m := parse("--backend", "cpu").Model; m != DefaultModel {
-		t.Errorf("--backend cpu: model %q, want %s", m, DefaultModel)
-	}
-	// --gpu-memory-utilization's default is cuda's alone; given for another
-	// backend, it is passed on for Open to refuse.
-	for _, c := range []struct {
-		args []string
-		want float64
-	}{
-		{[]string{"--backend", "cuda"}, 0.9},
-		{[]string{"--backend", "cpu"}, 0},
-		{[]string{"--backend", "mock"}, 0},
-		{[]string{"--backend", "cpu", "--gpu-memory-utilization", "0.5"}, 0.5},
-	} {
-		if got := parse(c.args...).GPUMemoryUtilization; got != c.want {
-			t.Errorf("%v: gpu_memory_utilization %v, want %v", c.args, got, c.want)
-		}
-	}
-}
-
-// parseEngineFlags is ConfigFromFlags on args, with none of the engine's
-// TINYSERVE_ variables set, failing the test on an error.
-func parseEngineFlags(t *testing.T, args ...string) Config {
-	t.Helper()
-	return parseEngineFlagsEnv(t, nil, args...)
-}
-
-// parseEngineFlagsEnv is parseEngineFlags with the variables in env set
-// (and no other engine variable: the tests do not depend on the shell).
-func parseEngineFlagsEnv(t *testing.T, env map[string]string, args ...string) Config {
-	t.Helper()
-	for _, f := range EngineFlags("TINYSERVE_") {
-		if ev, ok := f.(interface{ GetEnvVars() []string }); ok {
-			for _, name := range ev.GetEnvVars() {
-				t.Setenv(name, "") // restored when the test ends
-				os.Unsetenv(name)
-			}
-		}
-	}
-	for k, v := range env {
-		t.Setenv(k, v)
-	}
-	var cfg Config
-	app := &cli.App{Flags: EngineFlags("TINYSERVE_"), Action: func(c *cli.Context) (err error) {
-		cfg, err = ConfigFromFlags(c)
-		return err
-	}}
-	if err := app.Run(append([]string{"x"}, args...)); err != nil {
-		t.Fatal(err)
-	}
-	return cfg
 }
 
 // TestOpenFromHubCache: a Hugging Face id found in the local hub cache is

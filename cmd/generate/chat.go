@@ -77,7 +77,7 @@ func chat(ctx context.Context, cfg tinyserve.Config, msgs []chatMessage, kwargs 
 	var reply string
 	var finish llm.FinishReason
 	var tokens int
-	err = runAll(ctx, e, []llm.Request{req}, func(_ int, ev llm.Event) {
+	err = tinyserve.RunBatch(ctx, e, []llm.Request{req}, func(_ int, ev llm.Event) {
 		reply += ev.Text
 		if ev.Finish != "" {
 			finish, tokens, err = ev.Finish, ev.CompletionTokens, ev.Err

@@ -33,7 +33,7 @@ func score(ctx context.Context, cfg tinyserve.Config, prompts []string, out io.W
 	}
 	logprobs := make([][]llm.TokenLogprob, len(prompts))
 	errs := make([]error, len(prompts))
-	err = runAll(ctx, e, reqs, func(i int, ev llm.Event) {
+	err = tinyserve.RunBatch(ctx, e, reqs, func(i int, ev llm.Event) {
 		if ev.PromptLogprobs != nil {
 			logprobs[i] = ev.PromptLogprobs
 		}

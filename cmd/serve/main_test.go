@@ -23,6 +23,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/tinyserve/tinyserve"
+	tcli "github.com/tinyserve/tinyserve/internal/cli"
 	"github.com/tinyserve/tinyserve/internal/drainwait"
 	"github.com/tinyserve/tinyserve/internal/syncbuf"
 	"github.com/tinyserve/tinyserve/llm/mock"
@@ -404,7 +405,12 @@ func TestEnvironmentSettingsNamed(t *testing.T) {
 // the flags, which vllm serve also takes; the model given twice is
 // refused.
 func TestModelFirst(t *testing.T) {
-	flags := newApp(io.Discard).Flags
+	app := newApp(io.Discard)
+	flags := app.Flags
+	// main's reordering: cli.Reorder with the model as the first argument.
+	modelFirst := func(in []string, flags []cli.Flag) ([]string, error) {
+		return tcli.Reorder(in, flags, app.Commands, "model")
+	}
 	tests := []struct {
 		in, want []string
 		err      string

@@ -4,11 +4,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/tinyserve/tinyserve"
+	tcli "github.com/tinyserve/tinyserve/internal/cli"
 	"github.com/tinyserve/tinyserve/llm"
+	"github.com/tinyserve/tinyserve/openai"
 )
 
 // vllmCategory groups, in --help, the flags kept for launch scripts
@@ -109,7 +113,7 @@ func accessLoggerFor(c *cli.Context, w io.Writer) (*slog.Logger, error) {
 	if !c.IsSet("uvicorn-log-level") || !accessLog(c) {
 		return nil, nil
 	}
-	return newLogger(w, c.String("log-format"), "info")
+	return tcli.NewLogger(w, c.String("log-format"), "info")
 }
 
 // accessLog reports whether the access lines are logged: not with
@@ -121,4 +125,66 @@ func accessLog(c *cli.Context) bool {
 		return false
 	}
 	return !c.Bool("disable-uvicorn-access-log")
+}
+
+// moreNamesKey is the key of cli.App.Metadata under which main passes the
+// served names that follow the first (moreServedNames).
+const moreNamesKey = "more-served-names"
+
+// moreServedNames takes out of args the words that follow
+// "--served-model-name NAME" up to the next flag: vllm serve's
+// --served-model-name takes several names, the first the one responses
+// carry, and launch scripts give them so. The flag parser would stop at
+// the second. The "=" form takes one name, as in vLLM, and a repeated flag
+// keeps its last, as vLLM's parser does.
+func moreServedNames(args []string) (rest, more []string) {
+	rest = make([]string, 0, len(args))
+	for i := 0; i < len(args); i++ {
+		rest = append(rest, args[i])
+		if i == 0 || (args[i] != "--served-model-name" && args[i] != "-served-model-name") || i+1 >= len(args) {
+			continue
+		}
+		i++
+		rest = append(rest, args[i]) // the first name: the flag's value
+		more = more[:0]              // a repeated flag replaces the names
+		for i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") && !slices.Contains([]string{"health", "help", "h"}, args[i+1]) {
+			i++
+			more = append(more, args[i])
+		}
+	}
+	return rest, more
+}
+
+// handlerOptions are the handler's options from the flags of c: the access lines (--log-format,
+// --disable-uvicorn-access-log, --uvicorn-log-level), the served names
+// (--served-model-name NAME NAME...) and the chat parsers.
+func handlerOptions(c *cli.Context, cfg tinyserve.Config, stderr io.Writer) ([]openai.Option, error) {
+	accessLogger, err := accessLoggerFor(c, stderr)
+	if err != nil {
+		return nil, err
+	}
+	opts := []openai.Option{openai.WithAccessLog(accessLog(c)), openai.WithAccessLogger(accessLogger)}
+	if more, _ := c.App.Metadata[moreNamesKey].([]string); len(more) > 0 {
+		if !c.IsSet("model") {
+			// vllm serve reads these words as names too; taking the last
+			// for the model would be a guess.
+			return nil, fmt.Errorf("--served-model-name took %q as more names of the model, as vllm serve does, and no model is given: give the model first (tinyserve-serve MODEL --served-model-name NAME...) or with --model", more)
+		}
+		opts = append(opts, openai.WithServedModelNames(append([]string{cfg.ServedModelName}, more...)...))
+	}
+	chat, err := chatOptions(c)
+	return append(opts, chat...), err
+}
+
+// apiKeys returns the keys the /v1/ routes require: those of --api-key (or
+// TINYSERVE_API_KEY), else VLLM_API_KEY as one key, as vllm serve reads it
+// (its --api-key takes precedence over the variable). Without the fallback a
+// deployment moved from vLLM with its key in VLLM_API_KEY would serve
+// without authentication and not say so.
+func apiKeys(flagKeys []string, vllmKey string) []string {
+	keys := slices.DeleteFunc(slices.Clone(flagKeys), func(k string) bool { return k == "" })
+	if len(keys) == 0 && vllmKey != "" {
+		keys = []string{vllmKey}
+	}
+	return keys
 }

@@ -23,6 +23,10 @@ import (
 	"github.com/tinyserve/tinyserve/sweep/loadgen"
 )
 
+// embeddedDrainTimeout bounds how long the embedded target lets requests
+// still running finish once the sweep is done with it.
+const embeddedDrainTimeout = 30 * time.Second
+
 // embeddedServer is a running in-process tinyserve.
 type embeddedServer struct {
 	URL   string // the completions or chat endpoint (target.api)
@@ -64,17 +68,23 @@ func startEmbedded(ctx context.Context, target *sweep.Target, logger *slog.Logge
 		// and keeps its connections for the whole sweep, so that a level
 		// measured after a long run finds them open.
 	}
+	// The sweep's own context does not stop the server: stop does, after
+	// the sweep, with the drain and shutdown cmd/serve uses.
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	go func() {
+		served <- openai.Serve(sctx, srv, ln, eng, openai.ServeOptions{DrainTimeout: embeddedDrainTimeout, Logger: logger})
+	}()
 	stop := func(ctx context.Context) error {
-		// Drain first so running requests finish, then stop HTTP, then the
-		// engine, the order cmd/serve uses.
-		derr := eng.Drain(ctx)
-		serr := srv.Shutdown(ctx)
-		if err := <-served; !errors.Is(err, http.ErrServerClosed) {
-			serr = errors.Join(serr, err)
+		cancel()
+		select {
+		case err := <-served:
+			return errors.Join(err, eng.Close())
+		case <-ctx.Done():
+			// Closing the engine ends the requests still running, and
+			// with them the drain.
+			return errors.Join(ctx.Err(), eng.Close(), <-served)
 		}
-		return errors.Join(derr, serr, eng.Close())
 	}
 	return &embeddedServer{
 		URL:        "http://" + ln.Addr().String() + endpointPath(target.API),

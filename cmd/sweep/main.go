@@ -10,7 +10,7 @@
 // extra_body, api_key_env, slo and target); see docs/benchmarking.md. An
 // interrupted sweep resumes when run again; complete runs are never
 // re-measured or overwritten. Exit status 2 means a run had failed
-// requests.
+// requests (tcli.ExitFailedRequests).
 package main
 
 import (
@@ -18,7 +18,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -28,36 +27,25 @@ import (
 	"github.com/urfave/cli/v2"
 	"golang.org/x/term"
 
+	tcli "github.com/tinyserve/tinyserve/internal/cli"
 	"github.com/tinyserve/tinyserve/internal/clihint"
 	"github.com/tinyserve/tinyserve/sweep"
 )
-
-// exitCoder carries the process status through cli's error return.
-type exitCoder struct {
-	error
-	code int
-}
-
-// Unwrap lets errors.Is see the cause.
-func (e exitCoder) Unwrap() error { return e.error }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, newApp(os.Stdout, os.Stderr, os.Getenv), os.Args)
 	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "sweep:", err)
-		var ec exitCoder
-		if errors.As(err, &ec) {
-			os.Exit(ec.code)
-		}
-		os.Exit(1)
-	}
+	tcli.Exit("sweep", err)
 }
 
-// run runs app on args, flags after CONFIG included (flagsFirst).
+// run runs app on args, flags after CONFIG included (tcli.Reorder).
 func run(ctx context.Context, app *cli.App, args []string) error {
-	return app.RunContext(ctx, flagsFirst(args, app.Flags, app.Commands))
+	args, err := tcli.Reorder(args, app.Flags, app.Commands, "")
+	if err != nil {
+		return err
+	}
+	return app.RunContext(ctx, args)
 }
 
 func isTerminal(w io.Writer) bool {
@@ -74,10 +62,10 @@ func newApp(stdout, stderr io.Writer, getenv func(string) string) *cli.App {
 		Writer:       stdout,
 		ErrWriter:    stderr,
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "output-root", EnvVars: []string{"TINYSERVE_OUTPUT_ROOT"}, Usage: "write under this folder instead of the config's output_dir (to measure afresh)"},
-			&cli.StringFlag{Name: "api-key-env", EnvVars: []string{"TINYSERVE_API_KEY_ENV"}, Usage: "environment variable holding a bearer token (overrides the config's api_key_env)"},
-			&cli.StringSliceFlag{Name: "engine", EnvVars: []string{"TINYSERVE_SWEEP_ENGINE"}, Usage: "override an embedded target's engine setting, KEY=VALUE (e.g. backend=cuda); recorded in config.json like the rest of the config (repeatable)"},
-			&cli.BoolFlag{Name: "verbose", EnvVars: []string{"TINYSERVE_VERBOSE"}, Usage: "log the embedded engine's start-up"},
+			&cli.StringFlag{Name: "output-root", EnvVars: tcli.EnvVars("output-root"), Usage: "write under this folder instead of the config's output_dir (to measure afresh)"},
+			&cli.StringFlag{Name: "api-key-env", EnvVars: tcli.EnvVars("api-key-env"), Usage: "environment variable holding a bearer token (overrides the config's api_key_env)"},
+			&cli.StringSliceFlag{Name: "engine", EnvVars: []string{tcli.EnvPrefix + "SWEEP_ENGINE"}, Usage: "override an embedded target's engine setting, KEY=VALUE (e.g. backend=cuda); recorded in config.json like the rest of the config (repeatable)"},
+			&cli.BoolFlag{Name: "verbose", EnvVars: tcli.EnvVars("verbose"), Usage: "log the embedded engine's start-up"},
 		},
 		Action: func(c *cli.Context) error { return runSweep(c, stdout, stderr, getenv) },
 		Commands: []*cli.Command{{
@@ -112,7 +100,7 @@ func runSweep(c *cli.Context, stdout, stderr io.Writer, getenv func(string) stri
 	}
 	if c.NArg() != 1 {
 		for _, a := range c.Args().Slice()[min(1, c.NArg()):] {
-			if len(a) > 1 && strings.HasPrefix(a, "-") { // left last by flagsFirst
+			if len(a) > 1 && strings.HasPrefix(a, "-") { // left last by tcli.Reorder
 				return fmt.Errorf("flag needs an argument: %s", a)
 			}
 		}
@@ -139,11 +127,7 @@ func runSweep(c *cli.Context, stdout, stderr io.Writer, getenv func(string) stri
 		Progress:   sweep.NewProgress(stderr, isTerminal(stderr), time.Now),
 	}
 	if cfg.Embedded() {
-		level := slog.LevelWarn
-		if c.Bool("verbose") {
-			level = slog.LevelInfo
-		}
-		logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+		logger := tcli.StartupLogger(stderr, c.Bool("verbose"))
 		var srv *embeddedServer
 		defer func() {
 			if srv == nil {
@@ -173,7 +157,7 @@ func runSweep(c *cli.Context, stdout, stderr io.Writer, getenv func(string) stri
 	res, err := sweep.RunSweep(ctx, cfg, opts)
 	switch {
 	case errors.Is(err, sweep.ErrFailedRequests):
-		return exitCoder{err, 2}
+		return tcli.WithExitCode(err, tcli.ExitFailedRequests)
 	case err != nil && ctx.Err() != nil:
 		return fmt.Errorf("interrupted: %w; run the same command again to resume (complete runs are kept)", err)
 	case err != nil:

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	tcli "github.com/tinyserve/tinyserve/internal/cli"
 	"github.com/tinyserve/tinyserve/llm/cuda"
 	"github.com/tinyserve/tinyserve/llm/model"
 	"github.com/tinyserve/tinyserve/sweep"
@@ -311,7 +312,9 @@ func TestFlagsFirst(t *testing.T) {
 		{[]string{"sweep", "c.json", "-h", "--output-root", "/x"}, []string{"sweep", "-h"}},
 		{[]string{"sweep", "compare", "a", "--verbose", "b"}, []string{"sweep", "compare", "a", "--verbose", "b"}},
 	} {
-		assert.Equal(t, tc.want, flagsFirst(tc.in, app.Flags, app.Commands), "%q", tc.in)
+		got, err := tcli.Reorder(tc.in, app.Flags, app.Commands, "")
+		assert.NoError(t, err)
+		assert.Equal(t, tc.want, got, "%q", tc.in)
 	}
 }
 

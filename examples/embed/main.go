@@ -11,7 +11,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -54,45 +53,9 @@ func run() error {
 		IdleTimeout:       2 * time.Minute,
 	}
 	logger.Info("listening", "addr", ln.Addr().String())
-	return serve(ctx, srv, ln, eng, 30*time.Second)
-}
-
-// serve runs srv on ln until ctx ends, then shuts down in the order the
-// handler needs, and returns only when that is done: Serve returns
-// ErrServerClosed as soon as Shutdown starts, and main exiting then would
-// cut the answers still being written.
-func serve(ctx context.Context, srv *http.Server, ln net.Listener, eng llm.Engine, drainTimeout time.Duration) error {
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	select {
-	case err := <-served:
-		return err
-	case <-ctx.Done():
-	}
-	drainEnd := time.Now().Add(drainTimeout)
-	dctx, cancel := context.WithDeadline(context.Background(), drainEnd)
-	defer cancel()
-	if err := eng.Drain(dctx); err != nil {
-		// The requests still running then end with an error their clients
-		// can read, instead of a cut connection.
-		_ = eng.Close()
-	}
-	// The engine being done is not the clients having their answers: a
-	// slow reader may still be taking one. Handlers keep the rest of the
-	// drain time to write, and 5 s more after a drain that timed out.
-	shutdownEnd := time.Now().Add(5 * time.Second)
-	if shutdownEnd.Before(drainEnd) {
-		shutdownEnd = drainEnd
-	}
-	sctx, cancelShutdown := context.WithDeadline(context.Background(), shutdownEnd)
-	defer cancelShutdown()
-	if err := srv.Shutdown(sctx); err != nil {
-		_ = srv.Close()
-	}
-	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	// Drain, then shut down, and return only once the answers accepted
+	// before the signal are written out.
+	return openai.Serve(ctx, srv, ln, eng, openai.ServeOptions{DrainTimeout: 30 * time.Second, Logger: logger})
 }
 
 // newService is the host service's routing: its own routes, tinyserve under

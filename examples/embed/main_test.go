@@ -21,6 +21,7 @@ import (
 	"github.com/tinyserve/tinyserve/internal/drainwait"
 	"github.com/tinyserve/tinyserve/llm/engine"
 	"github.com/tinyserve/tinyserve/llm/mock"
+	"github.com/tinyserve/tinyserve/openai"
 )
 
 func TestEmbedded(t *testing.T) {
@@ -94,7 +95,7 @@ func TestEmbedded(t *testing.T) {
 	assert.NotContains(t, logs.String(), "cannot flush")
 }
 
-// TestServeWaitsForAnswers: serve, whose return ends the program, returns
+// TestServeWaitsForAnswers: openai.Serve, whose return ends the program, returns
 // only once the answers accepted before the signal are written out, even
 // when the engine finished them long before a slow client takes them.
 func TestServeWaitsForAnswers(t *testing.T) {
@@ -107,7 +108,7 @@ func TestServeWaitsForAnswers(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	served := make(chan error, 1)
-	go func() { served <- serve(ctx, srv, ln, eng, time.Minute) }()
+	go func() { served <- openai.Serve(ctx, srv, ln, eng, openai.ServeOptions{DrainTimeout: time.Minute}) }()
 
 	slow := drainwait.SlowClient()
 	// Some 9 MB of events: more than twice what the socket buffers hold.

@@ -1,5 +1,5 @@
-// Package drainwait holds a test helper shared by the servers' shutdown
-// tests (cmd/serve and examples/embed): after the engine has finished an
+// Package drainwait holds a test helper shared by the shutdown tests of
+// openai.Serve's callers (cmd/serve and examples/embed): after the engine has finished an
 // answer that a slow client is still reading, shutting down must wait for
 // the client instead of cutting the stream.
 package drainwait
