@@ -20,19 +20,15 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	tcli "github.com/tinyserve/tinyserve/internal/cli"
 	"github.com/tinyserve/tinyserve/internal/clihint"
 	"github.com/tinyserve/tinyserve/llm/tokenizer"
 	"github.com/tinyserve/tinyserve/workload"
 )
 
 func main() {
-	if err := newApp(os.Stdout, os.Stderr, os.Getenv).Run(os.Args); err != nil {
-		fmt.Fprintln(os.Stderr, "genprompts:", err)
-		os.Exit(1)
-	}
+	tcli.Exit("genprompts", newApp(os.Stdout, os.Stderr, os.Getenv).Run(os.Args))
 }
-
-func env(name string) []string { return []string{"TINYSERVE_" + name} }
 
 func newApp(stdout, stderr io.Writer, getenv func(string) string) *cli.App {
 	return &cli.App{
@@ -42,14 +38,14 @@ func newApp(stdout, stderr io.Writer, getenv func(string) string) *cli.App {
 		Writer:       stdout,
 		ErrWriter:    stderr,
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "experiments", Value: "experiments", EnvVars: env("EXPERIMENTS"), Usage: "folder of experiment files (<workload>.json)"},
-			&cli.StringFlag{Name: "workload", Value: "all", EnvVars: env("WORKLOAD"), Usage: "workload name, or all: every .json in --experiments with a buckets field"},
-			&cli.StringFlag{Name: "output-dir", Value: "prompts", EnvVars: env("OUTPUT_DIR"), Usage: "folder of prompt files and sidecars"},
-			&cli.StringFlag{Name: "tokenizer", EnvVars: env("TOKENIZER"), Usage: "tokenizer for every workload instead of each file's: gpt2, a tokenizer.json, a model folder or a Hugging Face id"},
-			&cli.StringFlag{Name: "tokenizer-dir", EnvVars: env("TOKENIZER_DIR"), Usage: "extra folder searched for Hugging Face ids (DIR/ORG/NAME/tokenizer.json)"},
-			&cli.BoolFlag{Name: "verify", EnvVars: env("VERIFY"), Usage: "check existing files instead of writing them (token counts too when the tokenizer is found)"},
-			&cli.StringFlag{Name: "export", EnvVars: env("EXPORT"), Usage: "after verifying, write each workload in another tool's format: aiperf (single_turn JSONL)"},
-			&cli.StringFlag{Name: "export-dir", EnvVars: env("EXPORT_DIR"), Usage: "folder for --export files (default: --output-dir)"},
+			&cli.StringFlag{Name: "experiments", Value: "experiments", EnvVars: tcli.EnvVars("experiments"), Usage: "folder of experiment files (<workload>.json)"},
+			&cli.StringFlag{Name: "workload", Value: "all", EnvVars: tcli.EnvVars("workload"), Usage: "workload name, or all: every .json in --experiments with a buckets field"},
+			&cli.StringFlag{Name: "output-dir", Value: "prompts", EnvVars: tcli.EnvVars("output-dir"), Usage: "folder of prompt files and sidecars"},
+			&cli.StringFlag{Name: "tokenizer", EnvVars: tcli.EnvVars("tokenizer"), Usage: "tokenizer for every workload instead of each file's: gpt2, a tokenizer.json, a model folder or a Hugging Face id"},
+			&cli.StringFlag{Name: "tokenizer-dir", EnvVars: tcli.EnvVars("tokenizer-dir"), Usage: "extra folder searched for Hugging Face ids (DIR/ORG/NAME/tokenizer.json)"},
+			&cli.BoolFlag{Name: "verify", EnvVars: tcli.EnvVars("verify"), Usage: "check existing files instead of writing them (token counts too when the tokenizer is found)"},
+			&cli.StringFlag{Name: "export", EnvVars: tcli.EnvVars("export"), Usage: "after verifying, write each workload in another tool's format: aiperf (single_turn JSONL)"},
+			&cli.StringFlag{Name: "export-dir", EnvVars: tcli.EnvVars("export-dir"), Usage: "folder for --export files (default: --output-dir)"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {

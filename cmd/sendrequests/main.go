@@ -13,7 +13,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -23,32 +22,18 @@ import (
 	"github.com/urfave/cli/v2"
 	"golang.org/x/term"
 
+	tcli "github.com/tinyserve/tinyserve/internal/cli"
 	"github.com/tinyserve/tinyserve/internal/clihint"
 	"github.com/tinyserve/tinyserve/sweep"
 	"github.com/tinyserve/tinyserve/sweep/loadgen"
 )
 
-// exitCoder carries the process status through cli's error return.
-type exitCoder struct {
-	error
-	code int
-}
-
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := newApp(os.Stdout, os.Stderr, os.Getenv).RunContext(ctx, os.Args)
 	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "sendrequests:", err)
-		var ec exitCoder
-		if errors.As(err, &ec) {
-			os.Exit(ec.code)
-		}
-		os.Exit(1)
-	}
+	tcli.Exit("sendrequests", err)
 }
-
-func env(name string) []string { return []string{"TINYSERVE_" + name} }
 
 func newApp(stdout, stderr io.Writer, getenv func(string) string) *cli.App {
 	return &cli.App{
@@ -58,23 +43,23 @@ func newApp(stdout, stderr io.Writer, getenv func(string) string) *cli.App {
 		Writer:       stdout,
 		ErrWriter:    stderr,
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "prompts", Required: true, EnvVars: env("PROMPTS"), Usage: "prompt file (JSONL rows: bucket, id, prompt, prompt_tokens, target_output_tokens, ...)"},
-			&cli.StringFlag{Name: "output", Value: "results/run_001.jsonl", EnvVars: env("OUTPUT"), Usage: "per-request JSONL (refuses to overwrite an existing file)"},
-			&cli.StringFlag{Name: "summary", EnvVars: env("SUMMARY"), Usage: "summary JSON (default: beside --output, NAME.summary.json)"},
-			&cli.StringFlag{Name: "url", Value: "http://localhost:8000/v1/completions", EnvVars: env("URL"), Usage: "endpoint; a path ending in /chat/completions speaks the chat API, any other the completions API"},
-			&cli.StringFlag{Name: "model", EnvVars: env("MODEL"), Usage: "model name to send (default: the first model the server's /v1/models lists)"},
-			&cli.IntFlag{Name: "num-requests", Value: 10, EnvVars: env("NUM_REQUESTS"), Usage: "requests to send: the first N rows of --prompts"},
-			&cli.IntFlag{Name: "concurrency", Value: 1, EnvVars: env("CONCURRENCY"), Usage: "requests in flight (with --request-rate: a cap, 0 or left out for none, as vllm bench serve's --max-concurrency)"},
-			&cli.Float64Flag{Name: "request-rate", EnvVars: env("REQUEST_RATE"), Usage: "open loop: mean Poisson arrival rate in requests/s (0: closed loop)"},
-			&cli.Int64Flag{Name: "seed", EnvVars: env("SEED"), Usage: "seed of the open-loop arrival times"},
-			&cli.Float64Flag{Name: "temperature", EnvVars: env("TEMPERATURE"), Usage: "sampling temperature sent with every request"},
-			&cli.Float64Flag{Name: "timeout", Value: 300, EnvVars: env("TIMEOUT"), Usage: "per-request timeout in seconds"},
-			&cli.BoolFlag{Name: "stream", Value: true, EnvVars: env("STREAM"), Usage: "stream with SSE (needed for TTFT, TPOT and inter-chunk gaps); --stream=false to disable"},
-			&cli.BoolFlag{Name: "ignore-eos", EnvVars: env("IGNORE_EOS"), Usage: "send vLLM's ignore_eos so outputs have the requested length"},
-			&cli.BoolFlag{Name: "store-response", EnvVars: env("STORE_RESPONSE"), Usage: "keep generated text in the records"},
-			&cli.StringFlag{Name: "extra-body", EnvVars: env("EXTRA_BODY"), Usage: "JSON object merged into every request body, e.g. '{\"top_k\":5}'"},
-			&cli.StringFlag{Name: "api-key-env", EnvVars: env("API_KEY_ENV"), Usage: "name of an environment variable holding a bearer token (never written anywhere)"},
-			&cli.StringSliceFlag{Name: "slo", EnvVars: env("SLO"), Usage: "service-level objective for goodput, NAME=SECONDS with NAME ttft, tpot or latency (repeatable)"},
+			&cli.StringFlag{Name: "prompts", Required: true, EnvVars: tcli.EnvVars("prompts"), Usage: "prompt file (JSONL rows: bucket, id, prompt, prompt_tokens, target_output_tokens, ...)"},
+			&cli.StringFlag{Name: "output", Value: "results/run_001.jsonl", EnvVars: tcli.EnvVars("output"), Usage: "per-request JSONL (refuses to overwrite an existing file)"},
+			&cli.StringFlag{Name: "summary", EnvVars: tcli.EnvVars("summary"), Usage: "summary JSON (default: beside --output, NAME.summary.json)"},
+			&cli.StringFlag{Name: "url", Value: "http://localhost:8000/v1/completions", EnvVars: tcli.EnvVars("url"), Usage: "endpoint; a path ending in /chat/completions speaks the chat API, any other the completions API"},
+			&cli.StringFlag{Name: "model", EnvVars: tcli.EnvVars("model"), Usage: "model name to send (default: the first model the server's /v1/models lists)"},
+			&cli.IntFlag{Name: "num-requests", Value: 10, EnvVars: tcli.EnvVars("num-requests"), Usage: "requests to send: the first N rows of --prompts"},
+			&cli.IntFlag{Name: "concurrency", Value: 1, EnvVars: tcli.EnvVars("concurrency"), Usage: "requests in flight (with --request-rate: a cap, 0 or left out for none, as vllm bench serve's --max-concurrency)"},
+			&cli.Float64Flag{Name: "request-rate", EnvVars: tcli.EnvVars("request-rate"), Usage: "open loop: mean Poisson arrival rate in requests/s (0: closed loop)"},
+			&cli.Int64Flag{Name: "seed", EnvVars: tcli.EnvVars("seed"), Usage: "seed of the open-loop arrival times"},
+			&cli.Float64Flag{Name: "temperature", EnvVars: tcli.EnvVars("temperature"), Usage: "sampling temperature sent with every request"},
+			&cli.Float64Flag{Name: "timeout", Value: 300, EnvVars: tcli.EnvVars("timeout"), Usage: "per-request timeout in seconds"},
+			&cli.BoolFlag{Name: "stream", Value: true, EnvVars: tcli.EnvVars("stream"), Usage: "stream with SSE (needed for TTFT, TPOT and inter-chunk gaps); --stream=false to disable"},
+			&cli.BoolFlag{Name: "ignore-eos", EnvVars: tcli.EnvVars("ignore-eos"), Usage: "send vLLM's ignore_eos so outputs have the requested length"},
+			&cli.BoolFlag{Name: "store-response", EnvVars: tcli.EnvVars("store-response"), Usage: "keep generated text in the records"},
+			&cli.StringFlag{Name: "extra-body", EnvVars: tcli.EnvVars("extra-body"), Usage: "JSON object merged into every request body, e.g. '{\"top_k\":5}'"},
+			&cli.StringFlag{Name: "api-key-env", EnvVars: tcli.EnvVars("api-key-env"), Usage: "name of an environment variable holding a bearer token (never written anywhere)"},
+			&cli.StringSliceFlag{Name: "slo", EnvVars: tcli.EnvVars("slo"), Usage: "service-level objective for goodput, NAME=SECONDS with NAME ttft, tpot or latency (repeatable)"},
 		},
 		Action: func(c *cli.Context) error { return run(c, stdout, stderr, getenv) },
 	}
@@ -154,7 +139,7 @@ func run(c *cli.Context, stdout, stderr io.Writer, getenv func(string) string) e
 		fmt.Fprintln(stderr, "warning:", w)
 	}
 	if failed := ev.Summary.Counts.Failed; failed > 0 {
-		return exitCoder{fmt.Errorf("%d of %d requests failed (the first: %s; every record is in %s)", failed, ev.Summary.Counts.Attempted, loadgen.FirstFailure(ev.Records), cond.Output), 2}
+		return tcli.WithExitCode(fmt.Errorf("%d of %d requests failed (the first: %s; every record is in %s)", failed, ev.Summary.Counts.Attempted, loadgen.FirstFailure(ev.Records), cond.Output), tcli.ExitFailedRequests)
 	}
 	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,6 +16,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	tcli "github.com/tinyserve/tinyserve/internal/cli"
 	"github.com/tinyserve/tinyserve/sweep/loadgen"
 )
 
@@ -145,9 +146,8 @@ func TestSendRequestsFailureExitsTwo(t *testing.T) {
 	srv, _, _ := fakeServer(t, true)
 	_, err := runApp(t, nil, "--prompts", writePrompts(t, dir, 3), "--url", srv.URL+"/v1/completions", "--model", "served",
 		"--num-requests", "3", "--output", filepath.Join(dir, "r.jsonl"))
-	var ec exitCoder
-	require.True(t, errors.As(err, &ec), "%v", err)
-	assert.Equal(t, 2, ec.code)
+	require.Error(t, err)
+	assert.Equal(t, 2, tcli.ExitCode(err))
 	assert.Contains(t, err.Error(), "(the first: request ", "the error says why")
 	assert.Contains(t, err.Error(), ": HTTP 500")
 	raw, _ := os.ReadFile(filepath.Join(dir, "r.jsonl"))
