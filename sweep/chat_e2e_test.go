@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tinyserve/tinyserve/sweep/internal/files"
 	"github.com/tinyserve/tinyserve/sweep/loadgen"
 )
 
@@ -103,16 +105,16 @@ func TestSweepChat(t *testing.T) {
 	var summary struct {
 		Config map[string]any `json:"config"`
 	}
-	require.NoError(t, json.Unmarshal(readFile(t, filepath.Join(root, SummaryFile)), &summary))
+	require.NoError(t, json.Unmarshal(readFile(t, filepath.Join(root, files.SummaryFile)), &summary))
 	assert.Equal(t, "chat", summary.Config["api"])
 	var manifest struct {
 		Config struct{ Original, Resolved map[string]any } `json:"config"`
 	}
-	require.NoError(t, json.Unmarshal(readFile(t, filepath.Join(root, ManifestFile)), &manifest))
+	require.NoError(t, json.Unmarshal(readFile(t, filepath.Join(root, files.ManifestFile)), &manifest))
 	assert.Equal(t, "chat", manifest.Config.Resolved["api"])
 	assert.NotContains(t, manifest.Config.Original, "api")
 	var written map[string]any
-	require.NoError(t, json.Unmarshal(readFile(t, filepath.Join(root, ConfigFile)), &written))
+	require.NoError(t, json.Unmarshal(readFile(t, filepath.Join(root, files.ConfigFile)), &written))
 	assert.NotContains(t, written, "api")
 
 	runs, err := filepath.Glob(filepath.Join(root, "*", "*.summary.json"))
@@ -124,7 +126,7 @@ func TestSweepChat(t *testing.T) {
 		assert.Equal(t, loadgen.APIChat, s.Config.API, p)
 		assert.Zero(t, s.Counts.Failed, p)
 	}
-	report := string(readFile(t, filepath.Join(root, ReportFile)))
+	report := string(readFile(t, filepath.Join(root, files.ReportFile)))
 	assert.Equal(t, 1, strings.Count(report, "API: `chat`"), report)
 
 	f.mu.Lock()
@@ -143,7 +145,7 @@ func TestSweepCompletionsRecordsAPI(t *testing.T) {
 	cfg := sweepConfigJSON(f.URL(), writePrompts(t, dir, 2, 2), []int{1}, 2, 0, 1)
 	res, err := runTestSweep(t, context.Background(), cfg, dir, nil)
 	require.NoError(t, err)
-	report, err := os.ReadFile(filepath.Join(res.Root, ReportFile))
+	report, err := os.ReadFile(filepath.Join(res.Root, files.ReportFile))
 	require.NoError(t, err)
 	assert.Equal(t, 1, strings.Count(string(report), "API: `completions`"))
 	s, err := loadgen.ReadSummary(filepath.Join(res.Root, "repeat-01", "concurrency-001.summary.json"))

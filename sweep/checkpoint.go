@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/tinyserve/tinyserve/internal/hfhub"
+	"github.com/tinyserve/tinyserve/sweep/internal/files"
 )
 
 // Checkpoint identifies by content the model files an embedded target
@@ -287,7 +288,7 @@ func checkCheckpoint(root string, ck *Checkpoint) error {
 		return nil
 	case ck == nil:
 		return fmt.Errorf("%w: %s records the checkpoint files the runs there measured, but the embedded target now loaded none; resuming would mix two models: measure afresh with a new name or --output-root",
-			ErrRefused, filepath.Join(root, ManifestFile))
+			ErrRefused, filepath.Join(root, files.ManifestFile))
 	}
 	if diffs := ck.differences(was); len(diffs) > 0 {
 		return fmt.Errorf("%w: the embedded target loaded other files than the runs in %s measured (%s; now from %s); resuming would mix two models: restore them, or measure afresh with a new name or --output-root",

@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tinyserve/tinyserve/sweep/internal/files"
 )
 
 // TestHashCheckpointFiles: sizes and SHA-256 of the named files, in order;
@@ -55,11 +57,11 @@ func TestSweepRecordsCheckpoint(t *testing.T) {
 	_, err := runTestSweep(t, context.Background(), cfgJSON, dir, target(first))
 	require.NoError(t, err)
 	var m Manifest
-	b, err := os.ReadFile(filepath.Join(root, ManifestFile))
+	b, err := os.ReadFile(filepath.Join(root, files.ManifestFile))
 	require.NoError(t, err)
 	require.NoError(t, json.Unmarshal(b, &m))
 	assert.Equal(t, first, m.Serving.Checkpoint)
-	report, err := os.ReadFile(filepath.Join(root, ReportFile))
+	report, err := os.ReadFile(filepath.Join(root, files.ReportFile))
 	require.NoError(t, err)
 	assert.Contains(t, string(report), "Model files (the embedded target's): `org/m` at commit `c0ffee` (`config.json` SHA-256 "+first.Files[0].SHA256[:16]+"…")
 
@@ -67,7 +69,7 @@ func TestSweepRecordsCheckpoint(t *testing.T) {
 	last := Order(20260729, []int{1, 2}, 0, 1)[1]
 	require.NoError(t, os.Remove(last.RawPath(root)))
 	require.NoError(t, os.Remove(last.SummaryPath(root)))
-	require.NoError(t, os.Remove(filepath.Join(root, SummaryFile)))
+	require.NoError(t, os.Remove(filepath.Join(root, files.SummaryFile)))
 
 	changed := model("m2", `{"n_layer": 3}`)
 	sent := f.requests.Load()
@@ -85,7 +87,7 @@ func TestSweepRecordsCheckpoint(t *testing.T) {
 	same := model("m3", `{"n_layer": 2}`) // the same files in another folder
 	_, err = runTestSweep(t, context.Background(), cfgJSON, dir, target(same))
 	require.NoError(t, err)
-	b, err = os.ReadFile(filepath.Join(root, ManifestFile))
+	b, err = os.ReadFile(filepath.Join(root, files.ManifestFile))
 	require.NoError(t, err)
 	m = Manifest{}
 	require.NoError(t, json.Unmarshal(b, &m))
@@ -219,7 +221,7 @@ func TestResumeChecksFirstRecordedCheckpoint(t *testing.T) {
 		last := Order(20260729, []int{1, 2}, 0, 1)[1]
 		require.NoError(t, os.Remove(last.RawPath(root)))
 		require.NoError(t, os.Remove(last.SummaryPath(root)))
-		require.NoError(t, os.Remove(filepath.Join(root, SummaryFile)))
+		require.NoError(t, os.Remove(filepath.Join(root, files.SummaryFile)))
 	}
 	require.NoError(t, run(nil))
 	undoLast()

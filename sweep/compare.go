@@ -12,6 +12,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/tinyserve/tinyserve/sweep/internal/files"
 	"github.com/tinyserve/tinyserve/sweep/loadgen"
 )
 
@@ -25,7 +26,7 @@ var ErrNotSweepSummary = errors.New("not a sweep summary.json")
 // would print blank names and n/a everywhere as if that were a result.
 func ReadCombined(path string) (*Combined, error) {
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
-		path = filepath.Join(path, SummaryFile)
+		path = filepath.Join(path, files.SummaryFile)
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -42,7 +43,7 @@ func ReadCombined(path string) (*Combined, error) {
 		return nil, fmt.Errorf("%s: %w: it has no by_concurrency levels", path, ErrNotSweepSummary)
 	}
 	if c.Workload == nil {
-		c.Workload = manifestWorkload(filepath.Join(filepath.Dir(path), ManifestFile))
+		c.Workload = manifestWorkload(filepath.Join(filepath.Dir(path), files.ManifestFile))
 	}
 	return &c, nil
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tinyserve/tinyserve/sweep/internal/files"
 	"github.com/tinyserve/tinyserve/sweep/loadgen"
 )
 
@@ -49,10 +51,10 @@ func TestCompare(t *testing.T) {
 func TestReadCombinedDirOrFile(t *testing.T) {
 	dir := t.TempDir()
 	c := combinedOf("x", []int{1}, []float64{1}, []float64{1})
-	b, err := marshalIndent(c)
+	b, err := files.MarshalIndent(c)
 	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, SummaryFile), b, 0o644))
-	for _, p := range []string{dir, filepath.Join(dir, SummaryFile)} {
+	require.NoError(t, os.WriteFile(filepath.Join(dir, files.SummaryFile), b, 0o644))
+	for _, p := range []string{dir, filepath.Join(dir, files.SummaryFile)} {
 		got, err := ReadCombined(p)
 		require.NoError(t, err)
 		assert.Equal(t, 1, got.ByConcurrency[0].Concurrency)
@@ -140,11 +142,11 @@ func TestCompareWarnsOfIncomparableSweeps(t *testing.T) {
 func TestReadCombinedWorkloadFromManifest(t *testing.T) {
 	write := func(sha string) string {
 		dir := t.TempDir()
-		b, err := marshalIndent(combinedOf("si", []int{1}, []float64{1}, []float64{1}))
+		b, err := files.MarshalIndent(combinedOf("si", []int{1}, []float64{1}, []float64{1}))
 		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(filepath.Join(dir, SummaryFile), b, 0o644))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, files.SummaryFile), b, 0o644))
 		m := `{"schema_version": "1.0", "workload": {"path": "/x/prompts/mixed.jsonl", "sha256": "` + sha + `"}}`
-		require.NoError(t, os.WriteFile(filepath.Join(dir, ManifestFile), []byte(m), 0o644))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, files.ManifestFile), []byte(m), 0o644))
 		return dir
 	}
 	sha := strings.Repeat("a", 64)
@@ -152,7 +154,7 @@ func TestReadCombinedWorkloadFromManifest(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, a.Workload)
 	assert.Equal(t, sha, a.Workload.SHA256)
-	b, err := ReadCombined(filepath.Join(write(strings.Repeat("b", 64)), SummaryFile))
+	b, err := ReadCombined(filepath.Join(write(strings.Repeat("b", 64)), files.SummaryFile))
 	require.NoError(t, err)
 	assert.Contains(t, Compare(a, b).Warnings, "different workloads: prompt file SHA-256 A "+sha+", B "+strings.Repeat("b", 64))
 
@@ -160,10 +162,10 @@ func TestReadCombinedWorkloadFromManifest(t *testing.T) {
 	c := combinedOf("ts", []int{1}, []float64{1}, []float64{1})
 	c.Workload = &ManifestWorkload{Path: "p", SHA256: strings.Repeat("c", 64)}
 	dir := t.TempDir()
-	cb, err := marshalIndent(c)
+	cb, err := files.MarshalIndent(c)
 	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, SummaryFile), cb, 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, ManifestFile), []byte(`{"workload": {"sha256": "`+sha+`"}}`), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, files.SummaryFile), cb, 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, files.ManifestFile), []byte(`{"workload": {"sha256": "`+sha+`"}}`), 0o644))
 	got, err := ReadCombined(dir)
 	require.NoError(t, err)
 	assert.Equal(t, strings.Repeat("c", 64), got.Workload.SHA256)

@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tinyserve/tinyserve/sweep/internal/files"
 )
 
 // TestCollectGitFingerprintsEdits: a clean checkout has no fingerprint; a
@@ -166,7 +168,7 @@ func TestSweepInCheckoutIsNotModifiedByItsOwnOutput(t *testing.T) {
 	res, err := runTestSweep(t, context.Background(), cfgJSON, dir, realGit)
 	require.NoError(t, err)
 	var m Manifest
-	b, err := os.ReadFile(filepath.Join(res.Root, ManifestFile))
+	b, err := os.ReadFile(filepath.Join(res.Root, files.ManifestFile))
 	require.NoError(t, err)
 	require.NoError(t, json.Unmarshal(b, &m))
 	require.True(t, m.Source.Git.Available)

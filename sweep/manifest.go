@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tinyserve/tinyserve/sweep/internal/files"
 	"github.com/tinyserve/tinyserve/sweep/loadgen"
 )
 
@@ -24,7 +25,7 @@ const ManifestSchemaVersion = "1.0"
 // means the same in both. A folder that serving-inference began keeps
 // that tool's manifest, valid under its schema: tinyserve's bookkeeping
 // of the sessions (experiment.sessions, resumes) is then kept in
-// SessionsFile beside it (see writeManifest).
+// sessionsFile beside it (see writeManifest).
 type Manifest struct {
 	SchemaVersion string             `json:"schema_version"`
 	Experiment    ManifestExperiment `json:"experiment"`
@@ -35,7 +36,7 @@ type Manifest struct {
 	Serving       ManifestServing    `json:"serving"`
 	// Resumes are the invocations after the first (Source and Environment
 	// describe the first): a resumed sweep's runs may come from different
-	// code or machines, and this says which. Kept in SessionsFile when
+	// code or machines, and this says which. Kept in sessionsFile when
 	// serving-inference began the folder.
 	Resumes []ManifestResume `json:"resumes,omitempty"`
 
@@ -153,7 +154,7 @@ type ManifestExperiment struct {
 	Warmups int    `json:"warmups"`
 	Repeats int    `json:"repeats"`
 	// Sessions counts the invocations that worked on this folder; more than
-	// one means the sweep was resumed. Kept in SessionsFile when
+	// one means the sweep was resumed. Kept in sessionsFile when
 	// serving-inference began the folder.
 	Sessions int `json:"sessions"`
 }
@@ -256,7 +257,7 @@ type Accelerator struct {
 // is marked running again with one more session; a new one records the
 // config, workload, source, environment and serving details.
 func startManifest(ctx context.Context, root, wd string, orig, rc *Config, sha string, ck *Checkpoint, opts SweepOptions, now func() time.Time) (*Manifest, error) {
-	path := filepath.Join(root, ManifestFile)
+	path := filepath.Join(root, files.ManifestFile)
 	var m Manifest
 	env := opts.Environment
 	if env == nil {
@@ -337,7 +338,7 @@ func writeManifest(root string, m *Manifest) error {
 	if m.byServingInference() {
 		return writeServingInferenceManifest(root, m)
 	}
-	b, err := marshalIndent(m)
+	b, err := files.MarshalIndent(m)
 	if err != nil {
 		return err
 	}
@@ -347,12 +348,12 @@ func writeManifest(root string, m *Manifest) error {
 			return err
 		}
 		if merged := mergeJSON(m.raw, ours); !reflect.DeepEqual(merged, ours) {
-			if b, err = marshalIndent(merged); err != nil {
+			if b, err = files.MarshalIndent(merged); err != nil {
 				return err
 			}
 		}
 	}
-	return writeFileAtomic(filepath.Join(root, ManifestFile), b)
+	return files.WriteAtomic(filepath.Join(root, files.ManifestFile), b)
 }
 
 // mergeJSON returns old with ours laid over it: ours' members replace

@@ -16,6 +16,8 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tinyserve/tinyserve/sweep/internal/files"
 )
 
 // siSchemaPath is serving-inference's manifest schema, copied verbatim
@@ -102,10 +104,10 @@ func servingInferenceFolder(t *testing.T, dir, url string, n int, manifest func(
 	var cfg map[string]any
 	require.NoError(t, json.Unmarshal(cfgJSON, &cfg))
 	b, _ := json.MarshalIndent(cfg, "", "  ") // sort_keys=True, as run_experiment.py writes it
-	require.NoError(t, os.WriteFile(filepath.Join(root, ConfigFile), append(b, '\n'), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(root, files.ConfigFile), append(b, '\n'), 0o644))
 	sha, err := FileSHA256(prompts)
 	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(root, ManifestFile), []byte(manifest(prompts, sha)), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(root, files.ManifestFile), []byte(manifest(prompts, sha)), 0o644))
 	var lines []string
 	for i := range n {
 		lines = append(lines, fmt.Sprintf(`{"schema_version": "1.0", "id": "w_%06d", "request_index": %d, "workload": "w", "prompt_tokens": 10, "target_prompt_tokens": 10, "target_output_tokens": 2, "status": 200, "started_offset_s": 0.0, "ended_offset_s": 0.5, "latency_s": 0.5, "ttft_s": 0.05, "approx_time_per_output_token_s": 0.4, "observed_inter_chunk_latency_s": [0.4], "output_tokens": 2, "server_token_usage_present": true, "finish_reason": "length", "stream_text_event_count": 2, "malformed_stream_events": 0}`, i, i))
@@ -144,7 +146,7 @@ func TestServingInferenceFolderStaysValid(t *testing.T) {
 	f := newFakeServer(t, &fakeServer{})
 	const n = 2
 	cfgJSON, root := servingInferenceFolder(t, dir, f.URL(), n, siManifest)
-	original := readFile(t, filepath.Join(root, ManifestFile))
+	original := readFile(t, filepath.Join(root, files.ManifestFile))
 	require.NoError(t, validateSI(t, schema, original), "the fixture is a valid serving-inference manifest")
 
 	resume := func() *SweepResult {
@@ -159,7 +161,7 @@ func TestServingInferenceFolderStaysValid(t *testing.T) {
 	assert.Equal(t, 1, res.Kept)
 	assert.Equal(t, 1, res.Measured)
 
-	b := readFile(t, filepath.Join(root, ManifestFile))
+	b := readFile(t, filepath.Join(root, files.ManifestFile))
 	assert.NoError(t, validateSI(t, schema, b), "manifest.json after a resume:\n%s", b)
 	got, want := jsonObject(t, b), jsonObject(t, original)
 	exp := got["experiment"].(map[string]any)
@@ -183,10 +185,10 @@ func TestServingInferenceFolderStaysValid(t *testing.T) {
 	last := Order(20260729, []int{1, 2}, 0, 1)[1]
 	require.NoError(t, os.Remove(last.RawPath(root)))
 	require.NoError(t, os.Remove(last.SummaryPath(root)))
-	require.NoError(t, os.Remove(filepath.Join(root, SummaryFile)))
+	require.NoError(t, os.Remove(filepath.Join(root, files.SummaryFile)))
 	res = resume()
 	assert.Equal(t, 1, res.Measured)
-	b = readFile(t, filepath.Join(root, ManifestFile))
+	b = readFile(t, filepath.Join(root, files.ManifestFile))
 	assert.NoError(t, validateSI(t, schema, b), "manifest.json after a second resume:\n%s", b)
 	side = jsonObject(t, readFile(t, filepath.Join(root, "tinyserve-sessions.json")))
 	assert.Equal(t, 3.0, side["sessions"])
@@ -227,12 +229,12 @@ func TestServingInferenceFolderRepaired(t *testing.T) {
 		return string(b)
 	}
 	cfgJSON, root := servingInferenceFolder(t, dir, f.URL(), 2, polluted)
-	require.Error(t, validateSI(t, schema, readFile(t, filepath.Join(root, ManifestFile))), "the earlier bookkeeping breaks the schema")
+	require.Error(t, validateSI(t, schema, readFile(t, filepath.Join(root, files.ManifestFile))), "the earlier bookkeeping breaks the schema")
 
 	res, err := runTestSweep(t, context.Background(), cfgJSON, dir, func(o *SweepOptions) { o.Environment = sameMachineEnv(t) })
 	require.NoError(t, err)
 	assert.Equal(t, 1, res.Measured)
-	b := readFile(t, filepath.Join(root, ManifestFile))
+	b := readFile(t, filepath.Join(root, files.ManifestFile))
 	assert.NoError(t, validateSI(t, schema, b), "manifest.json:\n%s", b)
 	got := jsonObject(t, b)
 	assert.NotContains(t, got["experiment"], "sessions")
@@ -257,7 +259,7 @@ func TestTinyserveFolderKeepsItsManifest(t *testing.T) {
 	require.NoError(t, err)
 	root := filepath.Join(dir, "results", "test-sweep")
 	var m Manifest
-	require.NoError(t, json.Unmarshal(readFile(t, filepath.Join(root, ManifestFile)), &m))
+	require.NoError(t, json.Unmarshal(readFile(t, filepath.Join(root, files.ManifestFile)), &m))
 	assert.Equal(t, 2, m.Experiment.Sessions)
 	require.Len(t, m.Resumes, 1)
 	assert.NoFileExists(t, filepath.Join(root, "tinyserve-sessions.json"))

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/tinyserve/tinyserve/sweep/internal/files"
 	"github.com/tinyserve/tinyserve/sweep/loadgen"
 )
 
@@ -73,8 +74,8 @@ type modelsEvidence struct {
 func (s *sweeper) saveModels(ctx context.Context) []byte {
 	ev := modelsEvidence{URL: s.base + "/v1/models"}
 	b, err := loadgen.GetText(ctx, s.client, ev.URL, s.opts.APIKey, 1<<20)
-	path := filepath.Join(s.root, ModelsFile)
-	if ok, _ := exists(path); ok {
+	path := filepath.Join(s.root, files.ModelsFile)
+	if ok, _ := files.Exists(path); ok {
 		return b
 	}
 	ev.Time = s.now().UTC().Format(time.RFC3339Nano)
@@ -86,8 +87,8 @@ func (s *sweeper) saveModels(ctx context.Context) []byte {
 	default:
 		ev.Available, ev.Response = true, b
 	}
-	if out, err := marshalIndent(ev); err == nil {
-		if err := writeNewFileAtomic(path, out); err != nil {
+	if out, err := files.MarshalIndent(ev); err == nil {
+		if err := files.WriteNew(path, out); err != nil {
 			s.opts.Progress.Logf("warning: could not keep %s: %v", path, err)
 		}
 	}
@@ -203,7 +204,7 @@ func (s *sweeper) measure(ctx context.Context, spec RunSpec) error {
 		return err
 	}
 	metricsPath := spec.MetricsPath(s.root)
-	if ok, _ := exists(metricsPath); ok {
+	if ok, _ := files.Exists(metricsPath); ok {
 		// Left by an attempt that died between writing metrics and the
 		// run's files: move it aside rather than overwrite it.
 		if err := os.Rename(metricsPath, metricsPath+".stale-"+strconv.FormatInt(s.now().UnixNano(), 10)); err != nil {
@@ -233,13 +234,13 @@ func (s *sweeper) measure(ctx context.Context, spec RunSpec) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	if b, err := marshalIndent(rm); err == nil {
-		if err := writeNewFileAtomic(metricsPath, b); err != nil {
+	if b, err := files.MarshalIndent(rm); err == nil {
+		if err := files.WriteNew(metricsPath, b); err != nil {
 			return err
 		}
 	}
 	sum.Config.Session = s.session
-	sb, err := marshalIndent(sum)
+	sb, err := files.MarshalIndent(sum)
 	if err != nil {
 		return err
 	}

@@ -4,19 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
-	"io/fs"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
 	"github.com/tinyserve/tinyserve/sweep/loadgen"
 )
 
@@ -96,23 +93,6 @@ func TestProgressPlainAndTerminal(t *testing.T) {
 	nilP.Begin(1)
 	nilP.Request(1)
 	nilP.Finish()
-}
-
-func TestPublishNewNeverOverwrites(t *testing.T) {
-	dir := t.TempDir()
-	p := filepath.Join(dir, "a.json")
-	require.NoError(t, writeNewFileAtomic(p, []byte("one")))
-	err := writeNewFileAtomic(p, []byte("two"))
-	require.Error(t, err)
-	assert.True(t, errors.Is(err, fs.ErrExist))
-	b, _ := os.ReadFile(p)
-	assert.Equal(t, "one", string(b))
-	entries, _ := os.ReadDir(dir)
-	assert.Len(t, entries, 1, "no temporary file is left behind")
-
-	require.NoError(t, writeFileAtomic(p, []byte("three")))
-	b, _ = os.ReadFile(p)
-	assert.Equal(t, "three", string(b))
 }
 
 func TestAggregateFixed(t *testing.T) {

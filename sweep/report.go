@@ -12,19 +12,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tinyserve/tinyserve/sweep/internal/files"
 	"github.com/tinyserve/tinyserve/sweep/loadgen"
-)
-
-// Report file names in a sweep folder.
-const (
-	SummaryFile  = "summary.json"
-	ReportFile   = "report.md"
-	CSVFile      = "summary.csv"
-	PlotPNGFile  = "plot.png"
-	PlotSVGFile  = "plot.svg"
-	ConfigFile   = "config.json"
-	ManifestFile = "manifest.json"
-	ModelsFile   = "models.json"
 )
 
 // ReportPaths are where a sweep's derived files were written.
@@ -38,7 +27,7 @@ type ReportPaths struct {
 // written) is written again from the runs' files.
 func (p ReportPaths) allExist() bool {
 	for _, f := range []string{p.Summary, p.Report, p.CSV, p.PNG, p.SVG} {
-		if ok, _ := exists(f); !ok {
+		if ok, _ := files.Exists(f); !ok {
 			return false
 		}
 	}
@@ -50,13 +39,13 @@ func (p ReportPaths) allExist() bool {
 // files and so may be rewritten; the runs' files never are.
 func WriteReports(root string, c *Combined) (ReportPaths, error) {
 	p := ReportPaths{
-		Summary: filepath.Join(root, SummaryFile),
-		Report:  filepath.Join(root, ReportFile),
-		CSV:     filepath.Join(root, CSVFile),
-		PNG:     filepath.Join(root, PlotPNGFile),
-		SVG:     filepath.Join(root, PlotSVGFile),
+		Summary: filepath.Join(root, files.SummaryFile),
+		Report:  filepath.Join(root, files.ReportFile),
+		CSV:     filepath.Join(root, files.CSVFile),
+		PNG:     filepath.Join(root, files.PlotPNGFile),
+		SVG:     filepath.Join(root, files.PlotSVGFile),
 	}
-	js, err := marshalIndent(c)
+	js, err := files.MarshalIndent(c)
 	if err != nil {
 		return p, err
 	}
@@ -78,7 +67,7 @@ func WriteReports(root string, c *Combined) (ReportPaths, error) {
 		{p.PNG, png},
 		{p.SVG, svg},
 	} {
-		if err := writeFileAtomic(f.path, f.data); err != nil {
+		if err := files.WriteAtomic(f.path, f.data); err != nil {
 			return p, err
 		}
 	}

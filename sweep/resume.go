@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tinyserve/tinyserve/sweep/internal/files"
 	"github.com/tinyserve/tinyserve/sweep/loadgen"
 )
 
@@ -39,11 +40,11 @@ func CheckRun(root string, spec RunSpec, n int) (complete bool, err error) {
 // summary records another prompt file's SHA-256 is refused too.
 func checkRun(root string, spec RunSpec, n int, workloadSHA string) (runState, error) {
 	raw, sum := spec.RawPath(root), spec.SummaryPath(root)
-	rawOK, err := exists(raw)
+	rawOK, err := files.Exists(raw)
 	if err != nil {
 		return 0, err
 	}
-	sumOK, err := exists(sum)
+	sumOK, err := files.Exists(sum)
 	if err != nil {
 		return 0, err
 	}
@@ -178,11 +179,11 @@ func claimRoot(root string, original any) (wrote bool, err error) {
 	var stale []string
 	for _, e := range entries {
 		switch name := e.Name(); {
-		case name == LockFile:
-		case strings.HasPrefix(name, "."+ConfigFile+".tmp-"), strings.HasPrefix(name, "."+LockFile+".tmp-"):
+		case name == lockFile:
+		case strings.HasPrefix(name, "."+files.ConfigFile+".tmp-"), strings.HasPrefix(name, "."+lockFile+".tmp-"):
 			stale = append(stale, filepath.Join(root, name))
 		default:
-			return false, fmt.Errorf("%w: %s is not empty and has no %s; choose a new name or --output-root", ErrRefused, root, ConfigFile)
+			return false, fmt.Errorf("%w: %s is not empty and has no %s; choose a new name or --output-root", ErrRefused, root, files.ConfigFile)
 		}
 	}
 	for _, path := range stale {
@@ -211,7 +212,7 @@ func claimConfig(root string, original any) (wrote bool, err error) {
 // sameConfig reports whether root's config.json exists and equals the
 // config; one that differs, or is not JSON, is refused.
 func sameConfig(root string, original any) (bool, error) {
-	cfgPath := filepath.Join(root, ConfigFile)
+	cfgPath := filepath.Join(root, files.ConfigFile)
 	b, err := os.ReadFile(cfgPath)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
@@ -275,11 +276,11 @@ func numberKey(n json.Number) string {
 
 // writeConfig writes config.json, refusing to replace one.
 func writeConfig(root string, original any) error {
-	b, err := marshalIndent(original)
+	b, err := files.MarshalIndent(original)
 	if err != nil {
 		return err
 	}
-	return writeNewFileAtomic(filepath.Join(root, ConfigFile), b)
+	return files.WriteNew(filepath.Join(root, files.ConfigFile), b)
 }
 
 // checkWorkload refuses a sweep folder whose manifest records a prompt file
@@ -293,7 +294,7 @@ func checkWorkload(root, prompts, sha string) error {
 	}
 	if got := m.Workload.SHA256; got != "" && got != sha {
 		return fmt.Errorf("%w: the prompt file %s has SHA-256 %s, but %s records SHA-256 %s for the runs already there; resuming would mix two workloads: restore the prompt file, or measure afresh with a new name or --output-root",
-			ErrRefused, prompts, sha, filepath.Join(root, ManifestFile), got)
+			ErrRefused, prompts, sha, filepath.Join(root, files.ManifestFile), got)
 	}
 	return nil
 }
@@ -302,7 +303,7 @@ func checkWorkload(root, prompts, sha string) error {
 // there is none, and an error wrapping ErrRefused when it does not parse or
 // has another schema version.
 func existingManifest(root string) (*Manifest, error) {
-	path := filepath.Join(root, ManifestFile)
+	path := filepath.Join(root, files.ManifestFile)
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/tinyserve/tinyserve/sweep/internal/files"
 	"github.com/tinyserve/tinyserve/sweep/loadgen"
 )
 
@@ -104,7 +105,7 @@ type SweepResult struct {
 // start) takes back the config.json and empty folder it made. A run
 // that finishes with failed requests stops it with [ErrFailedRequests]. When
 // every run is complete it writes summary.json, report.md, summary.csv and
-// the plots. While it works on the folder it holds [LockFile] there, and a
+// the plots. While it works on the folder it holds [lockFile] there, and a
 // sweep that finds that file refuses.
 func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult, error) {
 	now := opts.Now
@@ -180,12 +181,12 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 	}
 	defer func() {
 		if err := release(); err != nil {
-			opts.Progress.Logf("warning: could not remove %s: %v", filepath.Join(root, LockFile), err)
+			opts.Progress.Logf("warning: could not remove %s: %v", filepath.Join(root, lockFile), err)
 		}
 	}()
 	defer func() {
 		if abandon && made.config {
-			_ = os.Remove(filepath.Join(root, ConfigFile))
+			_ = os.Remove(filepath.Join(root, files.ConfigFile))
 		}
 	}()
 	made.config, err = claimRoot(root, cfg.Original())
@@ -218,8 +219,8 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 		return nil, err
 	}
 	reports := ReportPaths{
-		Summary: filepath.Join(root, SummaryFile), Report: filepath.Join(root, ReportFile),
-		CSV: filepath.Join(root, CSVFile), PNG: filepath.Join(root, PlotPNGFile), SVG: filepath.Join(root, PlotSVGFile),
+		Summary: filepath.Join(root, files.SummaryFile), Report: filepath.Join(root, files.ReportFile),
+		CSV: filepath.Join(root, files.CSVFile), PNG: filepath.Join(root, files.PlotPNGFile), SVG: filepath.Join(root, files.PlotSVGFile),
 	}
 	if allDone && reports.allExist() {
 		res.AlreadyComplete, res.Kept, res.Reports = true, len(order), reports

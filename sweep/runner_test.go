@@ -19,6 +19,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tinyserve/tinyserve/sweep/internal/files"
 	"github.com/tinyserve/tinyserve/sweep/loadgen"
 )
 
@@ -137,21 +139,21 @@ func TestSweepFindsStructuralPlateau(t *testing.T) {
 	assert.Len(t, c.MeasuredRuns, 10)
 	assert.Len(t, c.SweepOrder, 15)
 
-	for _, name := range []string{ConfigFile, ManifestFile, ModelsFile, SummaryFile, ReportFile, CSVFile, PlotPNGFile, PlotSVGFile,
+	for _, name := range []string{files.ConfigFile, files.ManifestFile, files.ModelsFile, files.SummaryFile, files.ReportFile, files.CSVFile, files.PlotPNGFile, files.PlotSVGFile,
 		"warmup-01/concurrency-008.jsonl", "warmup-01/concurrency-008.summary.json", "warmup-01/concurrency-008.metrics.json",
 		"repeat-02/concurrency-016.jsonl"} {
 		assert.FileExists(t, filepath.Join(root, name))
 	}
-	report, _ := os.ReadFile(filepath.Join(root, ReportFile))
+	report, _ := os.ReadFile(filepath.Join(root, files.ReportFile))
 	assert.Contains(t, string(report), "Candidate saturation concurrency: ")
 	assert.Contains(t, string(report), "client-observed")
-	csv, _ := os.ReadFile(filepath.Join(root, CSVFile))
+	csv, _ := os.ReadFile(filepath.Join(root, files.CSVFile))
 	assert.Equal(t, 6, strings.Count(string(csv), "\n"))
-	png, _ := os.ReadFile(filepath.Join(root, PlotPNGFile))
+	png, _ := os.ReadFile(filepath.Join(root, files.PlotPNGFile))
 	assert.True(t, strings.HasPrefix(string(png), "\x89PNG"))
 
 	var m Manifest
-	mb, _ := os.ReadFile(filepath.Join(root, ManifestFile))
+	mb, _ := os.ReadFile(filepath.Join(root, files.ManifestFile))
 	require.NoError(t, json.Unmarshal(mb, &m))
 	assert.Equal(t, "completed", m.Experiment.Status)
 	assert.Len(t, m.Workload.SHA256, 64)
@@ -175,7 +177,7 @@ func TestSweepFindsStructuralPlateau(t *testing.T) {
 
 	// A report removed by hand is written again from the evidence (no run
 	// is measured), rather than named as if it were there.
-	for _, name := range []string{ReportFile, PlotPNGFile} {
+	for _, name := range []string{files.ReportFile, files.PlotPNGFile} {
 		require.NoError(t, os.Remove(filepath.Join(root, name)))
 		res, err = runTestSweep(t, context.Background(), cfgJSON, dir, nil)
 		require.NoError(t, err, name)
@@ -201,7 +203,7 @@ func TestSweepResumeAfterInterruption(t *testing.T) {
 	partials, _ := filepath.Glob(filepath.Join(root, order[3].Dir(), "*.partial-*"))
 	assert.Len(t, partials, 1, "the interrupted run's records are kept")
 	var m Manifest
-	mb, _ := os.ReadFile(filepath.Join(root, ManifestFile))
+	mb, _ := os.ReadFile(filepath.Join(root, files.ManifestFile))
 	require.NoError(t, json.Unmarshal(mb, &m))
 	assert.Equal(t, "failed", m.Experiment.Status)
 
@@ -228,12 +230,12 @@ func TestSweepResumeAfterInterruption(t *testing.T) {
 	assert.Len(t, res.Combined.MeasuredRuns, 3, "and is not measured")
 	after := snapshot(t, root)
 	for name, sum := range before {
-		if name == ManifestFile {
+		if name == files.ManifestFile {
 			continue
 		}
 		assert.Equal(t, sum, after[name], "%s changed", name)
 	}
-	mb, _ = os.ReadFile(filepath.Join(root, ManifestFile))
+	mb, _ = os.ReadFile(filepath.Join(root, files.ManifestFile))
 	require.NoError(t, json.Unmarshal(mb, &m))
 	assert.Equal(t, "completed", m.Experiment.Status)
 	assert.Equal(t, 2, m.Experiment.Sessions)
@@ -402,7 +404,7 @@ func TestSweepFailedRunStopsAndIsNeverOverwritten(t *testing.T) {
 	// The resolved config records where the files went.
 	assert.Equal(t, filepath.Join(dir, "other"), res.Combined.Config.(map[string]any)["output_dir"])
 	// Reports and summaries are readable by others, as the records are.
-	for _, name := range []string{SummaryFile, ReportFile, ManifestFile, ConfigFile} {
+	for _, name := range []string{files.SummaryFile, files.ReportFile, files.ManifestFile, files.ConfigFile} {
 		st, err := os.Stat(filepath.Join(res.Root, name))
 		require.NoError(t, err)
 		assert.Equal(t, os.FileMode(0o644), st.Mode().Perm(), name)
@@ -417,11 +419,11 @@ func TestSweepRefusals(t *testing.T) {
 	}{
 		{"different config", func(t *testing.T, root string, _ RunSpec) {
 			require.NoError(t, os.MkdirAll(root, 0o755))
-			require.NoError(t, os.WriteFile(filepath.Join(root, ConfigFile), []byte(`{"name":"other"}`), 0o644))
+			require.NoError(t, os.WriteFile(filepath.Join(root, files.ConfigFile), []byte(`{"name":"other"}`), 0o644))
 		}, "config differs"},
 		{"unparsable config", func(t *testing.T, root string, _ RunSpec) {
 			require.NoError(t, os.MkdirAll(root, 0o755))
-			require.NoError(t, os.WriteFile(filepath.Join(root, ConfigFile), []byte(`{`), 0o644))
+			require.NoError(t, os.WriteFile(filepath.Join(root, files.ConfigFile), []byte(`{`), 0o644))
 		}, "not valid JSON"},
 		{"non-empty folder without config", func(t *testing.T, root string, _ RunSpec) {
 			require.NoError(t, os.MkdirAll(root, 0o755))
@@ -431,11 +433,11 @@ func TestSweepRefusals(t *testing.T) {
 		// or its config.json being written, says so.
 		{"another sweep's lock, no config yet", func(t *testing.T, root string, _ RunSpec) {
 			require.NoError(t, os.MkdirAll(root, 0o755))
-			require.NoError(t, os.WriteFile(filepath.Join(root, LockFile), []byte("pid 1\n"), 0o644))
+			require.NoError(t, os.WriteFile(filepath.Join(root, lockFile), []byte("pid 1\n"), 0o644))
 		}, "exists (pid 1): another sweep is using this folder; if no sweep is running"},
 		{"a stray lock beside other files, no config", func(t *testing.T, root string, _ RunSpec) {
 			require.NoError(t, os.MkdirAll(root, 0o755))
-			require.NoError(t, os.WriteFile(filepath.Join(root, LockFile), []byte("pid 1\n"), 0o644))
+			require.NoError(t, os.WriteFile(filepath.Join(root, lockFile), []byte("pid 1\n"), 0o644))
 			require.NoError(t, os.WriteFile(filepath.Join(root, "notes.txt"), []byte("x"), 0o644))
 		}, "another sweep is using this folder"},
 		{"only the jsonl", func(t *testing.T, root string, spec RunSpec) {
@@ -469,7 +471,7 @@ func TestSweepRefusals(t *testing.T) {
 			} else {
 				_, err := runTestSweep(t, context.Background(), cfgJSON, dir, nil)
 				require.NoError(t, err)
-				require.NoError(t, os.Remove(filepath.Join(root, SummaryFile)))
+				require.NoError(t, os.Remove(filepath.Join(root, files.SummaryFile)))
 				c.setup(t, root, spec)
 			}
 			sent := f.requests.Load()
@@ -546,7 +548,7 @@ func TestSweepTargetFailsLeavesNoFolder(t *testing.T) {
 	}
 
 	// A resumed sweep whose target fails leaves everything as it was.
-	require.NoError(t, os.Remove(filepath.Join(root, SummaryFile)))
+	require.NoError(t, os.Remove(filepath.Join(root, files.SummaryFile)))
 	before := snapshot(t, root)
 	_, err = runTestSweep(t, context.Background(), cfgJSON, dir, fail)
 	require.ErrorIs(t, err, broken)
@@ -636,7 +638,7 @@ func TestSweepRefusesChangedPrompts(t *testing.T) {
 	assert.Equal(t, oldSHA, sum.Config.WorkloadSHA256, "each run records its workload")
 
 	// An interrupted sweep looks like this one without its reports.
-	require.NoError(t, os.Remove(filepath.Join(root, SummaryFile)))
+	require.NoError(t, os.Remove(filepath.Join(root, files.SummaryFile)))
 	b := readFile(t, prompts)
 	require.NoError(t, os.WriteFile(prompts, bytes.Replace(b, []byte("prompt 1"), []byte("prompt one"), 1), 0o644))
 	newSHA, err := FileSHA256(prompts)
@@ -644,7 +646,7 @@ func TestSweepRefusesChangedPrompts(t *testing.T) {
 
 	for _, removeManifest := range []bool{false, true} {
 		if removeManifest {
-			require.NoError(t, os.Remove(filepath.Join(root, ManifestFile)))
+			require.NoError(t, os.Remove(filepath.Join(root, files.ManifestFile)))
 		}
 		sent := f.requests.Load()
 		before := snapshot(t, root)
@@ -669,12 +671,12 @@ func TestSweepRefusesUnreadableManifest(t *testing.T) {
 	_, err := runTestSweep(t, context.Background(), cfgJSON, dir, nil)
 	require.NoError(t, err)
 	root := filepath.Join(dir, "results", "test-sweep")
-	require.NoError(t, os.Remove(filepath.Join(root, SummaryFile)))
-	require.NoError(t, os.WriteFile(filepath.Join(root, ManifestFile), []byte("{"), 0o644))
+	require.NoError(t, os.Remove(filepath.Join(root, files.SummaryFile)))
+	require.NoError(t, os.WriteFile(filepath.Join(root, files.ManifestFile), []byte("{"), 0o644))
 	_, err = runTestSweep(t, context.Background(), cfgJSON, dir, nil)
 	require.Error(t, err)
 	assert.True(t, errors.Is(err, ErrRefused), "%v", err)
-	assert.Equal(t, "{", string(readFile(t, filepath.Join(root, ManifestFile))))
+	assert.Equal(t, "{", string(readFile(t, filepath.Join(root, files.ManifestFile))))
 }
 
 // TestSweepLock: while a sweep works on a folder, a second sweep on the same
@@ -696,7 +698,7 @@ func TestSweepLock(t *testing.T) {
 	prompts := writePrompts(t, dir, 2, 1)
 	cfgJSON := sweepConfigJSON(f.URL(), prompts, []int{1}, 2, 0, 1)
 	root := filepath.Join(dir, "results", "test-sweep")
-	lock := filepath.Join(root, LockFile)
+	lock := filepath.Join(root, lockFile)
 
 	cfg, err := ParseConfig(cfgJSON)
 	require.NoError(t, err)
@@ -719,12 +721,12 @@ func TestSweepLock(t *testing.T) {
 	assert.Equal(t, int64(1+2), f.requests.Load(), "only the first sweep sent requests")
 	assert.NoFileExists(t, lock, "the lock is released")
 	var m Manifest
-	require.NoError(t, json.Unmarshal(readFile(t, filepath.Join(root, ManifestFile)), &m))
+	require.NoError(t, json.Unmarshal(readFile(t, filepath.Join(root, files.ManifestFile)), &m))
 	assert.Equal(t, 1, m.Experiment.Sessions)
 	assert.Equal(t, "completed", m.Experiment.Status)
 
 	// A stale lock: refused, kept, nothing sent.
-	require.NoError(t, os.Remove(filepath.Join(root, SummaryFile)))
+	require.NoError(t, os.Remove(filepath.Join(root, files.SummaryFile)))
 	require.NoError(t, os.WriteFile(lock, []byte("pid 1\n"), 0o644))
 	_, err = runTestSweep(t, context.Background(), cfgJSON, dir, nil)
 	require.Error(t, err)
@@ -732,7 +734,7 @@ func TestSweepLock(t *testing.T) {
 	assert.Contains(t, err.Error(), "if no sweep is running")
 	assert.Equal(t, "pid 1\n", string(readFile(t, lock)))
 	assert.Equal(t, int64(1+2), f.requests.Load())
-	assert.NoFileExists(t, filepath.Join(root, SummaryFile))
+	assert.NoFileExists(t, filepath.Join(root, files.SummaryFile))
 }
 
 // TestEnsureConfig: under the lock, a config.json that another sweep took
@@ -895,13 +897,13 @@ func TestSweepConfigNumbersExact(t *testing.T) {
 	_, err := runTestSweep(t, context.Background(), withSeed("1796338468951031423"), dir, nil)
 	require.NoError(t, err)
 	root := filepath.Join(dir, "results", "test-sweep")
-	for _, name := range []string{ConfigFile, ManifestFile} {
+	for _, name := range []string{files.ConfigFile, files.ManifestFile} {
 		b, err := os.ReadFile(filepath.Join(root, name))
 		require.NoError(t, err)
 		assert.Contains(t, string(b), `"seed": 1796338468951031423`, name)
 		assert.NotContains(t, string(b), `"seed": 1796338468951031`+"300", name)
 	}
-	b, err := os.ReadFile(filepath.Join(root, SummaryFile))
+	b, err := os.ReadFile(filepath.Join(root, files.SummaryFile))
 	require.NoError(t, err)
 	assert.Contains(t, string(b), `"seed": 1796338468951031423`, "the resolved config in summary.json")
 
