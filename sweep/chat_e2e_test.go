@@ -152,23 +152,3 @@ func TestSweepCompletionsRecordsAPI(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, loadgen.APICompletions, s.Config.API)
 }
-
-// TestCompareWarnsOfDifferentAPIs: a chat sweep against a completions one
-// is not like for like (the chat template lengthens every prompt); a sweep
-// that does not record its api spoke completions.
-func TestCompareWarnsOfDifferentAPIs(t *testing.T) {
-	mk := func(api any) *Combined {
-		c := combinedOf("s", []int{1}, []float64{100}, []float64{1})
-		c.Workload = &ManifestWorkload{SHA256: "aaa"}
-		cfg := map[string]any{"num_requests": 8.0}
-		if api != nil {
-			cfg["api"] = api
-		}
-		c.Config = cfg
-		return c
-	}
-	assert.Empty(t, Compare(mk(nil), mk("completions")).Warnings)
-	w := Compare(mk(nil), mk("chat")).Warnings
-	require.Len(t, w, 1)
-	assert.Equal(t, `different api: A "completions", B "chat"`, w[0])
-}

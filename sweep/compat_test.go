@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tinyserve/tinyserve/sweep/analysis"
 	"github.com/tinyserve/tinyserve/sweep/loadgen"
 )
 
@@ -17,7 +18,7 @@ import (
 // complete, so a sweep started with the Python tool can be resumed here.
 func TestCheckRunAcceptsServingInferenceFiles(t *testing.T) {
 	root := t.TempDir()
-	spec := RunSpec{Kind: KindRepeat, Index: 1, Concurrency: 2}
+	spec := analysis.RunSpec{Kind: analysis.KindRepeat, Index: 1, Concurrency: 2}
 	require.NoError(t, os.MkdirAll(filepath.Join(root, spec.Dir()), 0o755))
 	var lines []string
 	for i := range 2 {

@@ -65,7 +65,7 @@ type Config struct {
 	// Prompts is the prompt file, resolved against the working directory.
 	Prompts string `json:"prompts"`
 	// URL is the endpoint: a path ending in /chat/completions speaks the
-	// chat API, any other the completions API ([APIForURL]). With an
+	// chat API, any other the completions API ([loadgen.APIForURL]). With an
 	// embedded target it may be empty; cmd/sweep fills it in.
 	URL string `json:"url"`
 	// Model is sent with every request. With an embedded target it may be
@@ -416,7 +416,7 @@ func (c *Config) Resolve(dir string) *Config {
 	return &r
 }
 
-// API is the API the sweep speaks: its url's ([APIForURL]) once the url is
+// API is the API the sweep speaks: its url's ([loadgen.APIForURL]) once the url is
 // known, else, for an embedded target whose server is not yet started,
 // target.api (completions when absent).
 func (c *Config) API() loadgen.API {

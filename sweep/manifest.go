@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tinyserve/tinyserve/sweep/analysis"
 	"github.com/tinyserve/tinyserve/sweep/internal/files"
 	"github.com/tinyserve/tinyserve/sweep/loadgen"
 )
@@ -30,7 +31,7 @@ type Manifest struct {
 	SchemaVersion string             `json:"schema_version"`
 	Experiment    ManifestExperiment `json:"experiment"`
 	Config        ManifestConfig     `json:"config"`
-	Workload      ManifestWorkload   `json:"workload"`
+	Workload      analysis.Workload  `json:"workload"`
 	Source        ManifestSource     `json:"source"`
 	Environment   Environment        `json:"environment"`
 	Serving       ManifestServing    `json:"serving"`
@@ -57,7 +58,7 @@ type ManifestResume struct {
 	Environment  Environment    `json:"environment"`
 	// Checkpoint is what this session's embedded target loaded (the same
 	// files as the first session's: a resume with others refuses).
-	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
+	Checkpoint *analysis.Checkpoint `json:"checkpoint,omitempty"`
 }
 
 // provenance is what session n ran on: the first invocation's tool,
@@ -165,12 +166,6 @@ type ManifestConfig struct {
 	Resolved any `json:"resolved"`
 }
 
-// ManifestWorkload identifies the prompt file by content.
-type ManifestWorkload struct {
-	Path   string `json:"path"`
-	SHA256 string `json:"sha256"`
-}
-
 // ManifestSource is the measuring tool's source revision.
 type ManifestSource struct {
 	Git GitInfo `json:"git"`
@@ -195,7 +190,7 @@ type ManifestServing struct {
 	Target any `json:"target,omitempty"`
 	// Checkpoint is the files the embedded engine loaded, by content;
 	// absent for a remote server or a model made in memory.
-	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
+	Checkpoint *analysis.Checkpoint `json:"checkpoint,omitempty"`
 }
 
 // Environment describes the machine the client ran on.
@@ -256,7 +251,7 @@ type Accelerator struct {
 // startManifest writes the manifest for this invocation: a resumed sweep's
 // is marked running again with one more session; a new one records the
 // config, workload, source, environment and serving details.
-func startManifest(ctx context.Context, root, wd string, orig, rc *Config, sha string, ck *Checkpoint, opts SweepOptions, now func() time.Time) (*Manifest, error) {
+func startManifest(ctx context.Context, root, wd string, orig, rc *Config, sha string, ck *analysis.Checkpoint, opts SweepOptions, now func() time.Time) (*Manifest, error) {
 	path := filepath.Join(root, files.ManifestFile)
 	var m Manifest
 	env := opts.Environment
@@ -321,7 +316,7 @@ func startManifest(ctx context.Context, root, wd string, orig, rc *Config, sha s
 			Sessions:     1,
 		},
 		Config:      ManifestConfig{Original: loadgen.Sanitize(orig.Original()), Resolved: loadgen.Sanitize(rc.resolvedView())},
-		Workload:    ManifestWorkload{Path: rc.Prompts, SHA256: sha},
+		Workload:    analysis.Workload{Path: rc.Prompts, SHA256: sha},
 		Source:      ManifestSource{Git: *git},
 		Environment: *env,
 		Serving:     ManifestServing{Model: loadgen.Sanitize(model), Server: loadgen.Sanitize(server), Target: loadgen.Sanitize(target), Checkpoint: ck},

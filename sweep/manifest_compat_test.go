@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tinyserve/tinyserve/sweep/internal/files"
+	"github.com/tinyserve/tinyserve/sweep/report"
 )
 
 // siSchemaPath is serving-inference's manifest schema, copied verbatim
@@ -179,7 +180,7 @@ func TestServingInferenceFolderStaysValid(t *testing.T) {
 	const client = "benchmark client: serving-inference 3342ed512db4c44726bde822b498fe134c9f3bb0 (CPython 3.12.3, aiohttp 3.9.5) in session 1, tinyserve (Go go1.26.0 amd64) in session "
 	assert.Equal(t, []string{client + "2"}, res.Combined.SessionChanges,
 		"the same machine: the client is the one difference")
-	assert.Contains(t, RenderReport(res.Combined), "resumed with different software or hardware** ("+client+"2)")
+	assert.Contains(t, report.Markdown(res.Combined), "resumed with different software or hardware** ("+client+"2)")
 
 	// Undo the last run: the next resume is session 3, and knows session 2.
 	last := Order(20260729, []int{1, 2}, 0, 1)[1]

@@ -14,8 +14,10 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/tinyserve/tinyserve/sweep/analysis"
 	"github.com/tinyserve/tinyserve/sweep/internal/files"
 	"github.com/tinyserve/tinyserve/sweep/loadgen"
+	"github.com/tinyserve/tinyserve/sweep/report"
 )
 
 // sweeper holds what every run of one invocation shares.
@@ -100,9 +102,9 @@ func (s *sweeper) saveModels(ctx context.Context) []byte {
 // run is a measured one would meet a server, connections and caches cold
 // from the break: it warms them first, as the warm-up rounds did, with one
 // run kept apart from the rounds (resume-warmup-NN, NN the session).
-func (s *sweeper) measureAll(ctx context.Context, order []RunSpec, complete []bool, res *SweepResult) error {
+func (s *sweeper) measureAll(ctx context.Context, order []analysis.RunSpec, complete []bool, res *SweepResult) error {
 	resumeWarmup := -1
-	if i := slices.Index(complete, false); i > 0 && order[i].Kind == KindRepeat && s.cfg.Warmups > 0 {
+	if i := slices.Index(complete, false); i > 0 && order[i].Kind == analysis.KindRepeat && s.cfg.Warmups > 0 {
 		resumeWarmup = i
 	}
 	progress := s.opts.Progress
@@ -119,7 +121,7 @@ func (s *sweeper) measureAll(ctx context.Context, order []RunSpec, complete []bo
 			continue
 		}
 		if i == resumeWarmup {
-			if err := s.measure(ctx, RunSpec{Kind: KindResumeWarmup, Index: s.session, Concurrency: spec.Concurrency}); err != nil {
+			if err := s.measure(ctx, analysis.RunSpec{Kind: analysis.KindResumeWarmup, Index: s.session, Concurrency: spec.Concurrency}); err != nil {
 				return err
 			}
 		}
@@ -133,20 +135,20 @@ func (s *sweeper) measureAll(ctx context.Context, order []RunSpec, complete []bo
 
 // report aggregates the sweep's measured repeats, notes how the sessions
 // that measured them differ (m's provenance), and writes the reports.
-func (s *sweeper) report(m *Manifest, order []RunSpec) (*Combined, ReportPaths, error) {
+func (s *sweeper) report(m *Manifest, order []analysis.RunSpec) (*analysis.Combined, report.Paths, error) {
 	runs, err := readRepeats(s.root, order)
 	if err != nil {
-		return nil, ReportPaths{}, err
+		return nil, report.Paths{}, err
 	}
-	c := Aggregate(loadgen.Sanitize(s.cfg.resolvedView()), order, s.cfg.Concurrency, runs)
-	c.Workload = &ManifestWorkload{Path: s.cfg.Prompts, SHA256: s.workloadSHA}
+	c := analysis.Aggregate(loadgen.Sanitize(s.cfg.resolvedView()), order, s.cfg.Concurrency, runs)
+	c.Workload = &analysis.Workload{Path: s.cfg.Prompts, SHA256: s.workloadSHA}
 	c.Checkpoint = m.Serving.Checkpoint
 	var sessions []int
 	for _, r := range runs {
 		sessions = append(sessions, r.Summary.Session())
 	}
 	c.SessionChanges = m.sessionChanges(sessions)
-	paths, err := WriteReports(s.root, &c)
+	paths, err := report.Write(s.root, &c)
 	return &c, paths, err
 }
 
@@ -198,7 +200,7 @@ func (s *sweeper) testRequest(ctx context.Context) error {
 // becomes the run's JSONL only once every request finished, published
 // with its summary by [publishRun]. An interrupted run leaves only its
 // partial file, which is kept as evidence and does not stop a resume.
-func (s *sweeper) measure(ctx context.Context, spec RunSpec) error {
+func (s *sweeper) measure(ctx context.Context, spec analysis.RunSpec) error {
 	dir := filepath.Join(s.root, spec.Dir())
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err

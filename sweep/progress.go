@@ -3,10 +3,12 @@ package sweep
 import (
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/tinyserve/tinyserve/sweep/analysis"
 	"github.com/tinyserve/tinyserve/sweep/loadgen"
 )
 
@@ -23,7 +25,7 @@ type Progress struct {
 	total     int
 	done      int
 	durations []time.Duration
-	cur       RunSpec
+	cur       analysis.RunSpec
 	curStart  time.Time
 	reqTotal  int
 	reqDone   int
@@ -71,7 +73,7 @@ func (p *Progress) Begin(total int) {
 }
 
 // Skip records a run kept from an earlier invocation.
-func (p *Progress) Skip(spec RunSpec) {
+func (p *Progress) Skip(spec analysis.RunSpec) {
 	if p == nil {
 		return
 	}
@@ -83,7 +85,7 @@ func (p *Progress) Skip(spec RunSpec) {
 }
 
 // StartRun records the start of a run of n requests.
-func (p *Progress) StartRun(spec RunSpec, n int) {
+func (p *Progress) StartRun(spec analysis.RunSpec, n int) {
 	if p == nil {
 		return
 	}
@@ -191,4 +193,12 @@ func (p *Progress) drawLocked(force bool) {
 		strings.Repeat("=", filled), strings.Repeat(" ", width-filled),
 		p.done, p.total, p.cur, p.reqDone, p.reqTotal, etaText)
 	p.drawn = true
+}
+
+// fmtNum formats v, "n/a" when there is none (as the reports do).
+func fmtNum(v *float64, format string) string {
+	if v == nil || math.IsNaN(*v) {
+		return "n/a"
+	}
+	return fmt.Sprintf(format, *v)
 }

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tinyserve/tinyserve/sweep/analysis"
 	"github.com/tinyserve/tinyserve/sweep/internal/files"
 	"github.com/tinyserve/tinyserve/sweep/loadgen"
 )
@@ -31,14 +32,14 @@ const (
 // file without the other, unparsable files, or a run that is incomplete or
 // finished with failed requests, because such evidence must neither be
 // overwritten nor silently built on.
-func CheckRun(root string, spec RunSpec, n int) (complete bool, err error) {
+func CheckRun(root string, spec analysis.RunSpec, n int) (complete bool, err error) {
 	st, err := checkRun(root, spec, n, "")
 	return st == runComplete, err
 }
 
 // checkRun is [CheckRun]; when workloadSHA is not empty, a run whose
 // summary records another prompt file's SHA-256 is refused too.
-func checkRun(root string, spec RunSpec, n int, workloadSHA string) (runState, error) {
+func checkRun(root string, spec analysis.RunSpec, n int, workloadSHA string) (runState, error) {
 	raw, sum := spec.RawPath(root), spec.SummaryPath(root)
 	rawOK, err := files.Exists(raw)
 	if err != nil {
@@ -88,7 +89,7 @@ func checkRun(root string, spec RunSpec, n int, workloadSHA string) (runState, e
 
 // scanRuns checks every run of order under root (see checkRun): which are
 // complete already, and whether all are.
-func scanRuns(root string, order []RunSpec, n int, workloadSHA string) (complete []bool, allDone bool, err error) {
+func scanRuns(root string, order []analysis.RunSpec, n int, workloadSHA string) (complete []bool, allDone bool, err error) {
 	complete = make([]bool, len(order))
 	allDone = true
 	for i, spec := range order {
@@ -106,15 +107,15 @@ func scanRuns(root string, order []RunSpec, n int, workloadSHA string) (complete
 // root (they are not in the sweep's order): one that failed, or has only
 // one of its two files, refuses the folder as any run would.
 func checkResumeWarmups(root string, n int, workloadSHA string) error {
-	files, err := filepath.Glob(filepath.Join(root, KindResumeWarmup+"-*", "concurrency-*"))
+	files, err := filepath.Glob(filepath.Join(root, analysis.KindResumeWarmup+"-*", "concurrency-*"))
 	if err != nil {
 		return err
 	}
-	seen := map[RunSpec]bool{}
+	seen := map[analysis.RunSpec]bool{}
 	for _, f := range files {
-		var spec RunSpec
-		spec.Kind = KindResumeWarmup
-		if _, err := fmt.Sscanf(filepath.Base(filepath.Dir(f)), KindResumeWarmup+"-%d", &spec.Index); err != nil {
+		var spec analysis.RunSpec
+		spec.Kind = analysis.KindResumeWarmup
+		if _, err := fmt.Sscanf(filepath.Base(filepath.Dir(f)), analysis.KindResumeWarmup+"-%d", &spec.Index); err != nil {
 			continue
 		}
 		if _, err := fmt.Sscanf(filepath.Base(f), "concurrency-%d", &spec.Concurrency); err != nil {

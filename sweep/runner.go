@@ -11,8 +11,10 @@ import (
 	"slices"
 	"time"
 
+	"github.com/tinyserve/tinyserve/sweep/analysis"
 	"github.com/tinyserve/tinyserve/sweep/internal/files"
 	"github.com/tinyserve/tinyserve/sweep/loadgen"
+	"github.com/tinyserve/tinyserve/sweep/report"
 )
 
 // ErrRefused marks a sweep that would overwrite or build on evidence it
@@ -80,7 +82,7 @@ type TargetInfo struct {
 	Model string // the served model's name
 	// Checkpoint is the model's files, recorded in manifest.json; a sweep
 	// resumed with other files refuses. Nil for a model made in memory.
-	Checkpoint *Checkpoint
+	Checkpoint *analysis.Checkpoint
 }
 
 // SweepResult says what a sweep did and where its reports are.
@@ -93,8 +95,8 @@ type SweepResult struct {
 	// Measured and Kept count runs measured now and runs kept from an
 	// earlier invocation.
 	Measured, Kept int
-	Reports        ReportPaths
-	Combined       *Combined
+	Reports        report.Paths
+	Combined       *analysis.Combined
 }
 
 // RunSweep runs (or resumes) the sweep described by cfg. Runs already
@@ -218,19 +220,16 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 	if err := checkResumeWarmups(root, rc.NumRequests, workloadSHA); err != nil {
 		return nil, err
 	}
-	reports := ReportPaths{
-		Summary: filepath.Join(root, files.SummaryFile), Report: filepath.Join(root, files.ReportFile),
-		CSV: filepath.Join(root, files.CSVFile), PNG: filepath.Join(root, files.PlotPNGFile), SVG: filepath.Join(root, files.PlotSVGFile),
-	}
-	if allDone && reports.allExist() {
+	reports := report.PathsIn(root)
+	if allDone && allExist(reports) {
 		res.AlreadyComplete, res.Kept, res.Reports = true, len(order), reports
 		// The verdict is repeated from the summary written then; one
 		// that does not read leaves Combined nil (the files stay as they
 		// are either way).
-		res.Combined, _ = ReadCombined(reports.Summary)
+		res.Combined, _ = analysis.ReadCombined(reports.Summary)
 		return res, nil
 	}
-	var checkpoint *Checkpoint
+	var checkpoint *analysis.Checkpoint
 	if opts.Target != nil {
 		ti, err := opts.Target(ctx)
 		if err != nil {
@@ -311,13 +310,13 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 
 // readRepeats reads the evidence of the measured (not warmup) runs in
 // order, for the analysis.
-func readRepeats(root string, order []RunSpec) ([]RunData, error) {
-	var runs []RunData
+func readRepeats(root string, order []analysis.RunSpec) ([]analysis.RunData, error) {
+	var runs []analysis.RunData
 	for _, spec := range order {
-		if spec.Kind != KindRepeat {
+		if spec.Kind != analysis.KindRepeat {
 			continue
 		}
-		rd := RunData{Spec: spec, RawPath: spec.RawPath(root), SummaryPath: spec.SummaryPath(root)}
+		rd := analysis.RunData{Spec: spec, RawPath: spec.RawPath(root), SummaryPath: spec.SummaryPath(root)}
 		var err error
 		if rd.Records, err = loadgen.ReadRecords(rd.RawPath); err != nil {
 			return nil, err
@@ -346,4 +345,17 @@ func readRunMetrics(path string) *loadgen.RunMetrics {
 		return nil
 	}
 	return &rm
+}
+
+// allExist reports whether every report is there: a sweep whose runs are
+// complete says so and stops only then, since it names each of them; one
+// that is missing (removed by hand, or lost to a crash while reports were
+// written) is written again from the runs' files.
+func allExist(p report.Paths) bool {
+	for _, f := range []string{p.Summary, p.Report, p.CSV, p.PNG, p.SVG} {
+		if ok, _ := files.Exists(f); !ok {
+			return false
+		}
+	}
+	return true
 }

@@ -20,8 +20,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tinyserve/tinyserve/sweep/analysis"
 	"github.com/tinyserve/tinyserve/sweep/internal/files"
 	"github.com/tinyserve/tinyserve/sweep/loadgen"
+	"github.com/tinyserve/tinyserve/sweep/report"
 )
 
 // writePrompts writes n rows to dir/prompts.jsonl.
@@ -117,7 +119,7 @@ func TestSweepFindsStructuralPlateau(t *testing.T) {
 
 	c := res.Combined
 	tr := c.Saturation.Transitions
-	require.Len(t, tr, 4, "report:\n%s", RenderReport(c))
+	require.Len(t, tr, 4, "report:\n%s", report.Markdown(c))
 	assert.False(t, tr[0].Qualifies, "1->2 doubles throughput")
 	assert.False(t, tr[1].Qualifies, "2->8 doubles throughput")
 	if cand := c.Saturation.Candidate; cand != nil {
@@ -217,13 +219,13 @@ func TestSweepResumeAfterInterruption(t *testing.T) {
 		o.Progress = NewProgress(&progress, false, time.Now)
 	})
 	require.NoError(t, err)
-	assert.Contains(t, progress.String(), "run 4/7: "+KindResumeWarmup+"-02/", "the resume warm-up counts in the progress")
+	assert.Contains(t, progress.String(), "run 4/7: "+analysis.KindResumeWarmup+"-02/", "the resume warm-up counts in the progress")
 	assert.Contains(t, progress.String(), "run 7/7: ")
 	assert.Equal(t, 3, res.Kept)
 	assert.Equal(t, 3, res.Measured)
 	// The next run was a measured one: one warm-up run at its level first.
 	assert.Equal(t, int64(1+4*n), f.requests.Load()-sent, "no request of a complete run is re-sent; a test request and one warm-up run")
-	warm := RunSpec{Kind: KindResumeWarmup, Index: 2, Concurrency: order[3].Concurrency}
+	warm := analysis.RunSpec{Kind: analysis.KindResumeWarmup, Index: 2, Concurrency: order[3].Concurrency}
 	ok, err := CheckRun(root, warm, n)
 	require.NoError(t, err)
 	assert.True(t, ok, "the resume's warm-up is kept as %s", warm)
@@ -268,7 +270,7 @@ func TestSweepResumeOnOtherSetUpWarns(t *testing.T) {
 		"source revision unknown in session 1, bbbbbbb (modified) in session 2",
 		"Go test in session 1, go-B in session 2",
 	}, res.Combined.SessionChanges)
-	assert.Contains(t, RenderReport(res.Combined), "**Warning: the sweep was resumed with different software or hardware** (source revision unknown in session 1, bbbbbbb (modified) in session 2; Go test in session 1, go-B in session 2)")
+	assert.Contains(t, report.Markdown(res.Combined), "**Warning: the sweep was resumed with different software or hardware** (source revision unknown in session 1, bbbbbbb (modified) in session 2; Go test in session 1, go-B in session 2)")
 }
 
 // TestSweepResumeAfterNothingMeasured: a first session interrupted before
@@ -285,7 +287,7 @@ func TestSweepResumeAfterNothingMeasured(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 2, res.Measured)
 	assert.Empty(t, res.Combined.SessionChanges)
-	assert.NotContains(t, RenderReport(res.Combined), "resumed with different")
+	assert.NotContains(t, report.Markdown(res.Combined), "resumed with different")
 }
 
 // TestSweepResumeOnTheSameSetUp: a resume on the same source and machine
@@ -301,8 +303,8 @@ func TestSweepResumeOnTheSameSetUp(t *testing.T) {
 	assert.Equal(t, 1, res.Kept)
 	assert.Equal(t, int64(1+3*n), f.requests.Load()-sent, "a test request, and no extra warm-up before a warm-up round")
 	assert.Empty(t, res.Combined.SessionChanges)
-	assert.NotContains(t, RenderReport(res.Combined), "resumed with different")
-	matches, _ := filepath.Glob(filepath.Join(dir, "results", "test-sweep", KindResumeWarmup+"-*"))
+	assert.NotContains(t, report.Markdown(res.Combined), "resumed with different")
+	matches, _ := filepath.Glob(filepath.Join(dir, "results", "test-sweep", analysis.KindResumeWarmup+"-*"))
 	assert.Empty(t, matches)
 }
 
@@ -327,9 +329,9 @@ func TestSweepRecordsServerVersions(t *testing.T) {
 		assert.Equal(t, want, r.Metrics.Config.ServerVersion, "run %s", r.RunSpec)
 	}
 	assert.Equal(t, []string{"0.1.0", "0.2.0"}, res.Combined.ServerVersions)
-	matches, _ := filepath.Glob(filepath.Join(res.Root, KindResumeWarmup+"-*"))
+	matches, _ := filepath.Glob(filepath.Join(res.Root, analysis.KindResumeWarmup+"-*"))
 	assert.Empty(t, matches, "no resume warm-up when the config has no warm-ups")
-	assert.Contains(t, RenderReport(res.Combined), "**Warning: the server's version changed between runs** (its GET /version said `0.1.0`, `0.2.0`)")
+	assert.Contains(t, report.Markdown(res.Combined), "**Warning: the server's version changed between runs** (its GET /version said `0.1.0`, `0.2.0`)")
 
 	// A server without the route records nothing, and the report says nothing.
 	f.mu.Lock()
@@ -338,7 +340,7 @@ func TestSweepRecordsServerVersions(t *testing.T) {
 	res, err = runTestSweep(t, context.Background(), cfgJSON, t.TempDir(), nil)
 	require.NoError(t, err)
 	assert.Empty(t, res.Combined.ServerVersions)
-	assert.NotContains(t, RenderReport(res.Combined), "version")
+	assert.NotContains(t, report.Markdown(res.Combined), "version")
 }
 
 // TestSweepAsksTheVersionBeforeEachRun: a server upgraded in the middle of
@@ -414,45 +416,45 @@ func TestSweepFailedRunStopsAndIsNeverOverwritten(t *testing.T) {
 func TestSweepRefusals(t *testing.T) {
 	cases := []struct {
 		name  string
-		setup func(t *testing.T, root string, spec RunSpec)
+		setup func(t *testing.T, root string, spec analysis.RunSpec)
 		want  string
 	}{
-		{"different config", func(t *testing.T, root string, _ RunSpec) {
+		{"different config", func(t *testing.T, root string, _ analysis.RunSpec) {
 			require.NoError(t, os.MkdirAll(root, 0o755))
 			require.NoError(t, os.WriteFile(filepath.Join(root, files.ConfigFile), []byte(`{"name":"other"}`), 0o644))
 		}, "config differs"},
-		{"unparsable config", func(t *testing.T, root string, _ RunSpec) {
+		{"unparsable config", func(t *testing.T, root string, _ analysis.RunSpec) {
 			require.NoError(t, os.MkdirAll(root, 0o755))
 			require.NoError(t, os.WriteFile(filepath.Join(root, files.ConfigFile), []byte(`{`), 0o644))
 		}, "not valid JSON"},
-		{"non-empty folder without config", func(t *testing.T, root string, _ RunSpec) {
+		{"non-empty folder without config", func(t *testing.T, root string, _ analysis.RunSpec) {
 			require.NoError(t, os.MkdirAll(root, 0o755))
 			require.NoError(t, os.WriteFile(filepath.Join(root, "notes.txt"), []byte("x"), 0o644))
 		}, "has no config.json"},
 		// A sweep that started on the new folder a moment before: its lock,
 		// or its config.json being written, says so.
-		{"another sweep's lock, no config yet", func(t *testing.T, root string, _ RunSpec) {
+		{"another sweep's lock, no config yet", func(t *testing.T, root string, _ analysis.RunSpec) {
 			require.NoError(t, os.MkdirAll(root, 0o755))
 			require.NoError(t, os.WriteFile(filepath.Join(root, lockFile), []byte("pid 1\n"), 0o644))
 		}, "exists (pid 1): another sweep is using this folder; if no sweep is running"},
-		{"a stray lock beside other files, no config", func(t *testing.T, root string, _ RunSpec) {
+		{"a stray lock beside other files, no config", func(t *testing.T, root string, _ analysis.RunSpec) {
 			require.NoError(t, os.MkdirAll(root, 0o755))
 			require.NoError(t, os.WriteFile(filepath.Join(root, lockFile), []byte("pid 1\n"), 0o644))
 			require.NoError(t, os.WriteFile(filepath.Join(root, "notes.txt"), []byte("x"), 0o644))
 		}, "another sweep is using this folder"},
-		{"only the jsonl", func(t *testing.T, root string, spec RunSpec) {
+		{"only the jsonl", func(t *testing.T, root string, spec analysis.RunSpec) {
 			require.NoError(t, os.Remove(spec.SummaryPath(root)))
 		}, ".jsonl.orphan) and run again"},
-		{"only the summary", func(t *testing.T, root string, spec RunSpec) {
+		{"only the summary", func(t *testing.T, root string, spec analysis.RunSpec) {
 			require.NoError(t, os.Remove(spec.RawPath(root)))
 		}, "refusing to overwrite partial run"},
-		{"unparsable summary", func(t *testing.T, root string, spec RunSpec) {
+		{"unparsable summary", func(t *testing.T, root string, spec analysis.RunSpec) {
 			require.NoError(t, os.WriteFile(spec.SummaryPath(root), []byte("{"), 0o644))
 		}, "invalid completed run"},
-		{"unparsable records", func(t *testing.T, root string, spec RunSpec) {
+		{"unparsable records", func(t *testing.T, root string, spec analysis.RunSpec) {
 			require.NoError(t, os.WriteFile(spec.RawPath(root), []byte("{\n"), 0o644))
 		}, "invalid completed run"},
-		{"missing records", func(t *testing.T, root string, spec RunSpec) {
+		{"missing records", func(t *testing.T, root string, spec analysis.RunSpec) {
 			b, _ := os.ReadFile(spec.RawPath(root))
 			lines := strings.SplitAfter(string(b), "\n")
 			require.NoError(t, os.WriteFile(spec.RawPath(root), []byte(strings.Join(lines[:1], "")), 0o644))
@@ -840,7 +842,7 @@ func TestSweepFailedResumeWarmupRefuses(t *testing.T) {
 	f.mu.Unlock()
 	_, err := runTestSweep(t, context.Background(), cfgJSON, dir, nil)
 	require.ErrorIs(t, err, ErrFailedRequests)
-	assert.Contains(t, err.Error(), KindResumeWarmup+"-02/")
+	assert.Contains(t, err.Error(), analysis.KindResumeWarmup+"-02/")
 
 	f.mu.Lock()
 	f.Fail = nil
@@ -848,7 +850,7 @@ func TestSweepFailedResumeWarmupRefuses(t *testing.T) {
 	before := f.requests.Load()
 	_, err = runTestSweep(t, context.Background(), cfgJSON, dir, nil)
 	require.ErrorIs(t, err, ErrRefused)
-	assert.Contains(t, err.Error(), KindResumeWarmup+"-02")
+	assert.Contains(t, err.Error(), analysis.KindResumeWarmup+"-02")
 	assert.Equal(t, before, f.requests.Load(), "nothing is sent")
 }
 

@@ -1,4 +1,4 @@
-package sweep
+package report
 
 import (
 	"bytes"
@@ -8,52 +8,44 @@ import (
 	"io"
 	"math"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/tinyserve/tinyserve/sweep/analysis"
 	"github.com/tinyserve/tinyserve/sweep/internal/files"
 	"github.com/tinyserve/tinyserve/sweep/loadgen"
 )
 
-// ReportPaths are where a sweep's derived files were written.
-type ReportPaths struct {
+// Paths are where a sweep's derived files are written.
+type Paths struct {
 	Summary, Report, CSV, PNG, SVG string
 }
 
-// allExist reports whether every report is there: a sweep whose runs are
-// complete says so and stops only then, since it names each of them; one
-// that is missing (removed by hand, or lost to a crash while reports were
-// written) is written again from the runs' files.
-func (p ReportPaths) allExist() bool {
-	for _, f := range []string{p.Summary, p.Report, p.CSV, p.PNG, p.SVG} {
-		if ok, _ := files.Exists(f); !ok {
-			return false
-		}
-	}
-	return true
-}
-
-// WriteReports writes summary.json, report.md, summary.csv, plot.png and
-// plot.svg under root, each atomically. They are derived from the runs'
-// files and so may be rewritten; the runs' files never are.
-func WriteReports(root string, c *Combined) (ReportPaths, error) {
-	p := ReportPaths{
+// PathsIn are the derived files' paths in the sweep folder root.
+func PathsIn(root string) Paths {
+	return Paths{
 		Summary: filepath.Join(root, files.SummaryFile),
 		Report:  filepath.Join(root, files.ReportFile),
 		CSV:     filepath.Join(root, files.CSVFile),
 		PNG:     filepath.Join(root, files.PlotPNGFile),
 		SVG:     filepath.Join(root, files.PlotSVGFile),
 	}
+}
+
+// Write writes summary.json, report.md, summary.csv, plot.png and
+// plot.svg under root, each atomically. They are derived from the runs'
+// files and so may be rewritten; the runs' files never are.
+func Write(root string, c *analysis.Combined) (Paths, error) {
+	p := PathsIn(root)
 	js, err := files.MarshalIndent(c)
 	if err != nil {
 		return p, err
 	}
-	png, svg, err := RenderPlot(c)
+	png, svg, err := renderPlot(c)
 	if err != nil {
 		return p, fmt.Errorf("plot: %w", err)
 	}
-	csvb, err := RenderCSV(c)
+	csvb, err := renderCSV(c)
 	if err != nil {
 		return p, err
 	}
@@ -62,7 +54,7 @@ func WriteReports(root string, c *Combined) (ReportPaths, error) {
 		data []byte
 	}{
 		{p.Summary, js},
-		{p.Report, []byte(RenderReport(c))},
+		{p.Report, []byte(Markdown(c))},
 		{p.CSV, csvb},
 		{p.PNG, png},
 		{p.SVG, svg},
@@ -89,7 +81,7 @@ func fmtPct(v *float64) string {
 }
 
 // writeGoodput writes the goodput table, when the runs had an SLO.
-func writeGoodput(b *strings.Builder, levels []LevelAggregate) {
+func writeGoodput(b *strings.Builder, levels []analysis.LevelAggregate) {
 	var slo *loadgen.SLO
 	for _, a := range levels {
 		if a.Goodput != nil {
@@ -150,25 +142,21 @@ func fmtRange(vs []*float64, format string) string {
 // before the report says a transition's verdict there may be noise.
 const noisySpread = 2
 
-// NoisyLevel is a concurrency level whose repeats disagree by more than
+// noisyLevel is a concurrency level whose repeats disagree by more than
 // the saturation rule can resolve: its fastest and slowest repeat's
 // output-token throughput (Low, High) are more than twice the rule's gain
 // threshold of the median apart (Spread, a fraction of the median).
-type NoisyLevel struct {
+type noisyLevel struct {
 	Concurrency       int
 	Low, High, Spread float64
 }
 
-// noisyLevels returns the levels of c, in ascending concurrency, whose
+// noisyLevels returns the levels, in ascending concurrency, whose
 // repeats disagree by more than the saturation rule can resolve: the rule
 // compares medians against a gain of a few percent, which repeats 30% apart
 // cannot settle. Levels with fewer than two repeats are never named.
-func (c *Combined) noisyLevels() []NoisyLevel {
-	return noisyLevels(c.ByConcurrency, c.Saturation.ThroughputGainThreshold)
-}
-
-func noisyLevels(levels []LevelAggregate, gain float64) []NoisyLevel {
-	var noisy []NoisyLevel
+func noisyLevels(levels []analysis.LevelAggregate, gain float64) []noisyLevel {
+	var noisy []noisyLevel
 	for _, a := range levels {
 		lo, hi, ok := rangeOf(a.RepeatValues.OutputTokenThroughput)
 		med := a.RepeatMedians.OutputTokenThroughput
@@ -176,14 +164,14 @@ func noisyLevels(levels []LevelAggregate, gain float64) []NoisyLevel {
 			continue
 		}
 		if spread := (hi - lo) / *med; spread > noisySpread*gain {
-			noisy = append(noisy, NoisyLevel{Concurrency: a.Concurrency, Low: lo, High: hi, Spread: spread})
+			noisy = append(noisy, noisyLevel{Concurrency: a.Concurrency, Low: lo, High: hi, Spread: spread})
 		}
 	}
 	return noisy
 }
 
 // writeNoiseWarning names the levels noisyLevels finds, if any.
-func writeNoiseWarning(b *strings.Builder, levels []LevelAggregate, gain float64) {
+func writeNoiseWarning(b *strings.Builder, levels []analysis.LevelAggregate, gain float64) {
 	noisy := noisyLevels(levels, gain)
 	if len(noisy) == 0 {
 		return
@@ -204,7 +192,7 @@ const heldShare = 0.9
 // writeLoadWarnings warns about levels whose load was not what the table
 // says: the closed loop did not hold its concurrency, or connections were
 // opened during the measured runs.
-func writeLoadWarnings(b *strings.Builder, c *Combined) {
+func writeLoadWarnings(b *strings.Builder, c *analysis.Combined) {
 	numRequests := 0
 	if m, ok := c.Config.(map[string]any); ok {
 		// A float64 when read back from summary.json, a json.Number as
@@ -269,7 +257,7 @@ func mdCode(v string) string {
 
 // apiLine says which API the sweep spoke, from its resolved config; ""
 // when the config does not record it.
-func apiLine(c *Combined) string {
+func apiLine(c *analysis.Combined) string {
 	m, _ := c.Config.(map[string]any)
 	switch api, _ := m["api"].(string); loadgen.API(api) {
 	case loadgen.APIChat:
@@ -280,8 +268,8 @@ func apiLine(c *Combined) string {
 	return ""
 }
 
-// RenderReport renders report.md.
-func RenderReport(c *Combined) string {
+// Markdown renders report.md.
+func Markdown(c *analysis.Combined) string {
 	var b strings.Builder
 	name := ""
 	if m, ok := c.Config.(map[string]any); ok {
@@ -302,7 +290,7 @@ func RenderReport(c *Combined) string {
 	}
 	b.WriteString(apiLine(c))
 	if c.Checkpoint != nil {
-		fmt.Fprintf(&b, "Model files (the embedded target's): %s.\n\n", c.Checkpoint.describe())
+		fmt.Fprintf(&b, "Model files (the embedded target's): %s.\n\n", describeCheckpoint(c.Checkpoint))
 	}
 	if len(c.SessionChanges) > 0 {
 		fmt.Fprintf(&b, "**Warning: the sweep was resumed with different software or hardware** (%s): "+
@@ -351,7 +339,7 @@ func RenderReport(c *Combined) string {
 	writeGoodput(&b, c.ByConcurrency)
 	writeServerPhases(&b, c.ByConcurrency)
 	s := c.Saturation
-	b.WriteString("\n## Saturation\n\n")
+	b.WriteString("\n## analysis.Saturation\n\n")
 	if s.Candidate != nil {
 		fmt.Fprintf(&b, "Candidate saturation concurrency: **%d**\n\n", *s.Candidate)
 	} else {
@@ -387,9 +375,7 @@ func RenderReport(c *Combined) string {
 	return b.String()
 }
 
-// CSVHeader returns the header row of summary.csv (a copy each time).
-func CSVHeader() []string { return slices.Clone(csvHeader) }
-
+// csvHeader is the header row of summary.csv.
 var csvHeader = []string{
 	"concurrency", "repeats", "attempted", "successful", "failed", "output_tokens", "duration_s",
 	"request_throughput_per_s", "output_token_throughput_per_s",
@@ -402,9 +388,9 @@ var csvHeader = []string{
 	"saturation_candidate",
 }
 
-// RenderCSV renders summary.csv: one row per level, empty cells for missing
+// renderCSV renders summary.csv: one row per level, empty cells for missing
 // values.
-func RenderCSV(c *Combined) ([]byte, error) {
+func renderCSV(c *analysis.Combined) ([]byte, error) {
 	var buf bytes.Buffer
 	w := csv.NewWriter(&buf)
 	if err := w.Write(csvHeader); err != nil {
@@ -448,7 +434,7 @@ func RenderCSV(c *Combined) ([]byte, error) {
 
 // writeServerPhases adds the server's own account of where the time went,
 // beside the client's TTFT, when the server reports its phase histograms.
-func writeServerPhases(b *strings.Builder, levels []LevelAggregate) {
+func writeServerPhases(b *strings.Builder, levels []analysis.LevelAggregate) {
 	reported := false
 	for _, a := range levels {
 		reported = reported || a.ServerPhases != nil
@@ -465,7 +451,7 @@ func writeServerPhases(b *strings.Builder, levels []LevelAggregate) {
 	for _, a := range levels {
 		p := a.ServerPhases
 		if p == nil {
-			p = &ServerPhases{}
+			p = &analysis.ServerPhases{}
 		}
 		fmt.Fprintf(b, "| %d | %s | %s | %s | %s | %s |\n", a.Concurrency,
 			fmtNum(p.QueueS, "%.4f"), fmtNum(p.PrefillS, "%.4f"), fmtNum(p.DecodeS, "%.4f"),
@@ -473,17 +459,18 @@ func writeServerPhases(b *strings.Builder, levels []LevelAggregate) {
 	}
 }
 
-// WriteVerdict writes, for a terminal, the candidate saturation concurrency and, when
-// some level's repeats disagree by more than the rule can resolve, a
-// warning that says so: the report has the details, but a reader of the
-// terminal alone would otherwise take a verdict made of noise at its word.
-func (c *Combined) WriteVerdict(w io.Writer) {
+// WriteVerdict writes c's verdict for a terminal: the candidate saturation
+// concurrency and, when some level's repeats disagree by more than the rule
+// can resolve, a warning that says so: the report has the details, but a
+// reader of the terminal alone would otherwise take a verdict made of noise
+// at its word.
+func WriteVerdict(w io.Writer, c *analysis.Combined) {
 	if s := c.Saturation.Candidate; s != nil {
 		fmt.Fprintf(w, "candidate saturation concurrency: %d (client-observed)\n", *s)
 	} else {
 		fmt.Fprintln(w, "candidate saturation concurrency: not demonstrated")
 	}
-	noisy := c.noisyLevels()
+	noisy := noisyLevels(c.ByConcurrency, c.Saturation.ThroughputGainThreshold)
 	if len(noisy) == 0 {
 		return
 	}
