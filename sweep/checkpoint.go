@@ -31,7 +31,7 @@ func NewCheckpoint(dir string, modelFiles, tokenizerPaths []string) (*analysis.C
 		}
 		names = append(names, abs)
 	}
-	files, err := HashCheckpointFiles(dir, names)
+	files, err := hashCheckpointFiles(dir, names)
 	if err != nil {
 		return nil, err
 	}
@@ -116,9 +116,9 @@ func commonDir(paths []string) string {
 	return dir
 }
 
-// HashCheckpointFiles returns the size and SHA-256 of each named file of
+// hashCheckpointFiles returns the size and SHA-256 of each named file of
 // dir (an absolute name is taken as it is), in the order given.
-func HashCheckpointFiles(dir string, names []string) ([]analysis.CheckpointFile, error) {
+func hashCheckpointFiles(dir string, names []string) ([]analysis.CheckpointFile, error) {
 	files := make([]analysis.CheckpointFile, 0, len(names))
 	for _, n := range names {
 		p := n

@@ -23,13 +23,13 @@ func TestHashCheckpointFiles(t *testing.T) {
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.json"), []byte("{}"), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "model.safetensors"), []byte("abc"), 0o644))
-	files, err := HashCheckpointFiles(dir, []string{"model.safetensors", "config.json"})
+	files, err := hashCheckpointFiles(dir, []string{"model.safetensors", "config.json"})
 	require.NoError(t, err)
 	assert.Equal(t, []analysis.CheckpointFile{
 		{Name: "model.safetensors", Bytes: 3, SHA256: "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"},
 		{Name: "config.json", Bytes: 2, SHA256: "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"},
 	}, files)
-	_, err = HashCheckpointFiles(dir, []string{"pytorch_model.bin"})
+	_, err = hashCheckpointFiles(dir, []string{"pytorch_model.bin"})
 	assert.ErrorIs(t, err, os.ErrNotExist)
 }
 
@@ -139,7 +139,7 @@ func TestCheckpointTokenizerElsewhere(t *testing.T) {
 	assert.Contains(t, describeCheckpoint(t, first), ", the `tokenizer/` files from `org/tok` at commit `abc` (")
 
 	// As the code before recorded them: by absolute path.
-	old, err := HashCheckpointFiles(model, append([]string{"config.json", "tokenizer_config.json"}, paths(filepath.Join(dir, "hub1"))...))
+	old, err := hashCheckpointFiles(model, append([]string{"config.json", "tokenizer_config.json"}, paths(filepath.Join(dir, "hub1"))...))
 	require.NoError(t, err)
 	oldStyle := &analysis.Checkpoint{Dir: model, Files: old}
 
@@ -250,7 +250,7 @@ func fakeCheckpoint(t *testing.T, dir string, nameContents ...string) *analysis.
 		names = append(names, nameContents[i])
 		require.NoError(t, os.WriteFile(filepath.Join(dir, nameContents[i]), []byte(nameContents[i+1]), 0o644))
 	}
-	files, err := HashCheckpointFiles(dir, names)
+	files, err := hashCheckpointFiles(dir, names)
 	require.NoError(t, err)
 	return &analysis.Checkpoint{Dir: dir, Files: files}
 }

@@ -38,7 +38,7 @@ func TestCheckRunAcceptsServingInferenceFiles(t *testing.T) {
 }
 `
 	require.NoError(t, os.WriteFile(spec.SummaryPath(root), []byte(summary), 0o644))
-	complete, err := CheckRun(root, spec, 2)
+	complete, err := runIsComplete(root, spec, 2)
 	require.NoError(t, err)
 	assert.True(t, complete)
 	s, err := loadgen.ReadSummary(spec.SummaryPath(root))
@@ -49,6 +49,6 @@ func TestCheckRunAcceptsServingInferenceFiles(t *testing.T) {
 	// A failed Python record ("status": "error") is recognised as a failure.
 	bad := strings.Replace(lines[1], `"status": 200`, `"status": "error"`, 1)
 	require.NoError(t, os.WriteFile(spec.RawPath(root), []byte(lines[0]+"\n"+bad+"\n"), 0o644))
-	_, err = CheckRun(root, spec, 2)
+	_, err = runIsComplete(root, spec, 2)
 	assert.ErrorContains(t, err, "failed requests")
 }

@@ -24,9 +24,9 @@ const (
 	DefaultOutputDir = "results/experiments"
 )
 
-// TargetEmbedded is the Target.Kind for a tinyserve engine that cmd/sweep
+// targetEmbedded is the Target.Kind for a tinyserve engine that cmd/sweep
 // starts in-process on a loopback port.
-const TargetEmbedded = "embedded"
+const targetEmbedded = "embedded"
 
 // ServerInfo records how the measured server was started, so a reader can
 // reproduce it. The sweep does not start servers from it.
@@ -135,11 +135,11 @@ func TimeoutDuration(seconds float64) (time.Duration, error) {
 	return time.Duration(ns), nil
 }
 
-// DecodeJSONExact decodes the JSON value b into v keeping every number as
+// decodeJSONExact decodes the JSON value b into v keeping every number as
 // written (a json.Number), not as a float64: config.json and the manifest
 // record the config as written, and a float64 would turn a seed above 2^53
 // (one taken from a clock in nanoseconds) into another seed.
-func DecodeJSONExact(b []byte, v any) error {
+func decodeJSONExact(b []byte, v any) error {
 	if !json.Valid(b) {
 		return json.Unmarshal(b, v) // encoding/json's message for what is wrong
 	}
@@ -149,16 +149,16 @@ func DecodeJSONExact(b []byte, v any) error {
 }
 
 // Embedded reports whether the config asks for an in-process target.
-func (c *Config) Embedded() bool { return c.Target != nil && c.Target.Kind == TargetEmbedded }
+func (c *Config) Embedded() bool { return c.Target != nil && c.Target.Kind == targetEmbedded }
 
 // Original returns the config as it was written (before defaults and path
 // resolution), the value stored in config.json.
 func (c *Config) Original() any { return c.original }
 
-// MaxRuns bounds how many runs one sweep may plan: levels × (warmups +
+// maxRuns bounds how many runs one sweep may plan: levels × (warmups +
 // repeats). Far beyond any real sweep, it turns a typo (repeats: 1e9)
 // into an error instead of an hours-long loop that plans runs in memory.
-const MaxRuns = 100_000
+const maxRuns = 100_000
 
 // ErrConfig marks an invalid sweep config; the message names the field.
 var ErrConfig = errors.New("invalid sweep config")
@@ -191,11 +191,11 @@ func LoadConfig(path string, engine ...string) (*Config, error) {
 	// Numbers stay as written: through a float64 a seed above 2^53 would
 	// change, and 0.0 would pass for the integer the config refuses it as.
 	var raw map[string]any
-	if err := DecodeJSONExact(b, &raw); err != nil {
+	if err := decodeJSONExact(b, &raw); err != nil {
 		return nil, jsonpos.Wrap(path, b, err)
 	}
 	target, _ := raw["target"].(map[string]any)
-	if target == nil || target["kind"] != TargetEmbedded {
+	if target == nil || target["kind"] != targetEmbedded {
 		return nil, fmt.Errorf("--engine: %s has no embedded target", path)
 	}
 	eng, _ := target["engine"].(map[string]any)
@@ -208,7 +208,7 @@ func LoadConfig(path string, engine ...string) (*Config, error) {
 			return nil, fmt.Errorf("--engine %q: want KEY=VALUE", o)
 		}
 		var val any
-		if err := DecodeJSONExact([]byte(v), &val); err != nil {
+		if err := decodeJSONExact([]byte(v), &val); err != nil {
 			val = v // a bare word such as cuda is a string
 		}
 		eng[k] = val
@@ -249,7 +249,7 @@ func ParseConfig(b []byte) (*Config, error) {
 		}
 	}
 	c := &Config{Stream: true, Timeout: DefaultTimeoutS, OutputDir: DefaultOutputDir}
-	if err := DecodeJSONExact(b, &c.original); err != nil {
+	if err := decodeJSONExact(b, &c.original); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
 	// Decode field by field so that a type error names its field.
@@ -289,8 +289,8 @@ func ParseConfig(b []byte) (*Config, error) {
 	if err := dec("target", &c.Target, false); err != nil {
 		return nil, err
 	}
-	if c.Target != nil && c.Target.Kind != TargetEmbedded {
-		return nil, cfgErr("target.kind", "want %q, got %q", TargetEmbedded, c.Target.Kind)
+	if c.Target != nil && c.Target.Kind != targetEmbedded {
+		return nil, cfgErr("target.kind", "want %q, got %q", targetEmbedded, c.Target.Kind)
 	}
 	embedded := c.Embedded()
 	for _, f := range []struct {
@@ -356,8 +356,8 @@ func (c *Config) validate(fields map[string]json.RawMessage) error {
 	if raw, ok := fields["seed"]; ok && bytes.ContainsAny(raw, ".eE") {
 		return cfgErr("seed", "must be an integer, got %s", raw)
 	}
-	if c.Warmups > MaxRuns || c.Repeats > MaxRuns || int64(c.Warmups+c.Repeats)*int64(len(c.Concurrency)) > MaxRuns {
-		return cfgErr("repeats", "%d levels × (%d warmups + %d repeats) is more than %d runs", len(c.Concurrency), c.Warmups, c.Repeats, MaxRuns)
+	if c.Warmups > maxRuns || c.Repeats > maxRuns || int64(c.Warmups+c.Repeats)*int64(len(c.Concurrency)) > maxRuns {
+		return cfgErr("repeats", "%d levels × (%d warmups + %d repeats) is more than %d runs", len(c.Concurrency), c.Warmups, c.Repeats, maxRuns)
 	}
 	seen := map[int]bool{}
 	for i, v := range c.Concurrency {
@@ -433,7 +433,7 @@ func (c *Config) API() loadgen.API {
 func (c *Config) resolvedView() map[string]any {
 	b, _ := json.Marshal(c)
 	var m map[string]any
-	_ = DecodeJSONExact(b, &m)
+	_ = decodeJSONExact(b, &m)
 	if m != nil {
 		m["api"] = string(c.API())
 	}

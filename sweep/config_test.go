@@ -77,7 +77,7 @@ func TestParseConfigErrorsNameTheField(t *testing.T) {
 		{"repeats", func(m map[string]any) { m["repeats"] = 0 }},
 		{"repeats", func(m map[string]any) { m["repeats"] = 1_000_000_000 }},
 		{"repeats", func(m map[string]any) { m["warmups"], m["repeats"] = math.MaxInt64, math.MaxInt64 }},
-		{"repeats", func(m map[string]any) { m["repeats"] = MaxRuns / 3 }}, // three levels, one warmup
+		{"repeats", func(m map[string]any) { m["repeats"] = maxRuns / 3 }}, // three levels, one warmup
 		{"seed", func(m map[string]any) { m["seed"] = 1.5 }},
 		{"seed", func(m map[string]any) { delete(m, "seed") }},
 		{"timeout", func(m map[string]any) { m["timeout"] = 0 }},

@@ -44,7 +44,7 @@ func FuzzParseConfig(f *testing.F) {
 			t.Fatalf("accepted timeout %v: %v", c.Timeout, err)
 		}
 		order := Order(c.Seed, c.Concurrency, c.Warmups, c.Repeats)
-		if len(order) > MaxRuns || len(order) != len(c.Concurrency)*(c.Warmups+c.Repeats) {
+		if len(order) > maxRuns || len(order) != len(c.Concurrency)*(c.Warmups+c.Repeats) {
 			t.Fatalf("%d runs planned for %+v", len(order), c)
 		}
 		if !c.Embedded() {
@@ -93,7 +93,7 @@ func FuzzParsePrometheusText(f *testing.F) {
 	})
 }
 
-// FuzzDecodeJSONExact: DecodeJSONExact accepts exactly one JSON value with
+// FuzzDecodeJSONExact: decodeJSONExact accepts exactly one JSON value with
 // nothing after it (json.Valid), out-of-range numbers included, and keeps
 // every number as written: the value it gives, written out and decoded
 // again, is the same value, and where json.Unmarshal can decode the input
@@ -104,9 +104,9 @@ func FuzzDecodeJSONExact(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var exact, plain any
-		err := DecodeJSONExact(b, &exact)
+		err := decodeJSONExact(b, &exact)
 		if (err == nil) != json.Valid(b) {
-			t.Fatalf("DecodeJSONExact(%q): %v, but json.Valid says %v", b, err, json.Valid(b))
+			t.Fatalf("decodeJSONExact(%q): %v, but json.Valid says %v", b, err, json.Valid(b))
 		}
 		if err != nil {
 			return
@@ -116,7 +116,7 @@ func FuzzDecodeJSONExact(f *testing.F) {
 			t.Fatalf("decoded %q cannot be written: %v", b, err)
 		}
 		var again any
-		if err := DecodeJSONExact(out, &again); err != nil || !reflect.DeepEqual(again, exact) {
+		if err := decodeJSONExact(out, &again); err != nil || !reflect.DeepEqual(again, exact) {
 			t.Fatalf("%q decoded as %#v, written as %s, decoded again as %#v (%v)", b, exact, out, again, err)
 		}
 		if json.Unmarshal(b, &plain) == nil {
@@ -125,7 +125,7 @@ func FuzzDecodeJSONExact(f *testing.F) {
 	})
 }
 
-// checkNumbers walks the value DecodeJSONExact gave and the one
+// checkNumbers walks the value decodeJSONExact gave and the one
 // json.Unmarshal gave side by side: every number of the first is a
 // json.Number that parses as the float64 in the second.
 func checkNumbers(t *testing.T, exact, plain any) {

@@ -16,8 +16,8 @@ import (
 	"github.com/tinyserve/tinyserve/sweep/loadgen"
 )
 
-// ManifestSchemaVersion is the manifest's schema version, serving-inference's.
-const ManifestSchemaVersion = "1.0"
+// manifestSchemaVersion is the manifest's schema version, serving-inference's.
+const manifestSchemaVersion = "1.0"
 
 // Manifest is manifest.json: what was measured, with what, where and when,
 // so that a result can be audited and reproduced. Its layout follows
@@ -264,9 +264,9 @@ func startManifest(ctx context.Context, root, wd string, orig, rc *Config, sha s
 		g := collectGit(ctx, wd, root)
 		git = &g
 	}
-	if b, err := os.ReadFile(path); err == nil && json.Unmarshal(b, &m) == nil && m.SchemaVersion == ManifestSchemaVersion {
+	if b, err := os.ReadFile(path); err == nil && json.Unmarshal(b, &m) == nil && m.SchemaVersion == manifestSchemaVersion {
 		// checkWorkload has made sure the prompt file is the one recorded.
-		_ = DecodeJSONExact(b, &m.raw)
+		_ = decodeJSONExact(b, &m.raw)
 		if m.byServingInference() {
 			if err := m.readSessions(root); err != nil {
 				return nil, err
@@ -306,7 +306,7 @@ func startManifest(ctx context.Context, root, wd string, orig, rc *Config, sha s
 		}
 	}
 	m = Manifest{
-		SchemaVersion: ManifestSchemaVersion,
+		SchemaVersion: manifestSchemaVersion,
 		Experiment: ManifestExperiment{
 			Name:         rc.Name,
 			StartedAtUTC: now().UTC().Format(time.RFC3339Nano),
@@ -339,7 +339,7 @@ func writeManifest(root string, m *Manifest) error {
 	}
 	if m.raw != nil {
 		var ours map[string]any
-		if err := DecodeJSONExact(b, &ours); err != nil {
+		if err := decodeJSONExact(b, &ours); err != nil {
 			return err
 		}
 		if merged := mergeJSON(m.raw, ours); !reflect.DeepEqual(merged, ours) {

@@ -53,12 +53,12 @@ func TestServerBase(t *testing.T) {
 
 func TestEstimateETA(t *testing.T) {
 	s := time.Second
-	assert.Zero(t, EstimateETA(nil, 5, 0, 0))
-	assert.Equal(t, 4*s+2*s, EstimateETA([]time.Duration{2 * s, 2 * s}, 2, 0, 0))
+	assert.Zero(t, estimateETA(nil, 5, 0, 0))
+	assert.Equal(t, 4*s+2*s, estimateETA([]time.Duration{2 * s, 2 * s}, 2, 0, 0))
 	// Halfway through the current run after 3 s: 3 s more, plus 2 runs of 2 s.
-	assert.Equal(t, 7*s, EstimateETA([]time.Duration{2 * s}, 2, 3*s, 0.5))
+	assert.Equal(t, 7*s, estimateETA([]time.Duration{2 * s}, 2, 3*s, 0.5))
 	// Past the mean with nothing finished: only the runs not started.
-	assert.Equal(t, 4*s, EstimateETA([]time.Duration{2 * s}, 2, 5*s, 0))
+	assert.Equal(t, 4*s, estimateETA([]time.Duration{2 * s}, 2, 5*s, 0))
 }
 
 func TestProgressPlainAndTerminal(t *testing.T) {

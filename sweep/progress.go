@@ -39,11 +39,11 @@ func NewProgress(w io.Writer, tty bool, now func() time.Time) *Progress {
 	return &Progress{w: w, tty: tty, now: now}
 }
 
-// EstimateETA estimates the time left in a sweep: the mean duration of the
+// estimateETA estimates the time left in a sweep: the mean duration of the
 // runs done so far times the runs not started, plus what the current run
 // still needs at its observed pace (or the mean, before any request of it
 // finished). It is zero until a run has finished, since nothing is known.
-func EstimateETA(done []time.Duration, notStarted int, curElapsed time.Duration, curFrac float64) time.Duration {
+func estimateETA(done []time.Duration, notStarted int, curElapsed time.Duration, curFrac float64) time.Duration {
 	if len(done) == 0 {
 		return 0
 	}
@@ -184,7 +184,7 @@ func (p *Progress) drawLocked(force bool) {
 		frac = float64(p.reqDone) / float64(p.reqTotal)
 	}
 	notStarted := max(p.total-p.done-1, 0)
-	eta := EstimateETA(p.durations, notStarted, now.Sub(p.curStart), frac)
+	eta := estimateETA(p.durations, notStarted, now.Sub(p.curStart), frac)
 	etaText := "--"
 	if eta > 0 {
 		etaText = eta.Round(time.Second).String()

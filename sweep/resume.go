@@ -26,18 +26,18 @@ const (
 	runComplete
 )
 
-// CheckRun classifies a run's files under root: absent (nothing there) or
+// runIsComplete classifies a run's files under root: absent (nothing there) or
 // complete (its row count, all-200 statuses and summary counts match n and
 // its concurrency). Everything else is an error wrapping [ErrRefused]: one
 // file without the other, unparsable files, or a run that is incomplete or
 // finished with failed requests, because such evidence must neither be
 // overwritten nor silently built on.
-func CheckRun(root string, spec analysis.RunSpec, n int) (complete bool, err error) {
+func runIsComplete(root string, spec analysis.RunSpec, n int) (complete bool, err error) {
 	st, err := checkRun(root, spec, n, "")
 	return st == runComplete, err
 }
 
-// checkRun is [CheckRun]; when workloadSHA is not empty, a run whose
+// checkRun is [runIsComplete]; when workloadSHA is not empty, a run whose
 // summary records another prompt file's SHA-256 is refused too.
 func checkRun(root string, spec analysis.RunSpec, n int, workloadSHA string) (runState, error) {
 	raw, sum := spec.RawPath(root), spec.SummaryPath(root)
@@ -221,7 +221,7 @@ func sameConfig(root string, original any) (bool, error) {
 		return false, err
 	}
 	var existing any
-	if err := DecodeJSONExact(b, &existing); err != nil {
+	if err := decodeJSONExact(b, &existing); err != nil {
 		return false, fmt.Errorf("%w: %s is not valid JSON: %v", ErrRefused, cfgPath, err)
 	}
 	if !reflect.DeepEqual(sameNumbers(existing), sameNumbers(original)) {
@@ -231,7 +231,7 @@ func sameConfig(root string, original any) (bool, error) {
 }
 
 // sameNumbers returns a copy of the JSON value v (decoded with
-// [DecodeJSONExact]) whose numbers are spelled one way per value, exactly,
+// [decodeJSONExact]) whose numbers are spelled one way per value, exactly,
 // so that configs compare as JSON values: 0.0 equals 0 and 1e3 equals 1000,
 // while two seeds that one float64 would hold are still told apart.
 func sameNumbers(v any) any {
@@ -315,8 +315,8 @@ func existingManifest(root string) (*Manifest, error) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, fmt.Errorf("%w: %s is not a valid manifest (%v); it is kept as evidence: choose a new name or --output-root", ErrRefused, path, err)
 	}
-	if m.SchemaVersion != ManifestSchemaVersion {
-		return nil, fmt.Errorf("%w: %s has schema_version %q, not %q; it is kept as evidence: choose a new name or --output-root", ErrRefused, path, m.SchemaVersion, ManifestSchemaVersion)
+	if m.SchemaVersion != manifestSchemaVersion {
+		return nil, fmt.Errorf("%w: %s has schema_version %q, not %q; it is kept as evidence: choose a new name or --output-root", ErrRefused, path, m.SchemaVersion, manifestSchemaVersion)
 	}
 	// A folder serving-inference began keeps tinyserve's sessions beside
 	// its manifest.

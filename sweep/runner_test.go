@@ -198,7 +198,7 @@ func TestSweepResumeAfterInterruption(t *testing.T) {
 	root := filepath.Join(dir, "results", "test-sweep")
 	order := Order(20260729, []int{1, 2, 3}, 1, 1)
 	for i, spec := range order {
-		complete, err := CheckRun(root, spec, n)
+		complete, err := runIsComplete(root, spec, n)
 		require.NoError(t, err, "an interrupted run must not block a resume")
 		assert.Equal(t, i < 3, complete, "run %d %s", i, spec)
 	}
@@ -226,7 +226,7 @@ func TestSweepResumeAfterInterruption(t *testing.T) {
 	// The next run was a measured one: one warm-up run at its level first.
 	assert.Equal(t, int64(1+4*n), f.requests.Load()-sent, "no request of a complete run is re-sent; a test request and one warm-up run")
 	warm := analysis.RunSpec{Kind: analysis.KindResumeWarmup, Index: 2, Concurrency: order[3].Concurrency}
-	ok, err := CheckRun(root, warm, n)
+	ok, err := runIsComplete(root, warm, n)
 	require.NoError(t, err)
 	assert.True(t, ok, "the resume's warm-up is kept as %s", warm)
 	assert.Len(t, res.Combined.MeasuredRuns, 3, "and is not measured")

@@ -56,6 +56,7 @@ func TestAggregateFixed(t *testing.T) {
 	assert.Contains(t, md, "| 1 | 3 | 3 | 0 |")
 	assert.Contains(t, md, "| 100.000 | 100.0–300.0 | 1.000 | 1.000–5.000 |", "the repeats' spread beside the medians")
 	assert.Contains(t, md, "not proof that the device itself is saturated")
+	assert.Contains(t, md, "\n## Saturation\n\nCandidate saturation concurrency: **2**\n")
 	// Level 1's repeats (100, 300, 100) are 200% of their median apart; the
 	// others agree.
 	assert.Contains(t, md, "**Warning: repeats disagree.**")
