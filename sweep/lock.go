@@ -31,6 +31,7 @@ type lockOwner struct {
 	procStart, boot string
 }
 
+// String is the lock file's content: one "key value" line per field.
 func (o lockOwner) String() string {
 	s := fmt.Sprintf("pid %d\nhost %s\nstarted %s\n", o.pid, o.host, o.started)
 	if o.procStart != "" {
