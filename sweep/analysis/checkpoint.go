@@ -9,6 +9,10 @@ package analysis
 // Files are compared by name and content only: where they were read
 // (Dir, Tokenizer.Dir) is recorded for the reader and never compared, so
 // the same files in a moved folder or hub cache resume.
+//
+// The runner makes it (sweep.NewCheckpoint) and compares it on resume; it
+// is declared here, below the runner, because summary.json ([Combined])
+// carries it and report.md describes it.
 type Checkpoint struct {
 	// Dir is the folder the files were read from.
 	Dir string `json:"dir"`
@@ -42,8 +46,8 @@ type CheckpointFile struct {
 	// tokenizer file outside it TokenizerPrefix and its path relative to
 	// Checkpoint.Tokenizer.Dir ("tokenizer/tokenizer.json"). Manifests
 	// written before tinyserve recorded Tokenizer name those files by
-	// their absolute path; they compare as if named the new way (see
-	// relocateTokenizerFiles).
+	// their absolute path; the runner compares them as if named the new
+	// way.
 	Name   string `json:"name"`
 	Bytes  int64  `json:"bytes"`
 	SHA256 string `json:"sha256"`
