@@ -38,7 +38,7 @@ func TestExtraBodyReservedKeysPerAPI(t *testing.T) {
 	// A sweep config is checked against its url's API too.
 	cfg := strings.Replace(string(sweepConfigJSON("http://h/v1/chat/completions", "p.jsonl", []int{1}, 1, 0, 1)),
 		`"output_dir"`, `"extra_body": {"max_completion_tokens": 3}, "output_dir"`, 1)
-	_, err := ParseConfig([]byte(cfg))
+	_, err := parseConfig([]byte(cfg))
 	assert.ErrorContains(t, err, "extra_body.max_completion_tokens: not allowed")
 }
 

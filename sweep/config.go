@@ -57,7 +57,7 @@ type Target struct {
 
 // Config is a sweep config: serving-inference's experiment schema plus
 // ignore_eos, extra_body, api_key_env, slo and target. Load it with
-// [LoadConfig] or [ParseConfig], which validate it and apply defaults.
+// [LoadConfig] or [parseConfig], which validate it and apply defaults.
 type Config struct {
 	// Name names the sweep's folder under the output directory; it must be
 	// a single path element.
@@ -182,7 +182,7 @@ func LoadConfig(path string, engine ...string) (*Config, error) {
 		return nil, err
 	}
 	if len(engine) == 0 {
-		c, err := ParseConfig(b)
+		c, err := parseConfig(b)
 		if err != nil {
 			return nil, jsonpos.Wrap(path, b, err) // a syntax error's line and column too
 		}
@@ -218,7 +218,7 @@ func LoadConfig(path string, engine ...string) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := ParseConfig(nb)
+	c, err := parseConfig(nb)
 	if err != nil {
 		return nil, fmt.Errorf("%s with --engine overrides: %w", path, err)
 	}
@@ -231,9 +231,9 @@ var knownFields = []string{
 	"store_response", "output_dir", "ignore_eos", "extra_body", "api_key_env", "slo", "target",
 }
 
-// ParseConfig validates a sweep config and applies defaults. Paths are left
-// as written; [Config.Resolve] makes them absolute.
-func ParseConfig(b []byte) (*Config, error) {
+// parseConfig validates a sweep config and applies defaults. Paths are left
+// as written; [Config.resolve] makes them absolute.
+func parseConfig(b []byte) (*Config, error) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(b, &fields); err != nil {
 		return nil, fmt.Errorf("%w: not a JSON object: %w", ErrConfig, err)
@@ -403,9 +403,9 @@ func (c *Config) validate(fields map[string]json.RawMessage) error {
 	return nil
 }
 
-// Resolve returns a copy with prompts and output_dir made absolute against
+// resolve returns a copy with prompts and output_dir made absolute against
 // dir (the working directory).
-func (c *Config) Resolve(dir string) *Config {
+func (c *Config) resolve(dir string) *Config {
 	r := *c
 	if !filepath.IsAbs(r.Prompts) {
 		r.Prompts = filepath.Join(dir, r.Prompts)

@@ -37,14 +37,14 @@ func mutate(t *testing.T, f func(m map[string]any)) []byte {
 }
 
 func TestParseConfigDefaults(t *testing.T) {
-	c, err := ParseConfig([]byte(validConfig))
+	c, err := parseConfig([]byte(validConfig))
 	require.NoError(t, err)
 	assert.True(t, c.Stream)
 	assert.Equal(t, 300.0, c.Timeout)
 	assert.Equal(t, "results/experiments", c.OutputDir)
 	assert.Zero(t, c.Temperature)
 	assert.False(t, c.Embedded())
-	r := c.Resolve("/work")
+	r := c.resolve("/work")
 	assert.Equal(t, "/work/prompts/mixed.jsonl", r.Prompts)
 	assert.Equal(t, "/work/results/experiments", r.OutputDir)
 	assert.Equal(t, "prompts/mixed.jsonl", c.Prompts, "Resolve copies")
@@ -105,12 +105,12 @@ func TestParseConfigErrorsNameTheField(t *testing.T) {
 		{"model_metadata", func(m map[string]any) { m["model_metadata"] = nil }},
 	}
 	for _, c := range cases {
-		_, err := ParseConfig(mutate(t, c.mod))
+		_, err := parseConfig(mutate(t, c.mod))
 		require.Error(t, err, c.field)
 		assert.True(t, errors.Is(err, ErrConfig), "%v", err)
 		assert.Contains(t, err.Error(), c.field+":", "error should name %s: %v", c.field, err)
 	}
-	_, err := ParseConfig([]byte(`[1]`))
+	_, err := parseConfig([]byte(`[1]`))
 	assert.True(t, errors.Is(err, ErrConfig))
 }
 
@@ -124,7 +124,7 @@ func TestParseConfigEmbedded(t *testing.T) {
 		m["extra_body"] = map[string]any{"top_k": 1}
 		m["slo"] = map[string]any{"ttft_s": 0.5}
 	})
-	c, err := ParseConfig(b)
+	c, err := parseConfig(b)
 	require.NoError(t, err)
 	assert.True(t, c.Embedded())
 	assert.JSONEq(t, `{"backend":"mock"}`, string(c.Target.Engine))
@@ -160,7 +160,7 @@ func TestTimeoutDuration(t *testing.T) {
 		_, err := TimeoutDuration(s)
 		assert.Error(t, err, s)
 	}
-	c, err := ParseConfig(mutate(t, func(m map[string]any) { m["timeout"] = 9e9 }))
+	c, err := parseConfig(mutate(t, func(m map[string]any) { m["timeout"] = 9e9 }))
 	require.NoError(t, err)
 	assert.Equal(t, 9e9, c.Timeout)
 }

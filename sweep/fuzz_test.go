@@ -27,7 +27,7 @@ func FuzzParseConfig(f *testing.F) {
 		f.Fatal("no seed files: the fixtures are missing")
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		c, err := ParseConfig(data)
+		c, err := parseConfig(data)
 		if err != nil {
 			if !strings.Contains(err.Error(), ErrConfig.Error()) {
 				t.Fatalf("error does not say the config is invalid: %v", err)

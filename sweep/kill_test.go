@@ -59,7 +59,7 @@ func TestSweepKillChild(t *testing.T) {
 	defer srv.Close()
 	cfgJSON, err := os.ReadFile(filepath.Join(dir, "sweep.json"))
 	require.NoError(t, err)
-	cfg, err := ParseConfig(cfgJSON)
+	cfg, err := parseConfig(cfgJSON)
 	require.NoError(t, err)
 	cfg.Model = "" // the served model's name, as for an embedded target
 	env, git := testEnv()

@@ -256,7 +256,7 @@ func startManifest(ctx context.Context, root, wd string, orig, rc *Config, sha s
 	var m Manifest
 	env := opts.Environment
 	if env == nil {
-		e := CollectEnvironment(ctx)
+		e := collectEnvironment(ctx)
 		env = &e
 	}
 	git := opts.Git

@@ -363,7 +363,7 @@ func TestSystemInfoMeansWhatServingInferenceRecords(t *testing.T) {
 	if runtime.GOOS == "windows" {
 		t.Skip("no uname here")
 	}
-	b, err := json.Marshal(CollectEnvironment(context.Background()).System)
+	b, err := json.Marshal(collectEnvironment(context.Background()).System)
 	require.NoError(t, err)
 	var got map[string]any
 	require.NoError(t, json.Unmarshal(b, &got))

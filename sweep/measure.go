@@ -91,7 +91,7 @@ func (s *sweeper) saveModels(ctx context.Context) []byte {
 	}
 	if out, err := files.MarshalIndent(ev); err == nil {
 		if err := files.WriteNew(path, out); err != nil {
-			s.opts.Progress.Logf("warning: could not keep %s: %v", path, err)
+			s.opts.Progress.logf("warning: could not keep %s: %v", path, err)
 		}
 	}
 	return b
@@ -109,15 +109,15 @@ func (s *sweeper) measureAll(ctx context.Context, order []analysis.RunSpec, comp
 	}
 	progress := s.opts.Progress
 	if resumeWarmup >= 0 {
-		progress.Begin(len(order) + 1)
+		progress.begin(len(order) + 1)
 	} else {
-		progress.Begin(len(order))
+		progress.begin(len(order))
 	}
-	defer progress.Finish()
+	defer progress.finish()
 	for i, spec := range order {
 		if complete[i] {
 			res.Kept++
-			progress.Skip(spec)
+			progress.skip(spec)
 			continue
 		}
 		if i == resumeWarmup {
@@ -221,9 +221,9 @@ func (s *sweeper) measure(ctx context.Context, spec analysis.RunSpec) error {
 	}
 	lo := s.loadOptions(spec.Dir()+"-"+spec.Stem(), spec.Concurrency)
 	if s.opts.Progress != nil {
-		lo.Progress = s.opts.Progress.Request
+		lo.Progress = s.opts.Progress.request
 	}
-	s.opts.Progress.StartRun(spec, len(s.rows))
+	s.opts.Progress.startRun(spec, len(s.rows))
 	sum, recs, rm, err := loadgen.Measure(ctx, lo, s.rows, f, &loadgen.ServerMetrics{Interval: s.opts.MetricsInterval, Now: s.now})
 	if err != nil {
 		f.Close()
@@ -249,7 +249,7 @@ func (s *sweeper) measure(ctx context.Context, spec analysis.RunSpec) error {
 	if err := publishRun(partial, raw, spec.SummaryPath(s.root), sb); err != nil {
 		return err
 	}
-	s.opts.Progress.EndRun(sum)
+	s.opts.Progress.endRun(sum)
 	if sum.Counts.Failed > 0 {
 		return fmt.Errorf("%w: run %s finished with %d of %d requests failed (the first: %s); its files are kept in %s as evidence and will not be overwritten: fix the cause, then use a new name or --output-root",
 			ErrFailedRequests, spec, sum.Counts.Failed, sum.Counts.Attempted, loadgen.FirstFailure(recs), dir)

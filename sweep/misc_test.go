@@ -66,12 +66,12 @@ func TestProgressPlainAndTerminal(t *testing.T) {
 	clock := func() time.Time { now = now.Add(time.Second); return now }
 	var plain bytes.Buffer
 	p := NewProgress(&plain, false, clock)
-	p.Begin(2)
-	p.Skip(analysis.RunSpec{Kind: analysis.KindWarmup, Index: 1, Concurrency: 1})
-	p.StartRun(analysis.RunSpec{Kind: analysis.KindRepeat, Index: 1, Concurrency: 2}, 4)
-	p.Request(1)
-	p.EndRun(&loadgen.Summary{Figures: loadgen.Figures{Counts: loadgen.Counts{Attempted: 4, Successful: 4}}})
-	p.Finish()
+	p.begin(2)
+	p.skip(analysis.RunSpec{Kind: analysis.KindWarmup, Index: 1, Concurrency: 1})
+	p.startRun(analysis.RunSpec{Kind: analysis.KindRepeat, Index: 1, Concurrency: 2}, 4)
+	p.request(1)
+	p.endRun(&loadgen.Summary{Figures: loadgen.Figures{Counts: loadgen.Counts{Attempted: 4, Successful: 4}}})
+	p.finish()
 	out := plain.String()
 	assert.Contains(t, out, "resume: keeping complete run warmup-01/concurrency-001")
 	assert.Contains(t, out, "run 2/2: repeat-01/concurrency-002 (4 requests)")
@@ -80,21 +80,21 @@ func TestProgressPlainAndTerminal(t *testing.T) {
 
 	var tty bytes.Buffer
 	p = NewProgress(&tty, true, clock)
-	p.Begin(3)
-	p.StartRun(analysis.RunSpec{Kind: analysis.KindRepeat, Index: 1, Concurrency: 2}, 4)
-	p.Request(2)
-	p.EndRun(nil)
-	p.Logf("hello %d", 1)
-	p.Finish()
+	p.begin(3)
+	p.startRun(analysis.RunSpec{Kind: analysis.KindRepeat, Index: 1, Concurrency: 2}, 4)
+	p.request(2)
+	p.endRun(nil)
+	p.logf("hello %d", 1)
+	p.finish()
 	assert.Contains(t, tty.String(), "runs 1/3")
 	assert.Contains(t, tty.String(), "2/4 requests")
 	assert.Contains(t, tty.String(), "ETA")
 	assert.Contains(t, tty.String(), "hello 1\n")
 
 	var nilP *Progress
-	nilP.Begin(1)
-	nilP.Request(1)
-	nilP.Finish()
+	nilP.begin(1)
+	nilP.request(1)
+	nilP.finish()
 }
 
 // TestThroughputWithoutUsageIsNull: output-token throughput with no
@@ -142,9 +142,9 @@ func TestThroughputWithoutUsageIsNull(t *testing.T) {
 
 	var log bytes.Buffer
 	p := NewProgress(&log, false, time.Now)
-	p.Begin(1)
-	p.StartRun(analysis.RunSpec{Kind: analysis.KindRepeat, Index: 1, Concurrency: 1}, 2)
-	p.EndRun(&none)
+	p.begin(1)
+	p.startRun(analysis.RunSpec{Kind: analysis.KindRepeat, Index: 1, Concurrency: 1}, 2)
+	p.endRun(&none)
 	assert.Contains(t, log.String(), "warning: run ")
 	assert.Contains(t, log.String(), "no token usage")
 	assert.Contains(t, log.String(), "n/a output tokens/s")

@@ -44,7 +44,7 @@ func TestSweepAgainstTinyserveMock(t *testing.T) {
 	dir := t.TempDir()
 	prompts := writePrompts(t, dir, 64, 2)
 	cfgJSON := sweepConfigJSON(srv.URL+"/v1/completions", prompts, []int{4, 16, 32, 64}, 64, 0, 5)
-	cfg, err := ParseConfig(cfgJSON)
+	cfg, err := parseConfig(cfgJSON)
 	require.NoError(t, err)
 	cfg.Model = "" // the embedded case: the served model's name comes from the caller
 	env, git := testEnv()
@@ -94,7 +94,7 @@ func TestSweepReportsPrefixCacheHits(t *testing.T) {
 			}
 			prompts := filepath.Join(dir, "prompts.jsonl")
 			require.NoError(t, os.WriteFile(prompts, lines, 0o644))
-			cfg, err := ParseConfig(sweepConfigJSON(srv.URL+"/v1/completions", prompts, []int{1, 2}, 8, 0, 2))
+			cfg, err := parseConfig(sweepConfigJSON(srv.URL+"/v1/completions", prompts, []int{1, 2}, 8, 0, 2))
 			require.NoError(t, err)
 			cfg.Model = ""
 			env, git := testEnv()
@@ -134,7 +134,7 @@ func TestSweepReportsServerPhases(t *testing.T) {
 	t.Cleanup(srv.Close)
 	dir := t.TempDir()
 	prompts := writePrompts(t, dir, 8, 4)
-	cfg, err := ParseConfig(sweepConfigJSON(srv.URL+"/v1/completions", prompts, []int{1, 4}, 8, 0, 1))
+	cfg, err := parseConfig(sweepConfigJSON(srv.URL+"/v1/completions", prompts, []int{1, 4}, 8, 0, 1))
 	require.NoError(t, err)
 	cfg.Model = ""
 	env, git := testEnv()

@@ -62,8 +62,8 @@ func estimateETA(done []time.Duration, notStarted int, curElapsed time.Duration,
 	return eta
 }
 
-// Begin starts a sweep of total runs.
-func (p *Progress) Begin(total int) {
+// begin starts a sweep of total runs.
+func (p *Progress) begin(total int) {
 	if p == nil {
 		return
 	}
@@ -72,8 +72,8 @@ func (p *Progress) Begin(total int) {
 	p.total = total
 }
 
-// Skip records a run kept from an earlier invocation.
-func (p *Progress) Skip(spec analysis.RunSpec) {
+// skip records a run kept from an earlier invocation.
+func (p *Progress) skip(spec analysis.RunSpec) {
 	if p == nil {
 		return
 	}
@@ -84,8 +84,8 @@ func (p *Progress) Skip(spec analysis.RunSpec) {
 	fmt.Fprintf(p.w, "resume: keeping complete run %s\n", spec)
 }
 
-// StartRun records the start of a run of n requests.
-func (p *Progress) StartRun(spec analysis.RunSpec, n int) {
+// startRun records the start of a run of n requests.
+func (p *Progress) startRun(spec analysis.RunSpec, n int) {
 	if p == nil {
 		return
 	}
@@ -99,8 +99,8 @@ func (p *Progress) StartRun(spec analysis.RunSpec, n int) {
 	fmt.Fprintf(p.w, "run %d/%d: %s (%d requests)\n", p.done+1, p.total, spec, n)
 }
 
-// Request records that done requests of the current run have finished.
-func (p *Progress) Request(done int) {
+// request records that done requests of the current run have finished.
+func (p *Progress) request(done int) {
 	if p == nil {
 		return
 	}
@@ -112,8 +112,8 @@ func (p *Progress) Request(done int) {
 	}
 }
 
-// EndRun records the end of the current run.
-func (p *Progress) EndRun(s *loadgen.Summary) {
+// endRun records the end of the current run.
+func (p *Progress) endRun(s *loadgen.Summary) {
 	if p == nil {
 		return
 	}
@@ -140,8 +140,8 @@ func (p *Progress) EndRun(s *loadgen.Summary) {
 	}
 }
 
-// Logf prints a line, keeping the bar below it.
-func (p *Progress) Logf(format string, args ...any) {
+// logf prints a line, keeping the bar below it.
+func (p *Progress) logf(format string, args ...any) {
 	if p == nil {
 		return
 	}
@@ -151,8 +151,8 @@ func (p *Progress) Logf(format string, args ...any) {
 	fmt.Fprintf(p.w, format+"\n", args...)
 }
 
-// Finish ends the bar's line.
-func (p *Progress) Finish() {
+// finish ends the bar's line.
+func (p *Progress) finish() {
 	if p == nil {
 		return
 	}

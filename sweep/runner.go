@@ -121,8 +121,8 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 			return nil, err
 		}
 	}
-	rc := cfg.Resolve(wd)
-	// Checked here as well as in ParseConfig, for a Config built in code.
+	rc := cfg.resolve(wd)
+	// Checked here as well as in parseConfig, for a Config built in code.
 	timeout, err := TimeoutDuration(rc.Timeout)
 	if err != nil {
 		return nil, fmt.Errorf("%w: timeout: %v", ErrConfig, err)
@@ -176,14 +176,14 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 		}
 	}()
 	// Everything from here on reads or writes the folder as one sweep's.
-	release, err := lockRoot(root, now(), opts.Progress.Logf)
+	release, err := lockRoot(root, now(), opts.Progress.logf)
 	if err != nil {
 		abandon = true
 		return nil, err
 	}
 	defer func() {
 		if err := release(); err != nil {
-			opts.Progress.Logf("warning: could not remove %s: %v", filepath.Join(root, lockFile), err)
+			opts.Progress.logf("warning: could not remove %s: %v", filepath.Join(root, lockFile), err)
 		}
 	}()
 	defer func() {
@@ -200,7 +200,7 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 	// this finishes or takes back (see publishRun).
 	notes, err := recoverRuns(root)
 	for _, n := range notes {
-		opts.Progress.Logf("recovered: %s", n)
+		opts.Progress.logf("recovered: %s", n)
 	}
 	if err != nil {
 		return nil, err
@@ -287,7 +287,7 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 		// A warning, not an error: some servers (llama.cpp's) answer any
 		// model name. Where the name matters, every request fails with 404
 		// and the run stops with its evidence kept.
-		opts.Progress.Logf("warning: %s lists the models %q; the configured model %q is not among them", s.base+"/v1/models", ids, rc.Model)
+		opts.Progress.logf("warning: %s lists the models %q; the configured model %q is not among them", s.base+"/v1/models", ids, rc.Model)
 	}
 
 	err = s.measureAll(ctx, order, complete, res)

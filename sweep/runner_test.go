@@ -69,7 +69,7 @@ func testEnv() (*Environment, *GitInfo) {
 
 func runTestSweep(t *testing.T, ctx context.Context, cfgJSON []byte, dir string, mod func(*SweepOptions)) (*SweepResult, error) {
 	t.Helper()
-	cfg, err := ParseConfig(cfgJSON)
+	cfg, err := parseConfig(cfgJSON)
 	require.NoError(t, err)
 	env, git := testEnv()
 	opts := SweepOptions{WorkDir: dir, Environment: env, Git: git}
@@ -702,7 +702,7 @@ func TestSweepLock(t *testing.T) {
 	root := filepath.Join(dir, "results", "test-sweep")
 	lock := filepath.Join(root, lockFile)
 
-	cfg, err := ParseConfig(cfgJSON)
+	cfg, err := parseConfig(cfgJSON)
 	require.NoError(t, err)
 	env, git := testEnv()
 	firstErr := make(chan error, 1)
