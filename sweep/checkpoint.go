@@ -10,6 +10,7 @@ import (
 	"github.com/tinyserve/tinyserve/internal/hfhub"
 	"github.com/tinyserve/tinyserve/sweep/analysis"
 	"github.com/tinyserve/tinyserve/sweep/internal/files"
+	"github.com/tinyserve/tinyserve/sweep/loadgen"
 )
 
 // NewCheckpoint hashes the files an embedded target loaded from the model
@@ -129,7 +130,7 @@ func hashCheckpointFiles(dir string, names []string) ([]analysis.CheckpointFile,
 		if err != nil {
 			return nil, err
 		}
-		sum, err := FileSHA256(p)
+		sum, err := loadgen.FileSHA256(p)
 		if err != nil {
 			return nil, err
 		}

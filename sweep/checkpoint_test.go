@@ -14,6 +14,7 @@ import (
 
 	"github.com/tinyserve/tinyserve/sweep/analysis"
 	"github.com/tinyserve/tinyserve/sweep/internal/files"
+	"github.com/tinyserve/tinyserve/sweep/loadgen"
 	"github.com/tinyserve/tinyserve/sweep/report"
 )
 
@@ -193,7 +194,7 @@ func TestCheckpointTokenizerNamesNeverClash(t *testing.T) {
 
 func fileSHA(t *testing.T, path string) string {
 	t.Helper()
-	sum, err := FileSHA256(path)
+	sum, err := loadgen.FileSHA256(path)
 	require.NoError(t, err)
 	return sum
 }

@@ -23,8 +23,8 @@
 //     aggregate, measured repeats, the lock, the manifest and resume rules
 //     that never overwrite evidence.
 //
-// Below them all, sweep/internal/files writes the folder's files atomically
-// and never over evidence.
+// Below them all, sweep/internal/files, which they all share, writes the
+// folder's files atomically and never over evidence.
 //
 // File names, record fields and summary keys follow the serving-inference
 // Python tool (DanLoran/serving-inference, scripts/send_requests.py and

@@ -40,7 +40,7 @@ func FuzzParseConfig(f *testing.F) {
 		if c.NumRequests <= 0 || c.Repeats <= 0 || c.Warmups < 0 || len(c.Concurrency) == 0 {
 			t.Fatalf("accepted counts: %+v", c)
 		}
-		if _, err := TimeoutDuration(c.Timeout); err != nil {
+		if _, err := loadgen.TimeoutDuration(c.Timeout); err != nil {
 			t.Fatalf("accepted timeout %v: %v", c.Timeout, err)
 		}
 		order := Order(c.Seed, c.Concurrency, c.Warmups, c.Repeats)

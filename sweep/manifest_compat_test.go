@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tinyserve/tinyserve/sweep/internal/files"
+	"github.com/tinyserve/tinyserve/sweep/loadgen"
 	"github.com/tinyserve/tinyserve/sweep/report"
 )
 
@@ -106,7 +107,7 @@ func servingInferenceFolder(t *testing.T, dir, url string, n int, manifest func(
 	require.NoError(t, json.Unmarshal(cfgJSON, &cfg))
 	b, _ := json.MarshalIndent(cfg, "", "  ") // sort_keys=True, as run_experiment.py writes it
 	require.NoError(t, os.WriteFile(filepath.Join(root, files.ConfigFile), append(b, '\n'), 0o644))
-	sha, err := FileSHA256(prompts)
+	sha, err := loadgen.FileSHA256(prompts)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(root, files.ManifestFile), []byte(manifest(prompts, sha)), 0o644))
 	var lines []string

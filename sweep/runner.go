@@ -22,11 +22,6 @@ import (
 // to do.
 var ErrRefused = errors.New("refusing to run")
 
-// ErrUnreachable marks a sweep whose server did not answer HTTP at all
-// (connection refused, no route, a timeout) before the first run; nothing
-// was sent or kept.
-var ErrUnreachable = errors.New("server not reachable")
-
 // ErrTestFailed marks a sweep whose test request, sent before the first
 // run, failed: nothing was measured or kept.
 var ErrTestFailed = errors.New("test request failed")
@@ -102,7 +97,7 @@ type SweepResult struct {
 // RunSweep runs (or resumes) the sweep described by cfg. Runs already
 // complete on disk are kept byte for byte and skipped; any other evidence
 // already there stops it with [ErrRefused] before a request is sent. A
-// server that gives no HTTP answer stops it with [ErrUnreachable] before the
+// server that gives no HTTP answer stops it with [loadgen.ErrUnreachable] before the
 // first run, and a failed start (that, or an embedded target that does not
 // start) takes back the config.json and empty folder it made. A run
 // that finishes with failed requests stops it with [ErrFailedRequests]. When
@@ -123,7 +118,7 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 	}
 	rc := cfg.resolve(wd)
 	// Checked here as well as in parseConfig, for a Config built in code.
-	timeout, err := TimeoutDuration(rc.Timeout)
+	timeout, err := loadgen.TimeoutDuration(rc.Timeout)
 	if err != nil {
 		return nil, fmt.Errorf("%w: timeout: %v", ErrConfig, err)
 	}
@@ -205,7 +200,7 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 	if err != nil {
 		return nil, err
 	}
-	workloadSHA, err := FileSHA256(rc.Prompts)
+	workloadSHA, err := loadgen.FileSHA256(rc.Prompts)
 	if err != nil {
 		return nil, fmt.Errorf("prompts: %w", err)
 	}
@@ -265,7 +260,7 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 	// A server that is not there would fail every request of the first run,
 	// and that run would be kept as evidence, blocking the folder: check
 	// first, as vLLM's benchmark sends one test prompt before measuring.
-	if err := CheckReachable(ctx, client, base, opts.APIKey); err != nil {
+	if err := loadgen.CheckReachable(ctx, client, base, opts.APIKey); err != nil {
 		abandon = true
 		return nil, fmt.Errorf("%w: start the server (the config records its flags) and run the sweep again", err)
 	}

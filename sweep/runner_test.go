@@ -568,7 +568,7 @@ func TestSweepUnreachableServer(t *testing.T) {
 	prompts := writePrompts(t, dir, 2, 1)
 	cfgJSON := sweepConfigJSON(url, prompts, []int{1}, 2, 0, 1)
 	_, err := runTestSweep(t, context.Background(), cfgJSON, dir, nil)
-	require.ErrorIs(t, err, ErrUnreachable)
+	require.ErrorIs(t, err, loadgen.ErrUnreachable)
 	assert.Contains(t, err.Error(), "nothing was measured")
 	assert.Contains(t, err.Error(), "run the sweep again")
 	assert.NoDirExists(t, filepath.Join(dir, "results", "test-sweep"))
@@ -580,8 +580,8 @@ func TestSweepUnreachableServer(t *testing.T) {
 	// An error status is an answer: the server is there.
 	notFound := httptest.NewServer(http.NotFoundHandler())
 	defer notFound.Close()
-	assert.NoError(t, CheckReachable(context.Background(), notFound.Client(), notFound.URL, ""))
-	assert.ErrorIs(t, CheckReachable(context.Background(), notFound.Client(), gone, ""), ErrUnreachable)
+	assert.NoError(t, loadgen.CheckReachable(context.Background(), notFound.Client(), notFound.URL, ""))
+	assert.ErrorIs(t, loadgen.CheckReachable(context.Background(), notFound.Client(), gone, ""), loadgen.ErrUnreachable)
 }
 
 func readFile(t *testing.T, p string) []byte {
@@ -632,7 +632,7 @@ func TestSweepRefusesChangedPrompts(t *testing.T) {
 	_, err := runTestSweep(t, context.Background(), cfgJSON, dir, nil)
 	require.NoError(t, err)
 	root := filepath.Join(dir, "results", "test-sweep")
-	oldSHA, err := FileSHA256(prompts)
+	oldSHA, err := loadgen.FileSHA256(prompts)
 	require.NoError(t, err)
 	spec := Order(20260729, []int{1, 2}, 0, 1)[0]
 	sum, err := loadgen.ReadSummary(spec.SummaryPath(root))
@@ -643,7 +643,7 @@ func TestSweepRefusesChangedPrompts(t *testing.T) {
 	require.NoError(t, os.Remove(filepath.Join(root, files.SummaryFile)))
 	b := readFile(t, prompts)
 	require.NoError(t, os.WriteFile(prompts, bytes.Replace(b, []byte("prompt 1"), []byte("prompt one"), 1), 0o644))
-	newSHA, err := FileSHA256(prompts)
+	newSHA, err := loadgen.FileSHA256(prompts)
 	require.NoError(t, err)
 
 	for _, removeManifest := range []bool{false, true} {

@@ -28,7 +28,6 @@ import (
 	"golang.org/x/term"
 
 	"github.com/tinyserve/tinyserve/internal/clihint"
-	"github.com/tinyserve/tinyserve/sweep"
 	"github.com/tinyserve/tinyserve/sweep/loadgen"
 )
 
@@ -92,7 +91,7 @@ func run(c *cli.Context, stdout, stderr io.Writer, getenv func(string) string) e
 	if n < 1 {
 		return fmt.Errorf("--num-requests must be at least 1, got %d", n)
 	}
-	timeout, err := sweep.TimeoutDuration(c.Float64("timeout"))
+	timeout, err := loadgen.TimeoutDuration(c.Float64("timeout"))
 	if err != nil {
 		return fmt.Errorf("--timeout: %w", err)
 	}
@@ -141,7 +140,7 @@ func run(c *cli.Context, stdout, stderr io.Writer, getenv func(string) string) e
 	if err != nil {
 		return err
 	}
-	if opts.WorkloadSHA256, err = sweep.FileSHA256(c.String("prompts")); err != nil {
+	if opts.WorkloadSHA256, err = loadgen.FileSHA256(c.String("prompts")); err != nil {
 		return fmt.Errorf("prompts: %w", err)
 	}
 	client := loadgen.NewHTTPClient(opts.MaxInFlight(len(rows)))
@@ -179,7 +178,7 @@ func run(c *cli.Context, stdout, stderr io.Writer, getenv func(string) string) e
 		// As the sweep does: a server that is not up gets an error, not an
 		// output file of failed requests that --output then refuses to
 		// replace.
-		if err := sweep.CheckReachable(c.Context, client, base, apiKey); err != nil {
+		if err := loadgen.CheckReachable(c.Context, client, base, apiKey); err != nil {
 			return fmt.Errorf("%w: start the server and run the same command again", err)
 		}
 	}
@@ -226,7 +225,7 @@ func run(c *cli.Context, stdout, stderr io.Writer, getenv func(string) string) e
 	}
 	// Never replaces a file: whatever appeared at summaryPath during the run
 	// (the records themselves, under another spelling of their path) stays.
-	werr := sweep.WriteNewFile(summaryPath, b)
+	werr := loadgen.WriteNewFile(summaryPath, b)
 	stdout.Write(b)
 	if werr != nil {
 		return fmt.Errorf("summary (printed above, not written): %w; the records are in %s", werr, output)

@@ -17,7 +17,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/tinyserve/tinyserve/sweep"
+
 	"github.com/tinyserve/tinyserve/sweep/loadgen"
 )
 
@@ -256,7 +256,7 @@ func TestSendRequestsUnreachableServer(t *testing.T) {
 	dir := t.TempDir()
 	_, err := runApp(t, nil, "--prompts", writePrompts(t, dir, 2), "--num-requests", "2", "--url", "http://127.0.0.1:1/v1/completions",
 		"--model", "m", "--output", filepath.Join(dir, "r.jsonl"))
-	require.ErrorIs(t, err, sweep.ErrUnreachable)
+	require.ErrorIs(t, err, loadgen.ErrUnreachable)
 	// The advice is this command's, not the sweep's (which has a config).
 	assert.NotContains(t, err.Error(), "sweep")
 	assert.NotContains(t, err.Error(), "config")
@@ -278,7 +278,7 @@ func TestSendRequestsExistingOutputRefusedFirst(t *testing.T) {
 		_, err := runApp(t, nil, "--prompts", prompts, "--num-requests", "2", "--url", "http://127.0.0.1:1/v1/completions",
 			"--model", "m", "--output", out)
 		require.Error(t, err, existing)
-		assert.NotErrorIs(t, err, sweep.ErrUnreachable)
+		assert.NotErrorIs(t, err, loadgen.ErrUnreachable)
 		assert.Contains(t, err.Error(), "refusing to overwrite "+existing)
 		b, _ := os.ReadFile(existing)
 		assert.Equal(t, "kept\n", string(b))

@@ -21,6 +21,7 @@ import (
 	"github.com/tinyserve/tinyserve/llm/model"
 	"github.com/tinyserve/tinyserve/sweep"
 	"github.com/tinyserve/tinyserve/sweep/analysis"
+	"github.com/tinyserve/tinyserve/sweep/loadgen"
 	"github.com/tinyserve/tinyserve/sweep/report"
 )
 
@@ -127,7 +128,7 @@ func TestEmbeddedCheckpointRecorded(t *testing.T) {
 	var names []string
 	for _, f := range ck.Files {
 		names = append(names, f.Name)
-		want, err := sweep.FileSHA256(filepath.Join(ckpt, f.Name))
+		want, err := loadgen.FileSHA256(filepath.Join(ckpt, f.Name))
 		require.NoError(t, err)
 		assert.Equal(t, want, f.SHA256, f.Name)
 	}
@@ -214,7 +215,7 @@ func TestEmbeddedTokenizerFromMovedHubCache(t *testing.T) {
 		if n, ok := strings.CutPrefix(f.Name, "tokenizer/"); ok {
 			p = filepath.Join(snap, n)
 		}
-		want, err := sweep.FileSHA256(p)
+		want, err := loadgen.FileSHA256(p)
 		require.NoError(t, err)
 		assert.Equal(t, want, f.SHA256, f.Name)
 	}

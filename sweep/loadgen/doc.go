@@ -5,7 +5,11 @@
 // speaks the completions or the chat API ([APIForURL]), parses SSE streams
 // ([ParseStreamAPI]), writes one JSONL [Record] per request as it finishes,
 // and returns the condition's [Summary] ([Summarize], with the percentile
-// helpers [Percentile], [Median] and [Distribute]).
+// helpers [Percentile], [Median] and [Distribute]). Before the first
+// request, [CheckReachable] tells a server that is down from one that
+// answers; [TimeoutDuration], [FileSHA256] and [WriteNewFile] convert a
+// timeout, fingerprint the prompt file and write evidence that is never
+// overwritten, for the runner and cmd/sendrequests alike.
 //
 // It stands alone: it imports nothing from the sweep runner, the analysis or
 // the reports (package sweep builds on it, as cmd/sendrequests does). Record

@@ -1,8 +1,9 @@
 // Package files writes a sweep folder's files the way every layer above it
 // must: atomically (a crash leaves the old file or the new one), never
 // replacing evidence, in serving-inference's JSON layout; and it names the
-// files of the folder. It is internal to sweep: the analysis, the reports
-// and the runner share it, and nothing outside sweep needs it.
+// files of the folder. It is internal to sweep: the load generator, the
+// analysis, the reports and the runner share it, and nothing outside sweep
+// needs it.
 package files
 
 import (

@@ -1,4 +1,4 @@
-package sweep
+package loadgen
 
 import (
 	"crypto/sha256"
@@ -11,7 +11,7 @@ import (
 
 // WriteNewFile writes data to path through a temporary file and never
 // replaces a file already there: it fails with an error wrapping
-// fs.ErrExist instead. It is how evidence is written, here and by
+// fs.ErrExist instead. It is how evidence is written, by the runner and by
 // cmd/sendrequests.
 func WriteNewFile(path string, data []byte) error { return files.WriteNew(path, data) }
 
