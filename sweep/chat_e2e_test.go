@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tinyserve/tinyserve/sweep/internal/files"
 	"github.com/tinyserve/tinyserve/sweep/loadgen"
 )
 
@@ -103,16 +105,16 @@ func TestSweepChat(t *testing.T) {
 	var summary struct {
 		Config map[string]any `json:"config"`
 	}
-	require.NoError(t, json.Unmarshal(readFile(t, filepath.Join(root, SummaryFile)), &summary))
+	require.NoError(t, json.Unmarshal(readFile(t, filepath.Join(root, files.SummaryFile)), &summary))
 	assert.Equal(t, "chat", summary.Config["api"])
 	var manifest struct {
 		Config struct{ Original, Resolved map[string]any } `json:"config"`
 	}
-	require.NoError(t, json.Unmarshal(readFile(t, filepath.Join(root, ManifestFile)), &manifest))
+	require.NoError(t, json.Unmarshal(readFile(t, filepath.Join(root, files.ManifestFile)), &manifest))
 	assert.Equal(t, "chat", manifest.Config.Resolved["api"])
 	assert.NotContains(t, manifest.Config.Original, "api")
 	var written map[string]any
-	require.NoError(t, json.Unmarshal(readFile(t, filepath.Join(root, ConfigFile)), &written))
+	require.NoError(t, json.Unmarshal(readFile(t, filepath.Join(root, files.ConfigFile)), &written))
 	assert.NotContains(t, written, "api")
 
 	runs, err := filepath.Glob(filepath.Join(root, "*", "*.summary.json"))
@@ -124,7 +126,7 @@ func TestSweepChat(t *testing.T) {
 		assert.Equal(t, loadgen.APIChat, s.Config.API, p)
 		assert.Zero(t, s.Counts.Failed, p)
 	}
-	report := string(readFile(t, filepath.Join(root, ReportFile)))
+	report := string(readFile(t, filepath.Join(root, files.ReportFile)))
 	assert.Equal(t, 1, strings.Count(report, "API: `chat`"), report)
 
 	f.Mu.Lock()
@@ -143,30 +145,10 @@ func TestSweepCompletionsRecordsAPI(t *testing.T) {
 	cfg := sweepConfigJSON(f.URL(), writePrompts(t, dir, 2, 2), []int{1}, 2, 0, 1)
 	res, err := runTestSweep(t, context.Background(), cfg, dir, nil)
 	require.NoError(t, err)
-	report, err := os.ReadFile(filepath.Join(res.Root, ReportFile))
+	report, err := os.ReadFile(filepath.Join(res.Root, files.ReportFile))
 	require.NoError(t, err)
 	assert.Equal(t, 1, strings.Count(string(report), "API: `completions`"))
 	s, err := loadgen.ReadSummary(filepath.Join(res.Root, "repeat-01", "concurrency-001.summary.json"))
 	require.NoError(t, err)
 	assert.Equal(t, loadgen.APICompletions, s.Config.API)
-}
-
-// TestCompareWarnsOfDifferentAPIs: a chat sweep against a completions one
-// is not like for like (the chat template lengthens every prompt); a sweep
-// that does not record its api spoke completions.
-func TestCompareWarnsOfDifferentAPIs(t *testing.T) {
-	mk := func(api any) *Combined {
-		c := combinedOf("s", []int{1}, []float64{100}, []float64{1})
-		c.Workload = &ManifestWorkload{SHA256: "aaa"}
-		cfg := map[string]any{"num_requests": 8.0}
-		if api != nil {
-			cfg["api"] = api
-		}
-		c.Config = cfg
-		return c
-	}
-	assert.Empty(t, Compare(mk(nil), mk("completions")).Warnings)
-	w := Compare(mk(nil), mk("chat")).Warnings
-	require.Len(t, w, 1)
-	assert.Equal(t, `different api: A "completions", B "chat"`, w[0])
 }

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
+
 	"github.com/tinyserve/tinyserve/sweep/loadgen"
 )
 
@@ -37,18 +37,6 @@ func TestExtraBodyReservedKeysPerAPI(t *testing.T) {
 	// A sweep config is checked against its url's API too.
 	cfg := strings.Replace(string(sweepConfigJSON("http://h/v1/chat/completions", "p.jsonl", []int{1}, 1, 0, 1)),
 		`"output_dir"`, `"extra_body": {"max_completion_tokens": 3}, "output_dir"`, 1)
-	_, err := ParseConfig([]byte(cfg))
+	_, err := parseConfig([]byte(cfg))
 	assert.ErrorContains(t, err, "extra_body.max_completion_tokens: not allowed")
-}
-
-func TestServerBaseOfChatURL(t *testing.T) {
-	for in, want := range map[string]string{
-		"http://h:8000/v1/chat/completions": "http://h:8000",
-		"http://h/openai/chat/completions":  "http://h/openai",
-		"http://h/openai/completions":       "http://h/openai",
-	} {
-		got, err := loadgen.ServerBase(in)
-		require.NoError(t, err)
-		assert.Equal(t, want, got, in)
-	}
 }

@@ -11,6 +11,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tinyserve/tinyserve/sweep/analysis"
+	"github.com/tinyserve/tinyserve/sweep/internal/files"
+	"github.com/tinyserve/tinyserve/sweep/loadgen"
+	"github.com/tinyserve/tinyserve/sweep/report"
 )
 
 // TestHashCheckpointFiles: sizes and SHA-256 of the named files, in order;
@@ -19,13 +24,13 @@ func TestHashCheckpointFiles(t *testing.T) {
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.json"), []byte("{}"), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "model.safetensors"), []byte("abc"), 0o644))
-	files, err := HashCheckpointFiles(dir, []string{"model.safetensors", "config.json"})
+	files, err := hashCheckpointFiles(dir, []string{"model.safetensors", "config.json"})
 	require.NoError(t, err)
-	assert.Equal(t, []CheckpointFile{
+	assert.Equal(t, []analysis.CheckpointFile{
 		{Name: "model.safetensors", Bytes: 3, SHA256: "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"},
 		{Name: "config.json", Bytes: 2, SHA256: "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"},
 	}, files)
-	_, err = HashCheckpointFiles(dir, []string{"pytorch_model.bin"})
+	_, err = hashCheckpointFiles(dir, []string{"pytorch_model.bin"})
 	assert.ErrorIs(t, err, os.ErrNotExist)
 }
 
@@ -39,13 +44,13 @@ func TestSweepRecordsCheckpoint(t *testing.T) {
 	prompts := writePrompts(t, dir, 2, 1)
 	cfgJSON := sweepConfigJSON(f.URL(), prompts, []int{1, 2}, 2, 0, 1)
 	root := filepath.Join(dir, "results", "test-sweep")
-	model := func(name, config string) *Checkpoint {
+	model := func(name, config string) *analysis.Checkpoint {
 		ck := fakeCheckpoint(t, filepath.Join(dir, name), "config.json", config, "model.safetensors", "weights")
 		ck.HubID, ck.Revision = "org/m", "c0ffee"
 		return ck
 	}
 	first := model("m1", `{"n_layer": 2}`)
-	target := func(ck *Checkpoint) func(*SweepOptions) {
+	target := func(ck *analysis.Checkpoint) func(*SweepOptions) {
 		return func(o *SweepOptions) {
 			o.Target = func(context.Context) (TargetInfo, error) {
 				return TargetInfo{URL: f.URL(), Model: "fake-model", Checkpoint: ck}, nil
@@ -55,11 +60,11 @@ func TestSweepRecordsCheckpoint(t *testing.T) {
 	_, err := runTestSweep(t, context.Background(), cfgJSON, dir, target(first))
 	require.NoError(t, err)
 	var m Manifest
-	b, err := os.ReadFile(filepath.Join(root, ManifestFile))
+	b, err := os.ReadFile(filepath.Join(root, files.ManifestFile))
 	require.NoError(t, err)
 	require.NoError(t, json.Unmarshal(b, &m))
 	assert.Equal(t, first, m.Serving.Checkpoint)
-	report, err := os.ReadFile(filepath.Join(root, ReportFile))
+	report, err := os.ReadFile(filepath.Join(root, files.ReportFile))
 	require.NoError(t, err)
 	assert.Contains(t, string(report), "Model files (the embedded target's): `org/m` at commit `c0ffee` (`config.json` SHA-256 "+first.Files[0].SHA256[:16]+"…")
 
@@ -67,7 +72,7 @@ func TestSweepRecordsCheckpoint(t *testing.T) {
 	last := Order(20260729, []int{1, 2}, 0, 1)[1]
 	require.NoError(t, os.Remove(last.RawPath(root)))
 	require.NoError(t, os.Remove(last.SummaryPath(root)))
-	require.NoError(t, os.Remove(filepath.Join(root, SummaryFile)))
+	require.NoError(t, os.Remove(filepath.Join(root, files.SummaryFile)))
 
 	changed := model("m2", `{"n_layer": 3}`)
 	sent := f.Requests.Load()
@@ -85,7 +90,7 @@ func TestSweepRecordsCheckpoint(t *testing.T) {
 	same := model("m3", `{"n_layer": 2}`) // the same files in another folder
 	_, err = runTestSweep(t, context.Background(), cfgJSON, dir, target(same))
 	require.NoError(t, err)
-	b, err = os.ReadFile(filepath.Join(root, ManifestFile))
+	b, err = os.ReadFile(filepath.Join(root, files.ManifestFile))
 	require.NoError(t, err)
 	m = Manifest{}
 	require.NoError(t, json.Unmarshal(b, &m))
@@ -96,12 +101,12 @@ func TestSweepRecordsCheckpoint(t *testing.T) {
 
 // TestCheckpointDifferences lists new, changed and missing files.
 func TestCheckpointDifferences(t *testing.T) {
-	was := &Checkpoint{Files: []CheckpointFile{{Name: "a", SHA256: "1"}, {Name: "b", SHA256: "2"}}}
-	now := &Checkpoint{Files: []CheckpointFile{{Name: "a", SHA256: "1"}, {Name: "b", SHA256: "3"}, {Name: "c", SHA256: "4"}}}
-	assert.Equal(t, []string{"b has SHA-256 3, was 2", "c is new"}, now.differences(was))
-	assert.Equal(t, []string{"b has SHA-256 2, was 3", "c is gone"}, was.differences(now))
-	assert.Empty(t, was.differences(was))
-	assert.True(t, strings.HasPrefix(now.describe(), "`"), now.describe())
+	was := &analysis.Checkpoint{Files: []analysis.CheckpointFile{{Name: "a", SHA256: "1"}, {Name: "b", SHA256: "2"}}}
+	now := &analysis.Checkpoint{Files: []analysis.CheckpointFile{{Name: "a", SHA256: "1"}, {Name: "b", SHA256: "3"}, {Name: "c", SHA256: "4"}}}
+	assert.Equal(t, []string{"b has SHA-256 3, was 2", "c is new"}, differences(now, was))
+	assert.Equal(t, []string{"b has SHA-256 2, was 3", "c is gone"}, differences(was, now))
+	assert.Empty(t, differences(was, was))
+	assert.True(t, strings.HasPrefix(describeCheckpoint(t, now), "`"), describeCheckpoint(t, now))
 }
 
 // TestCheckpointTokenizerElsewhere: tokenizer files outside the model's
@@ -128,32 +133,32 @@ func TestCheckpointTokenizerElsewhere(t *testing.T) {
 	}
 	assert.Equal(t, []string{"config.json", "tokenizer_config.json", "tokenizer/vocab.json", "tokenizer/merges.txt", "tokenizer/tokenizer_config.json"}, names,
 		"each file its own name, the model's tokenizer_config.json apart from the tokenizer's")
-	assert.Equal(t, &CheckpointOrigin{Dir: filepath.Join(dir, "hub1", "snap")}, first.Tokenizer)
+	assert.Equal(t, &analysis.CheckpointOrigin{Dir: filepath.Join(dir, "hub1", "snap")}, first.Tokenizer)
 	assert.Equal(t, first.Files[4].SHA256, fileSHA(t, filepath.Join(dir, "hub1", "snap", "tokenizer_config.json")))
-	assert.Contains(t, first.describe(), ", the `tokenizer/` files from `"+filepath.Join(dir, "hub1", "snap")+"` (")
+	assert.Contains(t, describeCheckpoint(t, first), ", the `tokenizer/` files from `"+filepath.Join(dir, "hub1", "snap")+"` (")
 	first.Tokenizer.HubID, first.Tokenizer.Revision = "org/tok", "abc"
-	assert.Contains(t, first.describe(), ", the `tokenizer/` files from `org/tok` at commit `abc` (")
+	assert.Contains(t, describeCheckpoint(t, first), ", the `tokenizer/` files from `org/tok` at commit `abc` (")
 
 	// As the code before recorded them: by absolute path.
-	old, err := HashCheckpointFiles(model, append([]string{"config.json", "tokenizer_config.json"}, paths(filepath.Join(dir, "hub1"))...))
+	old, err := hashCheckpointFiles(model, append([]string{"config.json", "tokenizer_config.json"}, paths(filepath.Join(dir, "hub1"))...))
 	require.NoError(t, err)
-	oldStyle := &Checkpoint{Dir: model, Files: old}
+	oldStyle := &analysis.Checkpoint{Dir: model, Files: old}
 
 	// The cache moves: the same bytes elsewhere.
 	require.NoError(t, os.Rename(filepath.Join(dir, "hub1"), filepath.Join(dir, "hub2")))
 	moved, err := NewCheckpoint(model, []string{"config.json", "tokenizer_config.json"}, paths(filepath.Join(dir, "hub2")))
 	require.NoError(t, err)
-	assert.Empty(t, moved.differences(first), "the same bytes in a moved folder")
-	assert.Empty(t, moved.differences(oldStyle), "an old record of the same bytes")
-	assert.Empty(t, oldStyle.differences(moved))
+	assert.Empty(t, differences(moved, first), "the same bytes in a moved folder")
+	assert.Empty(t, differences(moved, oldStyle), "an old record of the same bytes")
+	assert.Empty(t, differences(oldStyle, moved))
 	assert.True(t, filepath.IsAbs(oldStyle.Files[2].Name), "comparing leaves the record as it is")
 
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "hub2", "snap", "merges.txt"), []byte("m2"), 0o644))
 	changed, err := NewCheckpoint(model, []string{"config.json", "tokenizer_config.json"}, paths(filepath.Join(dir, "hub2")))
 	require.NoError(t, err)
 	want := []string{"tokenizer/merges.txt has SHA-256 " + changed.Files[3].SHA256 + ", was " + first.Files[3].SHA256}
-	assert.Equal(t, want, changed.differences(first))
-	assert.Equal(t, want, changed.differences(oldStyle))
+	assert.Equal(t, want, differences(changed, first))
+	assert.Equal(t, want, differences(changed, oldStyle))
 
 	// A tokenizer file in the model's folder is named as the model's are.
 	inside, err := NewCheckpoint(model, []string{"config.json"}, []string{filepath.Join(model, "tokenizer_config.json")})
@@ -184,12 +189,12 @@ func TestCheckpointTokenizerNamesNeverClash(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"config.json", "tokenizer/vocab.json", tok}, []string{ck.Files[0].Name, ck.Files[1].Name, ck.Files[2].Name})
 	assert.Nil(t, ck.Tokenizer)
-	assert.Empty(t, ck.differences(ck))
+	assert.Empty(t, differences(ck, ck))
 }
 
 func fileSHA(t *testing.T, path string) string {
 	t.Helper()
-	sum, err := FileSHA256(path)
+	sum, err := loadgen.FileSHA256(path)
 	require.NoError(t, err)
 	return sum
 }
@@ -204,10 +209,10 @@ func TestResumeChecksFirstRecordedCheckpoint(t *testing.T) {
 	prompts := writePrompts(t, dir, 2, 1)
 	cfgJSON := sweepConfigJSON(f.URL(), prompts, []int{1, 2}, 2, 0, 1)
 	root := filepath.Join(dir, "results", "test-sweep")
-	model := func(name, config string) *Checkpoint {
+	model := func(name, config string) *analysis.Checkpoint {
 		return fakeCheckpoint(t, filepath.Join(dir, name), "config.json", config)
 	}
-	run := func(ck *Checkpoint) error {
+	run := func(ck *analysis.Checkpoint) error {
 		_, err := runTestSweep(t, context.Background(), cfgJSON, dir, func(o *SweepOptions) {
 			o.Target = func(context.Context) (TargetInfo, error) {
 				return TargetInfo{URL: f.URL(), Model: "fake-model", Checkpoint: ck}, nil
@@ -219,7 +224,7 @@ func TestResumeChecksFirstRecordedCheckpoint(t *testing.T) {
 		last := Order(20260729, []int{1, 2}, 0, 1)[1]
 		require.NoError(t, os.Remove(last.RawPath(root)))
 		require.NoError(t, os.Remove(last.SummaryPath(root)))
-		require.NoError(t, os.Remove(filepath.Join(root, SummaryFile)))
+		require.NoError(t, os.Remove(filepath.Join(root, files.SummaryFile)))
 	}
 	require.NoError(t, run(nil))
 	undoLast()
@@ -238,7 +243,7 @@ func TestResumeChecksFirstRecordedCheckpoint(t *testing.T) {
 
 // fakeCheckpoint writes the files of nameContents (a name, then its
 // contents, ...) into dir and returns them as a Checkpoint.
-func fakeCheckpoint(t *testing.T, dir string, nameContents ...string) *Checkpoint {
+func fakeCheckpoint(t *testing.T, dir string, nameContents ...string) *analysis.Checkpoint {
 	t.Helper()
 	require.NoError(t, os.MkdirAll(dir, 0o755))
 	var names []string
@@ -246,7 +251,20 @@ func fakeCheckpoint(t *testing.T, dir string, nameContents ...string) *Checkpoin
 		names = append(names, nameContents[i])
 		require.NoError(t, os.WriteFile(filepath.Join(dir, nameContents[i]), []byte(nameContents[i+1]), 0o644))
 	}
-	files, err := HashCheckpointFiles(dir, names)
+	files, err := hashCheckpointFiles(dir, names)
 	require.NoError(t, err)
-	return &Checkpoint{Dir: dir, Files: files}
+	return &analysis.Checkpoint{Dir: dir, Files: files}
+}
+
+// describeCheckpoint is how report.md describes ck: the line the report
+// writes for it, read back from the rendered report.
+func describeCheckpoint(t *testing.T, ck *analysis.Checkpoint) string {
+	t.Helper()
+	const before, after = "Model files (the embedded target's): ", ".\n\n"
+	md := report.Markdown(&analysis.Combined{Checkpoint: ck})
+	_, line, ok := strings.Cut(md, before)
+	require.True(t, ok, md)
+	line, _, ok = strings.Cut(line, after)
+	require.True(t, ok, md)
+	return line
 }

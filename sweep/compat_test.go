@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tinyserve/tinyserve/sweep/analysis"
 	"github.com/tinyserve/tinyserve/sweep/loadgen"
 )
 
@@ -16,7 +18,7 @@ import (
 // complete, so a sweep started with the Python tool can be resumed here.
 func TestCheckRunAcceptsServingInferenceFiles(t *testing.T) {
 	root := t.TempDir()
-	spec := RunSpec{Kind: KindRepeat, Index: 1, Concurrency: 2}
+	spec := analysis.RunSpec{Kind: analysis.KindRepeat, Index: 1, Concurrency: 2}
 	require.NoError(t, os.MkdirAll(filepath.Join(root, spec.Dir()), 0o755))
 	var lines []string
 	for i := range 2 {
@@ -36,7 +38,7 @@ func TestCheckRunAcceptsServingInferenceFiles(t *testing.T) {
 }
 `
 	require.NoError(t, os.WriteFile(spec.SummaryPath(root), []byte(summary), 0o644))
-	complete, err := CheckRun(root, spec, 2)
+	complete, err := runIsComplete(root, spec, 2)
 	require.NoError(t, err)
 	assert.True(t, complete)
 	s, err := loadgen.ReadSummary(spec.SummaryPath(root))
@@ -47,6 +49,6 @@ func TestCheckRunAcceptsServingInferenceFiles(t *testing.T) {
 	// A failed Python record ("status": "error") is recognised as a failure.
 	bad := strings.Replace(lines[1], `"status": 200`, `"status": "error"`, 1)
 	require.NoError(t, os.WriteFile(spec.RawPath(root), []byte(lines[0]+"\n"+bad+"\n"), 0o644))
-	_, err = CheckRun(root, spec, 2)
+	_, err = runIsComplete(root, spec, 2)
 	assert.ErrorContains(t, err, "failed requests")
 }

@@ -5,12 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/tinyserve/tinyserve/sweep/loadgen"
 
@@ -24,9 +22,9 @@ const (
 	DefaultOutputDir = "results/experiments"
 )
 
-// TargetEmbedded is the Target.Kind for a tinyserve engine that cmd/sweep
+// targetEmbedded is the Target.Kind for a tinyserve engine that cmd/sweep
 // starts in-process on a loopback port.
-const TargetEmbedded = "embedded"
+const targetEmbedded = "embedded"
 
 // ServerInfo records how the measured server was started, so a reader can
 // reproduce it. The sweep does not start servers from it.
@@ -57,7 +55,7 @@ type Target struct {
 
 // Config is a sweep config: serving-inference's experiment schema plus
 // ignore_eos, extra_body, api_key_env, slo and target. Load it with
-// [LoadConfig] or [ParseConfig], which validate it and apply defaults.
+// [LoadConfig] or [parseConfig], which validate it and apply defaults.
 type Config struct {
 	// Name names the sweep's folder under the output directory; it must be
 	// a single path element.
@@ -65,7 +63,7 @@ type Config struct {
 	// Prompts is the prompt file, resolved against the working directory.
 	Prompts string `json:"prompts"`
 	// URL is the endpoint: a path ending in /chat/completions speaks the
-	// chat API, any other the completions API ([APIForURL]). With an
+	// chat API, any other the completions API ([loadgen.APIForURL]). With an
 	// embedded target it may be empty; cmd/sweep fills it in.
 	URL string `json:"url"`
 	// Model is sent with every request. With an embedded target it may be
@@ -116,30 +114,11 @@ type Config struct {
 	original any
 }
 
-// TimeoutDuration converts a per-request timeout in seconds (a sweep
-// config's timeout, sendrequests' --timeout) to a time.Duration. It refuses
-// what a Duration cannot hold instead of letting the conversion go wrong
-// silently: more than about 292 years overflows (and failed only at the
-// first run, after config.json was written), and less than a nanosecond
-// rounds to zero, which LoadOptions reads as the 300 s default.
-func TimeoutDuration(seconds float64) (time.Duration, error) {
-	ns := seconds * float64(time.Second)
-	switch {
-	case math.IsNaN(seconds) || seconds <= 0:
-		return 0, fmt.Errorf("must be a positive number of seconds, got %v", seconds)
-	case ns < 1:
-		return 0, fmt.Errorf("must be at least 1 ns (1e-9 s), got %v s", seconds)
-	case ns >= math.MaxInt64: // float64(MaxInt64) is 2^63, the first value out of range
-		return 0, fmt.Errorf("must be at most %.4g s (the longest time.Duration), got %v s", float64(math.MaxInt64)/float64(time.Second), seconds)
-	}
-	return time.Duration(ns), nil
-}
-
-// DecodeJSONExact decodes the JSON value b into v keeping every number as
+// decodeJSONExact decodes the JSON value b into v keeping every number as
 // written (a json.Number), not as a float64: config.json and the manifest
 // record the config as written, and a float64 would turn a seed above 2^53
 // (one taken from a clock in nanoseconds) into another seed.
-func DecodeJSONExact(b []byte, v any) error {
+func decodeJSONExact(b []byte, v any) error {
 	if !json.Valid(b) {
 		return json.Unmarshal(b, v) // encoding/json's message for what is wrong
 	}
@@ -149,16 +128,16 @@ func DecodeJSONExact(b []byte, v any) error {
 }
 
 // Embedded reports whether the config asks for an in-process target.
-func (c *Config) Embedded() bool { return c.Target != nil && c.Target.Kind == TargetEmbedded }
+func (c *Config) Embedded() bool { return c.Target != nil && c.Target.Kind == targetEmbedded }
 
 // Original returns the config as it was written (before defaults and path
 // resolution), the value stored in config.json.
 func (c *Config) Original() any { return c.original }
 
-// MaxRuns bounds how many runs one sweep may plan: levels × (warmups +
+// maxRuns bounds how many runs one sweep may plan: levels × (warmups +
 // repeats). Far beyond any real sweep, it turns a typo (repeats: 1e9)
 // into an error instead of an hours-long loop that plans runs in memory.
-const MaxRuns = 100_000
+const maxRuns = 100_000
 
 // ErrConfig marks an invalid sweep config; the message names the field.
 var ErrConfig = errors.New("invalid sweep config")
@@ -182,7 +161,7 @@ func LoadConfig(path string, engine ...string) (*Config, error) {
 		return nil, err
 	}
 	if len(engine) == 0 {
-		c, err := ParseConfig(b)
+		c, err := parseConfig(b)
 		if err != nil {
 			return nil, jsonpos.Wrap(path, b, err) // a syntax error's line and column too
 		}
@@ -191,11 +170,11 @@ func LoadConfig(path string, engine ...string) (*Config, error) {
 	// Numbers stay as written: through a float64 a seed above 2^53 would
 	// change, and 0.0 would pass for the integer the config refuses it as.
 	var raw map[string]any
-	if err := DecodeJSONExact(b, &raw); err != nil {
+	if err := decodeJSONExact(b, &raw); err != nil {
 		return nil, jsonpos.Wrap(path, b, err)
 	}
 	target, _ := raw["target"].(map[string]any)
-	if target == nil || target["kind"] != TargetEmbedded {
+	if target == nil || target["kind"] != targetEmbedded {
 		return nil, fmt.Errorf("--engine: %s has no embedded target", path)
 	}
 	eng, _ := target["engine"].(map[string]any)
@@ -208,7 +187,7 @@ func LoadConfig(path string, engine ...string) (*Config, error) {
 			return nil, fmt.Errorf("--engine %q: want KEY=VALUE", o)
 		}
 		var val any
-		if err := DecodeJSONExact([]byte(v), &val); err != nil {
+		if err := decodeJSONExact([]byte(v), &val); err != nil {
 			val = v // a bare word such as cuda is a string
 		}
 		eng[k] = val
@@ -218,7 +197,7 @@ func LoadConfig(path string, engine ...string) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := ParseConfig(nb)
+	c, err := parseConfig(nb)
 	if err != nil {
 		return nil, fmt.Errorf("%s with --engine overrides: %w", path, err)
 	}
@@ -231,9 +210,9 @@ var knownFields = []string{
 	"store_response", "output_dir", "ignore_eos", "extra_body", "api_key_env", "slo", "target",
 }
 
-// ParseConfig validates a sweep config and applies defaults. Paths are left
-// as written; [Config.Resolve] makes them absolute.
-func ParseConfig(b []byte) (*Config, error) {
+// parseConfig validates a sweep config and applies defaults. Paths are left
+// as written; [Config.resolve] makes them absolute.
+func parseConfig(b []byte) (*Config, error) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(b, &fields); err != nil {
 		return nil, fmt.Errorf("%w: not a JSON object: %w", ErrConfig, err)
@@ -249,7 +228,7 @@ func ParseConfig(b []byte) (*Config, error) {
 		}
 	}
 	c := &Config{Stream: true, Timeout: DefaultTimeoutS, OutputDir: DefaultOutputDir}
-	if err := DecodeJSONExact(b, &c.original); err != nil {
+	if err := decodeJSONExact(b, &c.original); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
 	// Decode field by field so that a type error names its field.
@@ -289,8 +268,8 @@ func ParseConfig(b []byte) (*Config, error) {
 	if err := dec("target", &c.Target, false); err != nil {
 		return nil, err
 	}
-	if c.Target != nil && c.Target.Kind != TargetEmbedded {
-		return nil, cfgErr("target.kind", "want %q, got %q", TargetEmbedded, c.Target.Kind)
+	if c.Target != nil && c.Target.Kind != targetEmbedded {
+		return nil, cfgErr("target.kind", "want %q, got %q", targetEmbedded, c.Target.Kind)
 	}
 	embedded := c.Embedded()
 	for _, f := range []struct {
@@ -350,14 +329,14 @@ func (c *Config) validate(fields map[string]json.RawMessage) error {
 	case c.OutputDir == "":
 		return cfgErr("output_dir", "must not be empty")
 	}
-	if _, err := TimeoutDuration(c.Timeout); err != nil {
+	if _, err := loadgen.TimeoutDuration(c.Timeout); err != nil {
 		return cfgErr("timeout", "%v", err)
 	}
 	if raw, ok := fields["seed"]; ok && bytes.ContainsAny(raw, ".eE") {
 		return cfgErr("seed", "must be an integer, got %s", raw)
 	}
-	if c.Warmups > MaxRuns || c.Repeats > MaxRuns || int64(c.Warmups+c.Repeats)*int64(len(c.Concurrency)) > MaxRuns {
-		return cfgErr("repeats", "%d levels × (%d warmups + %d repeats) is more than %d runs", len(c.Concurrency), c.Warmups, c.Repeats, MaxRuns)
+	if c.Warmups > maxRuns || c.Repeats > maxRuns || int64(c.Warmups+c.Repeats)*int64(len(c.Concurrency)) > maxRuns {
+		return cfgErr("repeats", "%d levels × (%d warmups + %d repeats) is more than %d runs", len(c.Concurrency), c.Warmups, c.Repeats, maxRuns)
 	}
 	seen := map[int]bool{}
 	for i, v := range c.Concurrency {
@@ -403,9 +382,9 @@ func (c *Config) validate(fields map[string]json.RawMessage) error {
 	return nil
 }
 
-// Resolve returns a copy with prompts and output_dir made absolute against
+// resolve returns a copy with prompts and output_dir made absolute against
 // dir (the working directory).
-func (c *Config) Resolve(dir string) *Config {
+func (c *Config) resolve(dir string) *Config {
 	r := *c
 	if !filepath.IsAbs(r.Prompts) {
 		r.Prompts = filepath.Join(dir, r.Prompts)
@@ -416,7 +395,7 @@ func (c *Config) Resolve(dir string) *Config {
 	return &r
 }
 
-// API is the API the sweep speaks: its url's ([APIForURL]) once the url is
+// API is the API the sweep speaks: its url's ([loadgen.APIForURL]) once the url is
 // known, else, for an embedded target whose server is not yet started,
 // target.api (completions when absent).
 func (c *Config) API() loadgen.API {
@@ -433,7 +412,7 @@ func (c *Config) API() loadgen.API {
 func (c *Config) resolvedView() map[string]any {
 	b, _ := json.Marshal(c)
 	var m map[string]any
-	_ = DecodeJSONExact(b, &m)
+	_ = decodeJSONExact(b, &m)
 	if m != nil {
 		m["api"] = string(c.API())
 	}

@@ -1,19 +1,30 @@
-// Package sweep measures an OpenAI-compatible completions endpoint and keeps
-// evidence anyone can audit. A URL whose path ends in /chat/completions is
-// spoken to in the chat API instead (loadgen.APIForURL).
+// Package sweep runs sweeps: it measures an OpenAI-compatible completions
+// endpoint at several concurrency levels and keeps evidence anyone can
+// audit. A URL whose path ends in /chat/completions is spoken to in the chat
+// API instead (loadgen.APIForURL).
 //
-// It has three layers:
+// The sweep is four layers, each a package that imports only those below it
+// (each package's TestStandsAlone checks its imports):
 //
 //   - the load generator, package [github.com/tinyserve/tinyserve/sweep/loadgen]
-//     (loadgen.RunCondition): one condition, a closed loop at a fixed
+//     (loadgen.Measure): one condition, a closed loop at a fixed
 //     concurrency (or an open loop with seeded Poisson arrivals) over the
 //     first N rows of a prompt file, writing one JSONL record per request as
-//     it finishes and a summary; it imports nothing from this package;
-//   - the sweep runner ([RunSweep]): seed-shuffled concurrency levels, warmup
-//     rounds that are excluded from every aggregate, measured repeats, and
-//     resume rules that never overwrite evidence;
-//   - the analysis and reports ([Aggregate], [Saturation], report.md,
-//     summary.csv, the plot, [Compare]).
+//     it finishes and a summary;
+//   - the analysis, package [github.com/tinyserve/tinyserve/sweep/analysis]:
+//     statistics over finished runs' records and summaries (per-level
+//     aggregates and repeat medians, the saturation rule, the comparison of
+//     two sweeps) and the summary.json they make;
+//   - the reports, package [github.com/tinyserve/tinyserve/sweep/report]:
+//     report.md, summary.csv, the plot, and the verdict and comparison
+//     printed on a terminal, all rendered from the analysis;
+//   - the runner, this package ([RunSweep]): the config, seed-shuffled
+//     concurrency levels, warmup rounds that are excluded from every
+//     aggregate, measured repeats, the lock, the manifest and resume rules
+//     that never overwrite evidence.
+//
+// Below them all, sweep/internal/files, which they all share, writes the
+// folder's files atomically and never over evidence.
 //
 // File names, record fields and summary keys follow the serving-inference
 // Python tool (DanLoran/serving-inference, scripts/send_requests.py and
@@ -23,5 +34,6 @@
 //
 // The package only speaks HTTP: for an in-process target, cmd/sweep starts the
 // server and hands the runner its URL. The statistics (loadgen.Percentile,
-// loadgen.Distribute, [Saturation]) are pure functions of the values passed in.
+// loadgen.Distribute, analysis.Saturation) are pure functions of the values
+// passed in.
 package sweep

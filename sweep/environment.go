@@ -40,17 +40,13 @@ func runCmdRaw(ctx context.Context, dir string, name string, args ...string) ([]
 	return out, err == nil
 }
 
-// CollectGit describes the git checkout at dir. A modified tree also gets
+// collectGit describes the git checkout at dir. A modified tree also gets
 // a fingerprint of its modifications, so that a sweep resumed after more
-// edits to an already modified tree is seen to run on other code.
-func CollectGit(ctx context.Context, dir string) GitInfo {
-	return collectGit(ctx, dir, "")
-}
-
-// collectGit is [CollectGit] leaving out the folder skip (the sweep's
-// output root, when it lies in the checkout): what the sweep writes there
-// is no change to the measured code, and counting it would mark every
-// resume of a sweep kept in the tree as run on other software.
+// edits to an already modified tree is seen to run on other code. The
+// folder skip (the sweep's output root, when it lies in the checkout; ""
+// for none) is left out: what the sweep writes there is no change to the
+// measured code, and counting it would mark every resume of a sweep kept
+// in the tree as run on other software.
 func collectGit(ctx context.Context, dir, skip string) GitInfo {
 	rev, ok1 := runCmd(ctx, dir, "git", "rev-parse", "HEAD")
 	// The whole checkout, wherever in it dir is.
@@ -143,14 +139,14 @@ func diffFingerprint(ctx context.Context, dir string, spec []string) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// CollectEnvironment describes this machine: Go version, OS, CPU, GPUs.
+// collectEnvironment describes this machine: Go version, OS, CPU, GPUs.
 // The keys serving-inference's manifest has too mean what they mean
 // there: system.os, release, kernel and machine are Python's
 // platform.system(), release(), version() and machine() (uname's
 // sysname, release, version and machine: "Linux", "6.8.0-45-generic",
 // "#45-Ubuntu SMP PREEMPT_DYNAMIC …", "x86_64"), and accelerator.reason
 // says why nvidia-smi gave nothing as its run_command does.
-func CollectEnvironment(ctx context.Context) Environment {
+func collectEnvironment(ctx context.Context) Environment {
 	e := Environment{
 		Go:     GoInfo{Version: runtime.Version()},
 		System: SystemInfo{OS: osName(runtime.GOOS), Arch: runtime.GOARCH, NumCPU: runtime.NumCPU()},

@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tinyserve/tinyserve/sweep/internal/files"
 )
 
 // TestCollectGitFingerprintsEdits: a clean checkout has no fingerprint; a
@@ -26,7 +28,7 @@ func TestCollectGitFingerprintsEdits(t *testing.T) {
 	git("commit", "-q", "-m", "one")
 
 	ctx := context.Background()
-	clean := CollectGit(ctx, dir)
+	clean := collectGit(ctx, dir, "")
 	require.True(t, clean.Available)
 	require.NotNil(t, clean.Dirty)
 	assert.False(t, *clean.Dirty)
@@ -34,39 +36,39 @@ func TestCollectGitFingerprintsEdits(t *testing.T) {
 	assert.Equal(t, clean.Revision, clean.describe())
 
 	write("a.go", "package a\n\n// one edit\n")
-	first := CollectGit(ctx, dir)
+	first := collectGit(ctx, dir, "")
 	require.True(t, *first.Dirty)
 	require.Len(t, first.DiffSHA256, 64)
 	assert.Equal(t, clean.Revision+" (modified: "+first.DiffSHA256[:12]+")", first.describe())
 
 	write("a.go", "package a\n\n// another edit\n")
-	second := CollectGit(ctx, dir)
+	second := collectGit(ctx, dir, "")
 	assert.NotEqual(t, first.DiffSHA256, second.DiffSHA256, "a further edit to a tracked file")
 	write("a.go", "package a\n\n// anothex edit\n")
-	assert.NotEqual(t, second.DiffSHA256, CollectGit(ctx, dir).DiffSHA256, "an edit that keeps the diff's length")
+	assert.NotEqual(t, second.DiffSHA256, collectGit(ctx, dir, "").DiffSHA256, "an edit that keeps the diff's length")
 	write("a.go", "package a\n\n// another edit\n")
 
 	write("new.go", "package a\n")
-	third := CollectGit(ctx, dir)
+	third := collectGit(ctx, dir, "")
 	assert.NotEqual(t, second.DiffSHA256, third.DiffSHA256, "a new untracked file")
 	write("new.go", "package a // changed\n")
-	fourth := CollectGit(ctx, dir)
+	fourth := collectGit(ctx, dir, "")
 	assert.NotEqual(t, third.DiffSHA256, fourth.DiffSHA256, "an edit to an untracked file")
 
 	big := strings.Repeat("x", untrackedHashLimit+1)
 	write("big.bin", big)
-	withBig := CollectGit(ctx, dir)
+	withBig := collectGit(ctx, dir, "")
 	write("big.bin", big+"x")
-	assert.NotEqual(t, withBig.DiffSHA256, CollectGit(ctx, dir).DiffSHA256, "a large untracked file counts by its size")
+	assert.NotEqual(t, withBig.DiffSHA256, collectGit(ctx, dir, "").DiffSHA256, "a large untracked file counts by its size")
 	require.NoError(t, os.Remove(filepath.Join(dir, "big.bin")))
 
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "results"), 0o755))
 	write("results/run.json", "{}")
-	assert.Equal(t, fourth.DiffSHA256, CollectGit(ctx, dir).DiffSHA256, "ignored files do not count")
+	assert.Equal(t, fourth.DiffSHA256, collectGit(ctx, dir, "").DiffSHA256, "ignored files do not count")
 
 	require.NoError(t, os.Remove(filepath.Join(dir, "new.go")))
 	write("a.go", "package a\n\n// one edit\n")
-	assert.Equal(t, first.DiffSHA256, CollectGit(ctx, dir).DiffSHA256, "the same changes, the same fingerprint")
+	assert.Equal(t, first.DiffSHA256, collectGit(ctx, dir, "").DiffSHA256, "the same changes, the same fingerprint")
 }
 
 // TestCollectGitFingerprintsWholeTree: the fingerprint covers the whole
@@ -84,15 +86,15 @@ func TestCollectGitFingerprintsWholeTree(t *testing.T) {
 	ctx := context.Background()
 	sub := filepath.Join(dir, "sub")
 	write("top.go", "one")
-	before := CollectGit(ctx, sub)
+	before := collectGit(ctx, sub, "")
 	write("top.go", "two")
-	assert.NotEqual(t, before.DiffSHA256, CollectGit(ctx, sub).DiffSHA256, "an untracked file outside the working directory")
+	assert.NotEqual(t, before.DiffSHA256, collectGit(ctx, sub, "").DiffSHA256, "an untracked file outside the working directory")
 
 	for _, name := range []string{"café.go", " spaced.go"} {
 		write(name, "one")
-		before := CollectGit(ctx, dir)
+		before := collectGit(ctx, dir, "")
 		write(name, "two")
-		assert.NotEqual(t, before.DiffSHA256, CollectGit(ctx, dir).DiffSHA256, "an edit to untracked %q", name)
+		assert.NotEqual(t, before.DiffSHA256, collectGit(ctx, dir, "").DiffSHA256, "an edit to untracked %q", name)
 	}
 }
 
@@ -112,7 +114,7 @@ func TestCollectGitLeavesOutOutputRoot(t *testing.T) {
 	clean := collectGit(ctx, dir, root)
 	require.NotNil(t, clean.Dirty)
 	assert.False(t, *clean.Dirty, "the output root's files are no modification")
-	assert.True(t, *CollectGit(ctx, dir).Dirty, "without the output root left out they are")
+	assert.True(t, *collectGit(ctx, dir, "").Dirty, "without the output root left out they are")
 
 	write("a.go", "package a // edited\n")
 	first := collectGit(ctx, dir, root)
@@ -166,7 +168,7 @@ func TestSweepInCheckoutIsNotModifiedByItsOwnOutput(t *testing.T) {
 	res, err := runTestSweep(t, context.Background(), cfgJSON, dir, realGit)
 	require.NoError(t, err)
 	var m Manifest
-	b, err := os.ReadFile(filepath.Join(res.Root, ManifestFile))
+	b, err := os.ReadFile(filepath.Join(res.Root, files.ManifestFile))
 	require.NoError(t, err)
 	require.NoError(t, json.Unmarshal(b, &m))
 	require.True(t, m.Source.Git.Available)

@@ -1,14 +1,9 @@
 package sweep
 
 import (
-	"bytes"
 	"encoding/json"
-	"fmt"
-	"math"
-	"os"
 	"path/filepath"
 	"reflect"
-	"slices"
 	"strings"
 	"testing"
 
@@ -27,7 +22,7 @@ func FuzzParseConfig(f *testing.F) {
 		f.Fatal("no seed files: the fixtures are missing")
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		c, err := ParseConfig(data)
+		c, err := parseConfig(data)
 		if err != nil {
 			if !strings.Contains(err.Error(), ErrConfig.Error()) {
 				t.Fatalf("error does not say the config is invalid: %v", err)
@@ -40,11 +35,11 @@ func FuzzParseConfig(f *testing.F) {
 		if c.NumRequests <= 0 || c.Repeats <= 0 || c.Warmups < 0 || len(c.Concurrency) == 0 {
 			t.Fatalf("accepted counts: %+v", c)
 		}
-		if _, err := TimeoutDuration(c.Timeout); err != nil {
+		if _, err := loadgen.TimeoutDuration(c.Timeout); err != nil {
 			t.Fatalf("accepted timeout %v: %v", c.Timeout, err)
 		}
 		order := Order(c.Seed, c.Concurrency, c.Warmups, c.Repeats)
-		if len(order) > MaxRuns || len(order) != len(c.Concurrency)*(c.Warmups+c.Repeats) {
+		if len(order) > maxRuns || len(order) != len(c.Concurrency)*(c.Warmups+c.Repeats) {
 			t.Fatalf("%d runs planned for %+v", len(order), c)
 		}
 		if !c.Embedded() {
@@ -56,44 +51,7 @@ func FuzzParseConfig(f *testing.F) {
 	})
 }
 
-// FuzzParsePrometheusText: whatever a server sends as /metrics, the parser
-// returns only the names asked for and never panics; and a sample line
-// appended after it adds exactly its value (a line the parser cannot read
-// costs that line, not the rest of the page). Seeds: tinyserve's own page
-// (testdata/metrics.txt) and testdata/fuzz/FuzzParsePrometheusText.
-func FuzzParsePrometheusText(f *testing.F) {
-	page, err := os.ReadFile("testdata/metrics.txt")
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Add(page)
-	f.Add([]byte("vllm:num_requests_running{model_name=\"m\"} 3\n# HELP x\nvllm:num_requests_running 1e3\n"))
-	f.Add([]byte("vllm:num_requests_running{a=\"}\"} 2 1700000000\r\n"))
-	names := loadgen.ScrapedMetrics()
-	f.Fuzz(func(t *testing.T, data []byte) {
-		out := loadgen.ParsePrometheusText(bytes.NewReader(data), names)
-		for k := range out {
-			if !slices.Contains(names, k) {
-				t.Fatalf("returned %q, which was not asked for", k)
-			}
-		}
-		if bytes.Count(data, []byte("\n")) > 10_000 || len(data) > 1<<20 {
-			return
-		}
-		const name = "vllm:num_requests_running"
-		more := append(bytes.Clone(data), fmt.Sprintf("\n%s{extra=\"1\"} 7\n", name)...)
-		got := loadgen.ParsePrometheusText(bytes.NewReader(more), names)[name]
-		want := out[name] + 7
-		if math.IsNaN(out[name]) || math.IsInf(out[name], 0) {
-			return
-		}
-		if got != want {
-			t.Fatalf("appending a sample of 7 took %s from %v to %v", name, out[name], got)
-		}
-	})
-}
-
-// FuzzDecodeJSONExact: DecodeJSONExact accepts exactly one JSON value with
+// FuzzDecodeJSONExact: decodeJSONExact accepts exactly one JSON value with
 // nothing after it (json.Valid), out-of-range numbers included, and keeps
 // every number as written: the value it gives, written out and decoded
 // again, is the same value, and where json.Unmarshal can decode the input
@@ -104,9 +62,9 @@ func FuzzDecodeJSONExact(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var exact, plain any
-		err := DecodeJSONExact(b, &exact)
+		err := decodeJSONExact(b, &exact)
 		if (err == nil) != json.Valid(b) {
-			t.Fatalf("DecodeJSONExact(%q): %v, but json.Valid says %v", b, err, json.Valid(b))
+			t.Fatalf("decodeJSONExact(%q): %v, but json.Valid says %v", b, err, json.Valid(b))
 		}
 		if err != nil {
 			return
@@ -116,7 +74,7 @@ func FuzzDecodeJSONExact(f *testing.F) {
 			t.Fatalf("decoded %q cannot be written: %v", b, err)
 		}
 		var again any
-		if err := DecodeJSONExact(out, &again); err != nil || !reflect.DeepEqual(again, exact) {
+		if err := decodeJSONExact(out, &again); err != nil || !reflect.DeepEqual(again, exact) {
 			t.Fatalf("%q decoded as %#v, written as %s, decoded again as %#v (%v)", b, exact, out, again, err)
 		}
 		if json.Unmarshal(b, &plain) == nil {
@@ -125,7 +83,7 @@ func FuzzDecodeJSONExact(f *testing.F) {
 	})
 }
 
-// checkNumbers walks the value DecodeJSONExact gave and the one
+// checkNumbers walks the value decodeJSONExact gave and the one
 // json.Unmarshal gave side by side: every number of the first is a
 // json.Number that parses as the float64 in the second.
 func checkNumbers(t *testing.T, exact, plain any) {

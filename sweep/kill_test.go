@@ -23,6 +23,7 @@ import (
 	"github.com/tinyserve/tinyserve/llm/engine"
 	"github.com/tinyserve/tinyserve/llm/mock"
 	"github.com/tinyserve/tinyserve/openai"
+	"github.com/tinyserve/tinyserve/sweep/internal/files"
 )
 
 // The kill test runs sweeps in child processes (this test binary, running
@@ -43,13 +44,13 @@ func TestSweepKillChild(t *testing.T) {
 	}
 	if at, _ := strconv.Atoi(os.Getenv(killChildAt)); at > 0 {
 		n := 0
-		crashHook = func(string) {
+		files.CrashHook = func(string) {
 			if n++; n == at {
 				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 				select {} // the signal is on its way
 			}
 		}
-		defer func() { crashHook = nil }()
+		defer func() { files.CrashHook = nil }()
 	}
 	eng, err := mock.NewEngine(mock.Config{}, engine.Config{MaxNumSeqs: 4, Seed: new(uint64(1))})
 	require.NoError(t, err)
@@ -58,7 +59,7 @@ func TestSweepKillChild(t *testing.T) {
 	defer srv.Close()
 	cfgJSON, err := os.ReadFile(filepath.Join(dir, "sweep.json"))
 	require.NoError(t, err)
-	cfg, err := ParseConfig(cfgJSON)
+	cfg, err := parseConfig(cfgJSON)
 	require.NoError(t, err)
 	cfg.Model = "" // the served model's name, as for an embedded target
 	env, git := testEnv()
@@ -145,10 +146,10 @@ func TestSweepKillsHeavy(t *testing.T) {
 		complete, allDone, err := scanRuns(root(dir), Order(20260729, []int{1, 2}, 0, 1), 3, "")
 		require.NoError(t, err, what)
 		require.True(t, allDone, "%s: runs complete %v", what, complete)
-		require.NoFileExists(t, filepath.Join(root(dir), LockFile), what)
+		require.NoFileExists(t, filepath.Join(root(dir), lockFile), what)
 		for name := range snapshot(t, root(dir)) {
 			b := filepath.Base(name)
-			require.False(t, strings.Contains(b, ".tmp-") || strings.HasSuffix(b, pendingSuffix) || strings.Contains(b, LockFile),
+			require.False(t, strings.Contains(b, ".tmp-") || strings.HasSuffix(b, pendingSuffix) || strings.Contains(b, lockFile),
 				"%s: %s left behind", what, name)
 		}
 		return took

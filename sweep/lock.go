@@ -9,13 +9,15 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tinyserve/tinyserve/sweep/internal/files"
 )
 
-// LockFile is the file a running sweep holds in its folder, so that a
+// lockFile is the file a running sweep holds in its folder, so that a
 // second sweep on the same folder refuses instead of sending traffic at the
 // same time (the two would mix their evidence and one session's manifest
 // record would be lost).
-const LockFile = "sweep.lock"
+const lockFile = "sweep.lock"
 
 // lockOwner is what a lock file says of the sweep that holds it.
 type lockOwner struct {
@@ -29,6 +31,7 @@ type lockOwner struct {
 	procStart, boot string
 }
 
+// String is the lock file's content: one "key value" line per field.
 func (o lockOwner) String() string {
 	s := fmt.Sprintf("pid %d\nhost %s\nstarted %s\n", o.pid, o.host, o.started)
 	if o.procStart != "" {
@@ -93,14 +96,14 @@ func staleReason(o lockOwner) string {
 	return ""
 }
 
-// lockRoot takes root's lock by creating [LockFile] exclusively, with the
+// lockRoot takes root's lock by creating [lockFile] exclusively, with the
 // owner's pid, host and start times inside for whoever finds it. O_EXCL
 // works on every platform Go builds for, unlike flock. A lock whose owner
 // is known to be dead (a sweep that was killed) is taken over, and logf
 // says so; any other lock refuses. It returns the function that releases
 // the lock.
 func lockRoot(root string, now time.Time, logf func(string, ...any)) (release func() error, err error) {
-	path := filepath.Join(root, LockFile)
+	path := filepath.Join(root, lockFile)
 	content := thisProcess(now).String()
 	for attempt := 0; ; attempt++ {
 		err = createLock(path, content)
@@ -136,7 +139,7 @@ func lockRoot(root string, now time.Time, logf func(string, ...any)) (release fu
 // lock created empty and killed before its owner was written would
 // refuse the folder for good).
 func createLock(path, content string) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+LockFile+".tmp-*")
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+lockFile+".tmp-*")
 	if err != nil {
 		return err
 	}
@@ -152,7 +155,7 @@ func createLock(path, content string) error {
 	if werr != nil {
 		return werr
 	}
-	crashPoint("lock written")
+	files.CrashPoint("lock written")
 	if err := os.Link(name, path); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			return err

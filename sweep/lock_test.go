@@ -56,7 +56,7 @@ func TestLockStaleness(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			root := t.TempDir()
-			path := filepath.Join(root, LockFile)
+			path := filepath.Join(root, lockFile)
 			require.NoError(t, os.WriteFile(path, []byte(c.content), 0o644))
 			var logged []string
 			release, err := lockRoot(root, time.Now(), func(f string, a ...any) { logged = append(logged, f) })

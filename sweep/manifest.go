@@ -11,11 +11,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tinyserve/tinyserve/sweep/analysis"
+	"github.com/tinyserve/tinyserve/sweep/internal/files"
 	"github.com/tinyserve/tinyserve/sweep/loadgen"
 )
 
-// ManifestSchemaVersion is the manifest's schema version, serving-inference's.
-const ManifestSchemaVersion = "1.0"
+// manifestSchemaVersion is the manifest's schema version, serving-inference's.
+const manifestSchemaVersion = "1.0"
 
 // Manifest is manifest.json: what was measured, with what, where and when,
 // so that a result can be audited and reproduced. Its layout follows
@@ -24,18 +26,18 @@ const ManifestSchemaVersion = "1.0"
 // means the same in both. A folder that serving-inference began keeps
 // that tool's manifest, valid under its schema: tinyserve's bookkeeping
 // of the sessions (experiment.sessions, resumes) is then kept in
-// SessionsFile beside it (see writeManifest).
+// sessionsFile beside it (see writeManifest).
 type Manifest struct {
 	SchemaVersion string             `json:"schema_version"`
 	Experiment    ManifestExperiment `json:"experiment"`
 	Config        ManifestConfig     `json:"config"`
-	Workload      ManifestWorkload   `json:"workload"`
+	Workload      analysis.Workload  `json:"workload"`
 	Source        ManifestSource     `json:"source"`
 	Environment   Environment        `json:"environment"`
 	Serving       ManifestServing    `json:"serving"`
 	// Resumes are the invocations after the first (Source and Environment
 	// describe the first): a resumed sweep's runs may come from different
-	// code or machines, and this says which. Kept in SessionsFile when
+	// code or machines, and this says which. Kept in sessionsFile when
 	// serving-inference began the folder.
 	Resumes []ManifestResume `json:"resumes,omitempty"`
 
@@ -56,7 +58,7 @@ type ManifestResume struct {
 	Environment  Environment    `json:"environment"`
 	// Checkpoint is what this session's embedded target loaded (the same
 	// files as the first session's: a resume with others refuses).
-	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
+	Checkpoint *analysis.Checkpoint `json:"checkpoint,omitempty"`
 }
 
 // provenance is what session n ran on: the first invocation's tool,
@@ -153,7 +155,7 @@ type ManifestExperiment struct {
 	Warmups int    `json:"warmups"`
 	Repeats int    `json:"repeats"`
 	// Sessions counts the invocations that worked on this folder; more than
-	// one means the sweep was resumed. Kept in SessionsFile when
+	// one means the sweep was resumed. Kept in sessionsFile when
 	// serving-inference began the folder.
 	Sessions int `json:"sessions"`
 }
@@ -162,12 +164,6 @@ type ManifestExperiment struct {
 type ManifestConfig struct {
 	Original any `json:"original"`
 	Resolved any `json:"resolved"`
-}
-
-// ManifestWorkload identifies the prompt file by content.
-type ManifestWorkload struct {
-	Path   string `json:"path"`
-	SHA256 string `json:"sha256"`
 }
 
 // ManifestSource is the measuring tool's source revision.
@@ -194,7 +190,7 @@ type ManifestServing struct {
 	Target any `json:"target,omitempty"`
 	// Checkpoint is the files the embedded engine loaded, by content;
 	// absent for a remote server or a model made in memory.
-	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
+	Checkpoint *analysis.Checkpoint `json:"checkpoint,omitempty"`
 }
 
 // Environment describes the machine the client ran on.
@@ -255,12 +251,12 @@ type Accelerator struct {
 // startManifest writes the manifest for this invocation: a resumed sweep's
 // is marked running again with one more session; a new one records the
 // config, workload, source, environment and serving details.
-func startManifest(ctx context.Context, root, wd string, orig, rc *Config, sha string, ck *Checkpoint, opts SweepOptions, now func() time.Time) (*Manifest, error) {
-	path := filepath.Join(root, ManifestFile)
+func startManifest(ctx context.Context, root, wd string, orig, rc *Config, sha string, ck *analysis.Checkpoint, opts SweepOptions, now func() time.Time) (*Manifest, error) {
+	path := filepath.Join(root, files.ManifestFile)
 	var m Manifest
 	env := opts.Environment
 	if env == nil {
-		e := CollectEnvironment(ctx)
+		e := collectEnvironment(ctx)
 		env = &e
 	}
 	git := opts.Git
@@ -268,9 +264,9 @@ func startManifest(ctx context.Context, root, wd string, orig, rc *Config, sha s
 		g := collectGit(ctx, wd, root)
 		git = &g
 	}
-	if b, err := os.ReadFile(path); err == nil && json.Unmarshal(b, &m) == nil && m.SchemaVersion == ManifestSchemaVersion {
+	if b, err := os.ReadFile(path); err == nil && json.Unmarshal(b, &m) == nil && m.SchemaVersion == manifestSchemaVersion {
 		// checkWorkload has made sure the prompt file is the one recorded.
-		_ = DecodeJSONExact(b, &m.raw)
+		_ = decodeJSONExact(b, &m.raw)
 		if m.byServingInference() {
 			if err := m.readSessions(root); err != nil {
 				return nil, err
@@ -310,7 +306,7 @@ func startManifest(ctx context.Context, root, wd string, orig, rc *Config, sha s
 		}
 	}
 	m = Manifest{
-		SchemaVersion: ManifestSchemaVersion,
+		SchemaVersion: manifestSchemaVersion,
 		Experiment: ManifestExperiment{
 			Name:         rc.Name,
 			StartedAtUTC: now().UTC().Format(time.RFC3339Nano),
@@ -320,7 +316,7 @@ func startManifest(ctx context.Context, root, wd string, orig, rc *Config, sha s
 			Sessions:     1,
 		},
 		Config:      ManifestConfig{Original: loadgen.Sanitize(orig.Original()), Resolved: loadgen.Sanitize(rc.resolvedView())},
-		Workload:    ManifestWorkload{Path: rc.Prompts, SHA256: sha},
+		Workload:    analysis.Workload{Path: rc.Prompts, SHA256: sha},
 		Source:      ManifestSource{Git: *git},
 		Environment: *env,
 		Serving:     ManifestServing{Model: loadgen.Sanitize(model), Server: loadgen.Sanitize(server), Target: loadgen.Sanitize(target), Checkpoint: ck},
@@ -337,22 +333,22 @@ func writeManifest(root string, m *Manifest) error {
 	if m.byServingInference() {
 		return writeServingInferenceManifest(root, m)
 	}
-	b, err := marshalIndent(m)
+	b, err := files.MarshalIndent(m)
 	if err != nil {
 		return err
 	}
 	if m.raw != nil {
 		var ours map[string]any
-		if err := DecodeJSONExact(b, &ours); err != nil {
+		if err := decodeJSONExact(b, &ours); err != nil {
 			return err
 		}
 		if merged := mergeJSON(m.raw, ours); !reflect.DeepEqual(merged, ours) {
-			if b, err = marshalIndent(merged); err != nil {
+			if b, err = files.MarshalIndent(merged); err != nil {
 				return err
 			}
 		}
 	}
-	return writeFileAtomic(filepath.Join(root, ManifestFile), b)
+	return files.WriteAtomic(filepath.Join(root, files.ManifestFile), b)
 }
 
 // mergeJSON returns old with ours laid over it: ours' members replace

@@ -8,16 +8,18 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/tinyserve/tinyserve/sweep/internal/files"
 )
 
-// SessionsFile holds tinyserve's bookkeeping of the sessions of a sweep
+// sessionsFile holds tinyserve's bookkeeping of the sessions of a sweep
 // folder that serving-inference began (experiment.sessions and resumes,
 // as a folder tinyserve began keeps them in manifest.json): that tool's
 // manifest schema allows no member it does not name at the top level,
 // and its manifest.json stays valid under it.
-const SessionsFile = "tinyserve-sessions.json"
+const sessionsFile = "tinyserve-sessions.json"
 
-// sessionsRecord is SessionsFile.
+// sessionsRecord is sessionsFile.
 type sessionsRecord struct {
 	// Sessions counts the invocations that worked on the folder,
 	// serving-inference's first one (session 1) included.
@@ -46,14 +48,14 @@ type PythonDependency struct {
 func (m *Manifest) byServingInference() bool { return m.Environment.Python != nil }
 
 // readSessions reads the sessions of a folder that serving-inference
-// began from SessionsFile, when there is one. Without it (no tinyserve
+// began from sessionsFile, when there is one. Without it (no tinyserve
 // session yet, or only ones by a tinyserve that kept them in manifest.json)
 // the manifest's own are kept. A manifest tinyserve wrote is left as it is.
 func (m *Manifest) readSessions(root string) error {
 	if !m.byServingInference() {
 		return nil
 	}
-	path := filepath.Join(root, SessionsFile)
+	path := filepath.Join(root, sessionsFile)
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -71,7 +73,7 @@ func (m *Manifest) readSessions(root string) error {
 // dropTinyserveKeys removes from a serving-inference manifest as read
 // (raw) what a tinyserve before issue 27 added to it when resuming the
 // folder, all of it outside that tool's schema or meaningless there: the
-// top-level resumes, experiment.sessions (both now in SessionsFile), and
+// top-level resumes, experiment.sessions (both now in sessionsFile), and
 // the empty environment.go, system.arch and system.num_cpu of the Go
 // structs it wrote the manifest through.
 func dropTinyserveKeys(raw map[string]any) {
@@ -97,7 +99,7 @@ func dropTinyserveKeys(raw map[string]any) {
 }
 
 // writeServingInferenceManifest writes the state of a sweep whose folder
-// serving-inference began: SessionsFile first, then manifest.json as that
+// serving-inference began: sessionsFile first, then manifest.json as that
 // tool wrote it with only experiment.status and completed_at_utc set,
 // the members its own resume changes (run_experiment.py), so that the
 // manifest stays valid under its schema and says nothing in tinyserve's
@@ -105,17 +107,17 @@ func dropTinyserveKeys(raw map[string]any) {
 // nothing, which is harmless.
 func writeServingInferenceManifest(root string, m *Manifest) error {
 	if m.raw == nil {
-		return fmt.Errorf("%s: serving-inference's manifest was not read", filepath.Join(root, ManifestFile))
+		return fmt.Errorf("%s: serving-inference's manifest was not read", filepath.Join(root, files.ManifestFile))
 	}
 	resumes := m.Resumes
 	if resumes == nil {
 		resumes = []ManifestResume{}
 	}
-	b, err := marshalIndent(sessionsRecord{Sessions: m.Experiment.Sessions, Resumes: resumes})
+	b, err := files.MarshalIndent(sessionsRecord{Sessions: m.Experiment.Sessions, Resumes: resumes})
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(filepath.Join(root, SessionsFile), b); err != nil {
+	if err := files.WriteAtomic(filepath.Join(root, sessionsFile), b); err != nil {
 		return err
 	}
 	out := make(map[string]any, len(m.raw))
@@ -130,10 +132,10 @@ func writeServingInferenceManifest(root string, m *Manifest) error {
 	}
 	exp["status"], exp["completed_at_utc"] = m.Experiment.Status, m.Experiment.CompletedAtUTC
 	out["experiment"] = exp
-	if b, err = marshalIndent(out); err != nil {
+	if b, err = files.MarshalIndent(out); err != nil {
 		return err
 	}
-	return writeFileAtomic(filepath.Join(root, ManifestFile), b)
+	return files.WriteAtomic(filepath.Join(root, files.ManifestFile), b)
 }
 
 // The benchmark clients that write sweep folders.

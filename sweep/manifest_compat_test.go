@@ -16,6 +16,10 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tinyserve/tinyserve/sweep/internal/files"
+	"github.com/tinyserve/tinyserve/sweep/loadgen"
+	"github.com/tinyserve/tinyserve/sweep/report"
 )
 
 // siSchemaPath is serving-inference's manifest schema, copied verbatim
@@ -102,10 +106,10 @@ func servingInferenceFolder(t *testing.T, dir, url string, n int, manifest func(
 	var cfg map[string]any
 	require.NoError(t, json.Unmarshal(cfgJSON, &cfg))
 	b, _ := json.MarshalIndent(cfg, "", "  ") // sort_keys=True, as run_experiment.py writes it
-	require.NoError(t, os.WriteFile(filepath.Join(root, ConfigFile), append(b, '\n'), 0o644))
-	sha, err := FileSHA256(prompts)
+	require.NoError(t, os.WriteFile(filepath.Join(root, files.ConfigFile), append(b, '\n'), 0o644))
+	sha, err := loadgen.FileSHA256(prompts)
 	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(root, ManifestFile), []byte(manifest(prompts, sha)), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(root, files.ManifestFile), []byte(manifest(prompts, sha)), 0o644))
 	var lines []string
 	for i := range n {
 		lines = append(lines, fmt.Sprintf(`{"schema_version": "1.0", "id": "w_%06d", "request_index": %d, "workload": "w", "prompt_tokens": 10, "target_prompt_tokens": 10, "target_output_tokens": 2, "status": 200, "started_offset_s": 0.0, "ended_offset_s": 0.5, "latency_s": 0.5, "ttft_s": 0.05, "approx_time_per_output_token_s": 0.4, "observed_inter_chunk_latency_s": [0.4], "output_tokens": 2, "server_token_usage_present": true, "finish_reason": "length", "stream_text_event_count": 2, "malformed_stream_events": 0}`, i, i))
@@ -144,7 +148,7 @@ func TestServingInferenceFolderStaysValid(t *testing.T) {
 	f := newFakeServer(t, &fakeServer{})
 	const n = 2
 	cfgJSON, root := servingInferenceFolder(t, dir, f.URL(), n, siManifest)
-	original := readFile(t, filepath.Join(root, ManifestFile))
+	original := readFile(t, filepath.Join(root, files.ManifestFile))
 	require.NoError(t, validateSI(t, schema, original), "the fixture is a valid serving-inference manifest")
 
 	resume := func() *SweepResult {
@@ -159,7 +163,7 @@ func TestServingInferenceFolderStaysValid(t *testing.T) {
 	assert.Equal(t, 1, res.Kept)
 	assert.Equal(t, 1, res.Measured)
 
-	b := readFile(t, filepath.Join(root, ManifestFile))
+	b := readFile(t, filepath.Join(root, files.ManifestFile))
 	assert.NoError(t, validateSI(t, schema, b), "manifest.json after a resume:\n%s", b)
 	got, want := jsonObject(t, b), jsonObject(t, original)
 	exp := got["experiment"].(map[string]any)
@@ -177,16 +181,16 @@ func TestServingInferenceFolderStaysValid(t *testing.T) {
 	const client = "benchmark client: serving-inference 3342ed512db4c44726bde822b498fe134c9f3bb0 (CPython 3.12.3, aiohttp 3.9.5) in session 1, tinyserve (Go go1.26.0 amd64) in session "
 	assert.Equal(t, []string{client + "2"}, res.Combined.SessionChanges,
 		"the same machine: the client is the one difference")
-	assert.Contains(t, RenderReport(res.Combined), "resumed with different software or hardware** ("+client+"2)")
+	assert.Contains(t, report.Markdown(res.Combined), "resumed with different software or hardware** ("+client+"2)")
 
 	// Undo the last run: the next resume is session 3, and knows session 2.
 	last := Order(20260729, []int{1, 2}, 0, 1)[1]
 	require.NoError(t, os.Remove(last.RawPath(root)))
 	require.NoError(t, os.Remove(last.SummaryPath(root)))
-	require.NoError(t, os.Remove(filepath.Join(root, SummaryFile)))
+	require.NoError(t, os.Remove(filepath.Join(root, files.SummaryFile)))
 	res = resume()
 	assert.Equal(t, 1, res.Measured)
-	b = readFile(t, filepath.Join(root, ManifestFile))
+	b = readFile(t, filepath.Join(root, files.ManifestFile))
 	assert.NoError(t, validateSI(t, schema, b), "manifest.json after a second resume:\n%s", b)
 	side = jsonObject(t, readFile(t, filepath.Join(root, "tinyserve-sessions.json")))
 	assert.Equal(t, 3.0, side["sessions"])
@@ -227,12 +231,12 @@ func TestServingInferenceFolderRepaired(t *testing.T) {
 		return string(b)
 	}
 	cfgJSON, root := servingInferenceFolder(t, dir, f.URL(), 2, polluted)
-	require.Error(t, validateSI(t, schema, readFile(t, filepath.Join(root, ManifestFile))), "the earlier bookkeeping breaks the schema")
+	require.Error(t, validateSI(t, schema, readFile(t, filepath.Join(root, files.ManifestFile))), "the earlier bookkeeping breaks the schema")
 
 	res, err := runTestSweep(t, context.Background(), cfgJSON, dir, func(o *SweepOptions) { o.Environment = sameMachineEnv(t) })
 	require.NoError(t, err)
 	assert.Equal(t, 1, res.Measured)
-	b := readFile(t, filepath.Join(root, ManifestFile))
+	b := readFile(t, filepath.Join(root, files.ManifestFile))
 	assert.NoError(t, validateSI(t, schema, b), "manifest.json:\n%s", b)
 	got := jsonObject(t, b)
 	assert.NotContains(t, got["experiment"], "sessions")
@@ -257,7 +261,7 @@ func TestTinyserveFolderKeepsItsManifest(t *testing.T) {
 	require.NoError(t, err)
 	root := filepath.Join(dir, "results", "test-sweep")
 	var m Manifest
-	require.NoError(t, json.Unmarshal(readFile(t, filepath.Join(root, ManifestFile)), &m))
+	require.NoError(t, json.Unmarshal(readFile(t, filepath.Join(root, files.ManifestFile)), &m))
 	assert.Equal(t, 2, m.Experiment.Sessions)
 	require.Len(t, m.Resumes, 1)
 	assert.NoFileExists(t, filepath.Join(root, "tinyserve-sessions.json"))
@@ -360,7 +364,7 @@ func TestSystemInfoMeansWhatServingInferenceRecords(t *testing.T) {
 	if runtime.GOOS == "windows" {
 		t.Skip("no uname here")
 	}
-	b, err := json.Marshal(CollectEnvironment(context.Background()).System)
+	b, err := json.Marshal(collectEnvironment(context.Background()).System)
 	require.NoError(t, err)
 	var got map[string]any
 	require.NoError(t, json.Unmarshal(b, &got))

@@ -14,7 +14,10 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/tinyserve/tinyserve/sweep/analysis"
+	"github.com/tinyserve/tinyserve/sweep/internal/files"
 	"github.com/tinyserve/tinyserve/sweep/loadgen"
+	"github.com/tinyserve/tinyserve/sweep/report"
 )
 
 // sweeper holds what every run of one invocation shares.
@@ -33,31 +36,6 @@ type sweeper struct {
 	session int
 }
 
-// reachTimeout bounds CheckReachable's request.
-const reachTimeout = 30 * time.Second
-
-// CheckReachable sends one GET to base/v1/models. Any HTTP answer, an error
-// status included (a server without the route, a wrong key), shows the
-// server is up; only a failure to get an answer is an error, wrapping
-// [ErrUnreachable].
-func CheckReachable(ctx context.Context, client *http.Client, base, apiKey string) error {
-	ctx, cancel := context.WithTimeout(ctx, reachTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/models", nil)
-	if err != nil {
-		return err
-	}
-	if apiKey != "" {
-		req.Header.Set("Authorization", "Bearer "+apiKey)
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return fmt.Errorf("%w: %s did not answer (%v); nothing was measured", ErrUnreachable, base, err)
-	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
-	return resp.Body.Close()
-}
-
 // modelsEvidence is models.json: the server's /v1/models answer, kept once.
 type modelsEvidence struct {
 	URL       string          `json:"url"`
@@ -73,8 +51,8 @@ type modelsEvidence struct {
 func (s *sweeper) saveModels(ctx context.Context) []byte {
 	ev := modelsEvidence{URL: s.base + "/v1/models"}
 	b, err := loadgen.GetText(ctx, s.client, ev.URL, s.opts.APIKey, 1<<20)
-	path := filepath.Join(s.root, ModelsFile)
-	if ok, _ := exists(path); ok {
+	path := filepath.Join(s.root, files.ModelsFile)
+	if ok, _ := files.Exists(path); ok {
 		return b
 	}
 	ev.Time = s.now().UTC().Format(time.RFC3339Nano)
@@ -86,9 +64,9 @@ func (s *sweeper) saveModels(ctx context.Context) []byte {
 	default:
 		ev.Available, ev.Response = true, b
 	}
-	if out, err := marshalIndent(ev); err == nil {
-		if err := writeNewFileAtomic(path, out); err != nil {
-			s.opts.Progress.Logf("warning: could not keep %s: %v", path, err)
+	if out, err := files.MarshalIndent(ev); err == nil {
+		if err := files.WriteNew(path, out); err != nil {
+			s.opts.Progress.logf("warning: could not keep %s: %v", path, err)
 		}
 	}
 	return b
@@ -99,26 +77,26 @@ func (s *sweeper) saveModels(ctx context.Context) []byte {
 // run is a measured one would meet a server, connections and caches cold
 // from the break: it warms them first, as the warm-up rounds did, with one
 // run kept apart from the rounds (resume-warmup-NN, NN the session).
-func (s *sweeper) measureAll(ctx context.Context, order []RunSpec, complete []bool, res *SweepResult) error {
+func (s *sweeper) measureAll(ctx context.Context, order []analysis.RunSpec, complete []bool, res *SweepResult) error {
 	resumeWarmup := -1
-	if i := slices.Index(complete, false); i > 0 && order[i].Kind == KindRepeat && s.cfg.Warmups > 0 {
+	if i := slices.Index(complete, false); i > 0 && order[i].Kind == analysis.KindRepeat && s.cfg.Warmups > 0 {
 		resumeWarmup = i
 	}
 	progress := s.opts.Progress
 	if resumeWarmup >= 0 {
-		progress.Begin(len(order) + 1)
+		progress.begin(len(order) + 1)
 	} else {
-		progress.Begin(len(order))
+		progress.begin(len(order))
 	}
-	defer progress.Finish()
+	defer progress.finish()
 	for i, spec := range order {
 		if complete[i] {
 			res.Kept++
-			progress.Skip(spec)
+			progress.skip(spec)
 			continue
 		}
 		if i == resumeWarmup {
-			if err := s.measure(ctx, RunSpec{Kind: KindResumeWarmup, Index: s.session, Concurrency: spec.Concurrency}); err != nil {
+			if err := s.measure(ctx, analysis.RunSpec{Kind: analysis.KindResumeWarmup, Index: s.session, Concurrency: spec.Concurrency}); err != nil {
 				return err
 			}
 		}
@@ -132,20 +110,20 @@ func (s *sweeper) measureAll(ctx context.Context, order []RunSpec, complete []bo
 
 // report aggregates the sweep's measured repeats, notes how the sessions
 // that measured them differ (m's provenance), and writes the reports.
-func (s *sweeper) report(m *Manifest, order []RunSpec) (*Combined, ReportPaths, error) {
+func (s *sweeper) report(m *Manifest, order []analysis.RunSpec) (*analysis.Combined, report.Paths, error) {
 	runs, err := readRepeats(s.root, order)
 	if err != nil {
-		return nil, ReportPaths{}, err
+		return nil, report.Paths{}, err
 	}
-	c := Aggregate(loadgen.Sanitize(s.cfg.resolvedView()), order, s.cfg.Concurrency, runs)
-	c.Workload = &ManifestWorkload{Path: s.cfg.Prompts, SHA256: s.workloadSHA}
+	c := analysis.Aggregate(loadgen.Sanitize(s.cfg.resolvedView()), order, s.cfg.Concurrency, runs)
+	c.Workload = &analysis.Workload{Path: s.cfg.Prompts, SHA256: s.workloadSHA}
 	c.Checkpoint = m.Serving.Checkpoint
 	var sessions []int
 	for _, r := range runs {
 		sessions = append(sessions, r.Summary.Session())
 	}
 	c.SessionChanges = m.sessionChanges(sessions)
-	paths, err := WriteReports(s.root, &c)
+	paths, err := report.Write(s.root, &c)
 	return &c, paths, err
 }
 
@@ -197,13 +175,13 @@ func (s *sweeper) testRequest(ctx context.Context) error {
 // becomes the run's JSONL only once every request finished, published
 // with its summary by [publishRun]. An interrupted run leaves only its
 // partial file, which is kept as evidence and does not stop a resume.
-func (s *sweeper) measure(ctx context.Context, spec RunSpec) error {
+func (s *sweeper) measure(ctx context.Context, spec analysis.RunSpec) error {
 	dir := filepath.Join(s.root, spec.Dir())
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
 	metricsPath := spec.MetricsPath(s.root)
-	if ok, _ := exists(metricsPath); ok {
+	if ok, _ := files.Exists(metricsPath); ok {
 		// Left by an attempt that died between writing metrics and the
 		// run's files: move it aside rather than overwrite it.
 		if err := os.Rename(metricsPath, metricsPath+".stale-"+strconv.FormatInt(s.now().UnixNano(), 10)); err != nil {
@@ -218,9 +196,9 @@ func (s *sweeper) measure(ctx context.Context, spec RunSpec) error {
 	}
 	lo := s.loadOptions(spec.Dir()+"-"+spec.Stem(), spec.Concurrency)
 	if s.opts.Progress != nil {
-		lo.Progress = s.opts.Progress.Request
+		lo.Progress = s.opts.Progress.request
 	}
-	s.opts.Progress.StartRun(spec, len(s.rows))
+	s.opts.Progress.startRun(spec, len(s.rows))
 	sum, recs, rm, err := loadgen.Measure(ctx, lo, s.rows, f, &loadgen.ServerMetrics{Interval: s.opts.MetricsInterval, Now: s.now})
 	if err != nil {
 		f.Close()
@@ -233,20 +211,20 @@ func (s *sweeper) measure(ctx context.Context, spec RunSpec) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	if b, err := marshalIndent(rm); err == nil {
-		if err := writeNewFileAtomic(metricsPath, b); err != nil {
+	if b, err := files.MarshalIndent(rm); err == nil {
+		if err := files.WriteNew(metricsPath, b); err != nil {
 			return err
 		}
 	}
 	sum.Config.Session = s.session
-	sb, err := marshalIndent(sum)
+	sb, err := files.MarshalIndent(sum)
 	if err != nil {
 		return err
 	}
 	if err := publishRun(partial, raw, spec.SummaryPath(s.root), sb); err != nil {
 		return err
 	}
-	s.opts.Progress.EndRun(sum)
+	s.opts.Progress.endRun(sum)
 	if sum.Counts.Failed > 0 {
 		return fmt.Errorf("%w: run %s finished with %d of %d requests failed (the first: %s); its files are kept in %s as evidence and will not be overwritten: fix the cause, then use a new name or --output-root",
 			ErrFailedRequests, spec, sum.Counts.Failed, sum.Counts.Attempted, loadgen.FirstFailure(recs), dir)

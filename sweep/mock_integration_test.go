@@ -19,6 +19,7 @@ import (
 	"github.com/tinyserve/tinyserve/llm/mock"
 	"github.com/tinyserve/tinyserve/openai"
 	"github.com/tinyserve/tinyserve/sweep/loadgen"
+	"github.com/tinyserve/tinyserve/sweep/report"
 )
 
 // TestSweepAgainstTinyserveMock runs a full small sweep against the real
@@ -43,20 +44,20 @@ func TestSweepAgainstTinyserveMock(t *testing.T) {
 	dir := t.TempDir()
 	prompts := writePrompts(t, dir, 64, 2)
 	cfgJSON := sweepConfigJSON(srv.URL+"/v1/completions", prompts, []int{4, 16, 32, 64}, 64, 0, 5)
-	cfg, err := ParseConfig(cfgJSON)
+	cfg, err := parseConfig(cfgJSON)
 	require.NoError(t, err)
 	cfg.Model = "" // the embedded case: the served model's name comes from the caller
 	env, git := testEnv()
 	res, err := RunSweep(context.Background(), cfg, SweepOptions{WorkDir: dir, Environment: env, Git: git, Model: eng.Info().ID})
 	require.NoError(t, err)
 	c := res.Combined
-	require.NotNil(t, c.Saturation.Candidate, "report:\n%s", RenderReport(c))
+	require.NotNil(t, c.Saturation.Candidate, "report:\n%s", report.Markdown(c))
 	// 16->32 and 32->64 are flat with rising p99 (candidate 32); 4->16 may
 	// qualify too, as the closed loop leaves a 4-slot batch a few percent
 	// short at concurrency 4 (candidate 16).
 	assert.Contains(t, []int{16, 32}, *c.Saturation.Candidate)
 	assert.Equal(t, []string{openai.Version()}, c.ServerVersions, "tinyserve's GET /version is recorded")
-	assert.Contains(t, RenderReport(c), "Server version (its GET /version): `"+openai.Version()+"`.\n")
+	assert.Contains(t, report.Markdown(c), "Server version (its GET /version): `"+openai.Version()+"`.\n")
 	for _, a := range c.ByConcurrency {
 		assert.Equal(t, 320, a.Counts.Successful)
 		assert.Equal(t, 320*2, a.Counts.OutputTokens, "usage comes from the server")
@@ -93,13 +94,13 @@ func TestSweepReportsPrefixCacheHits(t *testing.T) {
 			}
 			prompts := filepath.Join(dir, "prompts.jsonl")
 			require.NoError(t, os.WriteFile(prompts, lines, 0o644))
-			cfg, err := ParseConfig(sweepConfigJSON(srv.URL+"/v1/completions", prompts, []int{1, 2}, 8, 0, 2))
+			cfg, err := parseConfig(sweepConfigJSON(srv.URL+"/v1/completions", prompts, []int{1, 2}, 8, 0, 2))
 			require.NoError(t, err)
 			cfg.Model = ""
 			env, git := testEnv()
 			res, err := RunSweep(context.Background(), cfg, SweepOptions{WorkDir: dir, Environment: env, Git: git, Model: eng.Info().ID})
 			require.NoError(t, err)
-			report := RenderReport(res.Combined)
+			md := report.Markdown(res.Combined)
 			for _, a := range res.Combined.ByConcurrency {
 				if !caching {
 					assert.Nil(t, a.PrefixCacheHitRate, "concurrency %d", a.Concurrency)
@@ -114,7 +115,7 @@ func TestSweepReportsPrefixCacheHits(t *testing.T) {
 				r := *a.PrefixCacheHitRate
 				assert.True(t, math.Abs(r-32.0/44) < 1e-9 || math.Abs(r-18.0/44) < 1e-9, "concurrency %d: hit rate %v", a.Concurrency, r)
 			}
-			assert.Equal(t, caching, strings.Contains(report, "Note: prefix cache"), report)
+			assert.Equal(t, caching, strings.Contains(md, "Note: prefix cache"), md)
 		})
 	}
 }
@@ -133,7 +134,7 @@ func TestSweepReportsServerPhases(t *testing.T) {
 	t.Cleanup(srv.Close)
 	dir := t.TempDir()
 	prompts := writePrompts(t, dir, 8, 4)
-	cfg, err := ParseConfig(sweepConfigJSON(srv.URL+"/v1/completions", prompts, []int{1, 4}, 8, 0, 1))
+	cfg, err := parseConfig(sweepConfigJSON(srv.URL+"/v1/completions", prompts, []int{1, 4}, 8, 0, 1))
 	require.NoError(t, err)
 	cfg.Model = ""
 	env, git := testEnv()
@@ -152,7 +153,7 @@ func TestSweepReportsServerPhases(t *testing.T) {
 		assert.LessOrEqual(t, *p.QueueS+*p.PrefillS, *a.TTFTS.Mean, "concurrency %d: the server's part of TTFT", a.Concurrency)
 	}
 	assert.Greater(t, *levels[1].ServerPhases.QueueS, *levels[0].ServerPhases.QueueS, "one sequence at a time: concurrency 4 queues")
-	report := RenderReport(res.Combined)
-	assert.Contains(t, report, "Where the time went")
-	assert.Contains(t, report, "| 4 | ")
+	md := report.Markdown(res.Combined)
+	assert.Contains(t, md, "Where the time went")
+	assert.Contains(t, md, "| 4 | ")
 }

@@ -1,71 +1,27 @@
 package sweep
 
 import (
-	"fmt"
-	"path/filepath"
-
 	"github.com/tinyserve/tinyserve/internal/pyrandom"
+	"github.com/tinyserve/tinyserve/sweep/analysis"
 )
-
-// Run kinds.
-const (
-	KindWarmup = "warmup"
-	KindRepeat = "repeat"
-	// KindResumeWarmup is the warm-up run a resumed sweep makes before its
-	// first measured run, numbered by the session (resume-warmup-02): like
-	// a warm-up, it is evidence on disk and never part of an aggregate.
-	KindResumeWarmup = "resume-warmup"
-)
-
-// RunSpec names one run of a sweep: a round (warmup or measured repeat, both
-// numbered from 1) at one concurrency level.
-type RunSpec struct {
-	Kind        string `json:"kind"`
-	Index       int    `json:"index"`
-	Concurrency int    `json:"concurrency"`
-}
-
-// Dir is the run's folder relative to the sweep root, e.g. repeat-01.
-func (r RunSpec) Dir() string { return fmt.Sprintf("%s-%02d", r.Kind, r.Index) }
-
-// Stem is the run's file name stem, e.g. concurrency-004.
-func (r RunSpec) Stem() string { return fmt.Sprintf("concurrency-%03d", r.Concurrency) }
-
-// RawPath is the run's JSONL path under root.
-func (r RunSpec) RawPath(root string) string {
-	return filepath.Join(root, r.Dir(), r.Stem()+".jsonl")
-}
-
-// SummaryPath is the run's summary path under root.
-func (r RunSpec) SummaryPath(root string) string {
-	return filepath.Join(root, r.Dir(), r.Stem()+".summary.json")
-}
-
-// MetricsPath is where the server metrics scraped around the run are kept.
-func (r RunSpec) MetricsPath(root string) string {
-	return filepath.Join(root, r.Dir(), r.Stem()+".metrics.json")
-}
-
-// String names the run as its folder and stem, for messages.
-func (r RunSpec) String() string { return r.Dir() + "/" + r.Stem() }
 
 // Order returns the sweep's runs in the order they are run: one RNG seeded
 // with seed; for each warmup round, then each repeat round, a fresh copy of
 // levels shuffled by it. The order equals serving-inference's sweep_order,
 // which uses Python's random.Random(seed).shuffle, so the two tools measure
 // the same levels in the same order.
-func Order(seed int64, levels []int, warmups, repeats int) []RunSpec {
+func Order(seed int64, levels []int, warmups, repeats int) []analysis.RunSpec {
 	rng := pyrandom.New(seed)
-	var runs []RunSpec
+	var runs []analysis.RunSpec
 	for _, round := range []struct {
 		kind  string
 		count int
-	}{{KindWarmup, warmups}, {KindRepeat, repeats}} {
+	}{{analysis.KindWarmup, warmups}, {analysis.KindRepeat, repeats}} {
 		for i := 1; i <= round.count; i++ {
 			l := append([]int(nil), levels...)
 			rng.Shuffle(len(l), func(a, b int) { l[a], l[b] = l[b], l[a] })
 			for _, c := range l {
-				runs = append(runs, RunSpec{Kind: round.kind, Index: i, Concurrency: c})
+				runs = append(runs, analysis.RunSpec{Kind: round.kind, Index: i, Concurrency: c})
 			}
 		}
 	}

@@ -3,10 +3,12 @@ package sweep
 import (
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/tinyserve/tinyserve/sweep/analysis"
 	"github.com/tinyserve/tinyserve/sweep/loadgen"
 )
 
@@ -23,7 +25,7 @@ type Progress struct {
 	total     int
 	done      int
 	durations []time.Duration
-	cur       RunSpec
+	cur       analysis.RunSpec
 	curStart  time.Time
 	reqTotal  int
 	reqDone   int
@@ -37,11 +39,11 @@ func NewProgress(w io.Writer, tty bool, now func() time.Time) *Progress {
 	return &Progress{w: w, tty: tty, now: now}
 }
 
-// EstimateETA estimates the time left in a sweep: the mean duration of the
+// estimateETA estimates the time left in a sweep: the mean duration of the
 // runs done so far times the runs not started, plus what the current run
 // still needs at its observed pace (or the mean, before any request of it
 // finished). It is zero until a run has finished, since nothing is known.
-func EstimateETA(done []time.Duration, notStarted int, curElapsed time.Duration, curFrac float64) time.Duration {
+func estimateETA(done []time.Duration, notStarted int, curElapsed time.Duration, curFrac float64) time.Duration {
 	if len(done) == 0 {
 		return 0
 	}
@@ -60,8 +62,8 @@ func EstimateETA(done []time.Duration, notStarted int, curElapsed time.Duration,
 	return eta
 }
 
-// Begin starts a sweep of total runs.
-func (p *Progress) Begin(total int) {
+// begin starts a sweep of total runs.
+func (p *Progress) begin(total int) {
 	if p == nil {
 		return
 	}
@@ -70,8 +72,8 @@ func (p *Progress) Begin(total int) {
 	p.total = total
 }
 
-// Skip records a run kept from an earlier invocation.
-func (p *Progress) Skip(spec RunSpec) {
+// skip records a run kept from an earlier invocation.
+func (p *Progress) skip(spec analysis.RunSpec) {
 	if p == nil {
 		return
 	}
@@ -82,8 +84,8 @@ func (p *Progress) Skip(spec RunSpec) {
 	fmt.Fprintf(p.w, "resume: keeping complete run %s\n", spec)
 }
 
-// StartRun records the start of a run of n requests.
-func (p *Progress) StartRun(spec RunSpec, n int) {
+// startRun records the start of a run of n requests.
+func (p *Progress) startRun(spec analysis.RunSpec, n int) {
 	if p == nil {
 		return
 	}
@@ -97,8 +99,8 @@ func (p *Progress) StartRun(spec RunSpec, n int) {
 	fmt.Fprintf(p.w, "run %d/%d: %s (%d requests)\n", p.done+1, p.total, spec, n)
 }
 
-// Request records that done requests of the current run have finished.
-func (p *Progress) Request(done int) {
+// request records that done requests of the current run have finished.
+func (p *Progress) request(done int) {
 	if p == nil {
 		return
 	}
@@ -110,8 +112,8 @@ func (p *Progress) Request(done int) {
 	}
 }
 
-// EndRun records the end of the current run.
-func (p *Progress) EndRun(s *loadgen.Summary) {
+// endRun records the end of the current run.
+func (p *Progress) endRun(s *loadgen.Summary) {
 	if p == nil {
 		return
 	}
@@ -138,8 +140,8 @@ func (p *Progress) EndRun(s *loadgen.Summary) {
 	}
 }
 
-// Logf prints a line, keeping the bar below it.
-func (p *Progress) Logf(format string, args ...any) {
+// logf prints a line, keeping the bar below it.
+func (p *Progress) logf(format string, args ...any) {
 	if p == nil {
 		return
 	}
@@ -149,8 +151,8 @@ func (p *Progress) Logf(format string, args ...any) {
 	fmt.Fprintf(p.w, format+"\n", args...)
 }
 
-// Finish ends the bar's line.
-func (p *Progress) Finish() {
+// finish ends the bar's line.
+func (p *Progress) finish() {
 	if p == nil {
 		return
 	}
@@ -182,7 +184,7 @@ func (p *Progress) drawLocked(force bool) {
 		frac = float64(p.reqDone) / float64(p.reqTotal)
 	}
 	notStarted := max(p.total-p.done-1, 0)
-	eta := EstimateETA(p.durations, notStarted, now.Sub(p.curStart), frac)
+	eta := estimateETA(p.durations, notStarted, now.Sub(p.curStart), frac)
 	etaText := "--"
 	if eta > 0 {
 		etaText = eta.Round(time.Second).String()
@@ -191,4 +193,12 @@ func (p *Progress) drawLocked(force bool) {
 		strings.Repeat("=", filled), strings.Repeat(" ", width-filled),
 		p.done, p.total, p.cur, p.reqDone, p.reqTotal, etaText)
 	p.drawn = true
+}
+
+// fmtNum formats v, "n/a" when there is none (as the reports do).
+func fmtNum(v *float64, format string) string {
+	if v == nil || math.IsNaN(*v) {
+		return "n/a"
+	}
+	return fmt.Sprintf(format, *v)
 }

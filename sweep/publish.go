@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tinyserve/tinyserve/sweep/internal/files"
 )
 
 // A run is two files, its records (JSONL) and its summary, and a resume
@@ -27,15 +29,15 @@ const pendingSuffix = ".pending"
 // summary (sb) goes to summary+pendingSuffix, the records to raw, then the
 // summary to summary. Neither raw nor summary is ever replaced.
 func publishRun(partial, raw, summary string, sb []byte) error {
-	if err := writeFileAtomic(summary+pendingSuffix, sb); err != nil {
+	if err := files.WriteAtomic(summary+pendingSuffix, sb); err != nil {
 		return err
 	}
-	crashPoint("summary pending")
-	if err := publishNew(partial, raw); err != nil {
+	files.CrashPoint("summary pending")
+	if err := files.PublishNew(partial, raw); err != nil {
 		return err
 	}
-	crashPoint("records published")
-	return publishNew(summary+pendingSuffix, summary)
+	files.CrashPoint("records published")
+	return files.PublishNew(summary+pendingSuffix, summary)
 }
 
 // recoverRuns finishes what a sweep killed in root left half done, under
@@ -103,11 +105,11 @@ func recoverRuns(root string) ([]string, error) {
 func recoverPending(path string) (string, error) {
 	summary := strings.TrimSuffix(path, pendingSuffix)
 	raw := strings.TrimSuffix(summary, ".summary.json") + ".jsonl"
-	rawOK, err := exists(raw)
+	rawOK, err := files.Exists(raw)
 	if err != nil {
 		return "", err
 	}
-	sumOK, err := exists(summary)
+	sumOK, err := files.Exists(summary)
 	if err != nil {
 		return "", err
 	}
@@ -120,7 +122,7 @@ func recoverPending(path string) (string, error) {
 		aside := path + ".stale-" + strconv.FormatInt(time.Now().UnixNano(), 10)
 		return "moved " + path + " aside to " + aside + " (a published summary differs from it)", os.Rename(path, aside)
 	case rawOK:
-		if err := publishNew(path, summary); err != nil && !errors.Is(err, fs.ErrExist) {
+		if err := files.PublishNew(path, summary); err != nil && !errors.Is(err, fs.ErrExist) {
 			return "", err
 		}
 		return "published " + summary + ", the summary of " + filepath.Base(raw) + " that a killed sweep had not published yet", nil

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tinyserve/tinyserve/sweep/analysis"
+	"github.com/tinyserve/tinyserve/sweep/internal/files"
 	"github.com/tinyserve/tinyserve/sweep/loadgen"
 )
 
@@ -24,26 +26,26 @@ const (
 	runComplete
 )
 
-// CheckRun classifies a run's files under root: absent (nothing there) or
+// runIsComplete classifies a run's files under root: absent (nothing there) or
 // complete (its row count, all-200 statuses and summary counts match n and
 // its concurrency). Everything else is an error wrapping [ErrRefused]: one
 // file without the other, unparsable files, or a run that is incomplete or
 // finished with failed requests, because such evidence must neither be
 // overwritten nor silently built on.
-func CheckRun(root string, spec RunSpec, n int) (complete bool, err error) {
+func runIsComplete(root string, spec analysis.RunSpec, n int) (complete bool, err error) {
 	st, err := checkRun(root, spec, n, "")
 	return st == runComplete, err
 }
 
-// checkRun is [CheckRun]; when workloadSHA is not empty, a run whose
+// checkRun is [runIsComplete]; when workloadSHA is not empty, a run whose
 // summary records another prompt file's SHA-256 is refused too.
-func checkRun(root string, spec RunSpec, n int, workloadSHA string) (runState, error) {
+func checkRun(root string, spec analysis.RunSpec, n int, workloadSHA string) (runState, error) {
 	raw, sum := spec.RawPath(root), spec.SummaryPath(root)
-	rawOK, err := exists(raw)
+	rawOK, err := files.Exists(raw)
 	if err != nil {
 		return 0, err
 	}
-	sumOK, err := exists(sum)
+	sumOK, err := files.Exists(sum)
 	if err != nil {
 		return 0, err
 	}
@@ -87,7 +89,7 @@ func checkRun(root string, spec RunSpec, n int, workloadSHA string) (runState, e
 
 // scanRuns checks every run of order under root (see checkRun): which are
 // complete already, and whether all are.
-func scanRuns(root string, order []RunSpec, n int, workloadSHA string) (complete []bool, allDone bool, err error) {
+func scanRuns(root string, order []analysis.RunSpec, n int, workloadSHA string) (complete []bool, allDone bool, err error) {
 	complete = make([]bool, len(order))
 	allDone = true
 	for i, spec := range order {
@@ -105,15 +107,15 @@ func scanRuns(root string, order []RunSpec, n int, workloadSHA string) (complete
 // root (they are not in the sweep's order): one that failed, or has only
 // one of its two files, refuses the folder as any run would.
 func checkResumeWarmups(root string, n int, workloadSHA string) error {
-	files, err := filepath.Glob(filepath.Join(root, KindResumeWarmup+"-*", "concurrency-*"))
+	files, err := filepath.Glob(filepath.Join(root, analysis.KindResumeWarmup+"-*", "concurrency-*"))
 	if err != nil {
 		return err
 	}
-	seen := map[RunSpec]bool{}
+	seen := map[analysis.RunSpec]bool{}
 	for _, f := range files {
-		var spec RunSpec
-		spec.Kind = KindResumeWarmup
-		if _, err := fmt.Sscanf(filepath.Base(filepath.Dir(f)), KindResumeWarmup+"-%d", &spec.Index); err != nil {
+		var spec analysis.RunSpec
+		spec.Kind = analysis.KindResumeWarmup
+		if _, err := fmt.Sscanf(filepath.Base(filepath.Dir(f)), analysis.KindResumeWarmup+"-%d", &spec.Index); err != nil {
 			continue
 		}
 		if _, err := fmt.Sscanf(filepath.Base(f), "concurrency-%d", &spec.Concurrency); err != nil {
@@ -178,11 +180,11 @@ func claimRoot(root string, original any) (wrote bool, err error) {
 	var stale []string
 	for _, e := range entries {
 		switch name := e.Name(); {
-		case name == LockFile:
-		case strings.HasPrefix(name, "."+ConfigFile+".tmp-"), strings.HasPrefix(name, "."+LockFile+".tmp-"):
+		case name == lockFile:
+		case strings.HasPrefix(name, "."+files.ConfigFile+".tmp-"), strings.HasPrefix(name, "."+lockFile+".tmp-"):
 			stale = append(stale, filepath.Join(root, name))
 		default:
-			return false, fmt.Errorf("%w: %s is not empty and has no %s; choose a new name or --output-root", ErrRefused, root, ConfigFile)
+			return false, fmt.Errorf("%w: %s is not empty and has no %s; choose a new name or --output-root", ErrRefused, root, files.ConfigFile)
 		}
 	}
 	for _, path := range stale {
@@ -211,7 +213,7 @@ func claimConfig(root string, original any) (wrote bool, err error) {
 // sameConfig reports whether root's config.json exists and equals the
 // config; one that differs, or is not JSON, is refused.
 func sameConfig(root string, original any) (bool, error) {
-	cfgPath := filepath.Join(root, ConfigFile)
+	cfgPath := filepath.Join(root, files.ConfigFile)
 	b, err := os.ReadFile(cfgPath)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
@@ -219,7 +221,7 @@ func sameConfig(root string, original any) (bool, error) {
 		return false, err
 	}
 	var existing any
-	if err := DecodeJSONExact(b, &existing); err != nil {
+	if err := decodeJSONExact(b, &existing); err != nil {
 		return false, fmt.Errorf("%w: %s is not valid JSON: %v", ErrRefused, cfgPath, err)
 	}
 	if !reflect.DeepEqual(sameNumbers(existing), sameNumbers(original)) {
@@ -229,7 +231,7 @@ func sameConfig(root string, original any) (bool, error) {
 }
 
 // sameNumbers returns a copy of the JSON value v (decoded with
-// [DecodeJSONExact]) whose numbers are spelled one way per value, exactly,
+// [decodeJSONExact]) whose numbers are spelled one way per value, exactly,
 // so that configs compare as JSON values: 0.0 equals 0 and 1e3 equals 1000,
 // while two seeds that one float64 would hold are still told apart.
 func sameNumbers(v any) any {
@@ -275,11 +277,11 @@ func numberKey(n json.Number) string {
 
 // writeConfig writes config.json, refusing to replace one.
 func writeConfig(root string, original any) error {
-	b, err := marshalIndent(original)
+	b, err := files.MarshalIndent(original)
 	if err != nil {
 		return err
 	}
-	return writeNewFileAtomic(filepath.Join(root, ConfigFile), b)
+	return files.WriteNew(filepath.Join(root, files.ConfigFile), b)
 }
 
 // checkWorkload refuses a sweep folder whose manifest records a prompt file
@@ -293,7 +295,7 @@ func checkWorkload(root, prompts, sha string) error {
 	}
 	if got := m.Workload.SHA256; got != "" && got != sha {
 		return fmt.Errorf("%w: the prompt file %s has SHA-256 %s, but %s records SHA-256 %s for the runs already there; resuming would mix two workloads: restore the prompt file, or measure afresh with a new name or --output-root",
-			ErrRefused, prompts, sha, filepath.Join(root, ManifestFile), got)
+			ErrRefused, prompts, sha, filepath.Join(root, files.ManifestFile), got)
 	}
 	return nil
 }
@@ -302,7 +304,7 @@ func checkWorkload(root, prompts, sha string) error {
 // there is none, and an error wrapping ErrRefused when it does not parse or
 // has another schema version.
 func existingManifest(root string) (*Manifest, error) {
-	path := filepath.Join(root, ManifestFile)
+	path := filepath.Join(root, files.ManifestFile)
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -313,8 +315,8 @@ func existingManifest(root string) (*Manifest, error) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, fmt.Errorf("%w: %s is not a valid manifest (%v); it is kept as evidence: choose a new name or --output-root", ErrRefused, path, err)
 	}
-	if m.SchemaVersion != ManifestSchemaVersion {
-		return nil, fmt.Errorf("%w: %s has schema_version %q, not %q; it is kept as evidence: choose a new name or --output-root", ErrRefused, path, m.SchemaVersion, ManifestSchemaVersion)
+	if m.SchemaVersion != manifestSchemaVersion {
+		return nil, fmt.Errorf("%w: %s has schema_version %q, not %q; it is kept as evidence: choose a new name or --output-root", ErrRefused, path, m.SchemaVersion, manifestSchemaVersion)
 	}
 	// A folder serving-inference began keeps tinyserve's sessions beside
 	// its manifest.

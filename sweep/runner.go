@@ -11,18 +11,16 @@ import (
 	"slices"
 	"time"
 
+	"github.com/tinyserve/tinyserve/sweep/analysis"
+	"github.com/tinyserve/tinyserve/sweep/internal/files"
 	"github.com/tinyserve/tinyserve/sweep/loadgen"
+	"github.com/tinyserve/tinyserve/sweep/report"
 )
 
 // ErrRefused marks a sweep that would overwrite or build on evidence it
 // cannot trust; nothing was sent. The message names the file and says what
 // to do.
 var ErrRefused = errors.New("refusing to run")
-
-// ErrUnreachable marks a sweep whose server did not answer HTTP at all
-// (connection refused, no route, a timeout) before the first run; nothing
-// was sent or kept.
-var ErrUnreachable = errors.New("server not reachable")
 
 // ErrTestFailed marks a sweep whose test request, sent before the first
 // run, failed: nothing was measured or kept.
@@ -79,7 +77,7 @@ type TargetInfo struct {
 	Model string // the served model's name
 	// Checkpoint is the model's files, recorded in manifest.json; a sweep
 	// resumed with other files refuses. Nil for a model made in memory.
-	Checkpoint *Checkpoint
+	Checkpoint *analysis.Checkpoint
 }
 
 // SweepResult says what a sweep did and where its reports are.
@@ -92,19 +90,19 @@ type SweepResult struct {
 	// Measured and Kept count runs measured now and runs kept from an
 	// earlier invocation.
 	Measured, Kept int
-	Reports        ReportPaths
-	Combined       *Combined
+	Reports        report.Paths
+	Combined       *analysis.Combined
 }
 
 // RunSweep runs (or resumes) the sweep described by cfg. Runs already
 // complete on disk are kept byte for byte and skipped; any other evidence
 // already there stops it with [ErrRefused] before a request is sent. A
-// server that gives no HTTP answer stops it with [ErrUnreachable] before the
+// server that gives no HTTP answer stops it with [loadgen.ErrUnreachable] before the
 // first run, and a failed start (that, or an embedded target that does not
 // start) takes back the config.json and empty folder it made. A run
 // that finishes with failed requests stops it with [ErrFailedRequests]. When
 // every run is complete it writes summary.json, report.md, summary.csv and
-// the plots. While it works on the folder it holds [LockFile] there, and a
+// the plots. While it works on the folder it holds [lockFile] there, and a
 // sweep that finds that file refuses.
 func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult, error) {
 	now := opts.Now
@@ -118,9 +116,9 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 			return nil, err
 		}
 	}
-	rc := cfg.Resolve(wd)
-	// Checked here as well as in ParseConfig, for a Config built in code.
-	timeout, err := TimeoutDuration(rc.Timeout)
+	rc := cfg.resolve(wd)
+	// Checked here as well as in parseConfig, for a Config built in code.
+	timeout, err := loadgen.TimeoutDuration(rc.Timeout)
 	if err != nil {
 		return nil, fmt.Errorf("%w: timeout: %v", ErrConfig, err)
 	}
@@ -173,19 +171,19 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 		}
 	}()
 	// Everything from here on reads or writes the folder as one sweep's.
-	release, err := lockRoot(root, now(), opts.Progress.Logf)
+	release, err := lockRoot(root, now(), opts.Progress.logf)
 	if err != nil {
 		abandon = true
 		return nil, err
 	}
 	defer func() {
 		if err := release(); err != nil {
-			opts.Progress.Logf("warning: could not remove %s: %v", filepath.Join(root, LockFile), err)
+			opts.Progress.logf("warning: could not remove %s: %v", filepath.Join(root, lockFile), err)
 		}
 	}()
 	defer func() {
 		if abandon && made.config {
-			_ = os.Remove(filepath.Join(root, ConfigFile))
+			_ = os.Remove(filepath.Join(root, files.ConfigFile))
 		}
 	}()
 	made.config, err = claimRoot(root, cfg.Original())
@@ -197,12 +195,12 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 	// this finishes or takes back (see publishRun).
 	notes, err := recoverRuns(root)
 	for _, n := range notes {
-		opts.Progress.Logf("recovered: %s", n)
+		opts.Progress.logf("recovered: %s", n)
 	}
 	if err != nil {
 		return nil, err
 	}
-	workloadSHA, err := FileSHA256(rc.Prompts)
+	workloadSHA, err := loadgen.FileSHA256(rc.Prompts)
 	if err != nil {
 		return nil, fmt.Errorf("prompts: %w", err)
 	}
@@ -217,19 +215,16 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 	if err := checkResumeWarmups(root, rc.NumRequests, workloadSHA); err != nil {
 		return nil, err
 	}
-	reports := ReportPaths{
-		Summary: filepath.Join(root, SummaryFile), Report: filepath.Join(root, ReportFile),
-		CSV: filepath.Join(root, CSVFile), PNG: filepath.Join(root, PlotPNGFile), SVG: filepath.Join(root, PlotSVGFile),
-	}
-	if allDone && reports.allExist() {
+	reports := report.PathsIn(root)
+	if allDone && allExist(reports) {
 		res.AlreadyComplete, res.Kept, res.Reports = true, len(order), reports
 		// The verdict is repeated from the summary written then; one
 		// that does not read leaves Combined nil (the files stay as they
 		// are either way).
-		res.Combined, _ = ReadCombined(reports.Summary)
+		res.Combined, _ = analysis.ReadCombined(reports.Summary)
 		return res, nil
 	}
-	var checkpoint *Checkpoint
+	var checkpoint *analysis.Checkpoint
 	if opts.Target != nil {
 		ti, err := opts.Target(ctx)
 		if err != nil {
@@ -265,7 +260,7 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 	// A server that is not there would fail every request of the first run,
 	// and that run would be kept as evidence, blocking the folder: check
 	// first, as vLLM's benchmark sends one test prompt before measuring.
-	if err := CheckReachable(ctx, client, base, opts.APIKey); err != nil {
+	if err := loadgen.CheckReachable(ctx, client, base, opts.APIKey); err != nil {
 		abandon = true
 		return nil, fmt.Errorf("%w: start the server (the config records its flags) and run the sweep again", err)
 	}
@@ -287,7 +282,7 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 		// A warning, not an error: some servers (llama.cpp's) answer any
 		// model name. Where the name matters, every request fails with 404
 		// and the run stops with its evidence kept.
-		opts.Progress.Logf("warning: %s lists the models %q; the configured model %q is not among them", s.base+"/v1/models", ids, rc.Model)
+		opts.Progress.logf("warning: %s lists the models %q; the configured model %q is not among them", s.base+"/v1/models", ids, rc.Model)
 	}
 
 	err = s.measureAll(ctx, order, complete, res)
@@ -310,13 +305,13 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 
 // readRepeats reads the evidence of the measured (not warmup) runs in
 // order, for the analysis.
-func readRepeats(root string, order []RunSpec) ([]RunData, error) {
-	var runs []RunData
+func readRepeats(root string, order []analysis.RunSpec) ([]analysis.RunData, error) {
+	var runs []analysis.RunData
 	for _, spec := range order {
-		if spec.Kind != KindRepeat {
+		if spec.Kind != analysis.KindRepeat {
 			continue
 		}
-		rd := RunData{Spec: spec, RawPath: spec.RawPath(root), SummaryPath: spec.SummaryPath(root)}
+		rd := analysis.RunData{Spec: spec, RawPath: spec.RawPath(root), SummaryPath: spec.SummaryPath(root)}
 		var err error
 		if rd.Records, err = loadgen.ReadRecords(rd.RawPath); err != nil {
 			return nil, err
@@ -345,4 +340,17 @@ func readRunMetrics(path string) *loadgen.RunMetrics {
 		return nil
 	}
 	return &rm
+}
+
+// allExist reports whether every report is there: a sweep whose runs are
+// complete says so and stops only then, since it names each of them; one
+// that is missing (removed by hand, or lost to a crash while reports were
+// written) is written again from the runs' files.
+func allExist(p report.Paths) bool {
+	for _, f := range []string{p.Summary, p.Report, p.CSV, p.PNG, p.SVG} {
+		if ok, _ := files.Exists(f); !ok {
+			return false
+		}
+	}
+	return true
 }

@@ -19,7 +19,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tinyserve/tinyserve/sweep/analysis"
+	"github.com/tinyserve/tinyserve/sweep/internal/files"
 	"github.com/tinyserve/tinyserve/sweep/loadgen"
+	"github.com/tinyserve/tinyserve/sweep/report"
 )
 
 // writePrompts writes n rows to dir/prompts.jsonl.
@@ -65,7 +69,7 @@ func testEnv() (*Environment, *GitInfo) {
 
 func runTestSweep(t *testing.T, ctx context.Context, cfgJSON []byte, dir string, mod func(*SweepOptions)) (*SweepResult, error) {
 	t.Helper()
-	cfg, err := ParseConfig(cfgJSON)
+	cfg, err := parseConfig(cfgJSON)
 	require.NoError(t, err)
 	env, git := testEnv()
 	opts := SweepOptions{WorkDir: dir, Environment: env, Git: git}
@@ -115,7 +119,7 @@ func TestSweepFindsStructuralPlateau(t *testing.T) {
 
 	c := res.Combined
 	tr := c.Saturation.Transitions
-	require.Len(t, tr, 4, "report:\n%s", RenderReport(c))
+	require.Len(t, tr, 4, "report:\n%s", report.Markdown(c))
 	assert.False(t, tr[0].Qualifies, "1->2 doubles throughput")
 	assert.False(t, tr[1].Qualifies, "2->8 doubles throughput")
 	if cand := c.Saturation.Candidate; cand != nil {
@@ -137,21 +141,21 @@ func TestSweepFindsStructuralPlateau(t *testing.T) {
 	assert.Len(t, c.MeasuredRuns, 10)
 	assert.Len(t, c.SweepOrder, 15)
 
-	for _, name := range []string{ConfigFile, ManifestFile, ModelsFile, SummaryFile, ReportFile, CSVFile, PlotPNGFile, PlotSVGFile,
+	for _, name := range []string{files.ConfigFile, files.ManifestFile, files.ModelsFile, files.SummaryFile, files.ReportFile, files.CSVFile, files.PlotPNGFile, files.PlotSVGFile,
 		"warmup-01/concurrency-008.jsonl", "warmup-01/concurrency-008.summary.json", "warmup-01/concurrency-008.metrics.json",
 		"repeat-02/concurrency-016.jsonl"} {
 		assert.FileExists(t, filepath.Join(root, name))
 	}
-	report, _ := os.ReadFile(filepath.Join(root, ReportFile))
+	report, _ := os.ReadFile(filepath.Join(root, files.ReportFile))
 	assert.Contains(t, string(report), "Candidate saturation concurrency: ")
 	assert.Contains(t, string(report), "client-observed")
-	csv, _ := os.ReadFile(filepath.Join(root, CSVFile))
+	csv, _ := os.ReadFile(filepath.Join(root, files.CSVFile))
 	assert.Equal(t, 6, strings.Count(string(csv), "\n"))
-	png, _ := os.ReadFile(filepath.Join(root, PlotPNGFile))
+	png, _ := os.ReadFile(filepath.Join(root, files.PlotPNGFile))
 	assert.True(t, strings.HasPrefix(string(png), "\x89PNG"))
 
 	var m Manifest
-	mb, _ := os.ReadFile(filepath.Join(root, ManifestFile))
+	mb, _ := os.ReadFile(filepath.Join(root, files.ManifestFile))
 	require.NoError(t, json.Unmarshal(mb, &m))
 	assert.Equal(t, "completed", m.Experiment.Status)
 	assert.Len(t, m.Workload.SHA256, 64)
@@ -175,7 +179,7 @@ func TestSweepFindsStructuralPlateau(t *testing.T) {
 
 	// A report removed by hand is written again from the evidence (no run
 	// is measured), rather than named as if it were there.
-	for _, name := range []string{ReportFile, PlotPNGFile} {
+	for _, name := range []string{files.ReportFile, files.PlotPNGFile} {
 		require.NoError(t, os.Remove(filepath.Join(root, name)))
 		res, err = runTestSweep(t, context.Background(), cfgJSON, dir, nil)
 		require.NoError(t, err, name)
@@ -194,14 +198,14 @@ func TestSweepResumeAfterInterruption(t *testing.T) {
 	root := filepath.Join(dir, "results", "test-sweep")
 	order := Order(20260729, []int{1, 2, 3}, 1, 1)
 	for i, spec := range order {
-		complete, err := CheckRun(root, spec, n)
+		complete, err := runIsComplete(root, spec, n)
 		require.NoError(t, err, "an interrupted run must not block a resume")
 		assert.Equal(t, i < 3, complete, "run %d %s", i, spec)
 	}
 	partials, _ := filepath.Glob(filepath.Join(root, order[3].Dir(), "*.partial-*"))
 	assert.Len(t, partials, 1, "the interrupted run's records are kept")
 	var m Manifest
-	mb, _ := os.ReadFile(filepath.Join(root, ManifestFile))
+	mb, _ := os.ReadFile(filepath.Join(root, files.ManifestFile))
 	require.NoError(t, json.Unmarshal(mb, &m))
 	assert.Equal(t, "failed", m.Experiment.Status)
 
@@ -215,25 +219,25 @@ func TestSweepResumeAfterInterruption(t *testing.T) {
 		o.Progress = NewProgress(&progress, false, time.Now)
 	})
 	require.NoError(t, err)
-	assert.Contains(t, progress.String(), "run 4/7: "+KindResumeWarmup+"-02/", "the resume warm-up counts in the progress")
+	assert.Contains(t, progress.String(), "run 4/7: "+analysis.KindResumeWarmup+"-02/", "the resume warm-up counts in the progress")
 	assert.Contains(t, progress.String(), "run 7/7: ")
 	assert.Equal(t, 3, res.Kept)
 	assert.Equal(t, 3, res.Measured)
 	// The next run was a measured one: one warm-up run at its level first.
 	assert.Equal(t, int64(1+4*n), f.Requests.Load()-sent, "no request of a complete run is re-sent; a test request and one warm-up run")
-	warm := RunSpec{Kind: KindResumeWarmup, Index: 2, Concurrency: order[3].Concurrency}
-	ok, err := CheckRun(root, warm, n)
+	warm := analysis.RunSpec{Kind: analysis.KindResumeWarmup, Index: 2, Concurrency: order[3].Concurrency}
+	ok, err := runIsComplete(root, warm, n)
 	require.NoError(t, err)
 	assert.True(t, ok, "the resume's warm-up is kept as %s", warm)
 	assert.Len(t, res.Combined.MeasuredRuns, 3, "and is not measured")
 	after := snapshot(t, root)
 	for name, sum := range before {
-		if name == ManifestFile {
+		if name == files.ManifestFile {
 			continue
 		}
 		assert.Equal(t, sum, after[name], "%s changed", name)
 	}
-	mb, _ = os.ReadFile(filepath.Join(root, ManifestFile))
+	mb, _ = os.ReadFile(filepath.Join(root, files.ManifestFile))
 	require.NoError(t, json.Unmarshal(mb, &m))
 	assert.Equal(t, "completed", m.Experiment.Status)
 	assert.Equal(t, 2, m.Experiment.Sessions)
@@ -266,7 +270,7 @@ func TestSweepResumeOnOtherSetUpWarns(t *testing.T) {
 		"source revision unknown in session 1, bbbbbbb (modified) in session 2",
 		"Go test in session 1, go-B in session 2",
 	}, res.Combined.SessionChanges)
-	assert.Contains(t, RenderReport(res.Combined), "**Warning: the sweep was resumed with different software or hardware** (source revision unknown in session 1, bbbbbbb (modified) in session 2; Go test in session 1, go-B in session 2)")
+	assert.Contains(t, report.Markdown(res.Combined), "**Warning: the sweep was resumed with different software or hardware** (source revision unknown in session 1, bbbbbbb (modified) in session 2; Go test in session 1, go-B in session 2)")
 }
 
 // TestSweepResumeAfterNothingMeasured: a first session interrupted before
@@ -283,7 +287,7 @@ func TestSweepResumeAfterNothingMeasured(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 2, res.Measured)
 	assert.Empty(t, res.Combined.SessionChanges)
-	assert.NotContains(t, RenderReport(res.Combined), "resumed with different")
+	assert.NotContains(t, report.Markdown(res.Combined), "resumed with different")
 }
 
 // TestSweepResumeOnTheSameSetUp: a resume on the same source and machine
@@ -299,8 +303,8 @@ func TestSweepResumeOnTheSameSetUp(t *testing.T) {
 	assert.Equal(t, 1, res.Kept)
 	assert.Equal(t, int64(1+3*n), f.Requests.Load()-sent, "a test request, and no extra warm-up before a warm-up round")
 	assert.Empty(t, res.Combined.SessionChanges)
-	assert.NotContains(t, RenderReport(res.Combined), "resumed with different")
-	matches, _ := filepath.Glob(filepath.Join(dir, "results", "test-sweep", KindResumeWarmup+"-*"))
+	assert.NotContains(t, report.Markdown(res.Combined), "resumed with different")
+	matches, _ := filepath.Glob(filepath.Join(dir, "results", "test-sweep", analysis.KindResumeWarmup+"-*"))
 	assert.Empty(t, matches)
 }
 
@@ -325,9 +329,9 @@ func TestSweepRecordsServerVersions(t *testing.T) {
 		assert.Equal(t, want, r.Metrics.Config.ServerVersion, "run %s", r.RunSpec)
 	}
 	assert.Equal(t, []string{"0.1.0", "0.2.0"}, res.Combined.ServerVersions)
-	matches, _ := filepath.Glob(filepath.Join(res.Root, KindResumeWarmup+"-*"))
+	matches, _ := filepath.Glob(filepath.Join(res.Root, analysis.KindResumeWarmup+"-*"))
 	assert.Empty(t, matches, "no resume warm-up when the config has no warm-ups")
-	assert.Contains(t, RenderReport(res.Combined), "**Warning: the server's version changed between runs** (its GET /version said `0.1.0`, `0.2.0`)")
+	assert.Contains(t, report.Markdown(res.Combined), "**Warning: the server's version changed between runs** (its GET /version said `0.1.0`, `0.2.0`)")
 
 	// A server without the route records nothing, and the report says nothing.
 	f.Mu.Lock()
@@ -336,7 +340,7 @@ func TestSweepRecordsServerVersions(t *testing.T) {
 	res, err = runTestSweep(t, context.Background(), cfgJSON, t.TempDir(), nil)
 	require.NoError(t, err)
 	assert.Empty(t, res.Combined.ServerVersions)
-	assert.NotContains(t, RenderReport(res.Combined), "version")
+	assert.NotContains(t, report.Markdown(res.Combined), "version")
 }
 
 // TestSweepAsksTheVersionBeforeEachRun: a server upgraded in the middle of
@@ -402,7 +406,7 @@ func TestSweepFailedRunStopsAndIsNeverOverwritten(t *testing.T) {
 	// The resolved config records where the files went.
 	assert.Equal(t, filepath.Join(dir, "other"), res.Combined.Config.(map[string]any)["output_dir"])
 	// Reports and summaries are readable by others, as the records are.
-	for _, name := range []string{SummaryFile, ReportFile, ManifestFile, ConfigFile} {
+	for _, name := range []string{files.SummaryFile, files.ReportFile, files.ManifestFile, files.ConfigFile} {
 		st, err := os.Stat(filepath.Join(res.Root, name))
 		require.NoError(t, err)
 		assert.Equal(t, os.FileMode(0o644), st.Mode().Perm(), name)
@@ -412,45 +416,45 @@ func TestSweepFailedRunStopsAndIsNeverOverwritten(t *testing.T) {
 func TestSweepRefusals(t *testing.T) {
 	cases := []struct {
 		name  string
-		setup func(t *testing.T, root string, spec RunSpec)
+		setup func(t *testing.T, root string, spec analysis.RunSpec)
 		want  string
 	}{
-		{"different config", func(t *testing.T, root string, _ RunSpec) {
+		{"different config", func(t *testing.T, root string, _ analysis.RunSpec) {
 			require.NoError(t, os.MkdirAll(root, 0o755))
-			require.NoError(t, os.WriteFile(filepath.Join(root, ConfigFile), []byte(`{"name":"other"}`), 0o644))
+			require.NoError(t, os.WriteFile(filepath.Join(root, files.ConfigFile), []byte(`{"name":"other"}`), 0o644))
 		}, "config differs"},
-		{"unparsable config", func(t *testing.T, root string, _ RunSpec) {
+		{"unparsable config", func(t *testing.T, root string, _ analysis.RunSpec) {
 			require.NoError(t, os.MkdirAll(root, 0o755))
-			require.NoError(t, os.WriteFile(filepath.Join(root, ConfigFile), []byte(`{`), 0o644))
+			require.NoError(t, os.WriteFile(filepath.Join(root, files.ConfigFile), []byte(`{`), 0o644))
 		}, "not valid JSON"},
-		{"non-empty folder without config", func(t *testing.T, root string, _ RunSpec) {
+		{"non-empty folder without config", func(t *testing.T, root string, _ analysis.RunSpec) {
 			require.NoError(t, os.MkdirAll(root, 0o755))
 			require.NoError(t, os.WriteFile(filepath.Join(root, "notes.txt"), []byte("x"), 0o644))
 		}, "has no config.json"},
 		// A sweep that started on the new folder a moment before: its lock,
 		// or its config.json being written, says so.
-		{"another sweep's lock, no config yet", func(t *testing.T, root string, _ RunSpec) {
+		{"another sweep's lock, no config yet", func(t *testing.T, root string, _ analysis.RunSpec) {
 			require.NoError(t, os.MkdirAll(root, 0o755))
-			require.NoError(t, os.WriteFile(filepath.Join(root, LockFile), []byte("pid 1\n"), 0o644))
+			require.NoError(t, os.WriteFile(filepath.Join(root, lockFile), []byte("pid 1\n"), 0o644))
 		}, "exists (pid 1): another sweep is using this folder; if no sweep is running"},
-		{"a stray lock beside other files, no config", func(t *testing.T, root string, _ RunSpec) {
+		{"a stray lock beside other files, no config", func(t *testing.T, root string, _ analysis.RunSpec) {
 			require.NoError(t, os.MkdirAll(root, 0o755))
-			require.NoError(t, os.WriteFile(filepath.Join(root, LockFile), []byte("pid 1\n"), 0o644))
+			require.NoError(t, os.WriteFile(filepath.Join(root, lockFile), []byte("pid 1\n"), 0o644))
 			require.NoError(t, os.WriteFile(filepath.Join(root, "notes.txt"), []byte("x"), 0o644))
 		}, "another sweep is using this folder"},
-		{"only the jsonl", func(t *testing.T, root string, spec RunSpec) {
+		{"only the jsonl", func(t *testing.T, root string, spec analysis.RunSpec) {
 			require.NoError(t, os.Remove(spec.SummaryPath(root)))
 		}, ".jsonl.orphan) and run again"},
-		{"only the summary", func(t *testing.T, root string, spec RunSpec) {
+		{"only the summary", func(t *testing.T, root string, spec analysis.RunSpec) {
 			require.NoError(t, os.Remove(spec.RawPath(root)))
 		}, "refusing to overwrite partial run"},
-		{"unparsable summary", func(t *testing.T, root string, spec RunSpec) {
+		{"unparsable summary", func(t *testing.T, root string, spec analysis.RunSpec) {
 			require.NoError(t, os.WriteFile(spec.SummaryPath(root), []byte("{"), 0o644))
 		}, "invalid completed run"},
-		{"unparsable records", func(t *testing.T, root string, spec RunSpec) {
+		{"unparsable records", func(t *testing.T, root string, spec analysis.RunSpec) {
 			require.NoError(t, os.WriteFile(spec.RawPath(root), []byte("{\n"), 0o644))
 		}, "invalid completed run"},
-		{"missing records", func(t *testing.T, root string, spec RunSpec) {
+		{"missing records", func(t *testing.T, root string, spec analysis.RunSpec) {
 			b, _ := os.ReadFile(spec.RawPath(root))
 			lines := strings.SplitAfter(string(b), "\n")
 			require.NoError(t, os.WriteFile(spec.RawPath(root), []byte(strings.Join(lines[:1], "")), 0o644))
@@ -469,7 +473,7 @@ func TestSweepRefusals(t *testing.T) {
 			} else {
 				_, err := runTestSweep(t, context.Background(), cfgJSON, dir, nil)
 				require.NoError(t, err)
-				require.NoError(t, os.Remove(filepath.Join(root, SummaryFile)))
+				require.NoError(t, os.Remove(filepath.Join(root, files.SummaryFile)))
 				c.setup(t, root, spec)
 			}
 			sent := f.Requests.Load()
@@ -546,7 +550,7 @@ func TestSweepTargetFailsLeavesNoFolder(t *testing.T) {
 	}
 
 	// A resumed sweep whose target fails leaves everything as it was.
-	require.NoError(t, os.Remove(filepath.Join(root, SummaryFile)))
+	require.NoError(t, os.Remove(filepath.Join(root, files.SummaryFile)))
 	before := snapshot(t, root)
 	_, err = runTestSweep(t, context.Background(), cfgJSON, dir, fail)
 	require.ErrorIs(t, err, broken)
@@ -564,7 +568,7 @@ func TestSweepUnreachableServer(t *testing.T) {
 	prompts := writePrompts(t, dir, 2, 1)
 	cfgJSON := sweepConfigJSON(url, prompts, []int{1}, 2, 0, 1)
 	_, err := runTestSweep(t, context.Background(), cfgJSON, dir, nil)
-	require.ErrorIs(t, err, ErrUnreachable)
+	require.ErrorIs(t, err, loadgen.ErrUnreachable)
 	assert.Contains(t, err.Error(), "nothing was measured")
 	assert.Contains(t, err.Error(), "run the sweep again")
 	assert.NoDirExists(t, filepath.Join(dir, "results", "test-sweep"))
@@ -576,8 +580,8 @@ func TestSweepUnreachableServer(t *testing.T) {
 	// An error status is an answer: the server is there.
 	notFound := httptest.NewServer(http.NotFoundHandler())
 	defer notFound.Close()
-	assert.NoError(t, CheckReachable(context.Background(), notFound.Client(), notFound.URL, ""))
-	assert.ErrorIs(t, CheckReachable(context.Background(), notFound.Client(), gone, ""), ErrUnreachable)
+	assert.NoError(t, loadgen.CheckReachable(context.Background(), notFound.Client(), notFound.URL, ""))
+	assert.ErrorIs(t, loadgen.CheckReachable(context.Background(), notFound.Client(), gone, ""), loadgen.ErrUnreachable)
 }
 
 func readFile(t *testing.T, p string) []byte {
@@ -628,7 +632,7 @@ func TestSweepRefusesChangedPrompts(t *testing.T) {
 	_, err := runTestSweep(t, context.Background(), cfgJSON, dir, nil)
 	require.NoError(t, err)
 	root := filepath.Join(dir, "results", "test-sweep")
-	oldSHA, err := FileSHA256(prompts)
+	oldSHA, err := loadgen.FileSHA256(prompts)
 	require.NoError(t, err)
 	spec := Order(20260729, []int{1, 2}, 0, 1)[0]
 	sum, err := loadgen.ReadSummary(spec.SummaryPath(root))
@@ -636,15 +640,15 @@ func TestSweepRefusesChangedPrompts(t *testing.T) {
 	assert.Equal(t, oldSHA, sum.Config.WorkloadSHA256, "each run records its workload")
 
 	// An interrupted sweep looks like this one without its reports.
-	require.NoError(t, os.Remove(filepath.Join(root, SummaryFile)))
+	require.NoError(t, os.Remove(filepath.Join(root, files.SummaryFile)))
 	b := readFile(t, prompts)
 	require.NoError(t, os.WriteFile(prompts, bytes.Replace(b, []byte("prompt 1"), []byte("prompt one"), 1), 0o644))
-	newSHA, err := FileSHA256(prompts)
+	newSHA, err := loadgen.FileSHA256(prompts)
 	require.NoError(t, err)
 
 	for _, removeManifest := range []bool{false, true} {
 		if removeManifest {
-			require.NoError(t, os.Remove(filepath.Join(root, ManifestFile)))
+			require.NoError(t, os.Remove(filepath.Join(root, files.ManifestFile)))
 		}
 		sent := f.Requests.Load()
 		before := snapshot(t, root)
@@ -669,12 +673,12 @@ func TestSweepRefusesUnreadableManifest(t *testing.T) {
 	_, err := runTestSweep(t, context.Background(), cfgJSON, dir, nil)
 	require.NoError(t, err)
 	root := filepath.Join(dir, "results", "test-sweep")
-	require.NoError(t, os.Remove(filepath.Join(root, SummaryFile)))
-	require.NoError(t, os.WriteFile(filepath.Join(root, ManifestFile), []byte("{"), 0o644))
+	require.NoError(t, os.Remove(filepath.Join(root, files.SummaryFile)))
+	require.NoError(t, os.WriteFile(filepath.Join(root, files.ManifestFile), []byte("{"), 0o644))
 	_, err = runTestSweep(t, context.Background(), cfgJSON, dir, nil)
 	require.Error(t, err)
 	assert.True(t, errors.Is(err, ErrRefused), "%v", err)
-	assert.Equal(t, "{", string(readFile(t, filepath.Join(root, ManifestFile))))
+	assert.Equal(t, "{", string(readFile(t, filepath.Join(root, files.ManifestFile))))
 }
 
 // TestSweepLock: while a sweep works on a folder, a second sweep on the same
@@ -696,9 +700,9 @@ func TestSweepLock(t *testing.T) {
 	prompts := writePrompts(t, dir, 2, 1)
 	cfgJSON := sweepConfigJSON(f.URL(), prompts, []int{1}, 2, 0, 1)
 	root := filepath.Join(dir, "results", "test-sweep")
-	lock := filepath.Join(root, LockFile)
+	lock := filepath.Join(root, lockFile)
 
-	cfg, err := ParseConfig(cfgJSON)
+	cfg, err := parseConfig(cfgJSON)
 	require.NoError(t, err)
 	env, git := testEnv()
 	firstErr := make(chan error, 1)
@@ -719,12 +723,12 @@ func TestSweepLock(t *testing.T) {
 	assert.Equal(t, int64(1+2), f.Requests.Load(), "only the first sweep sent requests")
 	assert.NoFileExists(t, lock, "the lock is released")
 	var m Manifest
-	require.NoError(t, json.Unmarshal(readFile(t, filepath.Join(root, ManifestFile)), &m))
+	require.NoError(t, json.Unmarshal(readFile(t, filepath.Join(root, files.ManifestFile)), &m))
 	assert.Equal(t, 1, m.Experiment.Sessions)
 	assert.Equal(t, "completed", m.Experiment.Status)
 
 	// A stale lock: refused, kept, nothing sent.
-	require.NoError(t, os.Remove(filepath.Join(root, SummaryFile)))
+	require.NoError(t, os.Remove(filepath.Join(root, files.SummaryFile)))
 	require.NoError(t, os.WriteFile(lock, []byte("pid 1\n"), 0o644))
 	_, err = runTestSweep(t, context.Background(), cfgJSON, dir, nil)
 	require.Error(t, err)
@@ -732,7 +736,7 @@ func TestSweepLock(t *testing.T) {
 	assert.Contains(t, err.Error(), "if no sweep is running")
 	assert.Equal(t, "pid 1\n", string(readFile(t, lock)))
 	assert.Equal(t, int64(1+2), f.Requests.Load())
-	assert.NoFileExists(t, filepath.Join(root, SummaryFile))
+	assert.NoFileExists(t, filepath.Join(root, files.SummaryFile))
 }
 
 // TestEnsureConfig: under the lock, a config.json that another sweep took
@@ -838,7 +842,7 @@ func TestSweepFailedResumeWarmupRefuses(t *testing.T) {
 	f.Mu.Unlock()
 	_, err := runTestSweep(t, context.Background(), cfgJSON, dir, nil)
 	require.ErrorIs(t, err, ErrFailedRequests)
-	assert.Contains(t, err.Error(), KindResumeWarmup+"-02/")
+	assert.Contains(t, err.Error(), analysis.KindResumeWarmup+"-02/")
 
 	f.Mu.Lock()
 	f.Fail = nil
@@ -846,7 +850,7 @@ func TestSweepFailedResumeWarmupRefuses(t *testing.T) {
 	before := f.Requests.Load()
 	_, err = runTestSweep(t, context.Background(), cfgJSON, dir, nil)
 	require.ErrorIs(t, err, ErrRefused)
-	assert.Contains(t, err.Error(), KindResumeWarmup+"-02")
+	assert.Contains(t, err.Error(), analysis.KindResumeWarmup+"-02")
 	assert.Equal(t, before, f.Requests.Load(), "nothing is sent")
 }
 
@@ -895,13 +899,13 @@ func TestSweepConfigNumbersExact(t *testing.T) {
 	_, err := runTestSweep(t, context.Background(), withSeed("1796338468951031423"), dir, nil)
 	require.NoError(t, err)
 	root := filepath.Join(dir, "results", "test-sweep")
-	for _, name := range []string{ConfigFile, ManifestFile} {
+	for _, name := range []string{files.ConfigFile, files.ManifestFile} {
 		b, err := os.ReadFile(filepath.Join(root, name))
 		require.NoError(t, err)
 		assert.Contains(t, string(b), `"seed": 1796338468951031423`, name)
 		assert.NotContains(t, string(b), `"seed": 1796338468951031`+"300", name)
 	}
-	b, err := os.ReadFile(filepath.Join(root, SummaryFile))
+	b, err := os.ReadFile(filepath.Join(root, files.SummaryFile))
 	require.NoError(t, err)
 	assert.Contains(t, string(b), `"seed": 1796338468951031423`, "the resolved config in summary.json")
 

@@ -24,7 +24,6 @@ import (
 
 	tcli "github.com/tinyserve/tinyserve/internal/cli"
 	"github.com/tinyserve/tinyserve/internal/clihint"
-	"github.com/tinyserve/tinyserve/sweep"
 	"github.com/tinyserve/tinyserve/sweep/loadgen"
 )
 
@@ -73,7 +72,7 @@ func run(c *cli.Context, stdout, stderr io.Writer, getenv func(string) string) e
 	if n < 1 {
 		return fmt.Errorf("--num-requests must be at least 1, got %d", n)
 	}
-	timeout, err := sweep.TimeoutDuration(c.Float64("timeout"))
+	timeout, err := loadgen.TimeoutDuration(c.Float64("timeout"))
 	if err != nil {
 		return fmt.Errorf("--timeout: %w", err)
 	}

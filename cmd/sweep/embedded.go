@@ -20,6 +20,7 @@ import (
 	"github.com/tinyserve/tinyserve/llm"
 	"github.com/tinyserve/tinyserve/openai"
 	"github.com/tinyserve/tinyserve/sweep"
+	"github.com/tinyserve/tinyserve/sweep/analysis"
 	"github.com/tinyserve/tinyserve/sweep/loadgen"
 )
 
@@ -33,7 +34,7 @@ type embeddedServer struct {
 	Model string // the served model's name
 	// Checkpoint is the model's files by content; nil for a model made in
 	// memory.
-	Checkpoint *sweep.Checkpoint
+	Checkpoint *analysis.Checkpoint
 	stop       func(context.Context) error
 }
 
@@ -102,7 +103,7 @@ func startEmbedded(ctx context.Context, target *sweep.Target, logger *slog.Logge
 // same files in a moved folder or hub cache compare equal on resume; their
 // folder is recorded beside them, with its hub id and commit when it is a
 // hub cache's snapshot (--tokenizer ORG/NAME, --tokenizer-revision).
-func checkpointOf(src *llm.ModelSource) (*sweep.Checkpoint, error) {
+func checkpointOf(src *llm.ModelSource) (*analysis.Checkpoint, error) {
 	if src == nil {
 		return nil, nil
 	}

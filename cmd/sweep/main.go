@@ -30,6 +30,8 @@ import (
 	tcli "github.com/tinyserve/tinyserve/internal/cli"
 	"github.com/tinyserve/tinyserve/internal/clihint"
 	"github.com/tinyserve/tinyserve/sweep"
+	"github.com/tinyserve/tinyserve/sweep/analysis"
+	"github.com/tinyserve/tinyserve/sweep/report"
 )
 
 func main() {
@@ -76,15 +78,15 @@ func newApp(stdout, stderr io.Writer, getenv func(string) string) *cli.App {
 				if c.NArg() != 2 {
 					return fmt.Errorf("compare wants two sweeps, got %d arguments", c.NArg())
 				}
-				a, err := sweep.ReadCombined(c.Args().Get(0))
+				a, err := analysis.ReadCombined(c.Args().Get(0))
 				if err != nil {
 					return err
 				}
-				b, err := sweep.ReadCombined(c.Args().Get(1))
+				b, err := analysis.ReadCombined(c.Args().Get(1))
 				if err != nil {
 					return err
 				}
-				return sweep.Compare(a, b).WriteTable(stdout)
+				return report.WriteComparison(stdout, analysis.Compare(a, b))
 			},
 		}},
 	}
@@ -166,11 +168,11 @@ func runSweep(c *cli.Context, stdout, stderr io.Writer, getenv func(string) stri
 	if res.AlreadyComplete {
 		fmt.Fprintf(stdout, "every run of %s is already complete; nothing was sent (use --output-root to measure afresh)\n", res.Root)
 		if res.Combined != nil {
-			res.Combined.WriteVerdict(stdout)
+			report.WriteVerdict(stdout, res.Combined)
 		}
 	} else {
 		fmt.Fprintf(stdout, "sweep finished in %s: %d runs measured, %d kept from before\n", time.Since(start).Round(time.Second), res.Measured, res.Kept)
-		res.Combined.WriteVerdict(stdout)
+		report.WriteVerdict(stdout, res.Combined)
 	}
 	fmt.Fprintf(stdout, "report:  %s\nCSV:     %s\nplot:    %s\n         %s\nsummary: %s\n", res.Reports.Report, res.Reports.CSV, res.Reports.PNG, res.Reports.SVG, res.Reports.Summary)
 	return nil

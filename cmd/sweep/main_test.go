@@ -21,6 +21,9 @@ import (
 	"github.com/tinyserve/tinyserve/llm/cuda"
 	"github.com/tinyserve/tinyserve/llm/model"
 	"github.com/tinyserve/tinyserve/sweep"
+	"github.com/tinyserve/tinyserve/sweep/analysis"
+	"github.com/tinyserve/tinyserve/sweep/loadgen"
+	"github.com/tinyserve/tinyserve/sweep/report"
 )
 
 func writePrompts(t *testing.T, dir string, n int) string {
@@ -126,7 +129,7 @@ func TestEmbeddedCheckpointRecorded(t *testing.T) {
 	var names []string
 	for _, f := range ck.Files {
 		names = append(names, f.Name)
-		want, err := sweep.FileSHA256(filepath.Join(ckpt, f.Name))
+		want, err := loadgen.FileSHA256(filepath.Join(ckpt, f.Name))
 		require.NoError(t, err)
 		assert.Equal(t, want, f.SHA256, f.Name)
 	}
@@ -205,7 +208,7 @@ func TestEmbeddedTokenizerFromMovedHubCache(t *testing.T) {
 	ck := readManifest().Serving.Checkpoint
 	require.NotNil(t, ck, "no checkpoint in the manifest")
 	assert.Equal(t, ckpt, ck.Dir)
-	assert.Equal(t, &sweep.CheckpointOrigin{Dir: snap, HubID: "org/tok", Revision: "c0ffee"}, ck.Tokenizer)
+	assert.Equal(t, &analysis.CheckpointOrigin{Dir: snap, HubID: "org/tok", Revision: "c0ffee"}, ck.Tokenizer)
 	var names []string
 	for _, f := range ck.Files {
 		names = append(names, f.Name)
@@ -213,7 +216,7 @@ func TestEmbeddedTokenizerFromMovedHubCache(t *testing.T) {
 		if n, ok := strings.CutPrefix(f.Name, "tokenizer/"); ok {
 			p = filepath.Join(snap, n)
 		}
-		want, err := sweep.FileSHA256(p)
+		want, err := loadgen.FileSHA256(p)
 		require.NoError(t, err)
 		assert.Equal(t, want, f.SHA256, f.Name)
 	}
@@ -323,26 +326,26 @@ func TestFlagsFirst(t *testing.T) {
 // they agree.
 func TestPrintSaturationWarnsOfNoise(t *testing.T) {
 	f := func(v float64) *float64 { return &v }
-	level := func(c int, lo, med, hi float64) sweep.LevelAggregate {
-		var a sweep.LevelAggregate
+	level := func(c int, lo, med, hi float64) analysis.LevelAggregate {
+		var a analysis.LevelAggregate
 		a.Concurrency, a.Repeats = c, 3
 		a.RepeatValues.OutputTokenThroughput = []*float64{f(lo), f(med), f(hi)}
 		a.RepeatMedians.OutputTokenThroughput = f(med)
 		return a
 	}
 	four := 4
-	c := sweep.Combined{ByConcurrency: []sweep.LevelAggregate{level(1, 99, 100, 101), level(2, 150, 200, 210), level(4, 300, 400, 420)}}
+	c := analysis.Combined{ByConcurrency: []analysis.LevelAggregate{level(1, 99, 100, 101), level(2, 150, 200, 210), level(4, 300, 400, 420)}}
 	c.Saturation.Candidate = &four
-	c.Saturation.ThroughputGainThreshold = sweep.DefaultThroughputGain
+	c.Saturation.ThroughputGainThreshold = analysis.DefaultThroughputGain
 	var b bytes.Buffer
-	c.WriteVerdict(&b)
+	report.WriteVerdict(&b, &c)
 	assert.Equal(t, "candidate saturation concurrency: 4 (client-observed)\n"+
 		"warning: repeats disagree at concurrency 2, 4 (up to 30% of the median apart, against the rule's 5% gain): the verdict may be noise; see the report\n", b.String())
 
 	c.ByConcurrency = c.ByConcurrency[:1]
 	c.Saturation.Candidate = nil
 	b.Reset()
-	c.WriteVerdict(&b)
+	report.WriteVerdict(&b, &c)
 	assert.Equal(t, "candidate saturation concurrency: not demonstrated\n", b.String())
 }
 

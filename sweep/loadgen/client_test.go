@@ -774,3 +774,27 @@ func TestRecordWorkloadFallsBackToCategory(t *testing.T) {
 	}
 	assert.Equal(t, map[string]any{"prompt_000000": "systems_inference", "b": "w", "c": nil}, got)
 }
+
+func TestServerBase(t *testing.T) {
+	for in, want := range map[string]string{
+		"http://localhost:8000/v1/completions":     "http://localhost:8000",
+		"http://u:p@h:1/prefix/v1/completions?x=1": "http://h:1/prefix",
+		"https://h/completions":                    "https://h",
+	} {
+		got, err := ServerBase(in)
+		require.NoError(t, err)
+		assert.Equal(t, want, got, in)
+	}
+}
+
+func TestServerBaseOfChatURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"http://h:8000/v1/chat/completions": "http://h:8000",
+		"http://h/openai/chat/completions":  "http://h/openai",
+		"http://h/openai/completions":       "http://h/openai",
+	} {
+		got, err := ServerBase(in)
+		require.NoError(t, err)
+		assert.Equal(t, want, got, in)
+	}
+}

@@ -8,7 +8,11 @@
 // helpers [Percentile], [Median] and [Distribute]). [MeasureToFiles] is
 // cmd/sendrequests' library: one condition measured into its records and
 // summary files, refused before anything is sent when they could not be
-// kept.
+// kept. Before the first
+// request, [CheckReachable] tells a server that is down from one that
+// answers; [TimeoutDuration], [FileSHA256] and [WriteNewFile] convert a
+// timeout, fingerprint the prompt file and write evidence that is never
+// overwritten, for the runner and cmd/sendrequests alike.
 //
 // It stands alone: it imports nothing from the sweep runner, the analysis or
 // the reports (package sweep builds on it, as cmd/sendrequests does). Record

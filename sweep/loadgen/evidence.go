@@ -9,25 +9,16 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/tinyserve/tinyserve/sweep/internal/files"
 )
-
-// ErrUnreachable marks a server that gave no HTTP answer at all to the
-// check [MeasureToFiles] makes before anything is sent (a refused
-// connection, a timeout): an error status is an answer and does not count.
-var ErrUnreachable = errors.New("server not reachable")
-
-// reachTimeout bounds checkReachable's request.
-const reachTimeout = 30 * time.Second
 
 // Condition is one condition to measure into files: the load options, the
 // prompt file and where the evidence goes. Its error messages name
@@ -125,7 +116,7 @@ func MeasureToFiles(ctx context.Context, c Condition) (*Evidence, error) {
 			return nil, fmt.Errorf("--model not given and the server's model list is unavailable: %w", err)
 		}
 		opts.Model = ids[0]
-	} else if err := checkReachable(ctx, opts.Client, base, opts.APIKey); err != nil {
+	} else if err := CheckReachable(ctx, opts.Client, base, opts.APIKey); err != nil {
 		// As the sweep does: a server that is not up gets an error, not an
 		// output file of failed requests that Output then refuses to
 		// replace.
@@ -165,29 +156,15 @@ func MeasureToFiles(ctx context.Context, c Condition) (*Evidence, error) {
 		return nil, fmt.Errorf("%w (records written so far are in %s)", runErr, output)
 	}
 	ev := &Evidence{Summary: sum, Records: recs}
-	if ev.SummaryJSON, err = marshalSummary(sum); err != nil {
+	if ev.SummaryJSON, err = files.MarshalIndent(sum); err != nil {
 		return nil, err
 	}
 	// Never replaces a file: whatever appeared at summaryPath during the run
 	// (the records themselves, under another spelling of their path) stays.
-	if err := writeNewFile(summaryPath, ev.SummaryJSON); err != nil {
+	if err := files.WriteNew(summaryPath, ev.SummaryJSON); err != nil {
 		return ev, fmt.Errorf("summary (printed above, not written): %w; the records are in %s", err, output)
 	}
 	return ev, nil
-}
-
-// checkReachable sends one GET to base/v1/models. Any HTTP answer, an error
-// status included (a server without the route, a wrong key), shows the
-// server is up; only a failure to get an answer is an error, wrapping
-// [ErrUnreachable].
-func checkReachable(ctx context.Context, client *http.Client, base, apiKey string) error {
-	resp, cancel, err := get(ctx, client, base+"/v1/models", apiKey, reachTimeout)
-	if err != nil {
-		return fmt.Errorf("%w: %s did not answer (%v); nothing was measured", ErrUnreachable, base, err)
-	}
-	defer cancel()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
-	return resp.Body.Close()
 }
 
 // flagError turns a LoadOptions error, which names its JSON field
@@ -227,59 +204,4 @@ func samePath(a, b string) bool {
 	da, err1 := os.Stat(filepath.Dir(a))
 	db, err2 := os.Stat(filepath.Dir(b))
 	return err1 == nil && err2 == nil && os.SameFile(da, db)
-}
-
-// marshalSummary is the summary as the file holds it: two-space indentation
-// and a final newline, as the sweep writes its run summaries and
-// serving-inference its own, and without encoding/json's HTML escaping,
-// which would write an extra_body stop string "</s>" or a URL's "&" as
-// \u003c/s\u003e and \u0026 (neither tool escapes them).
-func marshalSummary(sum *Summary) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(sum); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
-}
-
-// writeNewFile writes data, synced, to a temporary file beside path and
-// then publishes it at path without ever replacing a file already there
-// (an error wrapping fs.ErrExist instead), so a crash leaves no half a
-// summary and a run never destroys evidence. A hard link gives that
-// guarantee atomically; where links are not supported it falls back to a
-// check and a rename.
-func writeNewFile(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	name := tmp.Name()
-	defer os.Remove(name) // after a link, the temporary name only
-	// CreateTemp makes the file private (0600); a summary is meant to be
-	// read and shared like the records beside it.
-	werr := tmp.Chmod(0o644)
-	if werr == nil {
-		_, werr = tmp.Write(data)
-	}
-	if werr == nil {
-		werr = tmp.Sync()
-	}
-	if cerr := tmp.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr != nil {
-		return werr
-	}
-	if err := os.Link(name, path); err == nil {
-		return nil
-	} else if errors.Is(err, fs.ErrExist) {
-		return fmt.Errorf("refusing to overwrite %s: %w", path, fs.ErrExist)
-	}
-	if _, err := os.Lstat(path); err == nil {
-		return fmt.Errorf("refusing to overwrite %s: %w", path, fs.ErrExist)
-	}
-	return os.Rename(name, path)
 }

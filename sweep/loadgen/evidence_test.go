@@ -71,8 +71,8 @@ func TestMeasureToFilesRefusesFirst(t *testing.T) {
 func TestWriteNewFileNeverReplaces(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "s.json")
-	require.NoError(t, writeNewFile(p, []byte("first\n")))
-	err := writeNewFile(p, []byte("second\n"))
+	require.NoError(t, WriteNewFile(p, []byte("first\n")))
+	err := WriteNewFile(p, []byte("second\n"))
 	require.True(t, errors.Is(err, fs.ErrExist), "%v", err)
 	b, _ := os.ReadFile(p)
 	assert.Equal(t, "first\n", string(b))

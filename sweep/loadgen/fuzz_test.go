@@ -100,3 +100,40 @@ func lastFor(items []string, name string) string {
 	}
 	return last
 }
+
+// FuzzParsePrometheusText: whatever a server sends as /metrics, the parser
+// returns only the names asked for and never panics; and a sample line
+// appended after it adds exactly its value (a line the parser cannot read
+// costs that line, not the rest of the page). Seeds: tinyserve's own page
+// (testdata/metrics.txt) and testdata/fuzz/FuzzParsePrometheusText.
+func FuzzParsePrometheusText(f *testing.F) {
+	page, err := os.ReadFile("testdata/metrics.txt")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(page)
+	f.Add([]byte("vllm:num_requests_running{model_name=\"m\"} 3\n# HELP x\nvllm:num_requests_running 1e3\n"))
+	f.Add([]byte("vllm:num_requests_running{a=\"}\"} 2 1700000000\r\n"))
+	names := ScrapedMetrics()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		out := ParsePrometheusText(bytes.NewReader(data), names)
+		for k := range out {
+			if !slices.Contains(names, k) {
+				t.Fatalf("returned %q, which was not asked for", k)
+			}
+		}
+		if bytes.Count(data, []byte("\n")) > 10_000 || len(data) > 1<<20 {
+			return
+		}
+		const name = "vllm:num_requests_running"
+		more := append(bytes.Clone(data), fmt.Sprintf("\n%s{extra=\"1\"} 7\n", name)...)
+		got := ParsePrometheusText(bytes.NewReader(more), names)[name]
+		want := out[name] + 7
+		if math.IsNaN(out[name]) || math.IsInf(out[name], 0) {
+			return
+		}
+		if got != want {
+			t.Fatalf("appending a sample of 7 took %s from %v to %v", name, out[name], got)
+		}
+	})
+}

@@ -232,3 +232,22 @@ func NewHTTPClient(concurrency int) *http.Client {
 	}
 	return &http.Client{Transport: tr}
 }
+
+// TimeoutDuration converts a per-request timeout in seconds (a sweep
+// config's timeout, sendrequests' --timeout) to a time.Duration. It refuses
+// what a Duration cannot hold instead of letting the conversion go wrong
+// silently: more than about 292 years overflows (and failed only at the
+// first run, after config.json was written), and less than a nanosecond
+// rounds to zero, which LoadOptions reads as the 300 s default.
+func TimeoutDuration(seconds float64) (time.Duration, error) {
+	ns := seconds * float64(time.Second)
+	switch {
+	case math.IsNaN(seconds) || seconds <= 0:
+		return 0, fmt.Errorf("must be a positive number of seconds, got %v", seconds)
+	case ns < 1:
+		return 0, fmt.Errorf("must be at least 1 ns (1e-9 s), got %v s", seconds)
+	case ns >= math.MaxInt64: // float64(MaxInt64) is 2^63, the first value out of range
+		return 0, fmt.Errorf("must be at most %.4g s (the longest time.Duration), got %v s", float64(math.MaxInt64)/float64(time.Second), seconds)
+	}
+	return time.Duration(ns), nil
+}

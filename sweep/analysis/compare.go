@@ -1,17 +1,16 @@
-package sweep
+package analysis
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"text/tabwriter"
 
+	"github.com/tinyserve/tinyserve/sweep/internal/files"
 	"github.com/tinyserve/tinyserve/sweep/loadgen"
 )
 
@@ -25,7 +24,7 @@ var ErrNotSweepSummary = errors.New("not a sweep summary.json")
 // would print blank names and n/a everywhere as if that were a result.
 func ReadCombined(path string) (*Combined, error) {
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
-		path = filepath.Join(path, SummaryFile)
+		path = filepath.Join(path, files.SummaryFile)
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -42,7 +41,7 @@ func ReadCombined(path string) (*Combined, error) {
 		return nil, fmt.Errorf("%s: %w: it has no by_concurrency levels", path, ErrNotSweepSummary)
 	}
 	if c.Workload == nil {
-		c.Workload = manifestWorkload(filepath.Join(filepath.Dir(path), ManifestFile))
+		c.Workload = manifestWorkload(filepath.Join(filepath.Dir(path), files.ManifestFile))
 	}
 	return &c, nil
 }
@@ -52,13 +51,13 @@ func ReadCombined(path string) (*Combined, error) {
 // manifest beside it records its SHA-256, as tinyserve's does: without it,
 // comparing such a sweep would say that the workloads could not be
 // compared.
-func manifestWorkload(path string) *ManifestWorkload {
+func manifestWorkload(path string) *Workload {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil
 	}
 	var m struct {
-		Workload *ManifestWorkload `json:"workload"`
+		Workload *Workload `json:"workload"`
 	}
 	if json.Unmarshal(b, &m) != nil || m.Workload == nil || m.Workload.SHA256 == "" {
 		return nil
@@ -249,15 +248,6 @@ func Compare(a, b *Combined) Comparison {
 	return cmp
 }
 
-// versionSuffix names the server versions a sweep measured, for the
-// comparison's header; "" when the server did not say.
-func versionSuffix(vs []string) string {
-	if len(vs) == 0 {
-		return ""
-	}
-	return " (server " + strings.Join(vs, ", ") + ")"
-}
-
 func sweepName(c *Combined) string {
 	if m, ok := c.Config.(map[string]any); ok {
 		if n, ok := m["name"].(string); ok {
@@ -265,43 +255,4 @@ func sweepName(c *Combined) string {
 		}
 	}
 	return ""
-}
-
-// WriteTable prints the comparison as an aligned text table: for each
-// metric the value in A, in B and the ratio B/A, after a warning line for
-// each way the sweeps are not comparable.
-func (c Comparison) WriteTable(w io.Writer) error {
-	fmt.Fprintf(w, "A: %s%s\nB: %s%s\n\n", c.NameA, versionSuffix(c.VersionsA), c.NameB, versionSuffix(c.VersionsB))
-	for _, warn := range c.Warnings {
-		fmt.Fprintf(w, "warning: %s\n", warn)
-	}
-	if len(c.Warnings) > 0 {
-		fmt.Fprintln(w)
-	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	if len(c.Rows) > 0 {
-		fmt.Fprint(tw, "concurrency\t")
-		for _, m := range c.Rows[0].Metrics {
-			fmt.Fprintf(tw, "A %s\tB %s\tB/A\t", m.Name, m.Name)
-		}
-		fmt.Fprintln(tw)
-	}
-	for _, r := range c.Rows {
-		fmt.Fprintf(tw, "%d\t", r.Concurrency)
-		for _, m := range r.Metrics {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t", fmtNum(m.A, "%.4g"), fmtNum(m.B, "%.4g"), fmtNum(m.Ratio, "%.3fx"))
-		}
-		fmt.Fprintln(tw)
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	cand := func(p *int) string {
-		if p == nil {
-			return "not demonstrated"
-		}
-		return fmt.Sprint(*p)
-	}
-	_, err := fmt.Fprintf(w, "\nsaturation candidate: A %s, B %s\n", cand(c.CandidateA), cand(c.CandidateB))
-	return err
 }

@@ -1,36 +1,47 @@
-package sweep
+// Package files writes a sweep folder's files the way every layer above it
+// must: atomically (a crash leaves the old file or the new one), never
+// replacing evidence, in serving-inference's JSON layout; and it names the
+// files of the folder. It is internal to sweep: the load generator, the
+// analysis, the reports and the runner share it, and nothing outside sweep
+// needs it.
+package files
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 )
 
-// writeFileAtomic writes data to path through a temporary file in the same
+// The files of a sweep folder besides the runs' (those are named by
+// analysis.RunSpec).
+const (
+	SummaryFile  = "summary.json"
+	ReportFile   = "report.md"
+	CSVFile      = "summary.csv"
+	PlotPNGFile  = "plot.png"
+	PlotSVGFile  = "plot.svg"
+	ConfigFile   = "config.json"
+	ManifestFile = "manifest.json"
+	ModelsFile   = "models.json"
+)
+
+// WriteAtomic writes data to path through a temporary file in the same
 // folder and a rename, so a crash leaves either the old file or the new one,
 // never half of one.
-func writeFileAtomic(path string, data []byte) error {
+func WriteAtomic(path string, data []byte) error {
 	return writeVia(path, data, func(tmp string) error { return os.Rename(tmp, path) })
 }
 
-// writeNewFileAtomic writes data to a temporary file and publishes it at
-// path with [publishNew].
-func writeNewFileAtomic(path string, data []byte) error {
-	return writeVia(path, data, func(tmp string) error { return publishNew(tmp, path) })
+// WriteNew writes data to a temporary file and publishes it at path with
+// [PublishNew]: it never replaces a file already there and fails with an
+// error wrapping fs.ErrExist instead. It is how evidence is written.
+func WriteNew(path string, data []byte) error {
+	return writeVia(path, data, func(tmp string) error { return PublishNew(tmp, path) })
 }
-
-// WriteNewFile writes data to path through a temporary file and never
-// replaces a file already there: it fails with an error wrapping
-// fs.ErrExist instead. It is how evidence is written, here and by
-// cmd/sendrequests.
-func WriteNewFile(path string, data []byte) error { return writeNewFileAtomic(path, data) }
 
 // writeVia writes data, synced, to a temporary file beside path and hands
 // its name to publish; the temporary file is removed if anything fails.
@@ -52,7 +63,7 @@ func writeVia(path string, data []byte, publish func(tmp string) error) error {
 	if cerr := tmp.Close(); werr == nil {
 		werr = cerr
 	}
-	crashPoint("temporary file written")
+	CrashPoint("temporary file written")
 	if werr == nil {
 		werr = publish(name)
 	}
@@ -62,13 +73,13 @@ func writeVia(path string, data []byte, publish func(tmp string) error) error {
 	return werr
 }
 
-// publishNew moves the finished temporary file tmp to path, failing with
+// PublishNew moves the finished temporary file tmp to path, failing with
 // fs.ErrExist rather than replacing a file already there: evidence is never
 // overwritten. A hard link gives that guarantee atomically; where links are
 // not supported it falls back to a check and a rename.
-func publishNew(tmp, path string) error {
+func PublishNew(tmp, path string) error {
 	if err := os.Link(tmp, path); err == nil {
-		crashPoint("linked")
+		CrashPoint("linked")
 		return os.Remove(tmp)
 	} else if errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("refusing to overwrite %s: %w", path, fs.ErrExist)
@@ -79,22 +90,22 @@ func publishNew(tmp, path string) error {
 	return os.Rename(tmp, path)
 }
 
-// crashHook, when set (by the kill tests only), is called at every step
+// CrashHook, when set (by the kill tests only), is called at every step
 // between two states of the files on disk, where a SIGKILL would leave the
 // earlier state and the later one half done.
-var crashHook func(at string)
+var CrashHook func(at string)
 
-// crashPoint marks such a step.
-func crashPoint(at string) {
-	if crashHook != nil {
-		crashHook(at)
+// CrashPoint marks such a step.
+func CrashPoint(at string) {
+	if CrashHook != nil {
+		CrashHook(at)
 	}
 }
 
-// marshalIndent is JSON with two-space indentation and a final newline, the
+// MarshalIndent is JSON with two-space indentation and a final newline, the
 // layout serving-inference writes; HTML characters are not escaped so that
 // prompts and errors stay readable.
-func marshalIndent(v any) ([]byte, error) {
+func MarshalIndent(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
@@ -105,7 +116,9 @@ func marshalIndent(v any) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-func exists(path string) (bool, error) {
+// Exists reports whether something is at path (a broken link counts);
+// errors other than its absence are returned.
+func Exists(path string) (bool, error) {
 	_, err := os.Lstat(path)
 	if err == nil {
 		return true, nil
@@ -114,18 +127,4 @@ func exists(path string) (bool, error) {
 		return false, nil
 	}
 	return false, err
-}
-
-// FileSHA256 returns the hex SHA-256 of the file at path.
-func FileSHA256(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }

@@ -1,4 +1,4 @@
-package sweep
+package analysis
 
 import (
 	"math/rand/v2"

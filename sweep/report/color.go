@@ -1,4 +1,4 @@
-package sweep
+package report
 
 import "image/color"
 

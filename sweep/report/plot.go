@@ -1,4 +1,4 @@
-package sweep
+package report
 
 import (
 	"bytes"
@@ -12,19 +12,21 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
 	"gonum.org/v1/plot/vg/vgsvg"
+
+	"github.com/tinyserve/tinyserve/sweep/analysis"
 )
 
-// RenderPlot draws the sweep as PNG and SVG: output-token throughput (top)
+// renderPlot draws the sweep as PNG and SVG: output-token throughput (top)
 // and p99 latency (bottom) against concurrency, each repeat as a point and
 // the repeat median as a line, with the saturation candidate marked.
-func RenderPlot(c *Combined) (png, svg []byte, err error) {
-	top, err := panel(c, "Output tokens/s", func(a *LevelAggregate) ([]*float64, *float64) {
+func renderPlot(c *analysis.Combined) (png, svg []byte, err error) {
+	top, err := panel(c, "Output tokens/s", func(a *analysis.LevelAggregate) ([]*float64, *float64) {
 		return a.RepeatValues.OutputTokenThroughput, a.RepeatMedians.OutputTokenThroughput
 	})
 	if err != nil {
 		return nil, nil, err
 	}
-	bottom, err := panel(c, "P99 latency (s)", func(a *LevelAggregate) ([]*float64, *float64) {
+	bottom, err := panel(c, "P99 latency (s)", func(a *analysis.LevelAggregate) ([]*float64, *float64) {
 		return a.RepeatValues.LatencyP99S, a.RepeatMedians.LatencyP99S
 	})
 	if err != nil {
@@ -60,7 +62,7 @@ func RenderPlot(c *Combined) (png, svg []byte, err error) {
 	return pb.Bytes(), sb.Bytes(), nil
 }
 
-func panel(c *Combined, ylabel string, get func(*LevelAggregate) ([]*float64, *float64)) (*plot.Plot, error) {
+func panel(c *analysis.Combined, ylabel string, get func(*analysis.LevelAggregate) ([]*float64, *float64)) (*plot.Plot, error) {
 	p := plot.New()
 	p.Y.Label.Text = ylabel
 	p.Add(plotter.NewGrid())

@@ -1,4 +1,4 @@
-package sweep
+package analysis
 
 // Default saturation thresholds, serving-inference's: a step up in
 // concurrency that buys less than 5% more output-token throughput while the

@@ -1,4 +1,4 @@
-package sweep
+package analysis
 
 import (
 	"slices"
@@ -93,7 +93,7 @@ type Combined struct {
 	// Workload is the prompt file the runs sent, by path and SHA-256, so
 	// that a comparison can tell whether two sweeps measured the same
 	// workload; nil in files written before it was recorded.
-	Workload *ManifestWorkload `json:"workload,omitempty"`
+	Workload *Workload `json:"workload,omitempty"`
 	// ServerVersions are the distinct versions the server reported
 	// (GET /version) across the measured runs, in sweep order: one when
 	// every run measured the same software, none when the server does not
@@ -267,4 +267,11 @@ func sortedLevels(levels []int) []int {
 	s := slices.Clone(levels)
 	slices.Sort(s)
 	return slices.Compact(s)
+}
+
+// Workload identifies the prompt file a sweep sent by path and content,
+// as manifest.json and summary.json record it.
+type Workload struct {
+	Path   string `json:"path"`
+	SHA256 string `json:"sha256"`
 }
