@@ -109,34 +109,11 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 	if now == nil {
 		now = time.Now
 	}
-	wd := opts.WorkDir
-	if wd == "" {
-		var err error
-		if wd, err = os.Getwd(); err != nil {
-			return nil, err
-		}
-	}
-	rc := cfg.resolve(wd)
-	// Checked here as well as in parseConfig, for a Config built in code.
-	timeout, err := loadgen.TimeoutDuration(rc.Timeout)
+	wd, rc, timeout, err := resolveSweep(cfg, opts)
 	if err != nil {
-		return nil, fmt.Errorf("%w: timeout: %v", ErrConfig, err)
+		return nil, err
 	}
-	if opts.URL != "" {
-		rc.URL = opts.URL
-	}
-	if rc.Model == "" {
-		rc.Model = opts.Model
-	}
-	outDir := rc.OutputDir
-	if opts.OutputRoot != "" {
-		outDir = opts.OutputRoot
-		if !filepath.IsAbs(outDir) {
-			outDir = filepath.Join(wd, outDir)
-		}
-		rc.OutputDir = outDir // the resolved config records where the files went
-	}
-	root := filepath.Join(outDir, rc.Name)
+	root := filepath.Join(rc.OutputDir, rc.Name)
 	res := &SweepResult{Root: root}
 	validate := func() error {
 		probe := loadgen.LoadOptions{URL: rc.URL, Model: rc.Model, Concurrency: 1, ExtraBody: rc.ExtraBody}
@@ -246,23 +223,13 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 
 	client := opts.Client
 	if client == nil {
-		top := 1
-		for _, c := range rc.Concurrency {
-			top = max(top, c)
-		}
-		client = loadgen.NewHTTPClient(top)
+		client = loadgen.NewHTTPClient(slices.Max(append([]int{1}, rc.Concurrency...)))
 		defer client.CloseIdleConnections()
 	}
-	base, err := loadgen.ServerBase(rc.URL)
+	base, err := reach(ctx, client, rc.URL, opts.APIKey)
 	if err != nil {
+		abandon = errors.Is(err, loadgen.ErrUnreachable)
 		return nil, err
-	}
-	// A server that is not there would fail every request of the first run,
-	// and that run would be kept as evidence, blocking the folder: check
-	// first, as vLLM's benchmark sends one test prompt before measuring.
-	if err := loadgen.CheckReachable(ctx, client, base, opts.APIKey); err != nil {
-		abandon = true
-		return nil, fmt.Errorf("%w: start the server (the config records its flags) and run the sweep again", err)
 	}
 
 	s := &sweeper{cfg: rc, root: root, rows: rows, workloadSHA: workloadSHA, timeout: timeout, opts: opts, client: client, base: base, now: now}
@@ -301,6 +268,53 @@ func RunSweep(ctx context.Context, cfg *Config, opts SweepOptions) (*SweepResult
 		err = errors.Join(err, merr)
 	}
 	return res, err
+}
+
+// resolveSweep is cfg as this sweep runs it: paths resolved against the
+// working folder (opts.WorkDir, else the process's), opts' URL, model and
+// output root applied, and the per-request timeout checked.
+func resolveSweep(cfg *Config, opts SweepOptions) (wd string, rc *Config, timeout time.Duration, err error) {
+	wd = opts.WorkDir
+	if wd == "" {
+		if wd, err = os.Getwd(); err != nil {
+			return "", nil, 0, err
+		}
+	}
+	rc = cfg.resolve(wd)
+	// Checked here as well as in parseConfig, for a Config built in code.
+	if timeout, err = loadgen.TimeoutDuration(rc.Timeout); err != nil {
+		return "", nil, 0, fmt.Errorf("%w: timeout: %v", ErrConfig, err)
+	}
+	if opts.URL != "" {
+		rc.URL = opts.URL
+	}
+	if rc.Model == "" {
+		rc.Model = opts.Model
+	}
+	if opts.OutputRoot != "" {
+		outDir := opts.OutputRoot
+		if !filepath.IsAbs(outDir) {
+			outDir = filepath.Join(wd, outDir)
+		}
+		rc.OutputDir = outDir // the resolved config records where the files went
+	}
+	return wd, rc, timeout, nil
+}
+
+// reach returns the server's base URL of endpoint once the server answers.
+// A server that is not there would fail every request of the first run,
+// and that run would be kept as evidence, blocking the folder: so it is
+// checked first, as vLLM's benchmark sends one test prompt before
+// measuring (an error wrapping loadgen.ErrUnreachable).
+func reach(ctx context.Context, client *http.Client, endpoint, apiKey string) (string, error) {
+	base, err := loadgen.ServerBase(endpoint)
+	if err != nil {
+		return "", err
+	}
+	if err := loadgen.CheckReachable(ctx, client, base, apiKey); err != nil {
+		return "", fmt.Errorf("%w: start the server (the config records its flags) and run the sweep again", err)
+	}
+	return base, nil
 }
 
 // readRepeats reads the evidence of the measured (not warmup) runs in
