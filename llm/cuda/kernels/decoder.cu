@@ -416,6 +416,129 @@ __device__ void residual(float* x, const float* in, const typename S::T* bias, i
     x[k] += in[k] + opt<S>(bias, k % cols);
 }
 
+// ---- Q8_0 weights (ggml's blocks of 32 int8 with one float16 scale) ----
+//
+// Device layout of a Q8_0 matrix of N outputs by K inputs (K a multiple of
+// 32; nn.Linear's orientation, each block along a row): two arrays, the
+// quants int8 [N][K] row-major and the scales, float16 bits, [N][K/32].
+// ggml's 34-byte blocks would put every 16-byte load off its alignment;
+// split, a warp's 32 lanes read 512 consecutive quant bytes as 32 aligned
+// 16-byte loads, and the 32 scales of that span as 64 consecutive bytes.
+// A 16-byte chunk c of the quants is half of block c/2, whose scale is
+// scales[c/2] (row starts are whole blocks, so this holds from any row).
+
+typedef Pack<signed char, 16> Q8Chunk;
+
+// q8Chunk dequantizes chunk c (16 weights) into w: d·q, exact in float32
+// (an 11-bit by 8-bit product), the same values the CPU backend's Q8_0
+// kernels multiply by.
+__device__ __forceinline__ void q8Chunk(float* w, const Q8Chunk* __restrict__ q,
+                                        const unsigned short* __restrict__ s, long long c) {
+  Q8Chunk v = q[c];
+  float d = halfToFloat(s[c >> 1]);
+#pragma unroll
+  for (int e = 0; e < 16; e++) w[e] = d * (float)v.v[e];
+}
+
+// embed_q8: embed with a Q8_0 token table (quants wq, scales ws; C a
+// multiple of 32): x[i] = dequantized row tokens[i], plus wpe[pos[i]] when
+// the model has learned positions. Grid N. The table stays 8-bit on the
+// device, and is the LM head too when tied.
+template <typename S>
+__device__ void embed_q8(float* x, const signed char* wq, const unsigned short* ws, const typename S::T* wpe,
+                         const int* tokens, const int* pos, int C) {
+  int i = blockIdx.x;
+  long long t = tokens[i];
+  const signed char* q = wq + t * C;
+  const unsigned short* s = ws + t * (C / 32);
+  const typename S::T* pe = wpe ? wpe + (long long)pos[i] * C : 0;
+  for (int c = threadIdx.x; c < C; c += blockDim.x) {
+    float v = halfToFloat(s[c >> 5]) * (float)q[c];
+    x[(long long)i * C + c] = pe ? v + S::ld(pe[c]) : v;
+  }
+}
+
+// q8_gemv: out[M][N] (float32, as the GEMMs' results) = in[M][K] (storage
+// type) · Wᵀ for a Q8_0 W of N×K, for the few rows of a decode step: a
+// warp per output n (blockDim/32 outputs per block, grid.x = N/(those)
+// rounded up), R activation rows per grid.y (rows blockIdx.y·R on; M need
+// not be a multiple of R). Each lane takes every 32nd 16-byte chunk of W's
+// row n, dequantizes it in registers once and multiplies it into its R
+// rows' float32 sums (the activations, M×K, are re-read by every warp from
+// L1/L2; the weights, the bytes that matter, are read once per grid.y);
+// the warp then adds its lanes' sums with shuffles. K is a multiple of 32
+// and in's rows start 16-byte aligned (the backend's buffers are 256-byte
+// aligned). No barrier: a warp past N leaves whole.
+template <typename S, int R>
+__device__ void q8_gemv(float* __restrict__ out, const typename S::T* __restrict__ in,
+                        const signed char* __restrict__ wq, const unsigned short* __restrict__ ws, int M, int K,
+                        int N) {
+  typedef typename S::T T;
+  const int A = 16 / sizeof(T);  // activations per 16-byte pack
+  typedef Pack<T, A> P;
+  int lane = threadIdx.x & 31;
+  int n = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (n >= N) return;
+  int r0 = blockIdx.y * R;
+  const Q8Chunk* q = (const Q8Chunk*)(wq + (long long)n * K);
+  const unsigned short* s = ws + (long long)n * (K / 32);
+  float acc[R];
+#pragma unroll
+  for (int r = 0; r < R; r++) acc[r] = 0.f;
+  int chunks = K / 16;
+  // Unrolled so that several 16-byte weight loads of a lane are in flight
+  // at once: a decode GEMV is bound by the bytes outstanding, not by its
+  // arithmetic.
+#pragma unroll 4
+  for (int c = lane; c < chunks; c += 32) {
+    float w[16];
+    q8Chunk(w, q, s, c);
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+      if (r0 + r < M) {
+        const P* x = (const P*)(in + (long long)(r0 + r) * K + (long long)c * 16);
+#pragma unroll
+        for (int u = 0; u < 16 / A; u++) {
+          P xv = x[u];
+#pragma unroll
+          for (int e = 0; e < A; e++) acc[r] += w[u * A + e] * S::ld(xv.v[e]);
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < R; r++) {
+    float v = acc[r];
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    if (lane == 0 && r0 + r < M) out[(long long)(r0 + r) * N + n] = v;
+  }
+}
+
+// q8_dequant: out (storage type) = the dequantized weights of chunks
+// 16-byte quant chunks (16·chunks weights, whole rows of a Q8_0 matrix:
+// quants wq, scales ws), for a prefill's GEMM by cuBLAS. Grid-stride, one
+// chunk per thread: a 16-byte load in, 16 weights out in 16-byte packs.
+template <typename S>
+__device__ void q8_dequant(typename S::T* out, const signed char* __restrict__ wq,
+                           const unsigned short* __restrict__ ws, int chunks) {
+  typedef typename S::T T;
+  const int A = 16 / sizeof(T);
+  typedef Pack<T, A> P;
+  for (long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x; c < chunks;
+       c += (long long)gridDim.x * blockDim.x) {
+    float w[16];
+    q8Chunk(w, (const Q8Chunk*)wq, ws, c);
+    P* o = (P*)(out + c * 16);
+#pragma unroll
+    for (int u = 0; u < 16 / A; u++) {
+      P pv;
+#pragma unroll
+      for (int e = 0; e < A; e++) pv.v[e] = S::st(w[u * A + e]);
+      o[u] = pv;
+    }
+  }
+}
+
 #define TS_INSTANTIATE(S, SUF)                                                                          \
   extern "C" __global__ void embed_##SUF(float* x, const S::T* wte, const S::T* wpe,                   \
                                          const int* tokens, const int* pos, int C) {                    \
@@ -454,6 +577,30 @@ __device__ void residual(float* x, const float* in, const typename S::T* bias, i
   extern "C" __global__ void residual_##SUF(float* x, const float* in, const S::T* bias, int rows,     \
                                             int cols) {                                                 \
     residual<S>(x, in, bias, rows, cols);                                                               \
+  }                                                                                                     \
+  extern "C" __global__ void embed_q8_##SUF(float* x, const signed char* wq, const unsigned short* ws,  \
+                                            const S::T* wpe, const int* tokens, const int* pos, int C) {\
+    embed_q8<S>(x, wq, ws, wpe, tokens, pos, C);                                                        \
+  }                                                                                                     \
+  extern "C" __global__ void q8_gemv1_##SUF(float* out, const S::T* in, const signed char* wq,          \
+                                            const unsigned short* ws, int M, int K, int N) {            \
+    q8_gemv<S, 1>(out, in, wq, ws, M, K, N);                                                            \
+  }                                                                                                     \
+  extern "C" __global__ void q8_gemv2_##SUF(float* out, const S::T* in, const signed char* wq,          \
+                                            const unsigned short* ws, int M, int K, int N) {            \
+    q8_gemv<S, 2>(out, in, wq, ws, M, K, N);                                                            \
+  }                                                                                                     \
+  extern "C" __global__ void q8_gemv4_##SUF(float* out, const S::T* in, const signed char* wq,          \
+                                            const unsigned short* ws, int M, int K, int N) {            \
+    q8_gemv<S, 4>(out, in, wq, ws, M, K, N);                                                            \
+  }                                                                                                     \
+  extern "C" __global__ void q8_gemv8_##SUF(float* out, const S::T* in, const signed char* wq,          \
+                                            const unsigned short* ws, int M, int K, int N) {            \
+    q8_gemv<S, 8>(out, in, wq, ws, M, K, N);                                                            \
+  }                                                                                                     \
+  extern "C" __global__ void q8_dequant_##SUF(S::T* out, const signed char* wq, const unsigned short* ws,\
+                                              int chunks) {                                             \
+    q8_dequant<S>(out, wq, ws, chunks);                                                                 \
   }
 
 TS_INSTANTIATE(F32, f32)
