@@ -123,6 +123,9 @@ func timeDecode(m *model.Model, dt string, batches []int, steps, warmup, positio
 		return nil, "", err
 	}
 	defer b.Close()
+	if err := b.AllocateKV(most*blocksPer, 16); err != nil {
+		return nil, "", err
+	}
 	name, arch := b.Device()
 	var rows []decodeRow
 	for _, n := range batches {
