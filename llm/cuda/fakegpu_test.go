@@ -527,10 +527,10 @@ func (g *fakeGPU) run(k string, dt int, grid, block [3]uint32, shared uint32, a 
 	case "q8_gemv1", "q8_gemv2", "q8_gemv4", "q8_gemv8": // (float* out, const T* in, const int8* wq, const u16* ws, int M, int K, int N)
 		out, in, wq, ws, M, K, N := a.ptr(0), a.ptr(1), a.ptr(2), a.ptr(3), a.int(4), a.int(5), a.int(6)
 		R := int(k[len("q8_gemv"):][0] - '0')
-		// The kernel's assumptions: a warp per output, R rows per grid.y,
-		// 16-byte loads of the quants and of the activations.
-		warps := int(block[0]) / 32
-		if K%32 != 0 || int(grid[0])*warps < N || int(grid[1])*R < M || M > q8GemvMaxRows || wq%16 != 0 || in%16 != 0 || out%4 != 0 {
+		// The kernel's assumptions: q8GemvOutputs outputs a block, R rows
+		// per grid.y, whole warps, 16-byte loads of the quants and of the
+		// activations.
+		if K%32 != 0 || int(grid[0])*q8GemvOutputs < N || int(grid[1])*R < M || M > q8GemvMaxRows || block[0] > q8GemvMaxThreads || wq%16 != 0 || in%16 != 0 || out%4 != 0 {
 			panic(fmt.Sprintf("%s: grid %v block %v for M=%d K=%d N=%d, quants at %#x, input at %#x", k, grid, block, M, K, N, wq, in))
 		}
 		for r := range M {

@@ -15,9 +15,10 @@ import (
 //     along K) is two arrays, the int8 quants [N][K] and the float16 scales
 //     [N][K/32], so that every 16-byte load of the quants is aligned (ggml's
 //     34-byte blocks are not) — see kernels/decoder.cu;
-//   - up to q8GemvMaxRows token rows (a decode step), q8_gemv: a warp per
-//     output, each lane dequantizing its 16-byte chunks in registers into
-//     float32 sums of up to 8 rows at once;
+//   - up to q8GemvMaxRows token rows (a decode step), q8_gemv: a block per
+//     four outputs, its threads splitting the rows' 16-byte chunks, each
+//     dequantizing them in registers (without the slow int-to-float
+//     instruction) into float32 sums of up to 8 activation rows at once;
 //   - more rows (a prefill chunk), q8_dequant writes the group's weights in
 //     the storage type into one scratch matrix (b.dq, the size of the
 //     largest group, not a second copy of the weights) and cuBLAS multiplies
@@ -53,8 +54,27 @@ var q8GemvRows = [...]int{1, 2, 4, 8}
 // Not yet tuned on a GPU.
 const q8GemvMaxRows = 16
 
-// q8GemvWarps is q8_gemv's outputs per block (a warp each).
-const q8GemvWarps = 8
+// q8GemvOutputs is q8_gemv's outputs per block (Q8_GEMV_OUTPUTS in the
+// kernel): each activation it converts serves that many weight rows.
+const q8GemvOutputs = 4
+
+// q8GemvMaxThreads bounds q8_gemv's block: a row's 16-byte chunks, one a
+// thread, in whole warps, up to this many.
+const q8GemvMaxThreads = 256
+
+// q8GemvLaunch is q8_gemv's instantiation (an index into q8GemvRows) and
+// launch shape for M rows of K inputs and N outputs: q8GemvOutputs
+// outputs a block, the smallest row tile holding M (or tiles of 8 along
+// grid.y), and a thread for each 16-byte chunk of a weight row.
+func q8GemvLaunch(M, K, N int) (k int, grid, block [3]uint32) {
+	k = len(q8GemvRows) - 1
+	for k > 0 && q8GemvRows[k-1] >= M {
+		k--
+	}
+	R := q8GemvRows[k]
+	threads := min((K/16+31)/32*32, q8GemvMaxThreads)
+	return k, [3]uint32{uint32((N + q8GemvOutputs - 1) / q8GemvOutputs), uint32((M + R - 1) / R), 1}, [3]uint32{uint32(threads), 1, 1}
+}
 
 // q8ScratchRows is how many vocabulary rows a slice of a Q8_0 LM head's
 // prefill product takes at least: the scratch holds the largest projection
@@ -144,14 +164,8 @@ func (b *Backend) linearQ8(out, in, q, s DevicePtr, K, N, M int, label string) e
 	}
 	a := &b.args
 	if M <= q8GemvMaxRows {
-		k := len(q8GemvRows) - 1
-		for k > 0 && q8GemvRows[k-1] >= M {
-			k--
-		}
-		R := q8GemvRows[k]
-		grid := [3]uint32{uint32((N + q8GemvWarps - 1) / q8GemvWarps), uint32((M + R - 1) / R), 1}
-		return b.launch(b.fn.q8Gemv[k], grid, [3]uint32{32 * q8GemvWarps, 1, 1}, 0,
-			a.reset().ptr(out).ptr(in).ptr(q).ptr(s).i32(M).i32(K).i32(N))
+		k, grid, block := q8GemvLaunch(M, K, N)
+		return b.launch(b.fn.q8Gemv[k], grid, block, 0, a.reset().ptr(out).ptr(in).ptr(q).ptr(s).i32(M).i32(K).i32(N))
 	}
 	rows := min(N, b.dqElems/K)
 	if rows <= 0 {

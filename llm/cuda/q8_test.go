@@ -331,18 +331,25 @@ func q8Reference(quants []int8, scales []uint16, x []float32, M, K, N int) []flo
 }
 
 // TestEmuQ8Gemv runs the CUDA C q8_gemv on the host emulator for shapes the
-// small models do not reach: K of 1,056 (33 blocks: lanes with three
-// chunks, others two, the unrolled loop's remainder), N of 13 (a block
-// with warps past N) and every M from 1 to 16 through each row tile, in
-// float32 against a float64 reference, in both thread orders.
+// small models do not reach: K of 1,056 (66 chunks: three warps, the last
+// partly idle) and 4,128 (258 chunks: 256 threads, two of them taking a
+// second chunk), N of 13 (a block with outputs past N) and every M from 1
+// to 16 through each row tile, in float32 against a float64 reference, in
+// both thread orders; and q8_dequant, exactly.
 func TestEmuQ8Gemv(t *testing.T) {
+	for _, K := range []int{1056, 4128} {
+		t.Run(fmt.Sprint("K=", K), func(t *testing.T) { checkEmuQ8Gemv(t, K) })
+	}
+}
+
+func checkEmuQ8Gemv(t *testing.T, K int) {
 	e := loadEmu(t)
-	const K, N = 1056, 13
-	r := rand.New(rand.NewPCG(5, 6))
+	const N = 13
+	r := rand.New(rand.NewPCG(5, uint64(K)))
 	quants := make([]int8, N*K)
 	scales := make([]uint16, N*K/32)
 	for i := range quants {
-		quants[i] = int8(r.IntN(255) - 127)
+		quants[i] = int8(r.IntN(256) - 128)
 	}
 	for i := range scales {
 		scales[i] = f32ToF16(float32(r.Float64()*0.02 + 0.001))
@@ -350,6 +357,8 @@ func TestEmuQ8Gemv(t *testing.T) {
 	g := newFakeGPU(t)
 	g.emu = e
 	dq, ds := g.alloc(len(quants)), g.alloc(2*len(scales))
+	defer g.freePtr(dq)
+	defer g.freePtr(ds)
 	copy(g.bytes(dq, len(quants)), unsafe.Slice((*byte)(unsafe.Pointer(&quants[0])), len(quants)))
 	copy(g.bytes(ds, 2*len(scales)), unsafe.Slice((*byte)(unsafe.Pointer(&scales[0])), 2*len(scales)))
 	for M := 1; M <= q8GemvMaxRows; M++ {
@@ -360,30 +369,27 @@ func TestEmuQ8Gemv(t *testing.T) {
 		want := q8Reference(quants, scales, x, M, K, N)
 		in, out := g.alloc(4*len(x)), g.alloc(4*M*N)
 		copy(g.bytes(in, 4*len(x)), unsafe.Slice((*byte)(unsafe.Pointer(&x[0])), 4*len(x)))
-		k := len(q8GemvRows) - 1
-		for k > 0 && q8GemvRows[k-1] >= M {
-			k--
-		}
+		k, grid, block := q8GemvLaunch(M, K, N)
 		R := q8GemvRows[k]
 		for _, rev := range []bool{false, true} {
-			grid := [3]uint32{(N + q8GemvWarps - 1) / q8GemvWarps, uint32((M + R - 1) / R), 1}
-			args := []uint64{uint64(out), uint64(in), uint64(dq), uint64(ds), uint64(M), K, N}
-			if err := e.launch(fmt.Sprintf("q8_gemv%d_f32", R), grid, [3]uint32{32 * q8GemvWarps, 1, 1}, 0, args, rev); err != nil {
+			args := []uint64{uint64(out), uint64(in), uint64(dq), uint64(ds), uint64(M), uint64(K), N}
+			if err := e.launch(fmt.Sprintf("q8_gemv%d_f32", R), grid, block, 0, args, rev); err != nil {
 				t.Fatal(err)
 			}
 			got := unsafe.Slice((*float32)(unsafe.Pointer(&g.bytes(out, 4*M*N)[0])), M*N)
 			for i := range want {
 				if d := math.Abs(float64(got[i]) - want[i]); d > 1e-4*max(1, math.Abs(want[i])) {
-					t.Fatalf("M=%d (tile %d, reverse %v): out[%d] = %g, want %g", M, R, rev, i, got[i], want[i])
+					t.Fatalf("M=%d (tile %d, block %d, reverse %v): out[%d] = %g, want %g", M, R, block[0], rev, i, got[i], want[i])
 				}
 			}
 		}
 		g.freePtr(in)
 		g.freePtr(out)
 	}
-	// q8_dequant over the same matrix: exact.
+	// q8_dequant over the same matrix: exact (every int8, -128 included).
 	out := g.alloc(4 * N * K)
-	if err := e.launch("q8_dequant_f32", [3]uint32{3, 1, 1}, [3]uint32{256, 1, 1}, 0, []uint64{uint64(out), uint64(dq), uint64(ds), N * K / 16}, false); err != nil {
+	defer g.freePtr(out)
+	if err := e.launch("q8_dequant_f32", [3]uint32{3, 1, 1}, [3]uint32{256, 1, 1}, 0, []uint64{uint64(out), uint64(dq), uint64(ds), uint64(N * K / 16)}, false); err != nil {
 		t.Fatal(err)
 	}
 	got := unsafe.Slice((*float32)(unsafe.Pointer(&g.bytes(out, 4*N*K)[0])), N*K)
@@ -392,9 +398,6 @@ func TestEmuQ8Gemv(t *testing.T) {
 			t.Fatalf("dequantized weight %d: %g, want %g", i, got[i], want)
 		}
 	}
-	g.freePtr(out)
-	g.freePtr(dq)
-	g.freePtr(ds)
 }
 
 // TestEmuQ8_0 runs the Q8_0 checks on the CUDA C: the quantized GPT-2,
