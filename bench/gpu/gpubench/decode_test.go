@@ -27,12 +27,12 @@ func TestDecodeTable(t *testing.T) {
 }
 
 // TestDecodeFlags: bad flags are refused before any model or GPU is
-// touched.
+// touched, and scenarios refuses an unknown quantization alike.
 func TestDecodeFlags(t *testing.T) {
-	for _, args := range [][]string{{"-batches", "1,x"}, {"-quantization", "q4_k"}, {"-steps", "0"}} {
+	for _, args := range [][]string{{"decode", "-batches", "1,x"}, {"decode", "-quantization", "q4_k"}, {"decode", "-steps", "0"}, {"scenarios", "-quantization", "q4_k"}} {
 		var out, errs strings.Builder
-		if err := run(append([]string{"decode"}, args...), &out, &errs); err == nil {
-			t.Errorf("decode %v: no error", args)
+		if err := run(args, &out, &errs); err == nil {
+			t.Errorf("%v: no error", args)
 		}
 	}
 }
