@@ -169,8 +169,8 @@ func TestFakeGPUQ8_0(t *testing.T) {
 	for _, v := range q8Models {
 		for _, dt := range []string{"float32", "float16", "bfloat16"} {
 			t.Run(v.name+"/"+dt, func(t *testing.T) {
-				if raceEnabled && dt != "float32" {
-					t.Skip("half types skipped under the race detector (slow Go emulation); float32 runs")
+				if raceEnabled && (dt != "float32" || v.name == "gpt2") {
+					t.Skip("under the race detector (slow Go emulation) only qwen3 and llama3 in float32; all run without it")
 				}
 				worst := checkQ8MatchesCPU(t, fakeQ8Device, quantized(t, v.model(t)), dt)
 				t.Logf("max |fake GPU - CPU| logit on Q8_0 weights: %.3g", worst)
