@@ -33,6 +33,8 @@ export MODEL=${MODEL:-testdata/gpt2-tiny} REQUESTS=${REQUESTS:-4} BENCHTIME=${BE
 export DECODE_MODEL=${DECODE_MODEL:-testdata/qwen2-tiny} STEP_TIMEOUT_SCALE=${STEP_TIMEOUT_SCALE:-8}
 export TINYSERVE_CUDA_EMU_MEMORY_MB=${TINYSERVE_CUDA_EMU_MEMORY_MB:-8192}
 export BUDGET_S=${BUDGET_S:-3600}
+# The Q8_0 decode step: a few steps suffice to show it runs.
+export Q8_STEPS=${Q8_STEPS:-3} Q8_WARMUP=${Q8_WARMUP:-1}
 RESULTS=${RESULTS:-bench/gpu/out-emulated}
 [[ $RESULTS = /* ]] || RESULTS=$PWD/$RESULTS
 export RESULTS

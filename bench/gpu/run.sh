@@ -21,7 +21,11 @@
 #   2. per-step time: GPT-2 124M, 4 decoding sequences (goal: < 1 ms) and
 #      one 64-token prefill chunk; then the decode step of
 #      qwen2.5-0.5b-random in bfloat16 with CUDA graphs at batch 1, 4 and 32
-#      (ms/step and the effective bandwidth); then (their own processes)
+#      (ms/step and the effective bandwidth); then the decode step with
+#      the weights quantized to Q8_0 and kept 8-bit on the GPU beside
+#      float16/bfloat16 (gpubench decode: GPT-2 124M and
+#      qwen2.5-0.5b-random, batch 1 and 4, CUDA graphs, ms/step and the
+#      ratio; issue 32); then (their own processes)
 #      eager steps' time by kernel and GEMM (TestProfileGPUStep), GPT-2
 #      float16 and Qwen bfloat16
 #   3. tiny-vLLM's seven scenarios through the engine on the GPU (gpubench),
@@ -44,8 +48,10 @@
 # limit is cut to what is left, the PyTorch peer starts only with 100 s to
 # spare and the sweeps only with 70), PYTHON (the interpreter with torch,
 # default python3), STEP_TIMEOUT_SCALE (multiplies every step's own limit,
-# default 1). bench/gpu/emulate.sh sets them for a dry run on the host
-# emulator.
+# default 1), Q8 (0 skips the Q8_0 decode step), Q8_STEPS (its timed
+# steps per row, default 200; Q8_WARMUP untimed ones first, default 10),
+# Q8_BATCHES (default 1,4). bench/gpu/emulate.sh
+# sets them for a dry run on the host emulator.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -61,6 +67,10 @@ timeout_scale=${STEP_TIMEOUT_SCALE:-1}
 decode_model=${DECODE_MODEL:-qwen2.5-0.5b-random}
 decode_dtype=${DECODE_DTYPE:-bfloat16}
 python=${PYTHON:-python3}
+q8=${Q8:-1}
+q8_steps=${Q8_STEPS:-200}
+q8_batches=${Q8_BATCHES:-1,4}
+q8_warmup=${Q8_WARMUP:-10}
 # The peer reads a local checkpoint; never let transformers try the network.
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 scratch=$(mktemp -d)
@@ -171,6 +181,16 @@ grep -E 'Benchmark' "$out/step_time.txt" | sed 's/^/    /' >>"$summary"
 TINYSERVE_GPU_DECODE_MODEL=$decode_model TINYSERVE_GPU_DECODE_DTYPE=$decode_dtype \
 	step decode_batch 120 "$bin/cuda.test" -test.v -test.run '^$' -test.bench 'GPUDecodeBatch' -test.benchtime "$benchtime"
 grep -E 'Benchmark' "$out/decode_batch.txt" | sed 's/^/    /' >>"$summary"
+# The decode step on Q8_0 weights (8-bit on the GPU, dequantized in the
+# GEMV's registers) beside the same model's float16 and bfloat16 weights.
+if [ "$q8" != 0 ]; then
+	for m in "$model" "$decode_model"; do
+		n=q8_decode_$(basename "$m" | tr -c 'a-zA-Z0-9\n' '_')
+		step "$n" 90 "$bin/gpubench" decode -model "$m" -quantization q8_0 -dtypes float16,bfloat16 \
+			-batches "$q8_batches" -steps "$q8_steps" -warmup "$q8_warmup" -out "$out/$n.md" &&
+			{ note ""; sed 's/^/    /' "$out/$n.md" >>"$summary"; note ""; }
+	done
+fi
 TINYSERVE_GPU_BENCH_MODEL=$model step profile 45 "$bin/cuda.test" -test.v -test.run '^TestProfileGPUStep$'
 sed -n -E '/(decode|prefill) step, .* eager, mean of/,/total \(GPU/p' "$out/profile.txt" | sed -E 's/^ *[a-z_]+_test.go:[0-9]*: //; s/^/    /' >>"$summary"
 TINYSERVE_GPU_BENCH_MODEL=$decode_model TINYSERVE_GPU_BENCH_DTYPE=$decode_dtype \

@@ -89,8 +89,14 @@ type Backend struct {
 	mod        Module
 	fn         kernels
 
-	w       devWeights
-	weights DevicePtr
+	w           devWeights
+	weights     DevicePtr
+	weightBytes int // the size of the weights' allocation
+	// dq is the Q8_0 prefill's scratch: room for dqElems weights in the
+	// storage type, the largest Q8_0 projection group (q8.go); 0 without
+	// Q8_0 matrices.
+	dq      DevicePtr
+	dqElems int
 	blasWS  DevicePtr // cuBLAS's workspace (see setup)
 
 	kc, vc    DevicePtr // [layer][block*blockSize+slot][KVHeads*HeadDim], storage type
@@ -135,6 +141,10 @@ type Backend struct {
 type kernels struct {
 	embed, norm, addNorm, qkvStore, attention, biasAct, siluMul, residual, argmax Function
 	hold                                                                          Function // the profiler's (profile.go)
+	// The Q8_0 weights' kernels (q8.go): the embedding lookup, the decode
+	// GEMV by rows per grid.y (q8GemvRows), and the prefill's dequantization.
+	embedQ8, q8Dequant Function
+	q8Gemv             [len(q8GemvRows)]Function
 }
 
 // NewBackend loads the CUDA libraries, compiles (or reads from the cache)
@@ -350,6 +360,9 @@ func (b *Backend) setup(load func(drvVersion int) (*NVRTC, *CuBLAS, error)) erro
 		{&b.fn.qkvStore, "qkv_store" + sfx}, {&b.fn.attention, "attention" + sfx},
 		{&b.fn.biasAct, "bias_act" + sfx}, {&b.fn.siluMul, "silu_mul" + sfx}, {&b.fn.residual, "residual" + sfx},
 		{&b.fn.argmax, "argmax_rows"}, {&b.fn.hold, "hold_ns"},
+		{&b.fn.embedQ8, "embed_q8" + sfx}, {&b.fn.q8Dequant, "q8_dequant" + sfx},
+		{&b.fn.q8Gemv[0], fmt.Sprintf("q8_gemv%d%s", q8GemvRows[0], sfx)}, {&b.fn.q8Gemv[1], fmt.Sprintf("q8_gemv%d%s", q8GemvRows[1], sfx)},
+		{&b.fn.q8Gemv[2], fmt.Sprintf("q8_gemv%d%s", q8GemvRows[2], sfx)}, {&b.fn.q8Gemv[3], fmt.Sprintf("q8_gemv%d%s", q8GemvRows[3], sfx)},
 	} {
 		if *k.f, err = b.drv.Function(b.mod, k.name); err != nil {
 			return err
@@ -421,10 +434,10 @@ func (b *Backend) release() error {
 		keep(b.drv.StreamSync(b.stream))
 	}
 	b.dropGraphs()
-	for _, p := range []DevicePtr{b.kc, b.vc, b.acts, b.meta, b.res, b.hs, b.weights} {
+	for _, p := range []DevicePtr{b.kc, b.vc, b.acts, b.meta, b.res, b.hs, b.weights, b.dq} {
 		keep(b.drv.MemFree(p))
 	}
-	b.kc, b.vc, b.acts, b.meta, b.res, b.hs, b.weights = 0, 0, 0, 0, 0, 0, 0
+	b.kc, b.vc, b.acts, b.meta, b.res, b.hs, b.weights, b.dq = 0, 0, 0, 0, 0, 0, 0, 0
 	keep(b.drv.MemFreeHost(b.metaHost))
 	keep(b.drv.MemFreeHost(b.resHost))
 	b.metaHost, b.resHost = nil, nil

@@ -50,7 +50,9 @@ type fakeGPU struct {
 	capturing *[]func()
 	graphs    map[GraphExec][]func()
 	launches  int
-	free      uint64
+	// byName counts the launches of each kernel (queued, or captured).
+	byName map[string]int
+	free   uint64
 	// emu, when set, runs the kernels' CUDA C and the GEMMs on the host
 	// (emu_test.go) instead of the Go emulations below; device memory is
 	// then real memory, each allocation ending at a guard page. reverse
@@ -311,7 +313,12 @@ func storage(name string) (int, string) {
 // cuLaunchKernel copies them), the work runs now or at graph replay.
 func (g *fakeGPU) launch(name string, grid, block [3]uint32, shared uint32, params unsafe.Pointer) {
 	g.launches++
-	nargs := map[string]int{"embed": 6, "norm": 8, "add_norm": 9, "qkv_store": 17, "attention": 14, "bias_act": 6, "silu_mul": 5, "residual": 5, "argmax_rows": 3, "hold_ns": 1}
+	if g.byName == nil {
+		g.byName = map[string]int{}
+	}
+	g.byName[name]++
+	nargs := map[string]int{"embed": 6, "norm": 8, "add_norm": 9, "qkv_store": 17, "attention": 14, "bias_act": 6, "silu_mul": 5, "residual": 5, "argmax_rows": 3, "hold_ns": 1,
+		"embed_q8": 7, "q8_gemv1": 7, "q8_gemv2": 7, "q8_gemv4": 7, "q8_gemv8": 7, "q8_dequant": 4}
 	dt, base := storage(name)
 	n, ok := nargs[base]
 	if g.emu != nil {
@@ -502,6 +509,47 @@ func (g *fakeGPU) run(k string, dt int, grid, block [3]uint32, shared uint32, a 
 		for k := range rows * cols {
 			g.setF32(x, k, g.f32(x, k)+(g.f32(in, k)+g.opt(bias, k%cols, dt)))
 		}
+	case "embed_q8": // (float* x, const int8* wq, const u16* ws, const T* wpe, const int* tokens, const int* pos, int C)
+		x, wq, ws, wpe, tok, pos, C := a.ptr(0), a.ptr(1), a.ptr(2), a.ptr(3), a.ptr(4), a.ptr(5), a.int(6)
+		if C%32 != 0 {
+			panic(fmt.Sprintf("embed_q8: C=%d", C))
+		}
+		for i := range int(grid[0]) {
+			t, p := g.i32(tok, i), g.i32(pos, i)
+			for c := range C {
+				v := g.q8(wq, ws, t*C+c)
+				if wpe != 0 {
+					v += g.elem(wpe, p*C+c, dt)
+				}
+				g.setF32(x, i*C+c, v)
+			}
+		}
+	case "q8_gemv1", "q8_gemv2", "q8_gemv4", "q8_gemv8": // (float* out, const T* in, const int8* wq, const u16* ws, int M, int K, int N)
+		out, in, wq, ws, M, K, N := a.ptr(0), a.ptr(1), a.ptr(2), a.ptr(3), a.int(4), a.int(5), a.int(6)
+		R := int(k[len("q8_gemv"):][0] - '0')
+		// The kernel's assumptions: q8GemvOutputs outputs a block, R rows
+		// per grid.y, whole warps, 16-byte loads of the quants and of the
+		// activations.
+		if K%32 != 0 || int(grid[0])*q8GemvOutputs < N || int(grid[1])*R < M || M > q8GemvMaxRows || block[0] > q8GemvMaxThreads || wq%16 != 0 || in%16 != 0 || out%4 != 0 {
+			panic(fmt.Sprintf("%s: grid %v block %v for M=%d K=%d N=%d, quants at %#x, input at %#x", k, grid, block, M, K, N, wq, in))
+		}
+		for r := range M {
+			for n := range N {
+				var acc float64
+				for c := range K {
+					acc += float64(g.q8(wq, ws, n*K+c) * g.elem(in, r*K+c, dt))
+				}
+				g.setF32(out, r*N+n, float32(acc))
+			}
+		}
+	case "q8_dequant": // (T* out, const int8* wq, const u16* ws, int chunks)
+		out, wq, ws, chunks := a.ptr(0), a.ptr(1), a.ptr(2), a.int(3)
+		if wq%16 != 0 || out%16 != 0 {
+			panic(fmt.Sprintf("q8_dequant: quants at %#x, out at %#x", wq, out))
+		}
+		for i := range 16 * chunks {
+			g.setElem(out, i, dt, g.q8(wq, ws, i))
+		}
 	case "hold_ns": // (long long ns): the profiler's wait; nothing to emulate
 	case "argmax_rows": // (int* out, const float* logits, int V)
 		out, logits, V := a.ptr(0), a.ptr(1), a.int(2)
@@ -517,6 +565,13 @@ func (g *fakeGPU) run(k string, dt int, grid, block [3]uint32, shared uint32, a 
 	default:
 		panic("kernel " + k)
 	}
+}
+
+// q8 is weight i (flat, row-major) of a Q8_0 matrix in the device layout:
+// quants wq (int8) and scales ws (float16, one per 32 weights).
+func (g *fakeGPU) q8(wq, ws DevicePtr, i int) float32 {
+	sb := g.bytes(ws+DevicePtr(2*(i/32)), 2)
+	return f16ToF32(uint16(sb[0])|uint16(sb[1])<<8) * float32(int8(g.bytes(wq+DevicePtr(i), 1)[0]))
 }
 
 // opt reads element i of an optional tensor: 0 where p is null (a bias the

@@ -255,7 +255,11 @@ func (b *Backend) forwardDevice(m *batchMeta) error {
 	if b.prof != nil {
 		b.prof.begin()
 	}
-	if err := b.launch(b.fn.embed, rowGrid, rowBlock, 0, a.reset().ptr(b.x).ptr(b.w.embed).ptr(b.w.positions).ptr(tokens).ptr(pos).i32(C)); err != nil {
+	if b.w.embedScales != 0 {
+		if err := b.launch(b.fn.embedQ8, rowGrid, rowBlock, 0, a.reset().ptr(b.x).ptr(b.w.embed).ptr(b.w.embedScales).ptr(b.w.positions).ptr(tokens).ptr(pos).i32(C)); err != nil {
+			return err
+		}
+	} else if err := b.launch(b.fn.embed, rowGrid, rowBlock, 0, a.reset().ptr(b.x).ptr(b.w.embed).ptr(b.w.positions).ptr(tokens).ptr(pos).i32(C)); err != nil {
 		return err
 	}
 	for l := range c.Layers {
@@ -329,6 +333,12 @@ func (b *Backend) forwardDevice(m *batchMeta) error {
 		return err
 	}
 	logits := b.res + DevicePtr(b.resLogitsOff)
+	if b.w.lmHeadScales != 0 {
+		if err := b.linearQ8(logits, b.hs, b.w.lmHead, b.w.lmHeadScales, C, V, R, "LM head"); err != nil {
+			return err
+		}
+		return b.launch(b.fn.argmax, [3]uint32{uint32(R), 1, 1}, [3]uint32{argmaxThreads, 1, 1}, 0, a.reset().ptr(b.res).ptr(logits).i32(V))
+	}
 	// logits[R][V] = hs[R][C] · lmHead[V][C]ᵀ. Column-major, that is
 	// logitsᵀ (V×R) = lmHead (V×C, read as the transpose of the C×V
 	// column-major view of the row-major array) · hsᵀ (C×R).
@@ -354,6 +364,9 @@ func (b *Backend) forwardDevice(m *batchMeta) error {
 // exactly that (no transpose, lda out); an out×in one (nn.Linear) reads as
 // its transpose, so it is transposed back (OpT, lda in), as the LM head is.
 func (b *Backend) linear(out, in DevicePtr, p *devLinear, M int) error {
+	if p.scales != 0 {
+		return b.linearQ8(out, in, p.w, p.scales, p.in, p.out, M, "")
+	}
 	ta, lda := OpT, p.in
 	if p.inMajor {
 		ta, lda = OpN, p.out

@@ -43,6 +43,10 @@ func newProfiler(b *Backend, hold time.Duration) *profiler {
 		f.embed: "embed", f.norm: "norm", f.addNorm: "residual+norm",
 		f.qkvStore: "qkv bias+rope+KV write", f.attention: "attention", f.biasAct: "bias+gelu",
 		f.siluMul: "silu·up", f.residual: "residual", f.argmax: "argmax",
+		f.embedQ8: "embed", f.q8Dequant: "q8 dequantize",
+	}
+	for k, g := range f.q8Gemv {
+		names[g] = fmt.Sprintf("q8 gemv (%d rows a tile)", q8GemvRows[k])
 	}
 	return &profiler{drv: b.drv, stream: b.stream, hold: f.hold, holdNs: hold.Nanoseconds(), names: names,
 		total: map[string]time.Duration{}, calls: map[string]int{}}

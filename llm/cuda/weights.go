@@ -22,6 +22,9 @@ type devLinear struct {
 	in, out int
 	// inMajor: w is [in][out] (GPT-2's Conv1D), else [out][in] (nn.Linear).
 	inMajor bool
+	// scales, when not 0, makes the group Q8_0 (q8.go): w is then its int8
+	// quants [out][in] and scales its float16 scales [out][in/32].
+	scales DevicePtr
 }
 
 // devNorm is a norm's gain and, for a LayerNorm, its bias (0 for none).
@@ -42,16 +45,20 @@ type devWeights struct {
 	embed, positions, lmHead, invFreq DevicePtr
 	final                             devNorm
 	layers                            []devLayer
+	// embedScales and lmHeadScales, when not 0, make the token table and
+	// the LM head Q8_0 (embed and lmHead their quants; one pair when tied).
+	embedScales, lmHeadScales DevicePtr
 }
 
 // weightItem is one device tensor: parts stored one after another in the
 // storage type (a zero part stands for lens[k] zeros), or raw bytes as
-// they are.
+// they are, or (q8 set) one of the two arrays of Q8_0 parts.
 type weightItem struct {
 	dst   *DevicePtr
 	parts []tensor.Tensor
 	lens  []int
 	raw   []byte
+	q8    q8Array
 }
 
 func (it *weightItem) bytes(elemSize int) int {
@@ -61,6 +68,12 @@ func (it *weightItem) bytes(elemSize int) int {
 	n := 0
 	for _, l := range it.lens {
 		n += l
+	}
+	switch it.q8 {
+	case q8Quants:
+		return n
+	case q8Scales:
+		return n / tensor.Q8_0BlockLen * 2
 	}
 	return n * elemSize
 }
@@ -89,6 +102,13 @@ func (b *Backend) planWeights() ([]weightItem, error) {
 			return fmt.Errorf("cuda: %s has no projections", name)
 		}
 		*dst = devLinear{in: ls[0].In, inMajor: ls[0].InMajor}
+		// A group all of whose matrices are Q8_0 stays 8-bit on the device;
+		// a mixed one (a GGUF file may quantize q and k but not v) is
+		// dequantized to the storage type as any other type is.
+		q8 := true
+		for _, l := range ls {
+			q8 = q8 && l.W.DType == tensor.Q8_0 && !l.InMajor && l.In%tensor.Q8_0BlockLen == 0
+		}
 		wi, bi := weightItem{dst: &dst.w}, weightItem{dst: &dst.b}
 		hasBias := false
 		for _, l := range ls {
@@ -107,19 +127,35 @@ func (b *Backend) planWeights() ([]weightItem, error) {
 		if dst.inMajor && len(ls) > 1 {
 			return fmt.Errorf("cuda: %s: %d in×out projections cannot be stacked into one GEMM", name, len(ls))
 		}
-		items = append(items, wi)
+		if q8 {
+			wi.q8 = q8Quants
+			items = append(items, wi, weightItem{dst: &dst.scales, parts: wi.parts, lens: wi.lens, q8: q8Scales})
+		} else {
+			items = append(items, wi)
+		}
 		if hasBias {
 			items = append(items, bi)
 		}
 		return nil
 	}
-	one(&b.w.embed, w.Embed)
+	// A Q8_0 token table (and LM head) stays 8-bit: the tied head is the
+	// largest matrix of a small model (Qwen2.5-0.5B's is 136M of its 494M
+	// weights).
+	table := func(dst, scales *DevicePtr, t tensor.Tensor) {
+		if t.DType == tensor.Q8_0 && len(t.Shape) == 2 {
+			items = append(items, weightItem{dst: dst, parts: []tensor.Tensor{t}, lens: []int{t.Len()}, q8: q8Quants},
+				weightItem{dst: scales, parts: []tensor.Tensor{t}, lens: []int{t.Len()}, q8: q8Scales})
+			return
+		}
+		one(dst, t)
+	}
+	table(&b.w.embed, &b.w.embedScales, w.Embed)
 	if c.LearnedPositions {
 		one(&b.w.positions, w.Positions)
 	}
 	norm(&b.w.final, w.FinalNorm)
 	if !w.TiedHead() {
-		one(&b.w.lmHead, w.LMHead)
+		table(&b.w.lmHead, &b.w.lmHeadScales, w.LMHead)
 	}
 	if c.Rotary {
 		inv := c.InvFreq()
@@ -177,8 +213,9 @@ func (b *Backend) uploadWeights() error {
 	for i := range items {
 		*items[i].dst = b.weights + DevicePtr(offs[i])
 	}
+	b.weightBytes = total
 	if b.w.lmHead == 0 {
-		b.w.lmHead = b.w.embed // tied
+		b.w.lmHead, b.w.lmHeadScales = b.w.embed, b.w.embedScales // tied
 	}
 	var staging []byte
 	for i := range items {
@@ -188,6 +225,12 @@ func (b *Backend) uploadWeights() error {
 		switch {
 		case it.raw != nil:
 			src = it.raw
+		case it.q8 != 0:
+			if cap(staging) < n {
+				staging = make([]byte, n)
+			}
+			src = staging[:n]
+			splitQ8(src, it.parts, it.q8)
 		case len(it.parts) == 1 && string(it.parts[0].DType) == b.dt.stored:
 			src = it.parts[0].Raw()
 		default:
@@ -219,5 +262,5 @@ func (b *Backend) uploadWeights() error {
 		}
 		runtime.KeepAlive(src)
 	}
-	return nil
+	return b.allocDequantScratch()
 }

@@ -7,6 +7,11 @@
 //	                              Hugging Face folder for the PyTorch peer
 //	gpubench scenarios [flags]    run tiny-vLLM's seven scenarios in-process
 //	                              through the engine and write a JSON report
+//	gpubench decode [flags]       time the decode step with the weights as
+//	                              they are (float16, bfloat16) and quantized
+//	                              (-quantization q8_0, kept 8-bit on the GPU)
+//	                              at a few batch sizes; a Markdown table with
+//	                              the ratio
 //	gpubench table A.json B.json  print a Markdown table comparing two reports
 //	                              (p50/p95 latency, output tok/s, ratio A/B)
 //	gpubench fromsweep OUT.json ROOT...
@@ -45,7 +50,7 @@ func main() {
 
 func run(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return errors.New("usage: gpubench checkpoint [-model NAME] DIR | scenarios [flags] | table A.json B.json | fromsweep OUT.json ROOT")
+		return errors.New("usage: gpubench checkpoint [-model NAME] DIR | scenarios [flags] | decode [flags] | table A.json B.json | fromsweep OUT.json ROOT")
 	}
 	switch args[0] {
 	case "checkpoint":
@@ -65,6 +70,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return m.WriteCheckpoint(fs.Arg(0), "") // in its own stored type
 	case "scenarios":
 		return scenariosCmd(args[1:], stdout, stderr)
+	case "decode":
+		return decodeCmd(args[1:], stdout, stderr)
 	case "fromsweep":
 		if len(args) < 3 {
 			return errors.New("usage: gpubench fromsweep OUT.json ROOT")
@@ -110,7 +117,12 @@ func scenariosCmd(args []string, stdout, stderr io.Writer) error {
 	numBlocks := fs.Int("num-blocks", 256, "KV blocks of 16 tokens (tiny-vLLM's comparable setting)")
 	timeout := fs.Duration("timeout", 3*time.Minute, "give up after this long")
 	graphs := fs.Bool("graphs", false, "replay decode-only steps from CUDA graphs (cuda.Options.CUDAGraphs)")
+	quant := fs.String("quantization", "", "quantize the weights at load: q8_0 (kept 8-bit on the GPU), or none")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	q, err := model.ParseQuantization(*quant)
+	if err != nil {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
@@ -119,6 +131,9 @@ func scenariosCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer m.Close()
+	if err := m.Quantize(q); err != nil {
+		return err
+	}
 	rep := Report{Model: m.Name}
 	var be engine.Backend
 	switch *backend {
@@ -129,6 +144,9 @@ func scenariosCmd(args []string, stdout, stderr io.Writer) error {
 		}
 		name, arch := b.Device()
 		rep.Engine, rep.Device, rep.DType = "tinyserve-cuda", fmt.Sprintf("%s (sm_%d)", name, arch), b.DType()
+		if q != "" {
+			rep.DType += "+" + q
+		}
 		if *graphs {
 			rep.Engine += "+graphs"
 		}

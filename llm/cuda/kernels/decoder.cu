@@ -22,7 +22,7 @@
 //
 // The tests also run this file on the host (llm/cuda/testdata/emu compiles
 // it as C++ with a small CUDA shim); the emulator defines TS_EMULATOR and
-// brings its own versions of the three hooks below, which have no portable
+// brings its own versions of the four hooks below, which have no portable
 // C++ spelling.
 
 #ifndef TS_EMULATOR
@@ -39,6 +39,14 @@ __device__ __forceinline__ unsigned short floatToHalf(float f) {
   unsigned short h;
   asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
   return h;
+}
+
+// bytePerm is PTX prmt (CUDA's __byte_perm): byte k of the result is byte
+// (s >> 4k) & 7 of the eight bytes y:x (x's bytes first).
+__device__ __forceinline__ unsigned int bytePerm(unsigned int x, unsigned int y, unsigned int s) {
+  unsigned int r;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(x), "r"(y), "r"(s));
+  return r;
 }
 
 // globalTimerNs reads the GPU's global nanosecond timer.
@@ -416,6 +424,178 @@ __device__ void residual(float* x, const float* in, const typename S::T* bias, i
     x[k] += in[k] + opt<S>(bias, k % cols);
 }
 
+// ---- Q8_0 weights (ggml's blocks of 32 int8 with one float16 scale) ----
+//
+// Device layout of a Q8_0 matrix of N outputs by K inputs (K a multiple of
+// 32; nn.Linear's orientation, each block along a row): two arrays, the
+// quants int8 [N][K] row-major and the scales, float16 bits, [N][K/32].
+// ggml's 34-byte blocks would put every 16-byte load off its alignment;
+// split, consecutive threads read consecutive 16-byte chunks of a row
+// (512 bytes a warp), and the scales of that span as 64 consecutive bytes.
+// A 16-byte chunk c of the quants is half of block c/2, whose scale is
+// scales[c/2] (row starts are whole blocks, so this holds from any row).
+
+// Q8Chunk is 16 quants loaded as one 16-byte load, as four 32-bit words.
+typedef Pack<unsigned int, 4> Q8Chunk;
+
+// q8Word turns the four int8 of u into floats q (exactly) without the
+// integer-to-float conversion instruction, which runs at a quarter of the
+// float rate or less (16 a clock per SM on sm_80..sm_90): at Hopper's
+// bandwidth a GEMV converting every weight byte so would be bound by the
+// conversions, not by memory. Flipping each byte's sign bit makes it
+// q + 128 unsigned; bytePerm sets it as the low mantissa byte of 2^23
+// (0x4b000000), and subtracting 2^23 + 128 leaves q.
+__device__ __forceinline__ void q8Word(float* f, unsigned int u) {
+  u ^= 0x80808080u;
+  f[0] = __uint_as_float(bytePerm(u, 0x4b000000u, 0x7650u)) - 8388736.f;
+  f[1] = __uint_as_float(bytePerm(u, 0x4b000000u, 0x7651u)) - 8388736.f;
+  f[2] = __uint_as_float(bytePerm(u, 0x4b000000u, 0x7652u)) - 8388736.f;
+  f[3] = __uint_as_float(bytePerm(u, 0x4b000000u, 0x7653u)) - 8388736.f;
+}
+
+// q8Dequant writes the 16 weights of a loaded chunk with scale d: d·q,
+// exact in float32 (an 11-bit by 8-bit product), the same values the CPU
+// backend's Q8_0 kernels multiply by.
+__device__ __forceinline__ void q8Dequant(float* w, const Q8Chunk& v, float d) {
+#pragma unroll
+  for (int k = 0; k < 4; k++) q8Word(w + 4 * k, v.v[k]);
+#pragma unroll
+  for (int e = 0; e < 16; e++) w[e] *= d;
+}
+
+// embed_q8: embed with a Q8_0 token table (quants wq, scales ws; C a
+// multiple of 32): x[i] = dequantized row tokens[i], plus wpe[pos[i]] when
+// the model has learned positions. Grid N. The table stays 8-bit on the
+// device, and is the LM head too when tied.
+template <typename S>
+__device__ void embed_q8(float* x, const signed char* wq, const unsigned short* ws, const typename S::T* wpe,
+                         const int* tokens, const int* pos, int C) {
+  int i = blockIdx.x;
+  long long t = tokens[i];
+  const signed char* q = wq + t * C;
+  const unsigned short* s = ws + t * (C / 32);
+  const typename S::T* pe = wpe ? wpe + (long long)pos[i] * C : 0;
+  for (int c = threadIdx.x; c < C; c += blockDim.x) {
+    float v = halfToFloat(s[c >> 5]) * (float)q[c];
+    x[(long long)i * C + c] = pe ? v + S::ld(pe[c]) : v;
+  }
+}
+
+// Q8_GEMV_OUTPUTS is q8_gemv's outputs per block (q8GemvOutputs in q8.go).
+#define Q8_GEMV_OUTPUTS 4
+
+// q8_gemv: out[M][N] (float32, as the GEMMs' results) = in[M][K] (storage
+// type) · Wᵀ for a Q8_0 W of N×K, for the few rows of a decode step. A
+// block computes Q8_GEMV_OUTPUTS consecutive outputs (grid.x = N/those,
+// rounded up) for R activation rows (grid.y: rows blockIdx.y·R on; M need
+// not be a multiple of R); its threads split K, thread t taking the 16-byte
+// chunks t, t + blockDim, … of each of the block's weight rows, so a warp
+// reads 512 consecutive bytes of each row and every load of a thread (one
+// per output row) is issued before the first is used. blockDim is the
+// chunks of a row rounded up to whole warps, at most 256 (q8GemvLaunch): a
+// row of 896 weights is one chunk per thread of two warps, with every
+// load in flight at once. The weights are dequantized in registers once
+// and each activation, converted to float32 once, is multiplied into the
+// block's outputs: per weight byte, R/Q8_GEMV_OUTPUTS activation
+// conversions. Sums are float32, added over the warp by shuffles and over
+// the warps through shared memory. K is a multiple of 32 and in's rows
+// start 16-byte aligned (the backend's buffers are 256-byte aligned).
+template <typename S, int R>
+__device__ void q8_gemv(float* __restrict__ out, const typename S::T* __restrict__ in,
+                        const unsigned char* __restrict__ wq, const unsigned short* __restrict__ ws, int M, int K,
+                        int N) {
+  typedef typename S::T T;
+  const int W = Q8_GEMV_OUTPUTS;
+  const int A = 16 / sizeof(T);  // activations per 16-byte pack
+  typedef Pack<T, A> P;
+  __shared__ float part[32 * R * W];  // [warp][row][output]
+  int n0 = blockIdx.x * W, r0 = blockIdx.y * R;
+  int chunks = K / 16;
+  float acc[R][W];
+#pragma unroll
+  for (int r = 0; r < R; r++)
+#pragma unroll
+    for (int j = 0; j < W; j++) acc[r][j] = 0.f;
+  for (int c = threadIdx.x; c < chunks; c += blockDim.x) {
+    Q8Chunk raw[W];
+    float d[W];
+#pragma unroll
+    for (int j = 0; j < W; j++) {
+      if (n0 + j < N) {
+        long long n = n0 + j;
+        raw[j] = ((const Q8Chunk*)(wq + n * K))[c];
+        d[j] = halfToFloat(ws[n * (K / 32) + (c >> 1)]);
+      } else {
+        raw[j].v[0] = raw[j].v[1] = raw[j].v[2] = raw[j].v[3] = 0x80808080u;  // q = -128, d = 0
+        d[j] = 0.f;
+      }
+    }
+    float w[W][16];
+#pragma unroll
+    for (int j = 0; j < W; j++) q8Dequant(w[j], raw[j], d[j]);
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+      if (r0 + r < M) {
+        const P* xp = (const P*)(in + (long long)(r0 + r) * K + (long long)c * 16);
+        float x[16];
+#pragma unroll
+        for (int u = 0; u < 16 / A; u++) {
+          P xv = xp[u];
+#pragma unroll
+          for (int e = 0; e < A; e++) x[u * A + e] = S::ld(xv.v[e]);
+        }
+#pragma unroll
+        for (int j = 0; j < W; j++)
+#pragma unroll
+          for (int e = 0; e < 16; e++) acc[r][j] += w[j][e] * x[e];
+      }
+    }
+  }
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+#pragma unroll
+  for (int r = 0; r < R; r++)
+#pragma unroll
+    for (int j = 0; j < W; j++) {
+      float v = acc[r][j];
+      for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+      if (lane == 0) part[(warp * R + r) * W + j] = v;
+    }
+  __syncthreads();
+  for (int t = threadIdx.x; t < R * W; t += blockDim.x) {
+    int r = t / W, j = t % W;
+    if (r0 + r < M && n0 + j < N) {
+      float v = 0.f;
+      for (int k = 0; k < nw; k++) v += part[k * R * W + t];
+      out[(long long)(r0 + r) * N + n0 + j] = v;
+    }
+  }
+}
+
+// q8_dequant: out (storage type) = the dequantized weights of chunks
+// 16-byte quant chunks (16·chunks weights, whole rows of a Q8_0 matrix:
+// quants wq, scales ws), for a prefill's GEMM by cuBLAS. Grid-stride, one
+// chunk per thread: a 16-byte load in, 16 weights out in 16-byte packs.
+template <typename S>
+__device__ void q8_dequant(typename S::T* out, const unsigned char* __restrict__ wq,
+                           const unsigned short* __restrict__ ws, int chunks) {
+  typedef typename S::T T;
+  const int A = 16 / sizeof(T);
+  typedef Pack<T, A> P;
+  for (long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x; c < chunks;
+       c += (long long)gridDim.x * blockDim.x) {
+    float w[16];
+    q8Dequant(w, ((const Q8Chunk*)wq)[c], halfToFloat(ws[c >> 1]));
+    P* o = (P*)(out + c * 16);
+#pragma unroll
+    for (int u = 0; u < 16 / A; u++) {
+      P pv;
+#pragma unroll
+      for (int e = 0; e < A; e++) pv.v[e] = S::st(w[u * A + e]);
+      o[u] = pv;
+    }
+  }
+}
+
 #define TS_INSTANTIATE(S, SUF)                                                                          \
   extern "C" __global__ void embed_##SUF(float* x, const S::T* wte, const S::T* wpe,                   \
                                          const int* tokens, const int* pos, int C) {                    \
@@ -434,14 +614,14 @@ __device__ void residual(float* x, const float* in, const typename S::T* bias, i
                                              const double* invFreq, S::T* kc, S::T* vc, const int* pos, \
                                              const int* seq, const int* bt, int maxBlocks, int bs,      \
                                              int H, int KVH, int D, float eps) {                        \
-    qkv_store<S>(q, qkv, bias, qNorm, kNorm, invFreq, kc, vc, pos, seq, bt, maxBlocks, bs, H, KVH, D,  \
+    qkv_store<S>(q, qkv, bias, qNorm, kNorm, invFreq, kc, vc, pos, seq, bt, maxBlocks, bs, H, KVH, D,   \
                  eps);                                                                                  \
   }                                                                                                     \
   extern "C" __global__ void attention_##SUF(S::T* out, const float* q, const S::T* kc,                \
                                              const S::T* vc, const int* pos, const int* seq,            \
                                              const int* bt, int maxBlocks, int bs, int QD, int KVD,     \
                                              int D, int group, float scale) {                           \
-    attention<S>(out, q, kc, vc, pos, seq, bt, maxBlocks, bs, QD, KVD, D, group, scale);               \
+    attention<S>(out, q, kc, vc, pos, seq, bt, maxBlocks, bs, QD, KVD, D, group, scale);                \
   }                                                                                                     \
   extern "C" __global__ void bias_act_##SUF(S::T* out, const float* in, const S::T* bias, int rows,    \
                                             int cols, int useErf) {                                     \
@@ -454,6 +634,30 @@ __device__ void residual(float* x, const float* in, const typename S::T* bias, i
   extern "C" __global__ void residual_##SUF(float* x, const float* in, const S::T* bias, int rows,     \
                                             int cols) {                                                 \
     residual<S>(x, in, bias, rows, cols);                                                               \
+  }                                                                                                     \
+  extern "C" __global__ void embed_q8_##SUF(float* x, const signed char* wq, const unsigned short* ws,  \
+                                            const S::T* wpe, const int* tokens, const int* pos, int C) {\
+    embed_q8<S>(x, wq, ws, wpe, tokens, pos, C);                                                        \
+  }                                                                                                     \
+  extern "C" __global__ void q8_gemv1_##SUF(float* out, const S::T* in, const unsigned char* wq,        \
+                                            const unsigned short* ws, int M, int K, int N) {            \
+    q8_gemv<S, 1>(out, in, wq, ws, M, K, N);                                                            \
+  }                                                                                                     \
+  extern "C" __global__ void q8_gemv2_##SUF(float* out, const S::T* in, const unsigned char* wq,        \
+                                            const unsigned short* ws, int M, int K, int N) {            \
+    q8_gemv<S, 2>(out, in, wq, ws, M, K, N);                                                            \
+  }                                                                                                     \
+  extern "C" __global__ void q8_gemv4_##SUF(float* out, const S::T* in, const unsigned char* wq,        \
+                                            const unsigned short* ws, int M, int K, int N) {            \
+    q8_gemv<S, 4>(out, in, wq, ws, M, K, N);                                                            \
+  }                                                                                                     \
+  extern "C" __global__ void q8_gemv8_##SUF(float* out, const S::T* in, const unsigned char* wq,        \
+                                            const unsigned short* ws, int M, int K, int N) {            \
+    q8_gemv<S, 8>(out, in, wq, ws, M, K, N);                                                            \
+  }                                                                                                     \
+  extern "C" __global__ void q8_dequant_##SUF(S::T* out, const unsigned char* wq,                       \
+                                              const unsigned short* ws, int chunks) {                   \
+    q8_dequant<S>(out, wq, ws, chunks);                                                                 \
   }
 
 TS_INSTANTIATE(F32, f32)

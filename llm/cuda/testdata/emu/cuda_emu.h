@@ -98,6 +98,21 @@ inline unsigned short floatToHalf(float f) {
   return x;
 }
 
+// PTX prmt.b32 in its default mode (CUDA's __byte_perm): byte k of the
+// result is byte (s >> 4k) & 7 of the eight bytes y:x, x's bytes first;
+// with bit 3 of the selector set, that byte's sign replicated instead.
+inline unsigned int bytePerm(unsigned int x, unsigned int y, unsigned int s) {
+  uint64_t v = ((uint64_t)y << 32) | x;
+  unsigned int r = 0;
+  for (int k = 0; k < 4; k++) {
+    unsigned int sel = (s >> (4 * k)) & 15u;
+    unsigned int b = (unsigned int)(v >> (8 * (sel & 7u))) & 0xffu;
+    if (sel & 8u) b = (b & 0x80u) ? 0xffu : 0u;
+    r |= b << (8 * k);
+  }
+  return r;
+}
+
 // The GPU's %globaltimer: the host's steady clock in nanoseconds.
 inline unsigned long long globalTimerNs() {
   return (unsigned long long)std::chrono::duration_cast<std::chrono::nanoseconds>(
