@@ -72,12 +72,13 @@ const (
 	q8IntNone = iota // no integer kernels: widen the weights to float32
 	q8IntMadd        // AVX-512BW: VPMADDWD + VPADDD
 	q8IntVNNI        // AVX512-VNNI: VPDPWSSD
+	q8IntAVX2        // AVX2 (and F16C): VPMADDWD + VPADDD on half panels
 )
 
 // The kernel sets: immutable tables.
 var (
 	genericKernels = &kernels{name: "generic", isa: isaGeneric, mr: 4, mrBF16: 4, mrQ8: 4}
-	avx2Kernels    = &kernels{name: "avx2", isa: isaAVX2, mr: 3, mrBF16: 2, mrHalf: 6}
+	avx2Kernels    = &kernels{name: "avx2", isa: isaAVX2, mr: 3, mrBF16: 2, mrHalf: 6, q8Int: q8IntLevelAVX2}
 	avx512Kernels  = &kernels{name: "avx512", isa: isaAVX512, mr: 8, mrBF16: 8, q8Int: q8IntLevel}
 )
 

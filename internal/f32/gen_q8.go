@@ -23,6 +23,10 @@ const q8Prefetch = 4 * q8Block
 // eight for the weights, scales and broadcast activations.
 const q8MaxRows = 6
 
+// q8MaxRowsAVX2 is the most rows an AVX2 integer Q8_0 kernel carries
+// (f32.q8IntMRAVX2).
+const q8MaxRowsAVX2 = 3
+
 // q8IntKernel emits the AVX-512BW integer Q8_0 microkernel for rows ≤ 6:
 //
 //	y[r, 0:32] += Σ_b dx[b, r]·d[b, 0:32]·Σ_kk xq[r, 32b+kk]·q[32b+kk, 0:32]
@@ -209,6 +213,152 @@ func (g *gen) q8Quant(name string) {
 	g.p("")
 }
 
+// q8IntHalfAVX2 emits the AVX2 integer Q8_0 kernel for one half panel
+// (16 columns), rows ≤ 3: q8IntKernel's products with VPMADDWD+VPADDD on
+// eight columns at a time (16 bytes of a pair widen to one YMM of int16
+// pairs). Sixteen YMM registers hold three rows' sums and totals for 16
+// columns, so, as the float32 AVX2 kernels do, two calls cover a panel.
+// w points 32·h bytes into the first block for half h: the half's scales
+// are then at w and w+16 and its q values at 64+64·i and +16 for pair i.
+//
+// Arguments (ABI0): as q8IntKernel's.
+func (g *gen) q8IntHalfAVX2(name string, rows int) {
+	g.p("// func %s(y *float32, ldy int, x *int16, ldx int, s *float32, lds int, w *byte, nb int)", name)
+	g.p("TEXT ·%s(SB), NOSPLIT, $0-64", name)
+	g.p("\tMOVQ y+0(FP), DI")
+	g.p("\tMOVQ ldy+8(FP), R8")
+	g.p("\tSHLQ $2, R8")
+	g.p("\tMOVQ x+16(FP), SI")
+	g.p("\tMOVQ ldx+24(FP), R9")
+	g.p("\tSHLQ $1, R9")
+	g.p("\tMOVQ s+32(FP), BX")
+	g.p("\tMOVQ lds+40(FP), R12")
+	g.p("\tSHLQ $2, R12")
+	g.p("\tMOVQ w+48(FP), DX")
+	g.p("\tMOVQ nb+56(FP), CX")
+	tot := func(r, q int) string { return fmt.Sprintf("Y%d", 2*r+q) }
+	iacc := func(r, q int) string { return fmt.Sprintf("Y%d", 6+2*r+q) }
+	for r := range rows {
+		for q := range 2 {
+			g.p("\tVPXOR %s, %s, %s", tot(r, q), tot(r, q), tot(r, q))
+		}
+	}
+	g.p("\tTESTQ CX, CX")
+	g.p("\tJZ %s_store", name)
+	g.p("%s_block:", name)
+	for i := range q8Block / 64 {
+		g.p("\tPREFETCHT1 %d(DX)", q8Prefetch+64*i)
+	}
+	for p := range 16 {
+		g.p("\tVPMOVSXBW %d(DX), Y12", 64+64*p)
+		g.p("\tVPMOVSXBW %d(DX), Y13", 64+64*p+16)
+		for r := range rows {
+			g.p("\tVPBROADCASTD %s, Y14", rowAddr(r, 4*p, "SI", "R9", "", ""))
+			for q := range 2 {
+				a := iacc(r, q)
+				if p == 0 {
+					g.p("\tVPMADDWD Y14, Y%d, %s", 12+q, a)
+					continue
+				}
+				g.p("\tVPMADDWD Y14, Y%d, Y15", 12+q)
+				g.p("\tVPADDD Y15, %s, %s", a, a)
+			}
+		}
+	}
+	g.p("\tVCVTPH2PS (DX), Y12")
+	g.p("\tVCVTPH2PS 16(DX), Y13")
+	for r := range rows {
+		g.p("\tVBROADCASTSS %d(BX), Y14", 4*r)
+		for q := range 2 {
+			a := iacc(r, q)
+			g.p("\tVCVTDQ2PS %s, %s", a, a)
+			g.p("\tVMULPS Y14, %s, %s", a, a)
+			g.p("\tVFMADD231PS Y%d, %s, %s", 12+q, a, tot(r, q))
+		}
+	}
+	g.p("\tADDQ $%d, DX", q8Block)
+	g.p("\tADDQ $64, SI")
+	g.p("\tADDQ R12, BX")
+	g.p("\tDECQ CX")
+	g.p("\tJNZ %s_block", name)
+	g.p("%s_store:", name)
+	for r := range rows {
+		for q := range 2 {
+			ad := rowAddr(r, q*32, "DI", "R8", "", "")
+			g.p("\tVADDPS %s, %s, %s", ad, tot(r, q), tot(r, q))
+			g.p("\tVMOVUPS %s, %s", tot(r, q), ad)
+		}
+	}
+	g.p("\tVZEROUPPER")
+	g.p("\tRET")
+	g.p("")
+}
+
+// q8QuantAVX2 emits q8Quant for AVX2: the same values and scales (the
+// conversion rounds to nearest even as well; VPACKSSDW saturates, and
+// VPERMQ undoes its interleaving of the 128-bit lanes).
+func (g *gen) q8QuantAVX2(name string) {
+	g.p("// func %s(q *int16, s *float32, lds int, x *float32, nb int)", name)
+	g.p("TEXT ·%s(SB), NOSPLIT, $0-40", name)
+	g.p("\tMOVQ q+0(FP), DI")
+	g.p("\tMOVQ s+8(FP), BX")
+	g.p("\tMOVQ lds+16(FP), R12")
+	g.p("\tSHLQ $2, R12")
+	g.p("\tMOVQ x+24(FP), SI")
+	g.p("\tMOVQ nb+32(FP), CX")
+	g.p("\tMOVL $0x7fffffff, AX")
+	g.p("\tMOVQ AX, X15")
+	g.p("\tVPBROADCASTD X15, Y15")
+	g.p("\tMOVL $0x%08x, AX", math.Float32bits(0x1p-100))
+	g.p("\tMOVQ AX, X9")
+	g.p("\tTESTQ CX, CX")
+	g.p("\tJZ %s_done", name)
+	g.p("%s_loop:", name)
+	for v := range 4 {
+		g.p("\tVMOVUPS %d(SI), Y%d", 32*v, v)
+		g.p("\tVANDPS Y15, Y%d, Y%d", v, 4+v)
+	}
+	g.p("\tVMAXPS Y5, Y4, Y4")
+	g.p("\tVMAXPS Y7, Y6, Y6")
+	g.p("\tVMAXPS Y6, Y4, Y4")
+	g.p("\tVEXTRACTF128 $1, Y4, X5")
+	g.p("\tVMAXPS X5, X4, X4")
+	g.p("\tVPERMILPS $0x4e, X4, X5")
+	g.p("\tVMAXPS X5, X4, X4")
+	g.p("\tVPERMILPS $0xb1, X4, X5")
+	g.p("\tVMAXPS X5, X4, X4")
+	g.p("\tVMAXSS X9, X4, X4")
+	g.p("\tVMOVD X4, AX")
+	g.p("\tSHRL $23, AX")
+	g.p("\tMOVL $%d, DX", 127+14+127)
+	g.p("\tSUBL AX, DX")
+	g.p("\tSHLL $23, DX")
+	g.p("\tSUBL $14, AX")
+	g.p("\tSHLL $23, AX")
+	g.p("\tMOVL AX, (BX)")
+	g.p("\tVMOVD DX, X5")
+	g.p("\tVBROADCASTSS X5, Y5")
+	for v := range 4 {
+		g.p("\tVMULPS Y5, Y%d, Y%d", v, v)
+		g.p("\tVCVTPS2DQ Y%d, Y%d", v, v)
+	}
+	g.p("\tVPACKSSDW Y1, Y0, Y0")
+	g.p("\tVPACKSSDW Y3, Y2, Y2")
+	g.p("\tVPERMQ $0xd8, Y0, Y0")
+	g.p("\tVPERMQ $0xd8, Y2, Y2")
+	g.p("\tVMOVDQU Y0, (DI)")
+	g.p("\tVMOVDQU Y2, 32(DI)")
+	g.p("\tADDQ $128, SI")
+	g.p("\tADDQ $64, DI")
+	g.p("\tADDQ R12, BX")
+	g.p("\tDECQ CX")
+	g.p("\tJNZ %s_loop", name)
+	g.p("%s_done:", name)
+	g.p("\tVZEROUPPER")
+	g.p("\tRET")
+	g.p("")
+}
+
 // q8Dequant emits func name(dst *float32, w *byte, nb int): nb blocks of a
 // Q8_0 panel widened to float32 panel rows (32 floats per k), d·q, for
 // the paths that run the float32 kernels on an L1-resident slice. A pair
@@ -272,6 +422,10 @@ func (g *gen) q8Kernels() {
 		g.q8IntKernel(fmt.Sprintf("mulQ8MaddR%d", r), r, false)
 	}
 	g.q8Quant("quantQ8AVX512")
+	for r := 1; r <= q8MaxRowsAVX2; r++ {
+		g.q8IntHalfAVX2(fmt.Sprintf("mulQ8AVX2HalfR%d", r), r)
+	}
+	g.q8QuantAVX2("quantQ8AVX2")
 	// The float32 kernels without prefetches, for the widened slice.
 	g.noPrefetch = true
 	for r := 1; r <= 8; r++ {

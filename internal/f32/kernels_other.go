@@ -36,8 +36,9 @@ func asmTileQ8Int(int, *float32, int, *int16, int, *float32, int, *byte, int, in
 	return false
 }
 
-// q8IntLevel: no integer Q8_0 kernels without the assembly.
-const q8IntLevel = q8IntNone
+// q8IntLevel and q8IntLevelAVX2: no integer Q8_0 kernels without the
+// assembly.
+const q8IntLevel, q8IntLevelAVX2 = q8IntNone, q8IntNone
 
 // q8Variants: no other Q8_0 paths to test.
 func q8Variants() []*kernels                                               { return nil }

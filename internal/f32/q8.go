@@ -25,7 +25,7 @@ import (
 // pairs suit the integer kernels: 32 bytes widen to 16 columns' int16
 // pairs, which VPDPWSSD multiplies by a pair of int16 activations.
 //
-// With AVX-512BW (kernels.q8Int) the products quantize each row of x per
+// With AVX-512BW or AVX2 (kernels.q8Int) the products quantize each row of x per
 // block of 32 to int16 (Q8Rows: a power-of-two scale, error at most
 // 1/32768 of the block's largest |x|, a hundred times below the weights'
 // own rounding) and sum in int32 exactly; elsewhere the weights are widened
@@ -46,9 +46,17 @@ const q8Len = 32
 // products ran 20% slower than from bfloat16 panels).
 const q8KBlock = 128
 
-// q8IntMR is the most rows an integer kernel carries (gen_q8.go's
-// q8MaxRows).
-const q8IntMR = 6
+// q8IntMR is the most rows an AVX-512 integer kernel carries (gen_q8.go's
+// q8MaxRows), q8IntMRAVX2 an AVX2 one (q8MaxRowsAVX2).
+const q8IntMR, q8IntMRAVX2 = 6, 3
+
+// q8RowsPerCall is the most rows the integer kernels of level carry.
+func q8RowsPerCall(level int) int {
+	if level == q8IntAVX2 {
+		return q8IntMRAVX2
+	}
+	return q8IntMR
+}
 
 // q8SlabBlocks is the depth, in blocks, of the slice of a panel that the
 // integer kernels run over for every row group when a product has more
@@ -288,14 +296,15 @@ func (p *Packed) MulAddQ8Rows(y []float32, ldy int, a *Q8Rows, r0, m, j0, j1 int
 	p.mulAddQ8Rows(best, y, ldy, a, r0, m, j0, j1)
 }
 
-// mulAddQ8Rows runs the integer kernels (shapes checked). Up to q8IntMR
-// rows a call streams each panel once from memory over the whole K (a
-// decode step). More rows go in equal groups of at most q8IntMR over a
+// mulAddQ8Rows runs the integer kernels (shapes checked). Up to
+// q8RowsPerCall rows a call streams each panel once from memory over the whole K (a
+// decode step). More rows go in equal groups of at most that over a
 // q8SlabBlocks-deep slice of a panel at a time, so that the groups after
 // the first read it from L1.
 func (p *Packed) mulAddQ8Rows(ks *kernels, y []float32, ldy int, a *Q8Rows, r0, m, j0, j1 int) {
 	nb := p.k / q8Len
-	groups := (m + q8IntMR - 1) / q8IntMR
+	most := q8RowsPerCall(ks.q8Int)
+	groups := (m + most - 1) / most
 	mr := (m + groups - 1) / groups
 	kc := nb
 	if groups > 1 {

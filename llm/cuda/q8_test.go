@@ -15,7 +15,8 @@ import (
 // agree with the CPU backend, whose 8-bit kernels compute with the same
 // dequantized values: to float32 rounding where those kernels keep the
 // activations in float32, and within cpuQ8ActTol where they round them
-// to 16 bits per block of 32 for integer products (AVX-512BW; f32.Q8Rows),
+// to 16 bits per block of 32 for integer products (AVX2 or AVX-512BW;
+// f32.Q8Rows),
 // which moves these logits by up to about 0.0012.
 func TestFakeGPUQ8_0(t *testing.T) {
 	tol := 1e-5
