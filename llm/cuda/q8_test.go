@@ -16,8 +16,7 @@ import (
 // dequantized values: to float32 rounding where those kernels keep the
 // activations in float32, and within cpuQ8ActTol where they round them
 // to 16 bits per block of 32 for integer products (AVX2 or AVX-512BW;
-// f32.Q8Rows),
-// which moves these logits by up to about 0.0012.
+// f32.Q8Rows), which moves these logits by up to about 0.0012.
 func TestFakeGPUQ8_0(t *testing.T) {
 	tol := 1e-5
 	if f32.NewPackedQ8(32, 32).UsesQ8Rows() {
