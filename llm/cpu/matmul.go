@@ -226,6 +226,7 @@ const headPanels = 8
 // all sampled rows.
 type headTask struct {
 	x, y    []float32
+	xq      *f32.Q8Rows // x quantized, for a Q8_0 w with integer kernels
 	w       *f32.Packed
 	rows, c int
 	// best[u*rows+s] is row s's largest logit in unit u's columns and its
@@ -248,7 +249,11 @@ func (t *headTask) run(_, lo, hi int) {
 		for s := range t.rows {
 			clear(t.y[s*V+j0 : s*V+j1])
 		}
-		t.w.MulAdd(t.y, V, t.x, t.c, t.rows, j0, j1)
+		if t.xq != nil {
+			t.w.MulAddQ8Rows(t.y, V, t.xq, 0, t.rows, j0, j1)
+		} else {
+			t.w.MulAdd(t.y, V, t.x, t.c, t.rows, j0, j1)
+		}
 		for s := range t.rows {
 			t.best[u*t.rows+s] = rangeMax(t.y[s*V+j0:s*V+j1], j0)
 		}
