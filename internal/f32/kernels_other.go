@@ -40,6 +40,7 @@ func asmTileQ8Int(int, *float32, int, *int16, int, *float32, int, *byte, int, in
 // assembly.
 const q8IntLevel, q8IntLevelAVX2 = q8IntNone, q8IntNone
 
-// q8Variants: no other Q8_0 paths to test.
-func q8Variants() []*kernels                                               { return nil }
 func asmTileL1(isa, *float32, int, *float32, int, *float32, int, int) bool { return false }
+
+// q8Variants: no other Q8_0 paths to test.
+func q8Variants() []*kernels { return nil }
