@@ -57,16 +57,29 @@ type kernels struct {
 	// mrHalf, when set, is the rows per call of half-panel kernels used
 	// instead of the full-width ones for products of more than mr rows.
 	mrHalf int
-	// mrQ8 is the most rows the Q8_0 kernels carry: products of more rows
-	// widen the weights to float32 a slice at a time (see mulAddQ8).
+	// mrQ8 is the most rows the portable direct Q8_0 kernel carries (the
+	// assembly sets have none): products of more rows, and without
+	// integer kernels, widen the weights to float32 a slice at a time
+	// (see mulAddQ8).
 	mrQ8 int
+	// q8Int is which integer Q8_0 kernels run (q8IntNone: the weights are
+	// widened to float32 and the activations stay float32).
+	q8Int int
 }
+
+// The integer Q8_0 kernel levels (kernels.q8Int).
+const (
+	q8IntNone = iota // no integer kernels: widen the weights to float32
+	q8IntMadd        // AVX-512BW: VPMADDWD + VPADDD
+	q8IntVNNI        // AVX512-VNNI: VPDPWSSD
+	q8IntAVX2        // AVX2 (and F16C): VPMADDWD + VPADDD on half panels
+)
 
 // The kernel sets: immutable tables.
 var (
 	genericKernels = &kernels{name: "generic", isa: isaGeneric, mr: 4, mrBF16: 4, mrQ8: 4}
-	avx2Kernels    = &kernels{name: "avx2", isa: isaAVX2, mr: 3, mrBF16: 2, mrHalf: 6, mrQ8: 4}
-	avx512Kernels  = &kernels{name: "avx512", isa: isaAVX512, mr: 8, mrBF16: 8, mrQ8: 8}
+	avx2Kernels    = &kernels{name: "avx2", isa: isaAVX2, mr: 3, mrBF16: 2, mrHalf: 6, q8Int: q8IntLevelAVX2}
+	avx512Kernels  = &kernels{name: "avx512", isa: isaAVX512, mr: 8, mrBF16: 8, q8Int: q8IntLevel}
 )
 
 // best is the kernel set for this CPU, chosen once at start-up and never

@@ -30,6 +30,17 @@ func detect() *kernels { return genericKernels }
 // available lists the kernel sets this machine can run, for tests.
 func available() []*kernels { return []*kernels{genericKernels} }
 
-func asmTileQ8(isa, *float32, int, *float32, int, *byte, int, int) bool    { return false }
-func asmDequantQ8(isa, *float32, *byte, int) bool                          { return false }
+func asmDequantQ8(isa, *float32, *byte, int) bool               { return false }
+func asmQuantQ8(isa, *int16, *float32, int, *float32, int) bool { return false }
+func asmTileQ8Int(int, *float32, int, *int16, int, *float32, int, *byte, int, int) bool {
+	return false
+}
+
+// q8IntLevel and q8IntLevelAVX2: no integer Q8_0 kernels without the
+// assembly.
+const q8IntLevel, q8IntLevelAVX2 = q8IntNone, q8IntNone
+
 func asmTileL1(isa, *float32, int, *float32, int, *float32, int, int) bool { return false }
+
+// q8Variants: no other Q8_0 paths to test.
+func q8Variants() []*kernels { return nil }

@@ -2,6 +2,8 @@ package f32
 
 import (
 	"fmt"
+	"math"
+	"sync"
 	"unsafe"
 
 	"github.com/tinyserve/tinyserve/llm/tensor"
@@ -14,23 +16,53 @@ import (
 // q8BlockBytes, block b holding
 //
 //	32 float16 scales, d[b, c] for column c (64 bytes), then
-//	32 k-rows of 32 int8 values, q[32b+kk, c] at 64 + 32·kk + c,
+//	16 pairs of k, pair i 64 bytes: for columns 0–15 then 16–31, the
+//	column's q[32b+2i, c] and q[32b+2i+1, c] side by side
 //
-// so the weight W[k, j] is d·q and a block is 1088 bytes for 1024 weights:
-// 1.0625 bytes a weight, ggml's own 34 bytes per 32. The products keep the
-// activations in float32 (each weight widened to d·q exactly, then the
-// float32 FMAs): no rounding of x to 8 bits as llama.cpp's Q8_0 dot
-// products do, so the only error against float32 weights is the weights'.
+// (q8Offset gives the byte of q[kk, c]), so the weight W[k, j] is d·q and a
+// block is 1088 bytes for 1024 weights: 1.0625 bytes a weight, ggml's own
+// 34 bytes per 32, the file's bytes rearranged, never a second copy. The
+// pairs suit the integer kernels: 32 bytes widen to 16 columns' int16
+// pairs, which VPDPWSSD multiplies by a pair of int16 activations.
+//
+// With AVX-512BW or AVX2 (kernels.q8Int) the products quantize each row of x per
+// block of 32 to int16 (Q8Rows: a power-of-two scale, error at most
+// 1/32768 of the block's largest |x|, a hundred times below the weights'
+// own rounding) and sum in int32 exactly; elsewhere the weights are widened
+// to float32 and x stays float32.
 const q8BlockBytes = 64 + PanelWidth*PanelWidth
+
+// q8Offset is the byte of q[kk, c] within a block (kk, c < 32).
+func q8Offset(kk, c int) int {
+	return 64 + (kk/2)*64 + (c/16)*32 + (c%16)*2 + kk%2
+}
 
 // q8Len is the values per Q8_0 block (ggml's QK8_0).
 const q8Len = 32
 
-// q8KBlock is the depth of the panel slice widened to float32 for
-// products of many rows: 128×32 floats, 16 KiB, so that the slice and the
-// rows of x it meets fit in L1 together (at kBlock, 256, they did not, and
-// 32-row products ran 20% slower than from bfloat16 panels).
+// q8KBlock is the depth of the panel slice widened to float32 for the
+// float paths: 128×32 floats, 16 KiB, so that the slice and the rows of x
+// it meets fit in L1 together (at kBlock, 256, they did not, and 32-row
+// products ran 20% slower than from bfloat16 panels).
 const q8KBlock = 128
+
+// q8IntMR is the most rows an AVX-512 integer kernel carries (gen_q8.go's
+// q8MaxRows), q8IntMRAVX2 an AVX2 one (q8MaxRowsAVX2).
+const q8IntMR, q8IntMRAVX2 = 6, 3
+
+// q8RowsPerCall is the most rows the integer kernels of level carry.
+func q8RowsPerCall(level int) int {
+	if level == q8IntAVX2 {
+		return q8IntMRAVX2
+	}
+	return q8IntMR
+}
+
+// q8SlabBlocks is the depth, in blocks, of the slice of a panel that the
+// integer kernels run over for every row group when a product has more
+// rows than one kernel call carries: 8.5 KiB of weights, which stay in L1
+// while the groups' activations (256 int16 a row) stream past.
+const q8SlabBlocks = 8
 
 // NewPackedQ8 allocates a zeroed K×N Q8_0 matrix (k a multiple of 32),
 // to be filled with FillColumnQ8 or FillColumnQuantize. Its MulAdd reads
@@ -65,7 +97,7 @@ func (p *Packed) FillColumnQ8(j int, blocks []byte) {
 		dst := panel[b*q8BlockBytes : (b+1)*q8BlockBytes]
 		dst[2*c], dst[2*c+1] = src[0], src[1]
 		for kk, q := range src[2:] {
-			dst[64+kk*PanelWidth+c] = q
+			dst[q8Offset(kk, c)] = q
 		}
 	}
 }
@@ -85,14 +117,24 @@ func (p *Packed) FillColumnQuantize(j int, col []float32) {
 	p.FillColumnQ8(j, q.Q8_0Blocks())
 }
 
-// mulAddQ8 is MulAdd for Q8_0 panels (shapes already checked). Up to the
-// kernel's rows a product streams each panel once, widening as it goes (a
-// decode step: memory-bound, so the 8-bit weights' fewer bytes are the
-// gain). More rows widen an L1-sized slice of a panel to float32 once and
-// run the float32 kernels over it for every row block, so a prefill costs
-// what a float32 product of L1-resident weights costs, plus one widening
-// per slice.
+// mulAddQ8 is MulAdd for Q8_0 panels (shapes already checked). With
+// integer kernels the rows of x are quantized (Q8Rows) for this call
+// alone: callers that split one product over many calls, as the CPU
+// backend's workers do by panels, quantize once and call MulAddQ8Rows.
+// Otherwise, up to mrQ8 rows (the portable kernel) a product streams each
+// panel once, widening as it goes; more rows, and every product of the
+// assembly float path, widen an L1-sized slice of a panel to float32 once
+// and run the float32 kernels over it for every row block, so a prefill
+// costs what a float32 product of L1-resident weights costs, plus one
+// widening per slice.
 func (p *Packed) mulAddQ8(ks *kernels, y []float32, ldy int, x []float32, ldx int, m, j0, j1 int) {
+	if ks.q8Int != q8IntNone {
+		a := q8RowsPool.Get().(*Q8Rows)
+		a.quantize(ks, x, ldx, m, p.k, 0, m)
+		p.mulAddQ8Rows(ks, y, ldy, a, 0, m, j0, j1)
+		q8RowsPool.Put(a)
+		return
+	}
 	K, nb := p.k, p.k/q8Len
 	var tile [maxMR * PanelWidth]float32
 	if m <= ks.mrQ8 {
@@ -100,13 +142,13 @@ func (p *Packed) mulAddQ8(ks *kernels, y []float32, ldy int, x []float32, ldx in
 			off := (pj / PanelWidth) * nb * q8BlockBytes
 			cols := min(PanelWidth, j1-pj)
 			if cols == PanelWidth {
-				p.tileQ8(ks, y[pj:], ldy, x, ldx, off, m, nb)
+				genericTileQ8(y[pj:], ldy, x, ldx, p.q8[off:off+nb*q8BlockBytes], m, nb)
 				continue
 			}
 			for i := range m {
 				copy(tile[i*PanelWidth:i*PanelWidth+cols], y[i*ldy+pj:i*ldy+pj+cols])
 			}
-			p.tileQ8(ks, tile[:], PanelWidth, x, ldx, off, m, nb)
+			genericTileQ8(tile[:], PanelWidth, x, ldx, p.q8[off:off+nb*q8BlockBytes], m, nb)
 			for i := range m {
 				copy(y[i*ldy+pj:i*ldy+pj+cols], tile[i*PanelWidth:i*PanelWidth+cols])
 			}
@@ -144,6 +186,193 @@ func (p *Packed) mulAddQ8(ks *kernels, y []float32, ldy int, x []float32, ldx in
 	}
 }
 
+// q8RowsPool holds the Q8Rows that MulAdd quantizes into, so that a
+// product allocates nothing once warm.
+var q8RowsPool = sync.Pool{New: func() any { return new(Q8Rows) }}
+
+// Q8Rows is m rows of activations quantized for the integer Q8_0 kernels:
+// each row's blocks of 32 values as int16, q = round(x/d) with the
+// block's scale d the power of two for which the largest |x| quantizes to
+// [16384, 32768) (the rounding error is at most amax/32768, far below
+// the Q8_0 weights' amax/254). Quantizing once per product and sharing it between the calls
+// that split the product's columns saves doing it per call; its zero
+// value is ready for Reset.
+type Q8Rows struct {
+	m, k int
+	q    []int16   // m rows of k
+	s    []float32 // scale of row r's block b at s[b·m+r]: a block's rows adjacent
+}
+
+// Reset shapes a for m rows of k values (k a multiple of 32), growing its
+// buffers when needed; the rows are then set with Quantize.
+func (a *Q8Rows) Reset(m, k int) {
+	if m < 0 || k < 0 || k%q8Len != 0 {
+		panic(fmt.Sprintf("f32: Q8Rows of %d×%d (K must be a multiple of %d)", m, k, q8Len))
+	}
+	a.m, a.k = m, k
+	if n := m * k; cap(a.q) < n {
+		a.q = make([]int16, n)
+	}
+	if n := m * k / q8Len; cap(a.s) < n {
+		a.s = make([]float32, n)
+	}
+	a.q, a.s = a.q[:m*k], a.s[:m*k/q8Len]
+}
+
+// Quantize sets rows [r0, r1) of a from x, whose row r is x[r·ldx :
+// r·ldx+K] (K as Reset set). Disjoint row ranges may be quantized
+// concurrently.
+func (a *Q8Rows) Quantize(x []float32, ldx, r0, r1 int) {
+	if r0 < 0 || r0 > r1 || r1 > a.m || ldx < a.k || r1 > r0 && len(x) < (r1-1)*ldx+a.k {
+		panic(fmt.Sprintf("f32: Q8Rows.Quantize rows [%d, %d) of %d×%d from %d floats (ldx %d)", r0, r1, a.m, a.k, len(x), ldx))
+	}
+	a.quantizeRows(best, x, ldx, r0, r1)
+}
+
+// quantize is Reset then Quantize of every row, under ks.
+func (a *Q8Rows) quantize(ks *kernels, x []float32, ldx, m, k, r0, r1 int) {
+	a.Reset(m, k)
+	a.quantizeRows(ks, x, ldx, r0, r1)
+}
+
+func (a *Q8Rows) quantizeRows(ks *kernels, x []float32, ldx, r0, r1 int) {
+	nb := a.k / q8Len
+	if nb == 0 {
+		return
+	}
+	for r := r0; r < r1; r++ {
+		xr := x[r*ldx : r*ldx+a.k]
+		q := a.q[r*a.k : (r+1)*a.k]
+		if asmQuantQ8(ks.isa, &q[0], &a.s[r], a.m, &xr[0], nb) {
+			continue
+		}
+		for b := range nb {
+			a.s[b*a.m+r] = quantizeBlock(q[b*q8Len:(b+1)*q8Len], xr[b*q8Len:(b+1)*q8Len])
+		}
+	}
+}
+
+// quantizeBlock is the portable quantQ8AVX512 for one block (see there
+// for why the scale is a power of two): q from x, returning the scale.
+func quantizeBlock(q []int16, x []float32) float32 {
+	amax := float32(0x1p-100)
+	for _, v := range x {
+		amax = max(amax, float32(math.Abs(float64(v))))
+	}
+	e := math.Float32bits(amax) >> 23 // E + 127
+	s := math.Float32frombits((127 + 14 + 127 - e) << 23)
+	for i, v := range x {
+		q[i] = int16(max(-32768, min(32767, math.RoundToEven(float64(v*s)))))
+	}
+	return math.Float32frombits((e - 14) << 23)
+}
+
+// UsesQ8Rows reports whether MulAdd of p quantizes the rows of x (p is
+// Q8_0 and this CPU has the integer kernels): a caller that splits one
+// product over many MulAdd calls then saves the repeated quantization by
+// quantizing once into a Q8Rows and calling MulAddQ8Rows.
+func (p *Packed) UsesQ8Rows() bool { return p.q8 != nil && best.q8Int != q8IntNone }
+
+// MulAddQ8Rows is MulAdd with x already quantized: rows [r0, r0+m) of a
+// times a Q8_0 p, added to y's rows 0..m-1 (leading dimension ldy) in
+// columns [j0, j1), as MulAdd. It panics unless p.UsesQ8Rows() and a is
+// shaped for p's K.
+func (p *Packed) MulAddQ8Rows(y []float32, ldy int, a *Q8Rows, r0, m, j0, j1 int) {
+	if !p.UsesQ8Rows() || a.k != p.k || r0 < 0 || m < 0 || r0+m > a.m {
+		panic(fmt.Sprintf("f32: MulAddQ8Rows rows [%d, %d) of %d×%d into a %d×%d matrix (integer Q8_0: %v)", r0, r0+m, a.m, a.k, p.k, p.n, p.UsesQ8Rows()))
+	}
+	// check on a stand-in x of the right size: the shapes of y and the
+	// column range are MulAdd's.
+	switch {
+	case m == 0 || j0 == j1:
+	case j0 < 0 || j0 > j1 || j1 > p.n || j0%PanelWidth != 0:
+		panic(fmt.Sprintf("f32: MulAddQ8Rows columns [%d, %d) of %d (start must be a multiple of %d)", j0, j1, p.n, PanelWidth))
+	case ldy < j1 || len(y) < (m-1)*ldy+j1:
+		panic(fmt.Sprintf("f32: MulAddQ8Rows y of %d floats, ldy %d, too small for %d rows to column %d", len(y), ldy, m, j1))
+	}
+	if m == 0 || j0 == j1 || p.k == 0 {
+		return
+	}
+	p.mulAddQ8Rows(best, y, ldy, a, r0, m, j0, j1)
+}
+
+// mulAddQ8Rows runs the integer kernels (shapes checked). Up to
+// q8RowsPerCall rows a call streams each panel once from memory over the whole K (a
+// decode step). More rows go in equal groups of at most that over a
+// q8SlabBlocks-deep slice of a panel at a time, so that the groups after
+// the first read it from L1.
+func (p *Packed) mulAddQ8Rows(ks *kernels, y []float32, ldy int, a *Q8Rows, r0, m, j0, j1 int) {
+	nb := p.k / q8Len
+	most := q8RowsPerCall(ks.q8Int)
+	groups := (m + most - 1) / most
+	mr := (m + groups - 1) / groups
+	kc := nb
+	if groups > 1 {
+		kc = q8SlabBlocks
+	}
+	var tile [q8IntMR * PanelWidth]float32
+	for b0 := 0; b0 < nb; b0 += kc {
+		bn := min(kc, nb-b0)
+		for pj := j0; pj < j1; pj += PanelWidth {
+			off := (pj/PanelWidth)*nb*q8BlockBytes + b0*q8BlockBytes
+			w := p.q8[off : off+bn*q8BlockBytes]
+			cols := min(PanelWidth, j1-pj)
+			for r := 0; r < m; r += mr {
+				rows := min(mr, m-r)
+				xq := a.q[(r0+r)*a.k+b0*q8Len:]
+				s := a.s[b0*a.m+r0+r:]
+				if cols == PanelWidth {
+					tileQ8Int(ks, y[r*ldy+pj:], ldy, xq, a.k, s, a.m, w, rows, bn)
+					continue
+				}
+				// A partial panel runs on a full-width copy of its y rows.
+				for i := range rows {
+					copy(tile[i*PanelWidth:i*PanelWidth+cols], y[(r+i)*ldy+pj:(r+i)*ldy+pj+cols])
+				}
+				tileQ8Int(ks, tile[:], PanelWidth, xq, a.k, s, a.m, w, rows, bn)
+				for i := range rows {
+					copy(y[(r+i)*ldy+pj:(r+i)*ldy+pj+cols], tile[i*PanelWidth:i*PanelWidth+cols])
+				}
+			}
+		}
+	}
+}
+
+// tileQ8Int adds rows×PanelWidth of y += the quantized rows xq (row r at
+// xq[r·ldq], its block b's scale at s[b·lds+r]) times the nb blocks w.
+func tileQ8Int(ks *kernels, y []float32, ldy int, xq []int16, ldq int, s []float32, lds int, w []byte, rows, nb int) {
+	_ = y[(rows-1)*ldy+PanelWidth-1]
+	_ = xq[(rows-1)*ldq+nb*q8Len-1]
+	_ = s[(nb-1)*lds+rows-1]
+	_ = w[nb*q8BlockBytes-1]
+	if asmTileQ8Int(ks.q8Int, &y[0], ldy, &xq[0], ldq, &s[0], lds, &w[0], rows, nb) {
+		return
+	}
+	genericTileQ8Int(y, ldy, xq, ldq, s, lds, w, rows, nb)
+}
+
+// genericTileQ8Int is the portable tileQ8Int (for tests of the layout;
+// no kernel set without assembly uses it): int32 sums per block, scaled
+// once per block as the assembly does.
+func genericTileQ8Int(y []float32, ldy int, xq []int16, ldq int, s []float32, lds int, w []byte, rows, nb int) {
+	for r := range rows {
+		var tot [PanelWidth]float32
+		for b := range nb {
+			blk := w[b*q8BlockBytes : (b+1)*q8BlockBytes]
+			xb := xq[r*ldq+b*q8Len : r*ldq+(b+1)*q8Len]
+			for c := range tot {
+				var sum int32
+				for kk, xv := range xb {
+					sum += int32(xv) * int32(int8(blk[q8Offset(kk, c)]))
+				}
+				d := tensor.F16ToF32(uint16(blk[2*c]) | uint16(blk[2*c+1])<<8)
+				tot[c] += float32(sum) * s[b*lds+r] * d
+			}
+		}
+		addRow(y[r*ldy:], &tot)
+	}
+}
+
 // tileL1 is tileF32 for a panel slice already in L1: the AVX-512 kernels
 // without the prefetches that streaming from memory needs (they only cost
 // issue slots here).
@@ -152,16 +381,6 @@ func tileL1(ks *kernels, halves bool, y []float32, ldy int, x []float32, ldx int
 		return
 	}
 	tileF32(ks, halves, y, ldy, x, ldx, panel, rows, kn)
-}
-
-// tileQ8 adds rows×PanelWidth of y += x[rows, K]·panel, the panel's
-// blocks starting at byte off of p.q8.
-func (p *Packed) tileQ8(ks *kernels, y []float32, ldy int, x []float32, ldx int, off, rows, nb int) {
-	w := p.q8[off : off+nb*q8BlockBytes]
-	if asmTileQ8(ks.isa, &y[0], ldy, &x[0], ldx, &w[0], rows, nb) {
-		return
-	}
-	genericTileQ8(y, ldy, x, ldx, w, rows, nb)
 }
 
 // dequantQ8 widens the blocks w (whole blocks of one panel) into dst,
@@ -177,19 +396,18 @@ func dequantQ8(ks *kernels, dst []float32, w []byte) {
 	}
 	for b := range nb {
 		blk := w[b*q8BlockBytes : (b+1)*q8BlockBytes]
-		var d [PanelWidth]float32
-		for c := range d {
-			d[c] = tensor.F16ToF32(uint16(blk[2*c]) | uint16(blk[2*c+1])<<8)
-		}
 		out := dst[b*q8Len*PanelWidth:]
-		for i, q := range blk[64:] {
-			out[i] = d[i%PanelWidth] * float32(int8(q))
+		for c := range PanelWidth {
+			d := tensor.F16ToF32(uint16(blk[2*c]) | uint16(blk[2*c+1])<<8)
+			for kk := range q8Len {
+				out[kk*PanelWidth+c] = d * float32(int8(blk[q8Offset(kk, c)]))
+			}
 		}
 	}
 }
 
 // genericTileQ8 is the portable Q8_0 microkernel: each weight widened to
-// d·q, as the assembly does, one row at a time.
+// d·q, one row at a time.
 func genericTileQ8(y []float32, ldy int, x []float32, ldx int, w []byte, rows, nb int) {
 	for r := range rows {
 		var a [PanelWidth]float32
@@ -201,9 +419,8 @@ func genericTileQ8(y []float32, ldy int, x []float32, ldx int, w []byte, rows, n
 				d[c] = tensor.F16ToF32(uint16(blk[2*c]) | uint16(blk[2*c+1])<<8)
 			}
 			for kk, xv := range xr[b*q8Len : (b+1)*q8Len] {
-				q := blk[64+kk*PanelWidth : 64+(kk+1)*PanelWidth]
 				for c := range a {
-					a[c] += xv * (d[c] * float32(int8(q[c])))
+					a[c] += xv * (d[c] * float32(int8(blk[q8Offset(kk, c)])))
 				}
 			}
 		}

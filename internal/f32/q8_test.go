@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/tinyserve/tinyserve/llm/tensor"
@@ -42,30 +43,47 @@ func checkMulAddQ8(t *testing.T, ks *kernels, rng *rand.Rand, k, n, m, j0, j1 in
 	y0 := append([]float32(nil), y...)
 	p.mulAdd(ks, y, n, x, k, m, j0, j1)
 	for r := range m {
+		// The integer kernels round x to 16 bits per block of 32: at most
+		// a step, amax/16384, per value (half a step, or a whole one for
+		// the value that saturates).
+		amax := make([]float64, k/32)
+		for kk := range k {
+			amax[kk/32] = max(amax[kk/32], math.Abs(float64(x[r*k+kk])))
+		}
 		for j := range n {
 			want := float64(y0[r*n+j])
-			var mag float64
+			var mag, xerr float64
 			if j >= j0 && j < j1 {
 				for kk := range k {
 					prod := float64(x[r*k+kk]) * float64(w[kk*n+j])
 					want += prod
 					mag += math.Abs(prod)
+					xerr += math.Abs(float64(w[kk*n+j])) * amax[kk/32] / 16384
 				}
 			}
+			if ks.q8Int == q8IntNone {
+				xerr = 0
+			}
 			got := float64(y[r*n+j])
-			if tol := 1e-5*mag + 1e-6; math.Abs(got-want) > tol {
+			if tol := 1e-5*mag + 1.01*xerr + 1e-6; math.Abs(got-want) > tol {
 				t.Fatalf("%s k=%d n=%d m=%d cols [%d,%d): y[%d,%d] = %v, want %v (tol %g)", ks.name, k, n, m, j0, j1, r, j, got, want, tol)
 			}
 		}
 	}
 }
 
+// q8KernelSets are the kernel sets whose Q8_0 paths the tests check: the
+// available ones and, on AVX-512, the integer kernels without VNNI and
+// the float path.
+func q8KernelSets() []*kernels { return append(available(), q8Variants()...) }
+
 // TestMulAddQ8RandomShapes: every ISA path against the reference on odd N,
-// K a multiple of 32 (beyond kBlock too), M from 1 (direct kernels) to 40
-// (the widen-then-float32 path), with partial column ranges.
+// K a multiple of 32 (beyond kBlock and the integer kernels' slab too), M
+// from 1 (direct kernels) to 40 (row groups, the widen-then-float32
+// path), with partial column ranges.
 func TestMulAddQ8RandomShapes(t *testing.T) {
 	const seed = 20261205
-	for _, ks := range available() {
+	for _, ks := range q8KernelSets() {
 		t.Run(ks.name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, uint64(ks.isa)))
 			for range 120 {
@@ -81,13 +99,15 @@ func TestMulAddQ8RandomShapes(t *testing.T) {
 	}
 }
 
-// TestMulAddQ8Edges covers every row count of the direct kernels and the
-// first of the widening path, K straddling kBlock, and empty products.
+// TestMulAddQ8Edges covers every row count of the direct kernels, of
+// two and three integer row groups and the first of the widening path, K
+// straddling kBlock and the integer slab, and empty products.
 func TestMulAddQ8Edges(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
-	for _, ks := range available() {
-		for m := 0; m <= ks.mrQ8+1; m++ {
+	for _, ks := range q8KernelSets() {
+		for m := 0; m <= max(ks.mrQ8, 2*q8IntMR)+5; m++ {
 			checkMulAddQ8(t, ks, rng, 64, 65, m, 0, 65)
+			checkMulAddQ8(t, ks, rng, 32*(q8SlabBlocks+3), 40, m, 0, 40)
 		}
 		for _, c := range []struct{ k, n, m, j0, j1 int }{
 			{32, 1, 1, 0, 1},
@@ -103,7 +123,7 @@ func TestMulAddQ8Edges(t *testing.T) {
 }
 
 // TestMulAddQ8PathsAgree: the assembly paths match the portable one at a
-// GPT-2 size, for the direct kernels (m = 1, 8) and the widening path.
+// GPT-2 size, for one and two integer row groups (m = 1, 8) and more.
 func TestMulAddQ8PathsAgree(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	const k, n = 768, 2304
@@ -112,11 +132,13 @@ func TestMulAddQ8PathsAgree(t *testing.T) {
 		x := randSlice(rng, m*k)
 		want := make([]float32, m*n)
 		p.mulAdd(genericKernels, want, n, x, k, m, 0, n)
-		for _, ks := range available()[1:] {
+		for _, ks := range q8KernelSets()[1:] {
 			got := make([]float32, m*n)
 			p.mulAdd(ks, got, n, x, k, m, 0, n)
 			for i := range got {
-				if d := math.Abs(float64(got[i] - want[i])); d > 1e-3 {
+				// The integer kernels' 16-bit activations move a sum
+				// of 768 products by about 2e-5 of its size.
+				if d := math.Abs(float64(got[i] - want[i])); d > 4e-3+1e-4*math.Abs(float64(want[i])) {
 					t.Fatalf("%s m=%d: y[%d] = %v, generic %v", ks.name, m, i, got[i], want[i])
 				}
 			}
@@ -139,7 +161,9 @@ func TestPackedQ8Layout(t *testing.T) {
 		blk := q.Q8_0Blocks()
 		base := (j / 32) * 2 * q8BlockBytes
 		c := j % 32
-		if a.q8[base+2*c] != blk[0] || a.q8[base+2*c+1] != blk[1] || a.q8[base+64+5*32+c] != blk[2+5] || a.q8[base+q8BlockBytes+64+c] != blk[34+2] {
+		// q[5, c] is in pair 2, odd k; q[32, c] is the second block's
+		// first, pair 0, even k.
+		if a.q8[base+2*c] != blk[0] || a.q8[base+2*c+1] != blk[1] || a.q8[base+64+2*64+(c/16)*32+(c%16)*2+1] != blk[2+5] || a.q8[base+q8BlockBytes+64+(c/16)*32+(c%16)*2] != blk[34+2] {
 			t.Fatalf("column %d is not where the kernels read it", j)
 		}
 	}
@@ -162,5 +186,47 @@ func TestPackedQ8Layout(t *testing.T) {
 			}()
 			bad()
 		}()
+	}
+}
+
+// TestQ8RowsQuantize: the assembly quantizer gives the portable one's
+// values and scales bit for bit, on random rows, an all-zero block, a
+// block whose largest value is a power of two (the top of the range), one
+// just below the next (the value that rounds to 32768 and saturates), and
+// tiny values; each value is within a step of x, and the scales are
+// block-major.
+func TestQ8RowsQuantize(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	const m, k = 5, 7 * 32
+	x := randSlice(rng, m*k)
+	clear(x[32:64])                      // row 0, block 1: zeros
+	x[2*k+5] = 4                         // row 2, block 0: amax a power of two
+	x[2*k+40] = math.Nextafter32(8, 0)   // row 2, block 1: rounds to 32768
+	for i := 3*k + 64; i < 3*k+96; i++ { // row 3, block 2: tiny
+		x[i] *= 1e-30
+	}
+	var want Q8Rows
+	want.quantize(genericKernels, x, k, m, k, 0, m)
+	for _, ks := range q8KernelSets()[1:] {
+		var got Q8Rows
+		got.quantize(ks, x, k, m, k, 0, m)
+		if !slices.Equal(got.q, want.q) || !slices.Equal(got.s, want.s) {
+			t.Errorf("%s: quantized rows differ from the portable quantizer's", ks.name)
+		}
+	}
+	for r := range m {
+		for kk := range k {
+			b := kk / 32
+			d := want.s[b*m+r]
+			if e := math.Abs(float64(x[r*k+kk]) - float64(d)*float64(want.q[r*k+kk])); e > float64(d) {
+				t.Fatalf("x[%d, %d] = %v quantized to %d × %v", r, kk, x[r*k+kk], want.q[r*k+kk], d)
+			}
+		}
+	}
+	if q := want.q[2*k+40]; q != 32767 {
+		t.Errorf("the value just under 2^(E+1) quantized to %d, want 32767 (saturated)", q)
+	}
+	if q := want.q[2*k+5]; q != 16384 {
+		t.Errorf("amax 4 quantized to %d, want 16384", q)
 	}
 }

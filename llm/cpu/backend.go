@@ -114,8 +114,13 @@ type Backend struct {
 	blk          []blockScratch
 	blkLen       int // positions blk is sized for
 
+	// q8x holds a matmul's rows of x quantized for the integer Q8_0
+	// kernels (see matmul), grown to the largest product seen.
+	q8x f32.Q8Rows
+
 	// Tasks are reused structs so that starting one allocates nothing.
 	mm matmulTask
+	qt quantTask
 	at attnTask
 	nt normTask
 	pt prepTask

@@ -131,6 +131,12 @@ func (b *Backend) head(batch *engine.Batch, promptRows bool) []engine.SampleRow 
 		b.headBest = make([]unitMax, n)
 	}
 	b.ht = headTask{x: b.hs[:S*C], w: b.lmHead, y: logits, rows: S, c: C, best: b.headBest[:headUnits*S]}
+	if b.lmHead.UsesQ8Rows() {
+		// Quantized once here for the integer Q8_0 kernels, not per unit.
+		b.q8x.Reset(S, C)
+		b.q8x.Quantize(b.hs, C, 0, S)
+		b.ht.xq = &b.q8x
+	}
 	b.pool.parallel(&b.ht, headUnits, 1)
 	out := b.out[:S]
 	for i := range out {

@@ -139,11 +139,36 @@ func (b *Backend) matmul(y []float32, ldy int, x []float32, ldx int, w *f32.Pack
 	rb := (m + rowBlock - 1) / rowBlock
 	cb := (panels + perUnit - 1) / perUnit
 	b.mm = matmulTask{y: y, x: x, w: w, b: bias, ldy: ldy, ldx: ldx, m: m, mode: mode, rowBlock: rowBlock, colBlock: perUnit * f32.PanelWidth, cb: cb}
+	if w.UsesQ8Rows() {
+		// The integer Q8_0 kernels take x quantized per block of 32: done
+		// once here rather than by every unit (a decode unit is a single
+		// panel, a prefill unit one panel of up to mmRowBlock rows, so per
+		// unit it would cost up to half of the product again).
+		b.q8x.Reset(m, w.K())
+		b.qt = quantTask{a: &b.q8x, x: x, ldx: ldx}
+		b.pool.parallel(&b.qt, m, quantGrain)
+		b.mm.xq = &b.q8x
+	}
 	b.pool.parallel(&b.mm, rb*cb, 1)
 }
 
+// quantGrain is the rows per unit of the activations' quantization: a
+// few microseconds of work each, so that a decode step's rows stay on the
+// caller and a prefill's spread over the workers.
+const quantGrain = 64
+
+// quantTask quantizes rows of x into a (units are rows).
+type quantTask struct {
+	a   *f32.Q8Rows
+	x   []float32
+	ldx int
+}
+
+func (t *quantTask) run(_, lo, hi int) { t.a.Quantize(t.x, t.ldx, lo, hi) }
+
 type matmulTask struct {
 	y, x, b  []float32
+	xq       *f32.Q8Rows // x quantized, for a Q8_0 w with integer kernels
 	ldy, ldx int
 	w        *f32.Packed
 	m, mode  int
@@ -170,7 +195,11 @@ func (t *matmulTask) run(_, lo, hi int) {
 				copy(yr, t.b[j0:j1])
 			}
 		}
-		t.w.MulAdd(t.y[r0*ldy:], ldy, t.x[r0*ldx:], ldx, r1-r0, j0, j1)
+		if t.xq != nil {
+			t.w.MulAddQ8Rows(t.y[r0*ldy:], ldy, t.xq, r0, r1-r0, j0, j1)
+		} else {
+			t.w.MulAdd(t.y[r0*ldy:], ldy, t.x[r0*ldx:], ldx, r1-r0, j0, j1)
+		}
 		switch t.mode {
 		case mmGeluTanh:
 			for r := r0; r < r1; r++ {
@@ -197,6 +226,7 @@ const headPanels = 8
 // all sampled rows.
 type headTask struct {
 	x, y    []float32
+	xq      *f32.Q8Rows // x quantized, for a Q8_0 w with integer kernels
 	w       *f32.Packed
 	rows, c int
 	// best[u*rows+s] is row s's largest logit in unit u's columns and its
@@ -219,7 +249,11 @@ func (t *headTask) run(_, lo, hi int) {
 		for s := range t.rows {
 			clear(t.y[s*V+j0 : s*V+j1])
 		}
-		t.w.MulAdd(t.y, V, t.x, t.c, t.rows, j0, j1)
+		if t.xq != nil {
+			t.w.MulAddQ8Rows(t.y, V, t.xq, 0, t.rows, j0, j1)
+		} else {
+			t.w.MulAdd(t.y, V, t.x, t.c, t.rows, j0, j1)
+		}
 		for s := range t.rows {
 			t.best[u*t.rows+s] = rangeMax(t.y[s*V+j0:s*V+j1], j0)
 		}

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/tinyserve/tinyserve/internal/f32"
 	"github.com/tinyserve/tinyserve/llm/kv"
 	"github.com/tinyserve/tinyserve/llm/model"
 	"github.com/tinyserve/tinyserve/llm/tensor"
@@ -95,8 +96,16 @@ func TestQ8Weights(t *testing.T) {
 // TestQ8MatchesDequantized: the Q8_0 backend computes what the float32
 // backend computes from the same weights dequantized (d·q as float32), to
 // float32 rounding: the kernels and the packing add no error of their own
-// beyond the quantization that TestQ8Weights measures.
+// beyond the quantization that TestQ8Weights measures, and the integer
+// kernels' rounding of the activations to 16 bits per block of 32
+// (f32.Q8Rows), which moved these logits by at most 0.0012 (llama-tiny)
+// when it came in: q8ActTol allows about three times that, and the greedy
+// tokens must still agree.
 func TestQ8MatchesDequantized(t *testing.T) {
+	actTol := 0.0
+	if f32.NewPackedQ8(32, 32).UsesQ8Rows() {
+		actTol = q8ActTol
+	}
 	for _, ck := range checkpoints {
 		t.Run(ck.name, func(t *testing.T) {
 			skipUnderRace(t, ck.name, "qwen3-tiny")
@@ -129,7 +138,7 @@ func TestQ8MatchesDequantized(t *testing.T) {
 				got := hq.step(part{id: id, tokens: c.InputIDs, sample: true})[0]
 				d, at := maxDiff(got.Logits, float64s(want.Logits))
 				worst = max(worst, d)
-				if d > ck.tol || got.Argmax != want.Argmax {
+				if d > ck.tol+actTol || got.Argmax != want.Argmax {
 					t.Errorf("%s: Q8_0 logit %d = %v, dequantized float32 %v (argmax %d, %d)", c.Name, at, got.Logits[at], want.Logits[at], got.Argmax, want.Argmax)
 				}
 				for _, h := range []*harness{hq, hd} {
@@ -142,6 +151,10 @@ func TestQ8MatchesDequantized(t *testing.T) {
 		})
 	}
 }
+
+// q8ActTol is the logit difference TestQ8MatchesDequantized allows for
+// the integer kernels' 16-bit activations (see there).
+const q8ActTol = 4e-3
 
 func ptrsOf(ls []model.Linear) []*model.Linear {
 	out := make([]*model.Linear, len(ls))

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/tinyserve/tinyserve/internal/f32"
 	"github.com/tinyserve/tinyserve/llm/engine"
 	"github.com/tinyserve/tinyserve/llm/kv"
 	"github.com/tinyserve/tinyserve/llm/model"
@@ -53,8 +54,12 @@ func quantized(t testing.TB, m *model.Model) *model.Model {
 }
 
 // q8Tolerance is the Q8_0 checks' bound for a storage type: absolute in
-// float32 (as TestFakeGPUQ8_0 had it), relative to the row's largest logit
-// in the half types (the GPU tests' tolerances).
+// float32, relative to the row's largest logit in the half types (the GPU
+// tests' tolerances). In float32 the device dequantizes the weights and
+// keeps the activations in float32: 1e-5 where the CPU backend's Q8_0
+// kernels do the same, cpuQ8ActTol where they round the activations to 16
+// bits per block of 32 for integer products (AVX2 or AVX-512BW;
+// f32.Q8Rows), which moves these logits by up to about 0.0012.
 func q8Tolerance(dt string) (tol float64, relative bool) {
 	switch dt {
 	case "float16":
@@ -62,8 +67,23 @@ func q8Tolerance(dt string) (tol float64, relative bool) {
 	case "bfloat16":
 		return tolBFloat16Rel, true
 	}
+	if f32.NewPackedQ8(32, 32).UsesQ8Rows() {
+		return cpuQ8ActTol, false
+	}
 	return 1e-5, false
 }
+
+// nearTie reports whether the CPU's logits put a and b within tol of each
+// other: two paths that differ by tol may then pick either. Without logits
+// there is no margin to read, and no tie is allowed.
+func nearTie(logits []float32, a, b int, tol float64) bool {
+	return logits != nil && math.Abs(float64(logits[a]-logits[b])) <= tol
+}
+
+// cpuQ8ActTol is the float32 bound where the CPU backend's Q8_0 products
+// round the activations to 16 bits (about three times the largest
+// difference seen on the small models).
+const cpuQ8ActTol = 4e-3
 
 // q8Decodes are the decode batch sizes the checks run: every row tile of
 // q8_gemv (1, 2, 4, 8), sizes between tiles, two tiles (16, the most rows
@@ -71,7 +91,7 @@ func q8Tolerance(dt string) (tol float64, relative bool) {
 var q8Decodes = []int{1, 2, 3, 5, 8, 12, 16, 20}
 
 // checkQ8MatchesCPU runs a Q8_0 model on the device and on the CPU
-// backend, whose Q8_0 kernels keep the activations in float32: a 40-token
+// backend's Q8_0 path: a 40-token
 // prefill with prompt logits (the dequantized path, the LM head in
 // slices), a step prefilling 19 more sequences (3 tokens each), then
 // decode steps of each q8Decodes size, every row's logits compared. It
@@ -91,7 +111,7 @@ func checkQ8MatchesCPU(t *testing.T, newDev newQ8Device, m *model.Model, dt stri
 			t.Fatalf("%s: %d rows, CPU %d", what, len(got), len(want))
 		}
 		for r := range want {
-			if dt == "float32" && got[r].Argmax != want[r].Argmax {
+			if dt == "float32" && got[r].Argmax != want[r].Argmax && !nearTie(want[r].Logits, got[r].Argmax, want[r].Argmax, 2*tol) {
 				t.Errorf("%s row %d: argmax %d, CPU %d", what, r, got[r].Argmax, want[r].Argmax)
 			}
 			if want[r].Logits == nil {
@@ -163,7 +183,7 @@ func checkQ8MatchesCPU(t *testing.T, newDev newQ8Device, m *model.Model, dt stri
 // TestFakeGPUQ8_0 runs models quantized to Q8_0 (Model.Quantize: every
 // matrix and the tied embedding, or the untied head) on the fake GPU, the
 // weights kept 8-bit on the device, against the CPU backend's Q8_0 path:
-// in float32 within 1e-5, in float16/bfloat16 within the GPU tests'
+// in float32 within q8Tolerance, in float16/bfloat16 within the GPU tests'
 // relative tolerances, at decode batches of 1 to 20 rows and a prefill.
 func TestFakeGPUQ8_0(t *testing.T) {
 	for _, v := range q8Models {
@@ -469,8 +489,10 @@ func TestGPUQ8_0(t *testing.T) {
 		gb := newGPUOpts(t, m, Options{DType: "float32"}, blocks)
 		cb := cpuBackend(t, m, blocks)
 		worst := compareMixed(t, gb, cb, smallPrompts(m.Config.VocabSize, 40, 7), blocks, 16, 3)
-		if worst > decoderTol {
-			t.Errorf("max |device - CPU| logit %.3g over %.0e on Q8_0 weights", worst, decoderTol)
+		tol, _ := q8Tolerance("float32")
+		tol = max(tol, decoderTol)
+		if worst > tol {
+			t.Errorf("max |device - CPU| logit %.3g over %.0e on Q8_0 weights", worst, tol)
 		}
 		t.Logf("qwen2.5-0.5b-random Q8_0: weights %d MiB on the device, scratch %d MiB; max |device float32 - CPU| logit %.3g",
 			gb.WeightBytes()>>20, gb.DequantScratchBytes()>>20, worst)
