@@ -296,27 +296,27 @@ func (p *Packed) MulAddQ8Rows(y []float32, ldy int, a *Q8Rows, r0, m, j0, j1 int
 	p.mulAddQ8Rows(best, y, ldy, a, r0, m, j0, j1)
 }
 
-// mulAddQ8Rows runs the integer kernels (shapes checked). Up to
-// q8RowsPerCall rows a call streams each panel once from memory over the whole K (a
-// decode step). More rows go in equal groups of at most that over a
-// q8SlabBlocks-deep slice of a panel at a time, so that the groups after
-// the first read it from L1.
+// mulAddQ8Rows runs the integer kernels (shapes checked). Each panel is
+// read once, in order, q8SlabBlocks blocks at a time; every row group of
+// at most q8RowsPerCall rows runs over that slice, so the groups after the
+// first read it from L1. Every row's y takes one addition per slice
+// whatever the number of rows in the call, so that a row's result does not
+// depend on what it is batched with: a decode step of one sequence gives
+// the bits a prefill or a larger batch gives it (the engine's batch
+// invariance, which two engines' runs of the same requests rely on).
 func (p *Packed) mulAddQ8Rows(ks *kernels, y []float32, ldy int, a *Q8Rows, r0, m, j0, j1 int) {
 	nb := p.k / q8Len
 	most := q8RowsPerCall(ks.q8Int)
 	groups := (m + most - 1) / most
 	mr := (m + groups - 1) / groups
-	kc := nb
-	if groups > 1 {
-		kc = q8SlabBlocks
-	}
+	const kc = q8SlabBlocks
 	var tile [q8IntMR * PanelWidth]float32
-	for b0 := 0; b0 < nb; b0 += kc {
-		bn := min(kc, nb-b0)
-		for pj := j0; pj < j1; pj += PanelWidth {
+	for pj := j0; pj < j1; pj += PanelWidth {
+		cols := min(PanelWidth, j1-pj)
+		for b0 := 0; b0 < nb; b0 += kc {
+			bn := min(kc, nb-b0)
 			off := (pj/PanelWidth)*nb*q8BlockBytes + b0*q8BlockBytes
 			w := p.q8[off : off+bn*q8BlockBytes]
-			cols := min(PanelWidth, j1-pj)
 			for r := 0; r < m; r += mr {
 				rows := min(mr, m-r)
 				xq := a.q[(r0+r)*a.k+b0*q8Len:]

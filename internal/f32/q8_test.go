@@ -230,3 +230,39 @@ func TestQ8RowsQuantize(t *testing.T) {
 		t.Errorf("amax 4 quantized to %d, want 16384", q)
 	}
 }
+
+// TestMulAddQ8RowsBatchInvariant: a row's integer Q8_0 product is the
+// same bits however many rows the call carries and wherever the row sits
+// among them (one decode row, a few, several row groups of a prefill), so
+// that a sequence's logits do not depend on what it is batched with.
+func TestMulAddQ8RowsBatchInvariant(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	const k, n = 32 * 19, 40 // 19 blocks: two full slabs and a partial one; a partial panel
+	p, _ := q8Matrix(rng, k, n)
+	const rows = 23
+	x := randSlice(rng, rows*k)
+	for _, ks := range q8KernelSets() {
+		if ks.q8Int == q8IntNone {
+			continue
+		}
+		t.Run(ks.name, func(t *testing.T) {
+			var a Q8Rows
+			a.quantize(ks, x, k, rows, k, 0, rows)
+			alone := make([]float32, rows*n)
+			for r := range rows {
+				p.mulAddQ8Rows(ks, alone[r*n:], n, &a, r, 1, 0, n)
+			}
+			for _, m := range []int{2, 5, 6, 7, 13, 23} {
+				for r0 := 0; r0+m <= rows; r0 += m {
+					got := make([]float32, m*n)
+					p.mulAddQ8Rows(ks, got, n, &a, r0, m, 0, n)
+					for i := range got {
+						if got[i] != alone[r0*n+i] {
+							t.Fatalf("m=%d rows from %d: y[%d] = %v, the row alone %v", m, r0, i, got[i], alone[r0*n+i])
+						}
+					}
+				}
+			}
+		})
+	}
+}
