@@ -59,10 +59,13 @@ func q8RowsPerCall(level int) int {
 }
 
 // q8SlabBlocks is the depth, in blocks, of the slice of a panel that the
-// integer kernels run over for every row group when a product has more
-// rows than one kernel call carries: 8.5 KiB of weights, which stay in L1
-// while the groups' activations (256 int16 a row) stream past.
-const q8SlabBlocks = 8
+// integer kernels run over for every row group: 34 KiB of weights, which
+// stay in L1 (or L2) while the groups' activations stream past. Every
+// product, one row or many, adds into y once per slice, so that a row's
+// result does not depend on the rows beside it; 32 blocks keep that to
+// one addition for K up to 1024 (a decode step's usual matrices) and a
+// few for the MLP's down projection.
+const q8SlabBlocks = 32
 
 // NewPackedQ8 allocates a zeroed K×N Q8_0 matrix (k a multiple of 32),
 // to be filled with FillColumnQ8 or FillColumnQuantize. Its MulAdd reads

@@ -237,7 +237,7 @@ func TestQ8RowsQuantize(t *testing.T) {
 // that a sequence's logits do not depend on what it is batched with.
 func TestMulAddQ8RowsBatchInvariant(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 22))
-	const k, n = 32 * 19, 40 // 19 blocks: two full slabs and a partial one; a partial panel
+	const k, n = 32 * (2*q8SlabBlocks + 3), 40 // two full slabs and a partial one; a partial panel
 	p, _ := q8Matrix(rng, k, n)
 	const rows = 23
 	x := randSlice(rng, rows*k)
