@@ -50,9 +50,12 @@ type Options struct {
 	Getenv func(string) string
 	// Logger receives start-up and warning logs; nil discards them.
 	Logger *slog.Logger
-	// CUDAGraphs replays decode-only steps (every sequence decoding one
-	// token) of up to 64 sequences from CUDA graphs captured per batch size,
-	// saving the launch overhead of about 110 kernels and GEMMs per step (GPT-2 124M).
+	// CUDAGraphs replays steps of up to 512 token rows from CUDA graphs,
+	// saving the launch overhead of about 110 kernels and GEMMs per step
+	// (GPT-2 124M): decode-only steps (every sequence decoding one token)
+	// of up to 64 sequences at their exact size, and every other step
+	// (mixed prefill chunks and decodes, prefills, prompt logits) padded to
+	// a bucket of token rows (graph.go). Larger steps run eagerly.
 	// tinyserve.Open turns it on unless Config.EnforceEager (docs/cuda.md).
 	CUDAGraphs bool
 }
@@ -120,11 +123,12 @@ type Backend struct {
 	resHost            unsafe.Pointer // pinned, same layout as res
 	resHostBytes       int
 
-	// CUDA graphs of decode-only steps, by batch size and block-table
-	// stride (Options.CUDAGraphs).
-	graphs    map[graphKey]GraphExec
-	graphSeen map[graphKey]bool // keys run once eagerly; the next is captured
-	graphsOff bool              // a capture failed: eager from then on
+	// CUDA graphs of steps, by launched shape and block-table stride
+	// (Options.CUDAGraphs, graph.go).
+	graphs     map[graphKey]graphExec
+	graphSeen  map[graphKey]bool // keys run once eagerly; the next is captured
+	graphsOff  bool              // a capture failed: eager from then on
+	graphClock uint64            // graph steps run: graphExec.used's clock
 
 	// prof, set only by tests and benchmarks, times each launch of an
 	// eager step (profile.go); nil otherwise.

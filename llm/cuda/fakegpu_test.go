@@ -394,6 +394,9 @@ func (g *fakeGPU) run(k string, dt int, grid, block [3]uint32, shared uint32, a 
 		W := QD + 2*KVD
 		head := make([]float32, D)
 		for i := range int(grid[0]) {
+			if g.i32(seq, i) < 0 {
+				continue // a padding row of a graph step
+			}
 			p := g.i32(pos, i)
 			slot := g.i32(bt, g.i32(seq, i)*maxBlocks+p/bs)*bs + p%bs
 			for hh := range H + KVH {
@@ -455,6 +458,9 @@ func (g *fakeGPU) run(k string, dt int, grid, block [3]uint32, shared uint32, a 
 		var sc []float32
 		for i := range int(grid[0]) {
 			p, s := g.i32(pos, i), g.i32(seq, i)
+			if s < 0 {
+				continue // a padding row of a graph step
+			}
 			sc = slices.Grow(sc[:0], p+1)[:p+1]
 			for h := range int(grid[1]) {
 				kh := (h / group) * D

@@ -134,24 +134,23 @@ func (b *Backend) Forward(batch *engine.Batch) ([]engine.SampleRow, error) {
 		return nil, errors.New("cuda: Forward before AllocateKV")
 	}
 	lim := metaLimits{vocab: b.cfg.VocabSize, nPositions: b.cfg.MaxPositions, numBlocks: b.numBlocks, blockSize: b.blockSize}
-	// A decode-only step that may use a CUDA graph packs its block tables
-	// with a stride of graphStride's, so that every launch parameter is
-	// the same for every such step of one batch size until the longest
-	// context outgrows the stride (attention's shared memory does not
-	// depend on the context).
-	graph := b.graphable(batch)
-	stride := 0
+	// A step that may use a CUDA graph is packed to its graph's shape
+	// (graph.go): the token rows, the sampled rows and the block tables'
+	// stride, so that every launch parameter is the same for every step of
+	// that shape.
+	key, graph := b.graphShape(batch)
+	var pad stepPad
 	if graph {
-		stride = graphStride(graphNeed(batch, b.blockSize), (b.cfg.MaxPositions+b.blockSize-1)/b.blockSize)
+		pad = stepPad{rows: key.rows, sample: key.sample, stride: key.stride}
 	}
-	if b.packed, err = packBatch(b.packed, &b.bm, batch, lim, stride); err != nil {
+	if b.packed, err = packBatch(b.packed, &b.bm, batch, lim, pad); err != nil {
 		return nil, err
 	}
 	m := &b.bm
 	if m.N == 0 {
 		return b.rows[:0], nil
 	}
-	if err := b.grow(m.N, m.R, m.Len); err != nil {
+	if err := b.grow(m.NP, m.RP, m.Len); err != nil {
 		return nil, err
 	}
 	if err := b.enqueueStep(m, graph); err != nil {
@@ -228,7 +227,7 @@ func (b *Backend) forwardDevice(m *batchMeta) error {
 	c := b.cfg
 	C, D, NH, V := c.Hidden, c.HeadDim, c.Heads, c.VocabSize
 	QD, KVD, I := c.QDim(), c.KVDim(), c.Intermediate
-	N := m.N
+	N := m.NP // the rows launched: a graph step's padded shape
 	i32 := DevicePtr(4)
 	tokens := b.meta + i32*DevicePtr(m.OffTokens)
 	pos := b.meta + i32*DevicePtr(m.OffPos)
@@ -325,10 +324,10 @@ func (b *Backend) forwardDevice(m *batchMeta) error {
 			return fmt.Errorf("cuda: layer %d: %w", l, err)
 		}
 	}
-	if m.R == 0 {
+	R := m.RP
+	if R == 0 {
 		return nil
 	}
-	R := m.R
 	if err := b.launch(b.fn.norm, [3]uint32{uint32(R), 1, 1}, rowBlock, 0, a.reset().ptr(b.hs).ptr(b.x).ptr(sample).ptr(b.w.final.w).ptr(b.w.final.b).i32(C).f32(eps).i32(rms)); err != nil {
 		return err
 	}

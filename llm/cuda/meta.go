@@ -10,16 +10,28 @@ import (
 // read, packed into one buffer so that a step needs a single host-to-device
 // copy. Offsets are in int32 elements from the start of the buffer.
 //
-// Layout: tokens[N] | pos[N] | seq[N] | blockTables[S*MaxBlocks] |
-// sampleRows[R]. Row i of the flattened batch is token j of sequence s in
-// batch order. sampleRows lists the token rows whose results go back: the
-// last token's row of each sampled sequence, and every row of a sequence
-// with PromptLogits set. Rows that need logits come first (their logits
-// rows are then the first L rows of the LM head's output, so the one
+// Layout: tokens[NP] | pos[NP] | seq[NP] | sampleRows[RP] |
+// blockTables[S*MaxBlocks]. Row i < N of the flattened batch is token j of
+// sequence s in batch order. sampleRows lists the token rows whose results
+// go back: the last token's row of each sampled sequence, and every row of
+// a sequence with PromptLogits set. Rows that need logits come first (their
+// logits rows are then the first L rows of the LM head's output, so the one
 // device-to-host copy of the results takes a prefix); Order maps each
 // sampled row back to its place in the engine's result order.
+//
+// A CUDA-graph step is padded to its graph's shape (graph.go): NP ≥ N token
+// rows and RP ≥ R sampled rows are launched. A padding row i ≥ N has token
+// 0, position 0 and sequence -1, which qkv_store and attention take as "no
+// row": they return at once, so it writes no KV cache and reads none; the
+// other kernels and the GEMMs compute it like any row, and since every one
+// of them computes each row from that row alone, it changes no real row. A
+// padding sampled row k ≥ R is row 0 again, its argmax and logits written
+// past the R (and L) that are copied back. The offsets of every array the
+// forward pass reads depend only on NP and RP; the block tables come last
+// so that the number of sequences changes only the copy's length.
 type batchMeta struct {
 	N, S, R, L int // token rows, sequences, sampled rows, rows needing logits
+	NP, RP     int // token rows and sampled rows launched: N and R, or a graph's padded shape
 	MaxBlocks  int // block-table stride: the longest table this step needs
 	MaxPos     int // largest position in the batch
 
@@ -31,6 +43,11 @@ type batchMeta struct {
 	Order []int
 }
 
+// stepPad is the shape a step is packed to: at least rows token rows and
+// sample sampled rows, block tables of at least stride blocks. The zero
+// value packs the batch as it is (an eager step).
+type stepPad struct{ rows, sample, stride int }
+
 // metaLimits are the model and pool bounds a batch is checked against.
 type metaLimits struct {
 	vocab, nPositions, numBlocks, blockSize int
@@ -38,11 +55,12 @@ type metaLimits struct {
 
 // packBatch checks b against lim and flattens it into buf (grown as needed,
 // returned), filling m. The block-table stride is the longest table the
-// batch needs, or minStride if that is more (CUDA graphs fix the stride).
+// batch needs, or pad.stride if that is more, and the rows launched are
+// padded to pad.rows and pad.sample (CUDA graphs fix them; see batchMeta).
 // Nothing of b is kept: the batch is valid only during Forward.
-func packBatch(buf []int32, m *batchMeta, b *engine.Batch, lim metaLimits, minStride int) ([]int32, error) {
+func packBatch(buf []int32, m *batchMeta, b *engine.Batch, lim metaLimits, pad stepPad) ([]int32, error) {
 	bs := lim.blockSize
-	n, maxBlocks, r, l, maxPos := 0, max(1, minStride), 0, 0, 0
+	n, maxBlocks, r, l, maxPos := 0, max(1, pad.stride), 0, 0, 0
 	for i := range b.Seqs {
 		s := &b.Seqs[i]
 		if len(s.Tokens) == 0 {
@@ -79,17 +97,24 @@ func packBatch(buf []int32, m *batchMeta, b *engine.Batch, lim metaLimits, minSt
 		return buf, fmt.Errorf("cuda: batch NumTokens is %d, its sequences hold %d tokens", b.NumTokens, n)
 	}
 	S := len(b.Seqs)
-	*m = batchMeta{N: n, S: S, R: r, L: l, MaxBlocks: maxBlocks, MaxPos: maxPos, Order: m.Order[:0]}
+	np, rp := max(n, pad.rows), max(r, pad.sample)
+	*m = batchMeta{N: n, S: S, R: r, L: l, NP: np, RP: rp, MaxBlocks: maxBlocks, MaxPos: maxPos, Order: m.Order[:0]}
 	m.OffTokens = 0
-	m.OffPos = n
-	m.OffSeq = 2 * n
-	m.OffBlocks = 3 * n
-	m.OffSample = m.OffBlocks + S*maxBlocks
-	m.Len = m.OffSample + r
+	m.OffPos = np
+	m.OffSeq = 2 * np
+	m.OffSample = 3 * np
+	m.OffBlocks = m.OffSample + rp
+	m.Len = m.OffBlocks + S*maxBlocks
 	if cap(buf) < m.Len {
 		buf = make([]int32, m.Len, m.Len+m.Len/2)
 	}
 	buf = buf[:m.Len]
+	// Padding rows: token 0 at position 0 of no sequence; padding sampled
+	// rows: row 0 (batchMeta).
+	for i := n; i < np; i++ {
+		buf[m.OffTokens+i], buf[m.OffPos+i], buf[m.OffSeq+i] = 0, 0, -1
+	}
+	clear(buf[m.OffSample+r : m.OffSample+rp])
 	row := 0
 	// Sampled rows needing logits take slots 0..L-1, the others L..R-1.
 	kLogits, kArgmax := 0, l

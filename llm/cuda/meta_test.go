@@ -20,7 +20,7 @@ func TestPackBatch(t *testing.T) {
 		{ID: 9, Tokens: []int{10, 11}, StartPos: 2, BlockTable: []int32{2}},
 	}}
 	var m batchMeta
-	buf, err := packBatch(nil, &m, b, testLimits, 0)
+	buf, err := packBatch(nil, &m, b, testLimits, stepPad{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,15 +28,15 @@ func TestPackBatch(t *testing.T) {
 		5, 6, 7, 9, 10, 11, // tokens
 		0, 1, 2, 5, 2, 3, // positions
 		0, 0, 0, 1, 2, 2, // sequence index of each row
-		3, 0, 1, 4, 2, 0, // block tables, stride 2 (seq 1 needs blocks for positions 0..5), zero-padded
 		3, 2, // sampled rows: seq 1 (needs logits) first, then seq 0's last row
+		3, 0, 1, 4, 2, 0, // block tables, stride 2 (seq 1 needs blocks for positions 0..5), zero-padded
 	}
 	if !slices.Equal(buf, want) {
 		t.Errorf("packed\n got %v\nwant %v", buf, want)
 	}
-	wantMeta := batchMeta{N: 6, S: 3, R: 2, L: 1, MaxBlocks: 2, MaxPos: 5,
-		OffTokens: 0, OffPos: 6, OffSeq: 12, OffBlocks: 18, OffSample: 24, Len: 26, Order: []int{1, 0}}
-	if m.N != wantMeta.N || m.S != wantMeta.S || m.R != wantMeta.R || m.L != wantMeta.L || m.MaxBlocks != wantMeta.MaxBlocks ||
+	wantMeta := batchMeta{N: 6, S: 3, R: 2, L: 1, NP: 6, RP: 2, MaxBlocks: 2, MaxPos: 5,
+		OffTokens: 0, OffPos: 6, OffSeq: 12, OffSample: 18, OffBlocks: 20, Len: 26, Order: []int{1, 0}}
+	if m.N != wantMeta.N || m.S != wantMeta.S || m.R != wantMeta.R || m.L != wantMeta.L || m.NP != wantMeta.NP || m.RP != wantMeta.RP || m.MaxBlocks != wantMeta.MaxBlocks ||
 		m.MaxPos != wantMeta.MaxPos || m.OffPos != wantMeta.OffPos || m.OffSeq != wantMeta.OffSeq || m.OffBlocks != wantMeta.OffBlocks ||
 		m.OffSample != wantMeta.OffSample || m.Len != wantMeta.Len || !slices.Equal(m.Order, wantMeta.Order) {
 		t.Errorf("meta\n got %+v\nwant %+v", m, wantMeta)
@@ -46,17 +46,17 @@ func TestPackBatch(t *testing.T) {
 	b2 := &engine.Batch{NumTokens: 1, Seqs: []engine.SeqBatch{
 		{ID: 7, Tokens: []int{42}, StartPos: 3, BlockTable: []int32{3}, Sample: true},
 	}}
-	buf2, err := packBatch(buf, &m, b2, testLimits, 0)
+	buf2, err := packBatch(buf, &m, b2, testLimits, stepPad{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if &buf2[0] != &buf[0] {
 		t.Error("packBatch reallocated a large enough buffer")
 	}
-	if want := []int32{42, 3, 0, 3, 0}; !slices.Equal(buf2, want) || m.R != 1 || m.L != 0 || !slices.Equal(m.Order, []int{0}) {
+	if want := []int32{42, 3, 0, 0, 3}; !slices.Equal(buf2, want) || m.R != 1 || m.L != 0 || !slices.Equal(m.Order, []int{0}) {
 		t.Errorf("decode step: %v %+v", buf2, m)
 	}
-	if n := testing.AllocsPerRun(100, func() { buf2, _ = packBatch(buf2, &m, b, testLimits, 0) }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { buf2, _ = packBatch(buf2, &m, b, testLimits, stepPad{}) }); n != 0 {
 		t.Errorf("steady-state packBatch allocates %v times", n)
 	}
 }
@@ -69,13 +69,54 @@ func TestPackBatchMinStride(t *testing.T) {
 		{ID: 2, Tokens: []int{8}, StartPos: 0, BlockTable: []int32{7}, Sample: true},
 	}}
 	var m batchMeta
-	buf, err := packBatch(nil, &m, b, testLimits, 3)
+	buf, err := packBatch(nil, &m, b, testLimits, stepPad{stride: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []int32{4, 8, 4, 0, 0, 1, 5, 6, 0, 7, 0, 0, 0, 1}
-	if !slices.Equal(buf, want) || m.MaxBlocks != 3 || m.OffSample != 12 {
+	want := []int32{4, 8, 4, 0, 0, 1, 0, 1, 5, 6, 0, 7, 0, 0}
+	if !slices.Equal(buf, want) || m.MaxBlocks != 3 || m.OffSample != 6 || m.OffBlocks != 8 {
 		t.Errorf("got %v (%+v), want %v", buf, m, want)
+	}
+}
+
+// TestPackBatchPadded: a step packed to a CUDA graph's shape has padding
+// token rows (token 0, position 0, sequence -1, which qkv_store and
+// attention skip) and padding sampled rows (row 0, never copied back);
+// every offset depends on the padded shape only, the block tables coming
+// last, and the real counts stay what the step has.
+func TestPackBatchPadded(t *testing.T) {
+	b := &engine.Batch{NumTokens: 4, Seqs: []engine.SeqBatch{
+		{ID: 1, Tokens: []int{4, 5, 6}, StartPos: 0, BlockTable: []int32{5}, Sample: true},
+		{ID: 2, Tokens: []int{8}, StartPos: 4, BlockTable: []int32{7, 9}, Sample: true, NeedLogits: true},
+	}}
+	var m batchMeta
+	buf, err := packBatch(nil, &m, b, testLimits, stepPad{rows: 8, sample: 4, stride: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []int32{
+		4, 5, 6, 8, 0, 0, 0, 0, // tokens, then four padding rows of token 0
+		0, 1, 2, 4, 0, 0, 0, 0, // positions
+		0, 0, 0, 1, -1, -1, -1, -1, // sequences: -1 marks the padding rows
+		3, 2, 0, 0, // sampled rows: seq 1's (logits), seq 0's, then two padding rows reading row 0
+		5, 0, 0, 7, 9, 0, // block tables, stride 3
+	}
+	if !slices.Equal(buf, want) {
+		t.Errorf("packed\n got %v\nwant %v", buf, want)
+	}
+	if m.N != 4 || m.R != 2 || m.L != 1 || m.NP != 8 || m.RP != 4 || m.OffPos != 8 || m.OffSeq != 16 || m.OffSample != 24 || m.OffBlocks != 28 || m.Len != 34 {
+		t.Errorf("meta %+v", m)
+	}
+	// The same shape with another number of sequences: the same offsets.
+	b1 := &engine.Batch{NumTokens: 5, Seqs: []engine.SeqBatch{
+		{ID: 1, Tokens: []int{1, 2, 3, 4, 5}, StartPos: 0, BlockTable: []int32{5, 6}, Sample: true},
+	}}
+	var m1 batchMeta
+	if _, err := packBatch(nil, &m1, b1, testLimits, stepPad{rows: 8, sample: 4, stride: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if m1.OffPos != m.OffPos || m1.OffSeq != m.OffSeq || m1.OffSample != m.OffSample || m1.OffBlocks != m.OffBlocks || m1.NP != 8 || m1.RP != 4 || m1.R != 1 {
+		t.Errorf("one sequence: meta %+v, offsets differ from %+v", m1, m)
 	}
 }
 
@@ -102,14 +143,14 @@ func TestPackBatchRejects(t *testing.T) {
 		c.edit(&s, b)
 		b.Seqs = []engine.SeqBatch{s}
 		var m batchMeta
-		_, err := packBatch(nil, &m, b, testLimits, 0)
+		_, err := packBatch(nil, &m, b, testLimits, stepPad{})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: error %v, want one containing %q", c.name, err, c.want)
 		}
 	}
 	// An empty step is valid and packs nothing.
 	var m batchMeta
-	if buf, err := packBatch(nil, &m, &engine.Batch{}, testLimits, 0); err != nil || len(buf) != 0 || m.N != 0 {
+	if buf, err := packBatch(nil, &m, &engine.Batch{}, testLimits, stepPad{}); err != nil || len(buf) != 0 || m.N != 0 {
 		t.Errorf("empty batch: %v %v %+v", buf, err, m)
 	}
 }
@@ -124,14 +165,14 @@ func TestPackBatchPromptLogits(t *testing.T) {
 		{ID: 3, Tokens: []int{9, 10}, BlockTable: []int32{3}, Sample: true, PromptLogits: true},
 	}}
 	var m batchMeta
-	buf, err := packBatch(nil, &m, b, testLimits, 0)
+	buf, err := packBatch(nil, &m, b, testLimits, stepPad{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if m.R != 6 || m.L != 5 {
 		t.Fatalf("R %d L %d, want 6 and 5", m.R, m.L)
 	}
-	if got, want := buf[m.OffSample:], []int32{0, 1, 2, 4, 5, 3}; !slices.Equal(got, want) {
+	if got, want := buf[m.OffSample:m.OffBlocks], []int32{0, 1, 2, 4, 5, 3}; !slices.Equal(got, want) {
 		t.Errorf("sampled rows %v, want %v", got, want)
 	}
 	if want := []int{0, 1, 2, 4, 5, 3}; !slices.Equal(m.Order, want) {

@@ -16,6 +16,10 @@
 // tokens[i], pos[i] (its position in its sequence) and seq[i] (its
 // sequence's index in the batch); block tables are [numSeqs][maxBlocks], so
 // position p of sequence s is cache slot bt[s*maxBlocks + p/bs]*bs + p%bs.
+// A CUDA-graph step is padded to its graph's rows: a padding row has seq -1,
+// and the kernels that read the KV cache or the block tables (qkv_store,
+// attention) return at once for it; the others compute it from token 0 at
+// position 0 like any row, which touches no other row.
 // The KV cache of one layer is [numBlocks*bs][KVH*D]: a slot holds the
 // KVH key (or value) heads of one position, KV head k at k*D. Queries are
 // [N][H*D]; query head h reads KV head h/(H/KVH) (grouped-query attention).
@@ -204,6 +208,7 @@ __device__ void qkv_store(float* __restrict__ q, const float* __restrict__ qkv,
                           const int* seq, const int* bt, int maxBlocks, int bs, int H, int KVH, int D, float eps) {
   __shared__ float rot[1024];  // cos of pair j at j, sin at D/2 + j
   int i = blockIdx.x;
+  if (seq[i] < 0) return;  // a padding row of a CUDA-graph step: no query, no KV
   int p = pos[i];
   long long slot = (long long)bt[seq[i] * maxBlocks + p / bs] * bs + p % bs;
   int QD = H * D, KVD = KVH * D, half = D / 2;
@@ -372,6 +377,7 @@ __device__ void attention(typename S::T* out, const float* q, const typename S::
                           int maxBlocks, int bs, int QD, int KVD, int D, int group, float scale) {
   TS_DYNAMIC_SHARED(float, sh);
   __shared__ float scratch[32];
+  if (seq[blockIdx.x] < 0) return;  // a padding row of a CUDA-graph step (the whole block)
   const int W = 16 / sizeof(typename S::T);
   if (D % W == 0) {
     attentionRows<S, W>(out, q, kc, vc, pos, seq, bt, maxBlocks, bs, QD, KVD, D, group, scale, sh, scratch);
