@@ -49,6 +49,7 @@ type fakeGPU struct {
 	// graphs holds captured work by GraphExec id.
 	capturing *[]func()
 	graphs    map[GraphExec][]func()
+	graphIDs  GraphExec // the last id given to a graph
 	launches  int
 	// byName counts the launches of each kernel (queued, or captured).
 	byName map[string]int
@@ -257,7 +258,8 @@ func (g *fakeGPU) driver() *Driver {
 			return 0
 		},
 		streamEndCapture: func(s Stream, gr *Graph) int32 {
-			id := GraphExec(len(g.graphs) + 1)
+			g.graphIDs++ // never reused: a destroyed graph's id must stay dead
+			id := g.graphIDs
 			g.graphs[id] = *g.capturing
 			g.capturing = nil
 			*gr = Graph(id)
@@ -774,7 +776,7 @@ func batchOf(s *stepper, parts ...part) *engine.Batch {
 			s.t.Fatalf("allocate: %v %v", ok, err)
 		}
 		batch.Seqs = append(batch.Seqs, engine.SeqBatch{ID: p.id, Tokens: p.tokens, StartPos: p.start,
-			BlockTable: s.kv.BlockTable(p.id), Sample: p.sample, NeedLogits: p.needLogits})
+			BlockTable: s.kv.BlockTable(p.id), Sample: p.sample, NeedLogits: p.needLogits, PromptLogits: p.promptLogits})
 		batch.NumTokens += len(p.tokens)
 	}
 	return batch

@@ -57,8 +57,9 @@ var maxGraphTokens = graphBuckets[len(graphBuckets)-1]
 // maxGraphs bounds the graphs kept. The keys are bounded anyway (see
 // docs/cuda.md: at most 64 + 120 shapes per stride), but a long context
 // passes through several strides; when a capture would exceed this, the
-// graph used least recently is destroyed first.
-const maxGraphs = 256
+// graph used least recently is destroyed first. (A variable so that a test
+// can make it evict.)
+var maxGraphs = 256
 
 // minGraphStride is the narrowest block-table stride of a graph step, in
 // blocks (256 positions of 16).
