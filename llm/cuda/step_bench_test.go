@@ -156,6 +156,62 @@ func BenchmarkGPUPrefillChunk(b *testing.B) {
 	timeSteps(b, gb, prefillChunkBatch(b, gb, m.Config.VocabSize, 256, 64, false))
 }
 
+// BenchmarkGPUMixedStep times a mixed step, eager and from a CUDA graph:
+// 4 sequences decoding at position 128 and a 40-token chunk of a fifth
+// prompt at positions 256..295, not sampled (44 token rows, run from the
+// graph of 48 rows and 4 sampled rows), float16.
+func BenchmarkGPUMixedStep(b *testing.B) {
+	for _, graphs := range []bool{false, true} {
+		name := "float16"
+		if graphs {
+			name += "-graphs"
+		}
+		b.Run(name, func(b *testing.B) {
+			m := benchModel(b)
+			gb := newGPUOpts(b, m, Options{DType: "float16", CUDAGraphs: graphs}, 5*64)
+			timeSteps(b, gb, mixedBatch(b, gb, m.Config.VocabSize, 4, 128, 256, 40))
+		})
+	}
+}
+
+// mixedBatch prefills seqs sequences of prompt made-up tokens and done
+// tokens of one more on gb (64 blocks of 16 each) and returns the batch that
+// decodes one token of each of the first and prefills the next chunk
+// tokens of the last, unsampled.
+func mixedBatch(tb testing.TB, gb *Backend, vocab, seqs, prompt, done, chunk int) *engine.Batch {
+	tb.Helper()
+	mgr, _ := kv.New((seqs+1)*64, 16)
+	batch := &engine.Batch{}
+	toks := func(i, n int) []int {
+		t := make([]int, n)
+		for j := range t {
+			t[j] = (i*7919 + j*104729) % vocab
+		}
+		return t
+	}
+	for i := range seqs + 1 {
+		id := kv.SeqID(i + 1)
+		n := prompt
+		if i == seqs {
+			n = done
+		}
+		if ok, err := mgr.Allocate(id, n+max(1, chunk)); err != nil || !ok {
+			tb.Fatal(ok, err)
+		}
+		pre := &engine.Batch{NumTokens: n, Seqs: []engine.SeqBatch{{ID: id, Tokens: toks(i, n), BlockTable: mgr.BlockTable(id), Sample: true}}}
+		if _, err := gb.Forward(pre); err != nil {
+			tb.Fatal(err)
+		}
+		s := engine.SeqBatch{ID: id, Tokens: []int{i + 1}, StartPos: n, BlockTable: mgr.BlockTable(id), Sample: true}
+		if i == seqs {
+			s = engine.SeqBatch{ID: id, Tokens: toks(i, done+chunk)[done:], StartPos: done, BlockTable: mgr.BlockTable(id)}
+		}
+		batch.Seqs = append(batch.Seqs, s)
+		batch.NumTokens += len(s.Tokens)
+	}
+	return batch
+}
+
 // prefillChunkBatch prefills done made-up tokens of one sequence on gb
 // (blocks of 16, at most 64 of them) and returns the batch that prefills
 // its next chunk tokens, sampling the last one when sample is set (as a
