@@ -193,7 +193,7 @@ var settings = []Setting{
 	{Name: "enable-prefix-caching", Field: func(c *Config) any { return &c.EnablePrefixCaching },
 		Usage: "reuse the KV of prompt prefixes earlier requests computed (off by default: repeated benchmark prompts would measure the cache)"},
 	{Name: "enforce-eager", Field: func(c *Config) any { return &c.EnforceEager },
-		Usage: "run every step eagerly: no CUDA graphs for decode-only steps (cuda; the cpu and mock backends are always eager)"},
+		Usage: "run every step eagerly: no CUDA graphs (cuda; the cpu and mock backends are always eager)"},
 	{Name: "seed", OwnFlag: true, Rule: NonNegative, Field: func(c *Config) any { return &c.Seed },
 		Usage: "seed of the seeds of requests that give none, as vLLM's --seed: the same seed and requests sent one at a time sample the same text (default: from the clock)"},
 }

@@ -139,8 +139,8 @@ type Config struct {
 	// Threads is the CPU backend's parallelism; 0 means GOMAXPROCS.
 	Threads int
 	// EnforceEager runs every step eagerly, as vLLM's --enforce-eager. By
-	// default the cuda backend replays decode-only steps from CUDA graphs
-	// (cuda.Options.CUDAGraphs); the cpu and mock backends are always
+	// default the cuda backend replays steps of up to 512 token rows from
+	// CUDA graphs (cuda.Options.CUDAGraphs); the cpu and mock backends are always
 	// eager, so they accept it too.
 	EnforceEager bool
 	// Seed seeds the seeds of requests that set none (vLLM's --seed; see
