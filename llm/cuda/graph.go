@@ -54,10 +54,11 @@ var graphBuckets = [...]int{1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 3
 // the last bucket.
 var maxGraphTokens = graphBuckets[len(graphBuckets)-1]
 
-// maxGraphs bounds the graphs kept. The keys are bounded anyway (see
-// docs/cuda.md: at most 64 + 120 shapes per stride), but a long context
-// passes through several strides; when a capture would exceed this, the
-// graph used least recently is destroyed first. (A variable so that a test
+// maxGraphs bounds the graphs kept. The keys are bounded anyway (64 exact
+// decode shapes and 135 padded ones, 9 of them the same, per stride: 190
+// for each power of two of the context from 256 positions on), but a long
+// context passes through several strides; when a capture would exceed
+// this, the graph launched least recently is destroyed first. (A variable so that a test
 // can make it evict.)
 var maxGraphs = 256
 

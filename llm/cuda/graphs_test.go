@@ -403,3 +403,64 @@ func TestFakeGPUGraphEviction(t *testing.T) {
 		t.Errorf("%d graphs on the device, %d kept", len(g.graphs), len(gb.graphs))
 	}
 }
+
+// TestGPUGraphMemory logs the device memory CUDA graphs take on a GPU
+// (docs/cuda.md, Bounds): 32 graphs (decode steps of 1 to 32 sequences) of
+// a 12-layer model, whose step is 113 launches as GPT-2 124M's, measured
+// with cuMemGetInfo before and after their capture, the step buffers grown
+// beforehand. It checks only that they were captured.
+func TestGPUGraphMemory(t *testing.T) { checkGraphMemory(t, newGPUOpts) }
+
+func checkGraphMemory(t *testing.T, newDev newDevice) {
+	const seqs, blocks = 32, 1024
+	m := smallModel(t, func(c *model.Config) { c.Layers, c.MaxPositions = 12, 512 })
+	gb := newDev(t, m, Options{DType: "float16", CUDAGraphs: true}, blocks)
+	s := newStepper(t, gb, blocks)
+	// One prefill step of every sequence grows the buffers past what the
+	// decode steps need, so that no growth drops a graph.
+	var parts []part
+	for i := range seqs {
+		parts = append(parts, part{id: kvID(i), tokens: []int{1, 2}, sample: true})
+	}
+	s.step(parts...)
+	pos := make([]int, seqs)
+	for i := range pos {
+		pos[i] = 2
+	}
+	decode := func(n int) {
+		var parts []part
+		for i := range n {
+			parts = append(parts, part{id: kvID(i), tokens: []int{3}, start: pos[i], sample: true})
+			pos[i]++
+		}
+		s.step(parts...)
+	}
+	free := func() uint64 {
+		done, err := gb.enter()
+		defer done()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := gb.drv.StreamSync(gb.stream); err != nil {
+			t.Fatal(err)
+		}
+		f, _, err := gb.drv.MemInfo()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	for n := 1; n <= seqs; n++ {
+		decode(n) // run eagerly once: cuBLAS's per-shape setup before the measurement
+	}
+	before := free()
+	for n := 1; n <= seqs; n++ {
+		decode(n) // captured
+	}
+	after := free()
+	if len(gb.graphs) != seqs || gb.graphsOff {
+		t.Fatalf("%d graphs (off=%v), want %d", len(gb.graphs), gb.graphsOff, seqs)
+	}
+	used := float64(int64(before)-int64(after)) / (1 << 20)
+	t.Logf("graph memory: %d graphs of %d launches took %.1f MiB of device memory (%.1f KiB a graph)", len(gb.graphs), 9*m.Config.Layers+5, used, used*1024/float64(len(gb.graphs)))
+}
