@@ -273,10 +273,11 @@ else
 		fi
 	fi
 fi
-retarget() { # retarget CONFIG OUT.json REQUESTS DTYPE OUTDIR MODEL CONCURRENCY: a sweep config on the GPU, one repeat
+retarget() { # retarget CONFIG OUT.json REQUESTS DTYPE OUTDIR MODEL CONCURRENCY [TOKENIZER]: a sweep config on the GPU, one repeat
 	python3 - "$@" <<'PY'
 import json, sys
 src, dst, n, dtype, outdir, model, conc = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5], sys.argv[6], sys.argv[7]
+tok = sys.argv[8] if len(sys.argv) > 8 else ""
 c = json.load(open(src))
 t = c.setdefault("target", {"kind": "embedded"})
 e = t.setdefault("engine", {})
@@ -287,6 +288,8 @@ if model:  # served under the config's own name, which its requests use
 c["num_requests"] = min(n, c.get("num_requests", n))
 if conc:
     c["concurrency"] = [int(x) for x in conc.split(",")]
+if tok:
+    e["tokenizer"] = tok
 c["warmups"], c["repeats"], c["output_dir"] = 0, 1, outdir
 json.dump(c, open(dst, "w"), indent=2)
 PY
@@ -301,9 +304,11 @@ for w in short long_prefill decode_heavy mixed; do
 		note "- si-qwen-$w and later: SKIPPED (time)"
 		break
 	fi
-	dm=
+	dm= tok=
 	case $decode_model in */*) dm=$decode_model ;; esac # a folder (the dry run's): served under the config's name
-	retarget "$c" "$scratch/si-qwen-$w.json" "$qwen_si_requests" "$decode_dtype" "$out/sweep-qwen" "$dm" 4 || { note "- si-qwen-$w: cannot retarget config"; continue; }
+	# The tiny Qwen fixtures carry no tokenizer.json: they take the built-in Qwen2.5 one, as their tests do.
+	[ -z "$dm" ] || [ -f "$dm/tokenizer.json" ] || tok=qwen2.5
+	retarget "$c" "$scratch/si-qwen-$w.json" "$qwen_si_requests" "$decode_dtype" "$out/sweep-qwen" "$dm" 4 "$tok" || { note "- si-qwen-$w: cannot retarget config"; continue; }
 	step "sweep-si-qwen-$w" 60 "$bin/sweep" "$scratch/si-qwen-$w.json"
 done
 for r in "$out"/sweep-qwen/*/; do
