@@ -35,6 +35,11 @@ export TINYSERVE_CUDA_EMU_MEMORY_MB=${TINYSERVE_CUDA_EMU_MEMORY_MB:-8192}
 export BUDGET_S=${BUDGET_S:-3600}
 # The Q8_0 decode step: a few steps suffice to show it runs.
 export Q8_STEPS=${Q8_STEPS:-3} Q8_WARMUP=${Q8_WARMUP:-1}
+# The decode model's scenarios and serving-inference sweeps: a couple of
+# requests each (long_prefill's 2,048-token prompts are minutes of
+# emulated attention apiece), and prefill steps of 64 and 256 tokens.
+export QWEN_REQUESTS=${QWEN_REQUESTS:-2} QWEN_SI_REQUESTS=${QWEN_SI_REQUESTS:-2}
+export TINYSERVE_GPU_PREFILL_TOKENS=${TINYSERVE_GPU_PREFILL_TOKENS:-64,256}
 RESULTS=${RESULTS:-bench/gpu/out-emulated}
 [[ $RESULTS = /* ]] || RESULTS=$PWD/$RESULTS
 export RESULTS

@@ -3,11 +3,14 @@
 
 Runs tiny-vLLM's seven scenarios (the same shapes gpubench runs: prompt
 length, output length, concurrency, number of requests) with transformers'
-GPT2LMHeadModel on the same GPU, and writes a JSON report with the fields
-gpubench writes, so `gpubench table` can compare them.
+AutoModelForCausalLM on the same GPU, and writes a JSON report with the
+fields gpubench writes, so `gpubench table` can compare them, plus each
+scenario's median time per generate step (step_ms_p50: a batch's time over
+its output length), since transformers' speed moves with its host.
 
-The model is the checkpoint `gpubench checkpoint DIR` writes: the built-in
-gpt2-124m-random weights (GPT-2 124M shape), so both sides run identical
+The model is the checkpoint `gpubench checkpoint DIR` writes: a built-in
+model's weights (gpt2-124m-random, GPT-2 124M shape, or
+qwen2.5-0.5b-random, Qwen2.5-0.5B shape), so both sides run identical
 weights. Prompts are random token ids of the scenario's lengths (greedy
 decoding with a fixed output length does the same work whatever the ids).
 
@@ -59,7 +62,7 @@ def main():
 
     import torch
     import transformers
-    from transformers import GPT2LMHeadModel
+    from transformers import AutoModelForCausalLM
 
     if not torch.cuda.is_available():
         sys.exit("hf_peer: torch sees no CUDA device")
@@ -68,12 +71,16 @@ def main():
     # every 4.x knows torch_dtype.
     major = int(transformers.__version__.split(".")[0])
     kw = {"dtype": dtype} if major >= 5 else {"torch_dtype": dtype}
-    model = GPT2LMHeadModel.from_pretrained(args.model, **kw)
+    model = AutoModelForCausalLM.from_pretrained(args.model, **kw)
     if model.dtype != dtype:
         sys.exit(f"hf_peer: loaded {model.dtype}, want {dtype}")
     model = model.to("cuda").eval()
     vocab = model.config.vocab_size
-    pad = 50256
+    # Any id pads: the mask hides it and min_new_tokens forces the length.
+    eos = model.config.eos_token_id
+    pad = model.config.pad_token_id
+    if pad is None:
+        pad = (eos[0] if isinstance(eos, list) else eos) if eos is not None else 0
     gen = torch.Generator().manual_seed(20240601)
     only = set(filter(None, args.only.split(",")))
 
@@ -112,21 +119,23 @@ def main():
         # single prompt (seen on an H200, 2026-12-04: decode_32_128's first
         # 4-wide batch took 4.9 s against 0.76 s for the others).
         run_batch(prompts[:conc], osl)
-        lat = []
+        lat, steps = [], []
         start = time.perf_counter()
         for i in range(0, n, conc):
             batch = prompts[i:i + conc]
             dt = run_batch(batch, osl)
             lat.extend([dt] * len(batch))
+            steps.append(dt / osl)
         wall = time.perf_counter() - start
         r = {
             "name": name, "isl": isl, "isl2": isl2, "osl": osl, "concurrency": conc,
             "requests": n, "wall_s": wall, "output_tokens": n * osl,
             "output_tok_s": n * osl / wall,
             "latency_p50_s": percentile(lat, 50), "latency_p95_s": percentile(lat, 95),
-            "ttft_p50_s": None,
+            "ttft_p50_s": None, "step_ms_p50": percentile(steps, 50) * 1000,
         }
-        print(f"hf_peer: {name}: {r['output_tok_s']:.0f} tok/s, p50 {r['latency_p50_s']*1000:.1f} ms", file=sys.stderr)
+        print(f"hf_peer: {name}: {r['output_tok_s']:.0f} tok/s, p50 {r['latency_p50_s']*1000:.1f} ms, "
+              f"{r['step_ms_p50']:.2f} ms/step", file=sys.stderr)
         results.append(r)
 
     report = {

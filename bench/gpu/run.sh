@@ -19,9 +19,10 @@
 #      CPU backend, float16/bfloat16 top-10), graph replays, and the built-in
 #      qwen2.5-0.5b-random against the CPU backend
 #   2. per-step time: GPT-2 124M, 4 decoding sequences (goal: < 1 ms) and
-#      one 64-token prefill chunk; then the decode step of
-#      qwen2.5-0.5b-random in bfloat16 with CUDA graphs at batch 1, 4 and 32
-#      (ms/step and the effective bandwidth); then the decode step with
+#      one 64-token prefill chunk; then for GPT-2 (DTYPE) and for
+#      qwen2.5-0.5b-random in bfloat16, with CUDA graphs, the decode step at
+#      batch 1, 4 and 32 (ms/step and the effective bandwidth) and the
+#      prefill step of a 64- and a 512-token prompt (issue 31); then the decode step with
 #      the weights quantized to Q8_0 and kept 8-bit on the GPU beside
 #      float16/bfloat16 (gpubench decode: GPT-2 124M and
 #      qwen2.5-0.5b-random, batch 1 and 4, CUDA graphs, ms/step and the
@@ -31,7 +32,13 @@
 #   3. tiny-vLLM's seven scenarios through the engine on the GPU (gpubench),
 #      eager and with CUDA graphs
 #   4. the same scenarios with Hugging Face transformers (hf_peer.py)
-#   5. the comparison table -> table.md, everything -> summary.md
+#   5. the comparison table -> table.md, everything -> summary.md; then
+#      (issue 31) the decode model (qwen2.5-0.5b-random) on the seven
+#      scenarios with CUDA graphs against transformers on the same weights
+#      (QWEN_REQUESTS each) -> table-decode-model.md, and serving-inference's
+#      short, long_prefill, decode_heavy and mixed workloads
+#      (experiments/si-qwen-*.json) through the embedded server at
+#      concurrency 4 (QWEN_SI_REQUESTS each): TTFT, latency, tok/s
 #   6. the embedded sweep with experiments/sweep-*.json, when cmd/sweep and
 #      those configs exist (backend cuda with the tools' defaults, CUDA
 #      graphs on, REQUESTS requests, one repeat, no warm-up), skipped when the
@@ -50,7 +57,9 @@
 # default python3), STEP_TIMEOUT_SCALE (multiplies every step's own limit,
 # default 1), Q8 (0 skips the Q8_0 decode step), Q8_STEPS (its timed
 # steps per row, default 200; Q8_WARMUP untimed ones first, default 10),
-# Q8_BATCHES (default 1,4). bench/gpu/emulate.sh
+# Q8_BATCHES (default 1,4), QWEN_REQUESTS (default 8) and QWEN_SI_REQUESTS
+# (default 16), TINYSERVE_GPU_PREFILL_TOKENS (the prefill step's prompt
+# sizes, default 64,512). bench/gpu/emulate.sh
 # sets them for a dry run on the host emulator.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -71,6 +80,8 @@ q8=${Q8:-1}
 q8_steps=${Q8_STEPS:-200}
 q8_batches=${Q8_BATCHES:-1,4}
 q8_warmup=${Q8_WARMUP:-10}
+qwen_requests=${QWEN_REQUESTS:-8}
+qwen_si_requests=${QWEN_SI_REQUESTS:-16}
 # The peer reads a local checkpoint; never let transformers try the network.
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 scratch=$(mktemp -d)
@@ -178,8 +189,13 @@ grep -E '^(--- |    --- )|max .*(GPU|device)|prompts \(up to|GPU .*sm_|is not he
 #    (testing.M.Run), so a failing profile must not cost the step time.
 TINYSERVE_GPU_BENCH_MODEL=$model step step_time 75 "$bin/cuda.test" -test.v -test.run '^$' -test.bench 'GPUDecodeStep|GPUPrefillChunk' -test.benchtime "$benchtime"
 grep -E 'Benchmark' "$out/step_time.txt" | sed 's/^/    /' >>"$summary"
+# The decode step at batch 1, 4 and 32 and the prefill step of a 64- and a
+# 512-token prompt, CUDA graphs on: GPT-2 (in DTYPE), then the decode model.
+TINYSERVE_GPU_DECODE_MODEL=$model TINYSERVE_GPU_DECODE_DTYPE=$dtype \
+	step decode_batch_model 90 "$bin/cuda.test" -test.v -test.run '^$' -test.bench 'GPUDecodeBatch|GPUPrefillStep' -test.benchtime "$benchtime"
+grep -E 'Benchmark' "$out/decode_batch_model.txt" | sed 's/^/    /' >>"$summary"
 TINYSERVE_GPU_DECODE_MODEL=$decode_model TINYSERVE_GPU_DECODE_DTYPE=$decode_dtype \
-	step decode_batch 120 "$bin/cuda.test" -test.v -test.run '^$' -test.bench 'GPUDecodeBatch' -test.benchtime "$benchtime"
+	step decode_batch 120 "$bin/cuda.test" -test.v -test.run '^$' -test.bench 'GPUDecodeBatch|GPUPrefillStep' -test.benchtime "$benchtime"
 grep -E 'Benchmark' "$out/decode_batch.txt" | sed 's/^/    /' >>"$summary"
 # The decode step on Q8_0 weights (8-bit on the GPU, dequantized in the
 # GEMV's registers) beside the same model's float16 and bfloat16 weights.
@@ -203,19 +219,24 @@ step tinyserve 120 "$bin/gpubench" scenarios -model "$model" -requests "$request
 grep -m1 -o 'cuda: backend ready.*' "$out/tinyserve.txt" | sed 's/^/    /' >>"$summary" # the device and the libraries used
 step tinyserve_graphs 120 "$bin/gpubench" scenarios -model "$model" -graphs -requests "$requests" -dtype "$dtype" -out "$out/tinyserve-graphs.json"
 
-# 4. The PyTorch peer on the same weights (GPT-2 only: hf_peer.py loads
-#    GPT2LMHeadModel), when there is time for it.
-if [ $SECONDS -gt $((budget - 100)) ]; then
-	note "- hf_peer: SKIPPED (the earlier steps took $SECONDS s; the whole check must stay within $budget s)"
-elif "$python" -c 'import torch, transformers, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
-	ckpt=$model
-	if [ -d "$model" ] || step checkpoint 60 "$bin/gpubench" checkpoint -model "$model" "$scratch/checkpoint"; then
-		[ -d "$model" ] || ckpt=$scratch/checkpoint
-		step hf_peer 150 "$python" bench/gpu/hf_peer.py --model "$ckpt" --requests "$requests" --dtype "$dtype" --out "$out/hf.json"
+# 4. The PyTorch peer on the same weights (hf_peer.py: transformers'
+#    AutoModelForCausalLM on the checkpoint gpubench writes), when there is
+#    time for it.
+peer() { # peer MODEL DTYPE REQUESTS NAME SPARE: the peer's report in $out/NAME.json
+	local m=$1 dt=$2 n=$3 name=$4 spare=$5
+	if [ $SECONDS -gt $((budget - spare)) ]; then
+		note "- $name: SKIPPED (the earlier steps took $SECONDS s; the whole check must stay within $budget s)"
+	elif "$python" -c 'import torch, transformers, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+		local ckpt=$m
+		if [ -d "$m" ] || step "checkpoint_$name" 60 "$bin/gpubench" checkpoint -model "$m" "$scratch/checkpoint-$name"; then
+			[ -d "$m" ] || ckpt=$scratch/checkpoint-$name
+			step "$name" 150 "$python" bench/gpu/hf_peer.py --model "$ckpt" --requests "$n" --dtype "$dt" --out "$out/$name.json"
+		fi
+	else
+		note "- $name: SKIPPED ($python with torch, transformers and a CUDA device not found)"
 	fi
-else
-	note "- hf_peer: SKIPPED ($python with torch, transformers and a CUDA device not found)"
-fi
+}
+peer "$model" "$dtype" "$requests" hf 100
 
 # 5. Tables: tinyserve (eager and graphs) against the PyTorch peer.
 : >"$out/table.md"
@@ -231,6 +252,78 @@ if [ -s "$out/table.md" ]; then
 	cat "$out/table.md"
 fi
 
+# 5b. The decode model (qwen2.5-0.5b-random, the Qwen2.5-0.5B shape; issue
+#     31): the seven scenarios with CUDA graphs, then transformers on the
+#     same weights, both with QWEN_REQUESTS requests per scenario (default
+#     8: transformers takes about 26 ms a step there), then
+#     serving-inference's four workloads through the embedded server at
+#     concurrency 4 (time to first token, the long_prefill goal).
+if [ $SECONDS -gt $((budget - 90)) ]; then
+	note "- $decode_model scenarios: SKIPPED (the earlier steps took $SECONDS s; the whole check must stay within $budget s)"
+else
+	step tinyserve_decode_model 120 "$bin/gpubench" scenarios -model "$decode_model" -graphs -requests "$qwen_requests" -dtype "$decode_dtype" -out "$out/tinyserve-decode-model.json"
+	peer "$decode_model" "$decode_dtype" "$qwen_requests" hf_decode_model 80
+	if [ -f "$out/tinyserve-decode-model.json" ]; then
+		other=$out/hf_decode_model.json
+		[ -f "$other" ] || other=$out/tinyserve-decode-model.json
+		if "$bin/gpubench" table "$out/tinyserve-decode-model.json" "$other" >"$out/table-decode-model.md"; then
+			note ""
+			cat "$out/table-decode-model.md" >>"$summary"
+			cat "$out/table-decode-model.md"
+		fi
+	fi
+fi
+retarget() { # retarget CONFIG OUT.json REQUESTS DTYPE OUTDIR MODEL CONCURRENCY [TOKENIZER]: a sweep config on the GPU, one repeat
+	python3 - "$@" <<'PY'
+import json, sys
+src, dst, n, dtype, outdir, model, conc = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5], sys.argv[6], sys.argv[7]
+tok = sys.argv[8] if len(sys.argv) > 8 else ""
+c = json.load(open(src))
+t = c.setdefault("target", {"kind": "embedded"})
+e = t.setdefault("engine", {})
+e["backend"] = "cuda"  # the configs' own dtype is kept, and their model unless MODEL is set
+e.setdefault("model", "gpt2-124m-random")
+if model:  # served under the config's own name, which its requests use
+    e["model"], e["served_model_name"] = model, c["model"]
+c["num_requests"] = min(n, c.get("num_requests", n))
+if conc:
+    c["concurrency"] = [int(x) for x in conc.split(",")]
+if tok:
+    e["tokenizer"] = tok
+c["warmups"], c["repeats"], c["output_dir"] = 0, 1, outdir
+json.dump(c, open(dst, "w"), indent=2)
+PY
+}
+for w in short long_prefill decode_heavy mixed; do
+	c=experiments/si-qwen-$w.json
+	if [ ! -x "$bin/sweep" ] || [ ! -f "$c" ]; then
+		note "- si-qwen-$w: SKIPPED (no bench/gpu/bin/sweep or no $c)"
+		continue
+	fi
+	if [ $SECONDS -gt $((budget - 40)) ]; then
+		note "- si-qwen-$w and later: SKIPPED (time)"
+		break
+	fi
+	dm= tok=
+	case $decode_model in */*) dm=$decode_model ;; esac # a folder (the dry run's): served under the config's name
+	# The tiny Qwen fixtures carry no tokenizer.json: they take the built-in Qwen2.5 one, as their tests do.
+	[ -z "$dm" ] || [ -f "$dm/tokenizer.json" ] || tok=qwen2.5
+	retarget "$c" "$scratch/si-qwen-$w.json" "$qwen_si_requests" "$decode_dtype" "$out/sweep-qwen" "$dm" 4 "$tok" || { note "- si-qwen-$w: cannot retarget config"; continue; }
+	step "sweep-si-qwen-$w" 60 "$bin/sweep" "$scratch/si-qwen-$w.json"
+done
+for r in "$out"/sweep-qwen/*/; do
+	[ -f "$r/summary.json" ] || continue
+	python3 - "$r/summary.json" <<'PY' | tee -a "$summary"
+import json, sys
+s = json.load(open(sys.argv[1]))
+for c in s.get("by_concurrency", []):
+    ttft, lat = c.get("ttft_s") or {}, c.get("latency_s") or {}
+    print(f"    {s['config']['name']}: concurrency {c['concurrency']}, {c.get('counts', {}).get('successful', 0)} requests: "
+          f"TTFT p50 {1000 * (ttft.get('p50') or 0):.1f} ms, p95 {1000 * (ttft.get('p95') or 0):.1f} ms; "
+          f"latency p50 {1000 * (lat.get('p50') or 0):.0f} ms; {c.get('output_token_throughput_per_s') or 0:.0f} output tok/s")
+PY
+done
+
 # 6. Embedded sweep (needs cmd/sweep, experiments/sweep-*.json and the
 #    cuda backend wired into tinyserve.Open).
 shopt -s nullglob
@@ -245,20 +338,7 @@ elif [ -x "$bin/sweep" ] && [ ${#configs[@]} -gt 0 ]; then
 		fi
 		name=$(basename "$c" .json)
 		name=${name#sweep-}
-		python3 - "$c" "$scratch/$name.json" "$requests" "$dtype" "$out/sweep" "${MODEL:+$model}" <<'PY' || { note "- $name: cannot retarget config"; continue; }
-import json, sys
-src, dst, n, dtype, outdir, model = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5], sys.argv[6]
-c = json.load(open(src))
-t = c.setdefault("target", {"kind": "embedded"})
-e = t.setdefault("engine", {})
-e["backend"] = "cuda"  # the configs' own dtype is kept, and their model unless MODEL is set
-e.setdefault("model", "gpt2-124m-random")
-if model:  # served under the config's own name, which its requests use
-    e["model"], e["served_model_name"] = model, c["model"]
-c["num_requests"] = min(n, c.get("num_requests", n))
-c["warmups"], c["repeats"], c["output_dir"] = 0, 1, outdir
-json.dump(c, open(dst, "w"), indent=2)
-PY
+		retarget "$c" "$scratch/$name.json" "$requests" "$dtype" "$out/sweep" "${MODEL:+$model}" "" || { note "- $name: cannot retarget config"; continue; }
 		step "sweep-$name" 45 "$bin/sweep" "$scratch/$name.json"
 	done
 else

@@ -28,10 +28,16 @@ import (
 // AVX-512 or four AVX2 vectors, a 128-byte row per k.
 const PanelWidth = 32
 
-// kBlock is the depth of one pass when a product has more rows than the
-// microkernel holds: a 256×32 slice of a panel (32 KiB) stays in L1 while
-// every row block of x runs over it.
+// kBlock is the depth of one pass: a 256×32 slice of a panel (32 KiB)
+// stays in L1 while every row block of x runs over it. Every product adds
+// into y once per slice, however many rows it has, so that a row's result
+// does not depend on what it is batched with.
 const kBlock = 256
+
+// KBlock is the depth of the slices of K that MulAdd adds into y one at a
+// time, in order: code that must give MulAdd's bits another way (the CPU
+// backend's attention, by AxpyRows) sums its slices alike.
+const KBlock = kBlock
 
 // maxMR is the most rows any microkernel carries.
 const maxMR = 8
@@ -272,36 +278,49 @@ func (p *Packed) mulAdd(ks *kernels, y []float32, ldy int, x []float32, ldx int,
 	case ks.mrHalf > 0 && m > ks.mr:
 		mr, halves = ks.mrHalf, true
 	}
-	// One row block streams each panel once, from memory, in a single
-	// pass; more rows reuse an L1-sized slice of the panel across blocks.
-	kc := K
-	if m > mr {
-		kc = kBlock
-	}
+	// Each row's y takes one addition per kBlock slice of K, in order,
+	// whatever m is: a decode step of one sequence then gives the bits a
+	// prefill or a larger batch gives that row (the engine's batch
+	// invariance). One row block streams each panel once, from memory,
+	// slice after slice; more rows take a slice of every panel in turn and
+	// reuse it, in L1, across their row blocks.
 	var tile [maxMR * PanelWidth]float32
-	for k0 := 0; k0 < K; k0 += kc {
-		kn := min(kc, K-k0)
+	if m <= mr {
 		for pj := j0; pj < j1; pj += PanelWidth {
-			off := (pj/PanelWidth)*K*PanelWidth + k0*PanelWidth
-			cols := min(PanelWidth, j1-pj)
-			for r := 0; r < m; r += mr {
-				rows := min(mr, m-r)
-				xs := x[r*ldx+k0:]
-				if cols == PanelWidth {
-					p.tile(ks, halves, y[r*ldy+pj:], ldy, xs, ldx, off, rows, kn)
-					continue
-				}
-				// A partial panel runs on a full-width copy of its y rows,
-				// so the kernels never need masked stores.
-				for i := range rows {
-					copy(tile[i*PanelWidth:i*PanelWidth+cols], y[(r+i)*ldy+pj:(r+i)*ldy+pj+cols])
-				}
-				p.tile(ks, halves, tile[:], PanelWidth, xs, ldx, off, rows, kn)
-				for i := range rows {
-					copy(y[(r+i)*ldy+pj:(r+i)*ldy+pj+cols], tile[i*PanelWidth:i*PanelWidth+cols])
-				}
+			for k0 := 0; k0 < K; k0 += kBlock {
+				p.tileRows(ks, halves, y, ldy, x, ldx, &tile, k0, min(kBlock, K-k0), pj, j1, 0, m)
 			}
 		}
+		return
+	}
+	for k0 := 0; k0 < K; k0 += kBlock {
+		kn := min(kBlock, K-k0)
+		for pj := j0; pj < j1; pj += PanelWidth {
+			for r := 0; r < m; r += mr {
+				p.tileRows(ks, halves, y, ldy, x, ldx, &tile, k0, kn, pj, j1, r, min(mr, m-r))
+			}
+		}
+	}
+}
+
+// tileRows adds rows [r, r+rows) of x's columns [k0, k0+kn) times that
+// slice of the panel at column pj to y, a partial last panel (ending at
+// j1) through a full-width copy of its y rows in tile, so that the
+// kernels never need masked stores.
+func (p *Packed) tileRows(ks *kernels, halves bool, y []float32, ldy int, x []float32, ldx int, tile *[maxMR * PanelWidth]float32, k0, kn, pj, j1, r, rows int) {
+	off := (pj/PanelWidth)*p.k*PanelWidth + k0*PanelWidth
+	xs := x[r*ldx+k0:]
+	cols := min(PanelWidth, j1-pj)
+	if cols == PanelWidth {
+		p.tile(ks, halves, y[r*ldy+pj:], ldy, xs, ldx, off, rows, kn)
+		return
+	}
+	for i := range rows {
+		copy(tile[i*PanelWidth:i*PanelWidth+cols], y[(r+i)*ldy+pj:(r+i)*ldy+pj+cols])
+	}
+	p.tile(ks, halves, tile[:], PanelWidth, xs, ldx, off, rows, kn)
+	for i := range rows {
+		copy(y[(r+i)*ldy+pj:(r+i)*ldy+pj+cols], tile[i*PanelWidth:i*PanelWidth+cols])
 	}
 }
 

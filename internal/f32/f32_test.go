@@ -3,6 +3,7 @@ package f32
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -615,6 +616,46 @@ func TestRMSNorm(t *testing.T) {
 					t.Fatalf("%s n=%d: y[%d] = %v, want %v", ks.name, n, i, y[i], want)
 				}
 			}
+		}
+	}
+}
+
+// TestMulAddBatchInvariant: under every kernel set, a row's product is
+// the same to the bit whether it is computed alone or among other rows
+// (every row count from the direct kernels to several row blocks), for
+// float32, bfloat16 and Q8_0 matrices with K over two kBlock slices, and
+// whether y starts at zero or not. The engine's batch invariance rests on
+// it: a sequence's logits must not depend on the rest of its step.
+func TestMulAddBatchInvariant(t *testing.T) {
+	rng := rand.New(rand.NewPCG(23, 24))
+	const k, n, rows = 2*kBlock + 96, 40, 23 // a partial slice; a partial panel
+	w := randSlice(rng, k*n)
+	q8, _ := q8Matrix(rng, k, n)
+	mats := []struct {
+		name string
+		p    *Packed
+	}{{"float32", Pack(w, k, n)}, {"bfloat16", PackBF16(w, k, n)}, {"q8_0", q8}}
+	x := randSlice(rng, rows*k)
+	y0 := randSlice(rng, rows*n)
+	for _, ks := range q8KernelSets() {
+		for _, mat := range mats {
+			t.Run(ks.name+"/"+mat.name, func(t *testing.T) {
+				alone := slices.Clone(y0)
+				for r := range rows {
+					mat.p.mulAdd(ks, alone[r*n:], n, x[r*k:], k, 1, 0, n)
+				}
+				for _, m := range []int{2, 3, 4, 5, 6, 7, 8, 9, 13, 23} {
+					for r0 := 0; r0+m <= rows; r0 += m {
+						got := slices.Clone(y0[r0*n : (r0+m)*n])
+						mat.p.mulAdd(ks, got, n, x[r0*k:], k, m, 0, n)
+						for i := range got {
+							if got[i] != alone[r0*n+i] {
+								t.Fatalf("m=%d rows from %d: y[%d] = %v, the row alone %v", m, r0, i, got[i], alone[r0*n+i])
+							}
+						}
+					}
+				}
+			})
 		}
 	}
 }

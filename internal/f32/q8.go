@@ -141,19 +141,28 @@ func (p *Packed) mulAddQ8(ks *kernels, y []float32, ldy int, x []float32, ldx in
 	K, nb := p.k, p.k/q8Len
 	var tile [maxMR * PanelWidth]float32
 	if m <= ks.mrQ8 {
+		// One q8KBlock slice at a time, as the widening path below adds
+		// into y, and with the same products (x·(d·q)), so that a row's
+		// result does not depend on how many rows share the call.
+		const sb = q8KBlock / q8Len
 		for pj := j0; pj < j1; pj += PanelWidth {
-			off := (pj / PanelWidth) * nb * q8BlockBytes
 			cols := min(PanelWidth, j1-pj)
-			if cols == PanelWidth {
-				genericTileQ8(y[pj:], ldy, x, ldx, p.q8[off:off+nb*q8BlockBytes], m, nb)
-				continue
-			}
-			for i := range m {
-				copy(tile[i*PanelWidth:i*PanelWidth+cols], y[i*ldy+pj:i*ldy+pj+cols])
-			}
-			genericTileQ8(tile[:], PanelWidth, x, ldx, p.q8[off:off+nb*q8BlockBytes], m, nb)
-			for i := range m {
-				copy(y[i*ldy+pj:i*ldy+pj+cols], tile[i*PanelWidth:i*PanelWidth+cols])
+			for b0 := 0; b0 < nb; b0 += sb {
+				bn := min(sb, nb-b0)
+				off := (pj/PanelWidth)*nb*q8BlockBytes + b0*q8BlockBytes
+				w := p.q8[off : off+bn*q8BlockBytes]
+				xs := x[b0*q8Len:]
+				if cols == PanelWidth {
+					genericTileQ8(y[pj:], ldy, xs, ldx, w, m, bn)
+					continue
+				}
+				for i := range m {
+					copy(tile[i*PanelWidth:i*PanelWidth+cols], y[i*ldy+pj:i*ldy+pj+cols])
+				}
+				genericTileQ8(tile[:], PanelWidth, xs, ldx, w, m, bn)
+				for i := range m {
+					copy(y[i*ldy+pj:i*ldy+pj+cols], tile[i*PanelWidth:i*PanelWidth+cols])
+				}
 			}
 		}
 		return

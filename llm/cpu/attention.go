@@ -14,14 +14,20 @@ import (
 //     reads its keys and values once, which is all a decode row needs.
 //   - Block units: up to attnRowBlock rows of one sequence's prefill chunk
 //     and one head. The head's keys and values (through the block table)
-//     are gathered once into f32 scratch matrices, and the scores and the
-//     weighted sums become two matrix products on the same microkernels as
-//     the weights: every key is loaded once per row block instead of once
-//     per row, and no dot product needs a horizontal sum. A 512-token
-//     prefill spent about a quarter of its time in row-unit attention.
+//     are gathered once into the worker's scratch, contiguous; each row's
+//     scores are DotRows over the gathered keys, and the weighted sums one
+//     matrix product on the same microkernels as the weights, so every
+//     value is loaded once per row block instead of once per row. A
+//     512-token prefill spent about a quarter of its time in row-unit
+//     attention.
 //
-// Both compute the same softmax(q·kᵀ·scale)·v over positions 0..pos of the
-// row's own sequence; they differ only in rounding.
+// Both compute softmax(q·kᵀ·scale)·v over positions 0..pos of the row's own
+// sequence with the same operations in the same order, so that a row's
+// result does not depend on the path, and so neither on how its prompt was
+// chunked nor on what shared its step: the scores are the same DotRows;
+// the row units sum the weighted values a kBlock of positions at a time
+// (f32.KBlock), as the product adds its slices into its result; masked positions
+// weigh exactly 0, which adds nothing.
 const (
 	// attnBlockMin is the fewest rows of one sequence in a step that take
 	// the block path: below it, gathering the keys costs more than it saves.
@@ -41,12 +47,13 @@ type attnUnit struct {
 }
 
 // blockScratch is one worker's memory for block units, sized for the
-// longest context seen: the keys as a D×keys matrix, the values as keys×D,
-// the scores of a row block, and the rows' softmax normalisers.
+// longest context seen: the keys as rows of D, the values as a keys×D
+// matrix, the scores of a row block, and the rows' softmax normalisers.
 type blockScratch struct {
-	keys, values *f32.Packed
-	scores       []float32 // [attnRowBlock, keys]
-	inv          []float32 // [attnRowBlock]
+	keys   []float32 // [keys, D]
+	values *f32.Packed
+	scores []float32 // [attnRowBlock, keys]
+	inv    []float32 // [attnRowBlock]
 }
 
 // planAttention lists this step's attention units, once for all layers.
@@ -88,7 +95,7 @@ func (b *Backend) growBlockScratch(n int) {
 	b.blk = make([]blockScratch, b.threads)
 	for i := range b.blk {
 		b.blk[i] = blockScratch{
-			keys:   f32.NewScratch(D, P),
+			keys:   make([]float32, P*D),
 			values: f32.NewScratch(P, D),
 			scores: make([]float32, attnRowBlock*P),
 			inv:    make([]float32, attnRowBlock),
@@ -167,19 +174,35 @@ func (t *attnTask) row(w, r, kvh int) {
 		inv := 1 / f32.ExpSubSum(sc, maxv)
 		o := b.att[r*c.QDim()+h*D : r*c.QDim()+(h+1)*D]
 		clear(o)
-		for j0 := 0; j0 < n; j0 += bs {
-			off := b.kvOffset(t.layer, int(table[j0/bs]), kvh)
-			cnt := min(bs, n-j0)
-			f32.AxpyRows(o, sc[j0:j0+cnt], b.vc[off:off+cnt*D])
+		// The weighted values a slice of f32.KBlock positions at a time:
+		// the first summed into o, each later one on its own and then
+		// added, as a block unit's product adds its slices.
+		for s0 := 0; s0 < n; s0 += f32.KBlock {
+			acc := o
+			if s0 > 0 {
+				acc = b.valueSlice[w]
+				clear(acc)
+			}
+			for j := s0; j < min(s0+f32.KBlock, n); {
+				blk := j / bs
+				off := b.kvOffset(t.layer, int(table[blk]), kvh) + (j-blk*bs)*D
+				cnt := min((blk+1)*bs, s0+f32.KBlock, n) - j
+				f32.AxpyRows(acc, sc[j:j+cnt], b.vc[off:off+cnt*D])
+				j += cnt
+			}
+			if s0 > 0 {
+				f32.Axpy(o, 1, acc)
+			}
 		}
 		f32.Scale(o, inv)
 	}
 }
 
 // block is a block unit: rows u.row.. of one sequence at consecutive
-// positions p0.., KV head u.kvHead and its query heads. Keys
+// positions p0.., KV head u.kvHead and its query heads. Keys and values
 // 0..p0+rows-1 are gathered once into the worker's scratch; for each query
-// head S = Q·Kᵀ and O = softmax(S)·V are matrix products.
+// head the scores are DotRows per row and O = softmax(S)·V one matrix
+// product.
 func (t *attnTask) block(w int, u attnUnit) {
 	b := t.b
 	c := &b.cfg
@@ -189,28 +212,28 @@ func (t *attnTask) block(w int, u attnUnit) {
 	p0 := int(b.rowPos[r0])
 	n := p0 + R // the last row sees every key up to its own position
 	ws := &b.blk[w]
-	ws.keys.Reshape(D, n)
 	ws.values.Reshape(n, D)
 	for j0 := 0; j0 < n; j0 += bs {
 		off := b.kvOffset(t.layer, int(table[j0/bs]), kvh)
-		for j := j0; j < min(j0+bs, n); j++ {
+		cnt := min(bs, n-j0)
+		copy(ws.keys[j0*D:(j0+cnt)*D], b.kc[off:off+cnt*D])
+		for j := j0; j < j0+cnt; j++ {
 			kv := off + (j-j0)*D
-			ws.keys.SetColumn(j, b.kc[kv:kv+D])
 			ws.values.SetRow(j, b.vc[kv:kv+D])
 		}
 	}
 	for h := kvh * G; h < (kvh+1)*G; h++ {
-		// Scores of row i are sc[i·n : i·n+n]; the query rows are read in
-		// place from qkv (leading dimension qkvW).
+		// Scores of row i are sc[i·n : i·n+n]: over its own positions, as
+		// a row unit computes them; the masked rest weigh nothing.
 		sc := ws.scores[:R*n]
-		clear(sc)
-		ws.keys.MulAdd(sc, n, b.qkv[r0*b.qkvW+h*D:], b.qkvW, R, 0, n)
 		for i := range R {
 			valid := p0 + i + 1 // causal
 			row := sc[i*n : i*n+valid]
+			q := b.qkv[(r0+i)*b.qkvW+h*D : (r0+i)*b.qkvW+(h+1)*D]
+			f32.DotRows(row, q, ws.keys[:valid*D])
 			f32.Scale(row, t.scale)
 			ws.inv[i] = 1 / f32.ExpSubSum(row, f32.Max(row))
-			clear(sc[i*n+valid : (i+1)*n]) // masked keys weigh nothing
+			clear(sc[i*n+valid : (i+1)*n])
 		}
 		o := b.att[r0*QD+h*D:]
 		for i := range R {

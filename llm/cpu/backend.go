@@ -110,6 +110,7 @@ type Backend struct {
 	out          []engine.SampleRow
 	headBest     []unitMax   // the LM head's per-unit row maxima (headTask.best)
 	scores       [][]float32 // per worker attention scores, grown to the longest context seen
+	valueSlice   [][]float32 // per worker, one head's weighted values of a later kBlock slice
 	units        []attnUnit  // this step's attention units (see planAttention)
 	blk          []blockScratch
 	blkLen       int // positions blk is sized for
@@ -168,6 +169,10 @@ func New(m *model.Model, opts Options) (*Backend, error) {
 	b.norms, b.final = widenNorms(&m.Weights)
 	b.pool = newPool(threads)
 	b.scores = make([][]float32, threads)
+	b.valueSlice = make([][]float32, threads)
+	for i := range b.valueSlice {
+		b.valueSlice[i] = make([]float32, cfg.HeadDim)
+	}
 	return b, nil
 }
 

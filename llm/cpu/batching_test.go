@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
 	"reflect"
 	"sync"
 	"testing"
 
 	"github.com/tinyserve/tinyserve/llm"
 	"github.com/tinyserve/tinyserve/llm/engine"
+	"github.com/tinyserve/tinyserve/llm/model"
 )
 
 // gatedBackend holds the first Forward until every request of a trial is
@@ -44,8 +46,58 @@ type outcome struct {
 // log-probabilities to the bit. The CPU forward computes each value in a
 // fixed order whatever the batch, so chunking, recompute after preemption,
 // shared cached blocks and neighbours in the batch can change nothing.
+//
+// It runs on a float32 GPT-2, and on Q8_0 weights (whose integer products
+// round each activation block to 16 bits, so that a last-bit difference
+// anywhere upstream would show): a GPT-2 wide enough for several blocks a
+// row and, with a 2,048-wide MLP, more than one of the products' 32-block
+// slices, and the tiny Llama's shape (rotary positions, grouped-query
+// attention, gated MLP, RMSNorm).
 func TestEngineBatchingIsBitIdentical(t *testing.T) {
-	m := randomModel(t, "t", gpt2Config(300, 64, 32, 2, 4), 11, 0.5)
+	quantized := func(m *model.Model) *model.Model {
+		if err := m.Quantize(model.QuantQ8_0); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	wide := gpt2Config(300, 64, 96, 2, 4)
+	wide.Intermediate = 2048
+	// The tiny Llama's shape with GPT-2's small vocabulary (its own 128K
+	// would make the race detector's run take minutes).
+	llama, err := model.LoadConfig(filepath.Join(fixtures, "llama-tiny"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	llama.VocabSize, llama.MaxPositions = 300, 64
+	llama.BOSTokenID, llama.EOSTokenIDs = -1, nil
+	models := []struct {
+		name   string
+		m      func() *model.Model
+		trials int
+	}{
+		{"gpt2-float32", func() *model.Model { return randomModel(t, "t", gpt2Config(300, 64, 32, 2, 4), 11, 0.5) }, 12},
+		{"gpt2-wide-float32", func() *model.Model { return randomModel(t, "t", wide, 11, 0.5) }, 6},
+		{"gpt2-q8_0", func() *model.Model { return quantized(randomModel(t, "t", wide, 11, 0.5)) }, 6},
+		{"llama-q8_0", func() *model.Model { return quantized(randomModel(t, "l", llama, 11, 0.5)) }, 4},
+	}
+	preemptions := uint64(0)
+	for _, mc := range models {
+		t.Run(mc.name, func(t *testing.T) {
+			trials := mc.trials
+			if raceEnabled {
+				trials = (trials + 1) / 2
+			}
+			preemptions += checkBatchingBitIdentical(t, mc.m(), trials)
+		})
+	}
+	if preemptions == 0 {
+		t.Error("no trial preempted: the pools are too large to test recompute")
+	}
+}
+
+// checkBatchingBitIdentical is TestEngineBatchingIsBitIdentical on model m
+// over trials random workloads; it returns how many preemptions they had.
+func checkBatchingBitIdentical(t *testing.T, m *model.Model, trials int) uint64 {
 	seed := uint64(rand.Int64())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 5))
@@ -90,10 +142,7 @@ func TestEngineBatchingIsBitIdentical(t *testing.T) {
 		return outs, e.Stats()
 	}
 
-	preemptions, cachedHits, trials := uint64(0), uint64(0), 12
-	if raceEnabled {
-		trials = 6
-	}
+	preemptions, cachedHits := uint64(0), uint64(0)
 	for trial := range trials {
 		// Requests: prompts from two stems (so prefixes are shared), some
 		// cut, some extended; greedy with logprobs, seeded sampling, and
@@ -154,7 +203,5 @@ func TestEngineBatchingIsBitIdentical(t *testing.T) {
 		}
 	}
 	t.Logf("%d preemptions, %d prompt tokens from the prefix cache", preemptions, cachedHits)
-	if preemptions == 0 {
-		t.Error("no trial preempted: the pools are too large to test recompute")
-	}
+	return preemptions
 }

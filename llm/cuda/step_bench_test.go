@@ -174,6 +174,41 @@ func BenchmarkGPUMixedStep(b *testing.B) {
 	}
 }
 
+// BenchmarkGPUPrefillStep times the prefill step of a fresh prompt of
+// each size in $TINYSERVE_GPU_PREFILL_TOKENS (default 64,512; at most 1,024),
+// its last token sampled, one sequence, on the model and dtype of
+// BenchmarkGPUDecodeBatch ($TINYSERVE_GPU_DECODE_MODEL,
+// $TINYSERVE_GPU_DECODE_DTYPE), CUDA graphs on (for the steps the backend
+// captures: since issue 31 item 3 every step of up to 512 rows, so 64 and
+// 512 replay from graphs and 1,024 runs eagerly). It reports tokens/s
+// beside ms/step.
+func BenchmarkGPUPrefillStep(b *testing.B) {
+	gpuOrSkip(b)
+	name := envOr("TINYSERVE_GPU_DECODE_MODEL", model.BuiltinQwen05B)
+	dt := envOr("TINYSERVE_GPU_DECODE_DTYPE", "bfloat16")
+	var sizes []int
+	for _, f := range strings.Split(envOr("TINYSERVE_GPU_PREFILL_TOKENS", "64,512"), ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > 1024 {
+			b.Fatalf("TINYSERVE_GPU_PREFILL_TOKENS: %q is not a prompt size of 1 to 1024", f)
+		}
+		sizes = append(sizes, n)
+	}
+	m, err := model.OpenWith(name, model.OpenOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = m.Close() })
+	gb := newGPUOpts(b, m, Options{DType: dt, CUDAGraphs: true}, 64)
+	for _, n := range sizes {
+		b.Run(fmt.Sprintf("%s/%s/tokens=%d", m.Name, dt, n), func(b *testing.B) {
+			timeSteps(b, gb, prefillChunkBatch(b, gb, m.Config.VocabSize, 0, n, true))
+			ms := float64(b.Elapsed().Microseconds()) / 1000 / float64(b.N)
+			b.ReportMetric(float64(n)/(ms*1e-3), "tokens/s")
+		})
+	}
+}
+
 // mixedBatch prefills seqs sequences of prompt made-up tokens and done
 // tokens of one more on gb (64 blocks of 16 each) and returns the batch that
 // decodes one token of each of the first and prefills the next chunk
@@ -228,9 +263,11 @@ func prefillChunkBatch(tb testing.TB, gb *Backend, vocab, done, chunk int, sampl
 		toks[j] = (j * 104729) % vocab
 	}
 	table := mgr.BlockTable(id)
-	pre := &engine.Batch{NumTokens: done, Seqs: []engine.SeqBatch{{ID: id, Tokens: toks[:done], BlockTable: table}}}
-	if _, err := gb.Forward(pre); err != nil {
-		tb.Fatal(err)
+	if done > 0 {
+		pre := &engine.Batch{NumTokens: done, Seqs: []engine.SeqBatch{{ID: id, Tokens: toks[:done], BlockTable: table}}}
+		if _, err := gb.Forward(pre); err != nil {
+			tb.Fatal(err)
+		}
 	}
 	return &engine.Batch{NumTokens: chunk, Seqs: []engine.SeqBatch{{ID: id, Tokens: toks[done:], StartPos: done, BlockTable: table, Sample: sample}}}
 }

@@ -225,12 +225,13 @@ func readReport(path string) (Report, error) {
 }
 
 // table compares two reports scenario by scenario; a scenario missing from
-// b gets dashes, and the ratio is a's output tok/s over b's.
+// b gets dashes, and the ratio is a's output tok/s over b's, beside b's
+// time per step when b reports it (the transformers peer does).
 func table(a, b Report) string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "A = %s (%s, %s, %s); B = %s (%s, %s)\n\n", a.Engine, a.Model, a.DType, a.Device, b.Engine, b.DType, b.Device)
-	sb.WriteString("| scenario | c | req | A p50 ms | A p95 ms | A out tok/s | B p50 ms | B p95 ms | B out tok/s | A/B tok/s |\n")
-	sb.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	sb.WriteString("| scenario | c | req | A p50 ms | A p95 ms | A out tok/s | B p50 ms | B p95 ms | B out tok/s | A/B tok/s | B ms/step |\n")
+	sb.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	byName := map[string]Result{}
 	for _, r := range b.Results {
 		byName[r.Name] = r
@@ -238,9 +239,13 @@ func table(a, b Report) string {
 	for _, r := range a.Results {
 		fmt.Fprintf(&sb, "| %s | %d | %d | %.1f | %.1f | %.0f |", r.Name, r.Concurrency, r.Requests, r.LatencyP50S*1000, r.LatencyP95S*1000, r.OutputTokS)
 		if o, ok := byName[r.Name]; ok && o.OutputTokS > 0 {
-			fmt.Fprintf(&sb, " %.1f | %.1f | %.0f | %.2f |\n", o.LatencyP50S*1000, o.LatencyP95S*1000, o.OutputTokS, r.OutputTokS/o.OutputTokS)
+			step := "-"
+			if o.StepMSP50 > 0 {
+				step = fmt.Sprintf("%.2f", o.StepMSP50)
+			}
+			fmt.Fprintf(&sb, " %.1f | %.1f | %.0f | %.2f | %s |\n", o.LatencyP50S*1000, o.LatencyP95S*1000, o.OutputTokS, r.OutputTokS/o.OutputTokS, step)
 		} else {
-			sb.WriteString(" - | - | - | - |\n")
+			sb.WriteString(" - | - | - | - | - |\n")
 		}
 	}
 	return sb.String()

@@ -34,9 +34,9 @@ func TestPromptsShapes(t *testing.T) {
 
 func TestTable(t *testing.T) {
 	a := Report{Engine: "A", Results: []Result{{Scenario: Scenario{Name: "batch_c4", Concurrency: 4}, Requests: 8, OutputTokS: 3000, LatencyP50S: 0.1, LatencyP95S: 0.2}, {Scenario: Scenario{Name: "x"}}}}
-	b := Report{Engine: "B", Results: []Result{{Scenario: Scenario{Name: "batch_c4", Concurrency: 4}, OutputTokS: 1000, LatencyP50S: 0.3, LatencyP95S: 0.4}}}
+	b := Report{Engine: "B", Results: []Result{{Scenario: Scenario{Name: "batch_c4", Concurrency: 4}, OutputTokS: 1000, LatencyP50S: 0.3, LatencyP95S: 0.4, StepMSP50: 9.375}}}
 	got := table(a, b)
-	for _, want := range []string{"| batch_c4 | 4 | 8 | 100.0 | 200.0 | 3000 | 300.0 | 400.0 | 1000 | 3.00 |", "| x | 0 | 0 | 0.0 | 0.0 | 0 | - | - | - | - |"} {
+	for _, want := range []string{"| batch_c4 | 4 | 8 | 100.0 | 200.0 | 3000 | 300.0 | 400.0 | 1000 | 3.00 | 9.38 |", "| x | 0 | 0 | 0.0 | 0.0 | 0 | - | - | - | - | - |"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("table lacks %q:\n%s", want, got)
 		}

@@ -64,6 +64,11 @@ type Result struct {
 	LatencyP50S  float64 `json:"latency_p50_s"`
 	LatencyP95S  float64 `json:"latency_p95_s"`
 	TTFTP50S     float64 `json:"ttft_p50_s"`
+	// StepMSP50 is the median over batches of a batch's time over its
+	// output length: the peer's time per generate step (its prefill
+	// included), which moves with its host, so the table shows it beside
+	// the ratio. hf_peer.py writes it; tinyserve's runs leave it 0.
+	StepMSP50 float64 `json:"step_ms_p50,omitempty"`
 }
 
 // Report is a whole run: what ran and every scenario's result.
