@@ -181,13 +181,13 @@ done
 # 1. Correctness (the test binary reads ../../testdata relative to llm/cuda).
 cd "$root/llm/cuda"
 step correctness 180 "$bin/cuda.test" -test.v -test.count=1 -test.run '^TestGPU'
-grep -E '^(--- |    --- )|max .*(GPU|device)|prompts \(up to|GPU .*sm_|is not here' "$out/correctness.txt" | grep -v -- '--- SKIP: TestGPU.*/len' | sed 's/^/    /' >>"$summary"
+grep -E '^(--- |    --- )|max .*(GPU|device)|max \|graph - eager\||graph memory:|prompts \(up to|GPU .*sm_|is not here' "$out/correctness.txt" | grep -v -- '--- SKIP: TestGPU.*/len' | sed 's/^/    /' >>"$summary"
 
 # 2. Per-step time, then where an eager step's time goes (events between
 #    its launches, the step queued behind a hold kernel). Two processes: a
 #    test binary skips its benchmarks once a test of the same run has failed
 #    (testing.M.Run), so a failing profile must not cost the step time.
-TINYSERVE_GPU_BENCH_MODEL=$model step step_time 75 "$bin/cuda.test" -test.v -test.run '^$' -test.bench 'GPUDecodeStep|GPUPrefillChunk' -test.benchtime "$benchtime"
+TINYSERVE_GPU_BENCH_MODEL=$model step step_time 75 "$bin/cuda.test" -test.v -test.run '^$' -test.bench 'GPUDecodeStep|GPUPrefillChunk|GPUMixedStep' -test.benchtime "$benchtime"
 grep -E 'Benchmark' "$out/step_time.txt" | sed 's/^/    /' >>"$summary"
 # The decode step at batch 1, 4 and 32 and the prefill step of a 64- and a
 # 512-token prompt, CUDA graphs on: GPT-2 (in DTYPE), then the decode model.
