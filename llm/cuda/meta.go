@@ -11,19 +11,35 @@ import (
 // copy. Offsets are in int32 elements from the start of the buffer.
 //
 // Layout: tokens[N] | pos[N] | seq[N] | blockTables[S*MaxBlocks] |
-// sampleRows[R]. Row i of the flattened batch is token j of sequence s in
+// sampleRows[R] | tiles[2*TilesCap] | decodeRows[S]. Row i of the flattened batch is token j of sequence s in
 // batch order. sampleRows lists the token rows whose results go back: the
 // last token's row of each sampled sequence, and every row of a sequence
 // with PromptLogits set. Rows that need logits come first (their logits
 // rows are then the first L rows of the LM head's output, so the one
 // device-to-host copy of the results takes a prefix); Order maps each
 // sampled row back to its place in the engine's result order.
+//
+// tiles and decodeRows split the rows between the attention kernels
+// (forward.go): every sequence with two or more rows in the step is cut
+// into query tiles of up to flashRows consecutive rows, each a pair (first
+// row, row count) for flash_prefill; the rows of one-token sequences (the
+// decodes) are listed in decodeRows for the row kernels. Both are padded
+// to bounds that depend only on N and S — TilesCap pairs, the padding
+// (0, 0), and S rows, the padding -1 — so that a launch over the bounds
+// (a CUDA graph's) is the same for every step of that N and S.
 type batchMeta struct {
 	N, S, R, L int // token rows, sequences, sampled rows, rows needing logits
 	MaxBlocks  int // block-table stride: the longest table this step needs
 	MaxPos     int // largest position in the batch
 
 	OffTokens, OffPos, OffSeq, OffBlocks, OffSample int
+	// Tiles is the number of query tiles, TilesCap their bound
+	// (flashTilesCap(N, S)); Dec the number of decode rows.
+	Tiles, TilesCap, Dec int
+	OffTiles, OffDec     int
+	// SplitCtx is the context bound decode rows' splits are cut from
+	// (attentionSplits); Forward sets it after packing.
+	SplitCtx int
 	// Len is the packed length in int32 elements.
 	Len int
 	// Order[k] is the result index (among sampled sequences, in batch
@@ -85,7 +101,10 @@ func packBatch(buf []int32, m *batchMeta, b *engine.Batch, lim metaLimits, minSt
 	m.OffSeq = 2 * n
 	m.OffBlocks = 3 * n
 	m.OffSample = m.OffBlocks + S*maxBlocks
-	m.Len = m.OffSample + r
+	m.TilesCap = flashTilesCap(n, S)
+	m.OffTiles = m.OffSample + r
+	m.OffDec = m.OffTiles + 2*m.TilesCap
+	m.Len = m.OffDec + S
 	if cap(buf) < m.Len {
 		buf = make([]int32, m.Len, m.Len+m.Len/2)
 	}
@@ -114,6 +133,27 @@ func packBatch(buf []int32, m *batchMeta, b *engine.Batch, lim metaLimits, minSt
 			buf[m.OffSample+*k] = int32(j)
 			*k++
 		}
+	}
+	// Query tiles of the multi-row sequences, decode rows of the others.
+	tiles, dec := buf[m.OffTiles:m.OffDec], buf[m.OffDec:m.Len]
+	clear(tiles)
+	row = 0
+	for i := range b.Seqs {
+		k := len(b.Seqs[i].Tokens)
+		if k == 1 {
+			dec[m.Dec] = int32(row)
+			m.Dec++
+		} else {
+			for r0 := 0; r0 < k; r0 += flashRows {
+				tiles[2*m.Tiles] = int32(row + r0)
+				tiles[2*m.Tiles+1] = int32(min(flashRows, k-r0))
+				m.Tiles++
+			}
+		}
+		row += k
+	}
+	for j := m.Dec; j < S; j++ {
+		dec[j] = -1
 	}
 	// Order: the same walk, recording each sampled row's result index.
 	kLogits, kArgmax = 0, l
@@ -148,3 +188,7 @@ func resultRows(s *engine.SeqBatch) (n int, logits bool) {
 	}
 	return 0, false
 }
+
+// flashTilesCap bounds the query tiles of a step of n rows in s sequences:
+// a sequence of k rows has ceil(k/flashRows) <= k/flashRows + 1 tiles.
+func flashTilesCap(n, s int) int { return (n+flashRows-1)/flashRows + s }

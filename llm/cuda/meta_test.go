@@ -30,15 +30,18 @@ func TestPackBatch(t *testing.T) {
 		0, 0, 0, 1, 2, 2, // sequence index of each row
 		3, 0, 1, 4, 2, 0, // block tables, stride 2 (seq 1 needs blocks for positions 0..5), zero-padded
 		3, 2, // sampled rows: seq 1 (needs logits) first, then seq 0's last row
+		0, 3, 4, 2, 0, 0, 0, 0, // query tiles (first row, rows): seq 0's and seq 2's, padded to ceil(6/16)+3 = 4
+		3, -1, -1, // decode rows (seq 1's), padded to 3 sequences
 	}
 	if !slices.Equal(buf, want) {
 		t.Errorf("packed\n got %v\nwant %v", buf, want)
 	}
 	wantMeta := batchMeta{N: 6, S: 3, R: 2, L: 1, MaxBlocks: 2, MaxPos: 5,
-		OffTokens: 0, OffPos: 6, OffSeq: 12, OffBlocks: 18, OffSample: 24, Len: 26, Order: []int{1, 0}}
+		OffTokens: 0, OffPos: 6, OffSeq: 12, OffBlocks: 18, OffSample: 24, Tiles: 2, TilesCap: 4, Dec: 1, OffTiles: 26, OffDec: 34, Len: 37, Order: []int{1, 0}}
 	if m.N != wantMeta.N || m.S != wantMeta.S || m.R != wantMeta.R || m.L != wantMeta.L || m.MaxBlocks != wantMeta.MaxBlocks ||
 		m.MaxPos != wantMeta.MaxPos || m.OffPos != wantMeta.OffPos || m.OffSeq != wantMeta.OffSeq || m.OffBlocks != wantMeta.OffBlocks ||
-		m.OffSample != wantMeta.OffSample || m.Len != wantMeta.Len || !slices.Equal(m.Order, wantMeta.Order) {
+		m.OffSample != wantMeta.OffSample || m.Len != wantMeta.Len || !slices.Equal(m.Order, wantMeta.Order) ||
+		m.Tiles != wantMeta.Tiles || m.TilesCap != wantMeta.TilesCap || m.Dec != wantMeta.Dec || m.OffTiles != wantMeta.OffTiles || m.OffDec != wantMeta.OffDec {
 		t.Errorf("meta\n got %+v\nwant %+v", m, wantMeta)
 	}
 
@@ -53,7 +56,7 @@ func TestPackBatch(t *testing.T) {
 	if &buf2[0] != &buf[0] {
 		t.Error("packBatch reallocated a large enough buffer")
 	}
-	if want := []int32{42, 3, 0, 3, 0}; !slices.Equal(buf2, want) || m.R != 1 || m.L != 0 || !slices.Equal(m.Order, []int{0}) {
+	if want := []int32{42, 3, 0, 3, 0, 0, 0, 0, 0, 0}; !slices.Equal(buf2, want) || m.R != 1 || m.L != 0 || !slices.Equal(m.Order, []int{0}) || m.Tiles != 0 || m.Dec != 1 {
 		t.Errorf("decode step: %v %+v", buf2, m)
 	}
 	if n := testing.AllocsPerRun(100, func() { buf2, _ = packBatch(buf2, &m, b, testLimits, 0) }); n != 0 {
@@ -73,7 +76,7 @@ func TestPackBatchMinStride(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []int32{4, 8, 4, 0, 0, 1, 5, 6, 0, 7, 0, 0, 0, 1}
+	want := []int32{4, 8, 4, 0, 0, 1, 5, 6, 0, 7, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1}
 	if !slices.Equal(buf, want) || m.MaxBlocks != 3 || m.OffSample != 12 {
 		t.Errorf("got %v (%+v), want %v", buf, m, want)
 	}
@@ -131,10 +134,37 @@ func TestPackBatchPromptLogits(t *testing.T) {
 	if m.R != 6 || m.L != 5 {
 		t.Fatalf("R %d L %d, want 6 and 5", m.R, m.L)
 	}
-	if got, want := buf[m.OffSample:], []int32{0, 1, 2, 4, 5, 3}; !slices.Equal(got, want) {
+	if got, want := buf[m.OffSample:m.OffTiles], []int32{0, 1, 2, 4, 5, 3}; !slices.Equal(got, want) {
 		t.Errorf("sampled rows %v, want %v", got, want)
 	}
 	if want := []int{0, 1, 2, 4, 5, 3}; !slices.Equal(m.Order, want) {
 		t.Errorf("order %v, want %v", m.Order, want)
+	}
+}
+
+// TestPackBatchTiles: a sequence's rows are cut into query tiles of
+// flashRows (the last one shorter), one-token sequences are decode rows,
+// and the tables are padded to bounds of N and S alone.
+func TestPackBatchTiles(t *testing.T) {
+	lim := metaLimits{vocab: 100, nPositions: 64, numBlocks: 20, blockSize: 4}
+	toks := func(n int) []int { return make([]int, n) }
+	b := &engine.Batch{NumTokens: 37, Seqs: []engine.SeqBatch{
+		{ID: 1, Tokens: toks(1), StartPos: 9, BlockTable: []int32{0, 1, 2}, Sample: true},
+		{ID: 2, Tokens: toks(35), StartPos: 3, BlockTable: []int32{3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, Sample: true},
+		{ID: 3, Tokens: toks(1), StartPos: 0, BlockTable: []int32{13}, Sample: true},
+	}}
+	var m batchMeta
+	buf, err := packBatch(nil, &m, b, lim, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.TilesCap != 3+3 || m.Tiles != 3 || m.Dec != 2 {
+		t.Fatalf("tiles %d of %d, decode rows %d", m.Tiles, m.TilesCap, m.Dec)
+	}
+	if got, want := buf[m.OffTiles:m.OffDec], []int32{1, 16, 17, 16, 33, 3, 0, 0, 0, 0, 0, 0}; !slices.Equal(got, want) {
+		t.Errorf("tiles %v, want %v", got, want)
+	}
+	if got, want := buf[m.OffDec:m.Len], []int32{0, 36, -1}; !slices.Equal(got, want) {
+		t.Errorf("decode rows %v, want %v", got, want)
 	}
 }
