@@ -127,6 +127,10 @@ type Backend struct {
 	graphSeen map[graphKey]bool // keys run once eagerly; the next is captured
 	graphsOff bool              // a capture failed: eager from then on
 
+	// oldAttention, set only by tests, runs every row through the original
+	// attention kernel, unsplit, as before flash_prefill and the splits.
+	oldAttention bool
+
 	// prof, set only by tests and benchmarks, times each launch of an
 	// eager step (profile.go); nil otherwise.
 	prof *profiler

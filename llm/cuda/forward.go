@@ -413,7 +413,7 @@ func (b *Backend) attend(m *batchMeta, kc, vc DevicePtr, scale float32) error {
 	seq := b.meta + i32*DevicePtr(m.OffSeq)
 	bt := b.meta + i32*DevicePtr(m.OffBlocks)
 	a := &b.args
-	flash := flashHeadDim(D)
+	flash := flashHeadDim(D) && !b.oldAttention
 	if flash && m.Tiles > 0 {
 		tiles := b.meta + i32*DevicePtr(m.OffTiles)
 		if err := b.launch(b.fn.flashPrefill, [3]uint32{uint32(m.TilesCap), uint32(NH), 1}, [3]uint32{flashThreads, 1, 1}, uint32(flashShared(D)),
@@ -432,6 +432,9 @@ func (b *Backend) attend(m *batchMeta, kc, vc DevicePtr, scale float32) error {
 	block := [3]uint32{uint32(T), 1, 1}
 	shared := uint32(attentionShared(D, b.dt.size))
 	splits, splitLen := attentionSplits(n, NH, m.SplitCtx, T)
+	if b.oldAttention {
+		splits = 1
+	}
 	if splits == 1 && !flash {
 		return b.launch(b.fn.attention, [3]uint32{uint32(n), uint32(NH), 1}, block, shared,
 			a.reset().ptr(b.att).ptr(b.q).ptr(kc).ptr(vc).ptr(pos).ptr(seq).ptr(bt).i32(m.MaxBlocks).i32(b.blockSize).i32(QD).i32(KVD).i32(D).i32(c.GroupSize()).f32(scale))
