@@ -403,8 +403,9 @@ func (b *Backend) linear(out, in DevicePtr, p *devLinear, M int) error {
 //     over the context (attention_split, then attention_combine). The
 //     original kernel, attention, runs where nothing is split and every
 //     row goes to the row kernel (head sizes flash_prefill does not take,
-//     the kernel the goldens were first checked on): attention_split with
-//     one split computes the same thing through a row list.
+//     and decode-only steps, the kernel the H200 checked): attention_split
+//     with one split computes the same thing through a row list, for the
+//     decode rows of a step that also has prefill chunks.
 func (b *Backend) attend(m *batchMeta, kc, vc DevicePtr, scale float32) error {
 	c := b.cfg
 	D, NH, QD, KVD := c.HeadDim, c.Heads, c.QDim(), c.KVDim()
@@ -435,7 +436,8 @@ func (b *Backend) attend(m *batchMeta, kc, vc DevicePtr, scale float32) error {
 	if b.oldAttention {
 		splits = 1
 	}
-	if splits == 1 && !flash {
+	if splits == 1 && (!flash || m.Dec == m.N) {
+		// Every row is a row-kernel row (rows would be the identity).
 		return b.launch(b.fn.attention, [3]uint32{uint32(n), uint32(NH), 1}, block, shared,
 			a.reset().ptr(b.att).ptr(b.q).ptr(kc).ptr(vc).ptr(pos).ptr(seq).ptr(bt).i32(m.MaxBlocks).i32(b.blockSize).i32(QD).i32(KVD).i32(D).i32(c.GroupSize()).f32(scale))
 	}
