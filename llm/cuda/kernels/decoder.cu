@@ -19,6 +19,10 @@
 // The KV cache of one layer is [numBlocks*bs][KVH*D]: a slot holds the
 // KVH key (or value) heads of one position, KV head k at k*D. Queries are
 // [N][H*D]; query head h reads KV head h/(H/KVH) (grouped-query attention).
+// Attention also reads a tile table (pairs: first row, row count; a count
+// of 0 is padding) for flash_prefill, whose tiles are consecutive rows of
+// one sequence, and a list of decode rows (-1 is padding) for the row
+// kernels (meta.go's batchMeta).
 //
 // The tests also run this file on the host (llm/cuda/testdata/emu compiles
 // it as C++ with a small CUDA shim); the emulator defines TS_EMULATOR and
