@@ -112,6 +112,7 @@ type Backend struct {
 	acts               DevicePtr // one allocation holding the buffers below
 	x, h               DevicePtr // [rows][Hidden]: residual f32, norm out T
 	q, att             DevicePtr // [rows][Heads*HeadDim]: queries f32, attention out T
+	split              DevicePtr // split attention's partials, float32 (splitPartBytes)
 	gemm               DevicePtr // [rows][widest projection group] float32 GEMM results
 	act                DevicePtr // [rows][Intermediate] T, activated MLP hidden
 	hs                 DevicePtr // [sample][Hidden] T, final norm of the sampled rows
@@ -130,6 +131,10 @@ type Backend struct {
 	graphsOff  bool              // a capture failed: eager from then on
 	graphClock uint64            // graph steps run: graphExec.used's clock
 
+	// oldAttention, set only by tests, runs every row through the original
+	// attention kernel, unsplit, as before flash_prefill and the splits.
+	oldAttention bool
+
 	// prof, set only by tests and benchmarks, times each launch of an
 	// eager step (profile.go); nil otherwise.
 	prof *profiler
@@ -144,6 +149,7 @@ type Backend struct {
 // kernels are the module's functions for the backend's dtype.
 type kernels struct {
 	embed, norm, addNorm, qkvStore, attention, biasAct, siluMul, residual, argmax Function
+	attentionSplit, attentionCombine, flashPrefill                                Function
 	hold                                                                          Function // the profiler's (profile.go)
 	// The Q8_0 weights' kernels (q8.go): the embedding lookup, the decode
 	// GEMV by rows per grid.y (q8GemvRows), and the prefill's dequantization.
@@ -216,6 +222,9 @@ func checkShape(c *model.Config, dt dtype) error {
 	// does; the check keeps that true if the tile changes.
 	if need := attentionShared(c.HeadDim, dt.size) + attentionStaticShared; need > 48<<10 {
 		return fmt.Errorf("cuda: head_dim %d needs %d bytes of shared memory per attention block, over 48 KiB", c.HeadDim, need)
+	}
+	if flashHeadDim(c.HeadDim) && flashShared(c.HeadDim) > 48<<10 {
+		return fmt.Errorf("cuda: head_dim %d needs %d bytes of shared memory per flash_prefill block, over 48 KiB", c.HeadDim, flashShared(c.HeadDim))
 	}
 	return nil
 }
@@ -362,6 +371,8 @@ func (b *Backend) setup(load func(drvVersion int) (*NVRTC, *CuBLAS, error)) erro
 	}{
 		{&b.fn.embed, "embed" + sfx}, {&b.fn.norm, "norm" + sfx}, {&b.fn.addNorm, "add_norm" + sfx},
 		{&b.fn.qkvStore, "qkv_store" + sfx}, {&b.fn.attention, "attention" + sfx},
+		{&b.fn.attentionSplit, "attention_split" + sfx}, {&b.fn.attentionCombine, "attention_combine" + sfx},
+		{&b.fn.flashPrefill, "flash_prefill" + sfx},
 		{&b.fn.biasAct, "bias_act" + sfx}, {&b.fn.siluMul, "silu_mul" + sfx}, {&b.fn.residual, "residual" + sfx},
 		{&b.fn.argmax, "argmax_rows"}, {&b.fn.hold, "hold_ns"},
 		{&b.fn.embedQ8, "embed_q8" + sfx}, {&b.fn.q8Dequant, "q8_dequant" + sfx},

@@ -404,40 +404,57 @@ func TestEmuOddHeadDims(t *testing.T) {
 // TestEmuCatchesMissingBarrier checks the emulator itself: with the
 // barrier after the attention kernel's query load removed, threads read
 // the query before the threads that load it have run (shared memory starts
-// as NaN), and the logits go wrong. If this passed unnoticed, the
-// emulator's verdicts on barriers would mean nothing.
+// as NaN), and the logits go wrong; likewise flash_prefill without the
+// barrier between its scores and its softmax. If this passed unnoticed,
+// the emulator's verdicts on barriers would mean nothing.
 func TestEmuCatchesMissingBarrier(t *testing.T) {
 	loadEmu(t) // skips where there is no compiler
-	src := KernelSource()
-	const barrier = "__syncthreads();\n  int L = D / W;"
-	if strings.Count(src, barrier) != 1 {
-		t.Fatalf("the attention kernel's query barrier is not where this test expects it")
+	for _, c := range []struct {
+		kernel, barrier, without string
+		old                      bool // run every row through the original kernel
+	}{
+		{"attention", "__syncthreads();\n  int L = D / W;", "int L = D / W;", true},
+		{"flash_prefill", "__syncthreads();\n    // Online softmax", "// Online softmax", false},
+	} {
+		t.Run(c.kernel, func(t *testing.T) {
+			if raceEnabled && !c.old {
+				t.Skip("another emulator build: runs without the race detector, which adds nothing to it")
+			}
+			src := KernelSource()
+			if strings.Count(src, c.barrier) != 1 {
+				t.Fatalf("the %s kernel's barrier is not where this test expects it", c.kernel)
+			}
+			broken, err := buildEmu(strings.Replace(src, c.barrier, c.without, 1), kernelNames())
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := smallModel(t, nil)
+			const blocks = 8
+			g := newFakeGPU(t)
+			g.emu = broken
+			b := fakeBackendOn(t, g, m, Options{DType: "float32"}, blocks)
+			b.oldAttention = c.old
+			ref := cpuBackend(t, m, blocks)
+			prompt := smallPrompts(300, 20)[0]
+			got := newStepper(t, b, blocks).step(part{id: kvID(0), tokens: prompt, sample: true, needLogits: true})
+			want := newStepper(t, ref, blocks).step(part{id: kvID(0), tokens: prompt, sample: true, needLogits: true})
+			if g.byName[c.kernel+"_f32"] == 0 {
+				t.Fatalf("%s did not run: %v", c.kernel, g.byName)
+			}
+			worst := 0.0
+			for v := range want[0].Logits {
+				d := abs64(float64(got[0].Logits[v] - want[0].Logits[v]))
+				if d != d { // NaN
+					d = 1e9
+				}
+				worst = max(worst, d)
+			}
+			if worst < 1e-3 {
+				t.Errorf("without the barrier the logits still match the CPU's (worst %.3g): the emulator does not expose missing barriers", worst)
+			}
+			t.Logf("without the barrier: max |logit - CPU| %.3g", worst)
+		})
 	}
-	broken, err := buildEmu(strings.Replace(src, barrier, "int L = D / W;", 1), kernelNames())
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := smallModel(t, nil)
-	const blocks = 8
-	g := newFakeGPU(t)
-	g.emu = broken
-	b := fakeBackendOn(t, g, m, Options{DType: "float32"}, blocks)
-	ref := cpuBackend(t, m, blocks)
-	prompt := smallPrompts(300, 20)[0]
-	got := newStepper(t, b, blocks).step(part{id: kvID(0), tokens: prompt, sample: true, needLogits: true})
-	want := newStepper(t, ref, blocks).step(part{id: kvID(0), tokens: prompt, sample: true, needLogits: true})
-	worst := 0.0
-	for v := range want[0].Logits {
-		d := abs64(float64(got[0].Logits[v] - want[0].Logits[v]))
-		if d != d { // NaN
-			d = 1e9
-		}
-		worst = max(worst, d)
-	}
-	if worst < 1e-3 {
-		t.Errorf("without the barrier the logits still match the CPU's (worst %.3g): the emulator does not expose missing barriers", worst)
-	}
-	t.Logf("without the barrier: max |logit - CPU| %.3g", worst)
 }
 
 // TestEmuDeadlockAndShapes: a kernel whose warps split between a shuffle

@@ -534,7 +534,7 @@ func TestFakeGPUGraphsAcrossStrides(t *testing.T) {
 	}
 	keys := slices.Collect(maps.Keys(gb.graphs))
 	slices.SortFunc(keys, func(a, b graphKey) int { return a.stride - b.stride })
-	if want := []graphKey{{1, 1, 16}, {1, 1, 32}}; !slices.Equal(keys, want) || gb.graphsOff {
+	if want := []graphKey{{1, 1, 16, false}, {1, 1, 32, false}}; !slices.Equal(keys, want) || gb.graphsOff {
 		t.Errorf("graphs %v (off=%v), want %v", keys, gb.graphsOff, want)
 	}
 }

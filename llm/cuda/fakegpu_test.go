@@ -319,7 +319,7 @@ func (g *fakeGPU) launch(name string, grid, block [3]uint32, shared uint32, para
 		g.byName = map[string]int{}
 	}
 	g.byName[name]++
-	nargs := map[string]int{"embed": 6, "norm": 8, "add_norm": 9, "qkv_store": 17, "attention": 14, "bias_act": 6, "silu_mul": 5, "residual": 5, "argmax_rows": 3, "hold_ns": 1,
+	nargs := map[string]int{"embed": 6, "norm": 8, "add_norm": 9, "qkv_store": 17, "attention": 14, "attention_split": 17, "attention_combine": 6, "flash_prefill": 15, "bias_act": 6, "silu_mul": 5, "residual": 5, "argmax_rows": 3, "hold_ns": 1,
 		"embed_q8": 7, "q8_gemv1": 7, "q8_gemv2": 7, "q8_gemv4": 7, "q8_gemv8": 7, "q8_dequant": 4}
 	dt, base := storage(name)
 	n, ok := nargs[base]
@@ -457,37 +457,105 @@ func (g *fakeGPU) run(k string, dt int, grid, block [3]uint32, shared uint32, a 
 		if T%32 != 0 || T < D || int(shared) < (2*T+D+T*W)*4 || int(grid[1])*D != QD || group < 1 || int(grid[1])%group != 0 || int(grid[1])/group*D != KVD {
 			panic(fmt.Sprintf("attention: block %d, shared %d, grid %v for D=%d QD=%d KVD=%d group=%d", block[0], shared, grid, D, QD, KVD, group))
 		}
-		var sc []float32
 		for i := range int(grid[0]) {
 			p, s := g.i32(pos, i), g.i32(seq, i)
 			if s < 0 {
 				continue // a padding row of a graph step
 			}
-			sc = slices.Grow(sc[:0], p+1)[:p+1]
 			for h := range int(grid[1]) {
-				kh := (h / group) * D
-				m := float32(-3e38)
-				for j := 0; j <= p; j++ {
-					slot := g.i32(bt, s*maxBlocks+j/bs)*bs + j%bs
-					var dot float32
-					for d := range D {
-						dot += g.f32(q, i*QD+h*D+d) * scale * g.elem(kc, slot*KVD+kh+d, dt)
+				g.attendRow(out, q, kc, vc, bt, i, h, s, 0, p+1, maxBlocks, bs, QD, KVD, D, group, scale, dt, nil)
+			}
+		}
+	case "attention_split": // (T* out, float* part, const float* q, kc, vc, pos, seq, bt, rows, int maxBlocks, int bs, int QD, int KVD, int D, int group, float scale, int splitLen)
+		out, part, q, kc, vc, pos, seq, bt, rows := a.ptr(0), a.ptr(1), a.ptr(2), a.ptr(3), a.ptr(4), a.ptr(5), a.ptr(6), a.ptr(7), a.ptr(8)
+		maxBlocks, bs, QD, KVD, D, group, scale, splitLen := a.int(9), a.int(10), a.int(11), a.int(12), a.int(13), a.int(14), a.flt(15), a.int(16)
+		T, splits := int(block[0]), int(grid[2])
+		elem := 2
+		if dt == DataFloat32 {
+			elem = 4
+		}
+		if T%32 != 0 || T < D || int(shared) < attentionShared(D, elem) || int(grid[1])*D != QD || int(grid[1])/group*D != KVD || splitLen%T != 0 ||
+			(splits > 1 && (part == 0 || int(grid[0])*int(grid[1])*splits*(D+2)*4 > splitPartBytes(D))) {
+			panic(fmt.Sprintf("attention_split: block %d, shared %d, grid %v for D=%d QD=%d KVD=%d group=%d splitLen=%d", block[0], shared, grid, D, QD, KVD, group, splitLen))
+		}
+		acc := make([]float32, D+2)
+		for r := range int(grid[0]) {
+			i := r
+			if rows != 0 {
+				i = g.i32(rows, r)
+			}
+			if i < 0 || g.i32(seq, i) < 0 {
+				continue
+			}
+			p := g.i32(pos, i)
+			for h := range int(grid[1]) {
+				for z := range splits {
+					lo, hi := z*splitLen, min(p+1, (z+1)*splitLen)
+					if splits == 1 {
+						g.attendRow(out, q, kc, vc, bt, i, h, g.i32(seq, i), lo, hi, maxBlocks, bs, QD, KVD, D, group, scale, dt, nil)
+						continue
 					}
-					sc[j] = dot
-					m = max(m, dot)
+					base := ((r*int(grid[1])+h)*splits + z) * (D + 2)
+					if lo >= hi {
+						clear(acc)
+						acc[D] = float32(math.Inf(-1))
+					} else {
+						g.attendRow(out, q, kc, vc, bt, i, h, g.i32(seq, i), lo, hi, maxBlocks, bs, QD, KVD, D, group, scale, dt, acc)
+					}
+					for d, v := range acc {
+						g.setF32(part, base+d, v)
+					}
 				}
-				var sum float32
-				for j := 0; j <= p; j++ {
-					sc[j] = float32(math.Exp(float64(sc[j] - m)))
-					sum += sc[j]
+			}
+		}
+	case "attention_combine": // (T* out, const float* part, const int* rows, int QD, int D, int splits)
+		out, part, rows, QD, D, splits := a.ptr(0), a.ptr(1), a.ptr(2), a.int(3), a.int(4), a.int(5)
+		if int(grid[1])*D != QD || splits < 2 {
+			panic(fmt.Sprintf("attention_combine: grid %v for D=%d QD=%d splits=%d", grid, D, QD, splits))
+		}
+		for r := range int(grid[0]) {
+			i := r
+			if rows != 0 {
+				i = g.i32(rows, r)
+			}
+			if i < 0 {
+				continue
+			}
+			for h := range int(grid[1]) {
+				base := (r*int(grid[1]) + h) * splits * (D + 2)
+				M := float32(math.Inf(-1))
+				for z := range splits {
+					M = max(M, g.f32(part, base+z*(D+2)+D))
 				}
 				for d := range D {
-					var acc float32
-					for j := 0; j <= p; j++ {
-						slot := g.i32(bt, s*maxBlocks+j/bs)*bs + j%bs
-						acc += sc[j] * g.elem(vc, slot*KVD+kh+d, dt)
+					var num, den float32
+					for z := range splits {
+						pz := base + z*(D+2)
+						w := float32(math.Exp(float64(g.f32(part, pz+D) - M)))
+						num += w * g.f32(part, pz+d)
+						den += w * g.f32(part, pz+D+1)
 					}
-					g.setElem(out, i*QD+h*D+d, dt, acc/sum)
+					g.setElem(out, i*QD+h*D+d, dt, num/den)
+				}
+			}
+		}
+	case "flash_prefill": // (T* out, const float* q, kc, vc, pos, seq, bt, tiles, int maxBlocks, int bs, int QD, int KVD, int D, int group, float scale)
+		out, q, kc, vc, pos, seq, bt, tiles := a.ptr(0), a.ptr(1), a.ptr(2), a.ptr(3), a.ptr(4), a.ptr(5), a.ptr(6), a.ptr(7)
+		maxBlocks, bs, QD, KVD, D, group, scale := a.int(8), a.int(9), a.int(10), a.int(11), a.int(12), a.int(13), a.flt(14)
+		if block[0] != flashThreads || int(shared) < flashShared(D) || !flashHeadDim(D) || int(grid[1])*D != QD || int(grid[1])/group*D != KVD {
+			panic(fmt.Sprintf("flash_prefill: block %d, shared %d, grid %v for D=%d QD=%d KVD=%d group=%d", block[0], shared, grid, D, QD, KVD, group))
+		}
+		for k := range int(grid[0]) {
+			row0, n := g.i32(tiles, 2*k), g.i32(tiles, 2*k+1)
+			if n > flashRows {
+				panic(fmt.Sprintf("flash_prefill: tile %d of %d rows", k, n))
+			}
+			for i := row0; i < row0+n; i++ {
+				if g.i32(seq, i) != g.i32(seq, row0) || g.i32(pos, i) != g.i32(pos, row0)+i-row0 {
+					panic(fmt.Sprintf("flash_prefill: tile %d's rows are not consecutive positions of one sequence", k))
+				}
+				for h := range int(grid[1]) {
+					g.attendRow(out, q, kc, vc, bt, i, h, g.i32(seq, i), 0, g.i32(pos, i)+1, maxBlocks, bs, QD, KVD, D, group, scale, dt, nil)
 				}
 			}
 		}
@@ -780,4 +848,43 @@ func batchOf(s *stepper, parts ...part) *engine.Batch {
 		batch.NumTokens += len(p.tokens)
 	}
 	return batch
+}
+
+// attendRow is causal attention of row i, query head h, over positions
+// lo..hi-1 of sequence s: with partial nil it writes the normalised output
+// to out, else the unnormalised weighted values, the maximum and the sum
+// to partial[0..D+1] (attention_split's partials).
+func (g *fakeGPU) attendRow(out, q, kc, vc, bt DevicePtr, i, h, s, lo, hi, maxBlocks, bs, QD, KVD, D, group int, scale float32, dt int, partial []float32) {
+	kh := (h / group) * D
+	sc := make([]float32, hi-lo)
+	m := float32(-3e38)
+	for j := lo; j < hi; j++ {
+		slot := g.i32(bt, s*maxBlocks+j/bs)*bs + j%bs
+		var dot float32
+		for d := range D {
+			dot += g.f32(q, i*QD+h*D+d) * scale * g.elem(kc, slot*KVD+kh+d, dt)
+		}
+		sc[j-lo] = dot
+		m = max(m, dot)
+	}
+	var sum float32
+	for j := range sc {
+		sc[j] = float32(math.Exp(float64(sc[j] - m)))
+		sum += sc[j]
+	}
+	for d := range D {
+		var acc float32
+		for j := lo; j < hi; j++ {
+			slot := g.i32(bt, s*maxBlocks+j/bs)*bs + j%bs
+			acc += sc[j-lo] * g.elem(vc, slot*KVD+kh+d, dt)
+		}
+		if partial != nil {
+			partial[d] = acc
+		} else {
+			g.setElem(out, i*QD+h*D+d, dt, acc/sum)
+		}
+	}
+	if partial != nil {
+		partial[D], partial[D+1] = m, sum
+	}
 }

@@ -47,6 +47,7 @@ func (b *Backend) grow(rows, sample, metaLen int) error {
 		}{
 			{&b.x, rows * C * 4}, {&b.h, rows * C * sz}, {&b.q, rows * QD * 4}, {&b.att, rows * QD * sz},
 			{&b.gemm, rows * max(QD+2*KVD, up, C) * 4}, {&b.act, rows * I * sz},
+			{&b.split, splitPartBytes(c.HeadDim)},
 		}
 		total := 0
 		for _, p := range parts {
@@ -141,12 +142,17 @@ func (b *Backend) Forward(batch *engine.Batch) ([]engine.SampleRow, error) {
 	key, graph := b.graphShape(batch)
 	var pad stepPad
 	if graph {
-		pad = stepPad{rows: key.rows, sample: key.sample, stride: key.stride}
+		pad = stepPad{rows: key.rows, sample: key.sample, stride: key.stride, padded: key.padded}
 	}
 	if b.packed, err = packBatch(b.packed, &b.bm, batch, lim, pad); err != nil {
 		return nil, err
 	}
 	m := &b.bm
+	// Decode rows' context splits are cut from a bound that depends only
+	// on the graph stride of the step's longest table, whether or not it
+	// runs from a graph, so that a graph and an eager step split alike and
+	// agree bit for bit.
+	m.SplitCtx = graphStride(m.Need, (b.cfg.MaxPositions+b.blockSize-1)/b.blockSize) * b.blockSize
 	if m.N == 0 {
 		return b.rows[:0], nil
 	}
@@ -226,7 +232,7 @@ func (b *Backend) results(m *batchMeta) []engine.SampleRow {
 func (b *Backend) forwardDevice(m *batchMeta) error {
 	c := b.cfg
 	C, D, NH, V := c.Hidden, c.HeadDim, c.Heads, c.VocabSize
-	QD, KVD, I := c.QDim(), c.KVDim(), c.Intermediate
+	KVD, I := c.KVDim(), c.Intermediate
 	N := m.NP // the rows launched: a graph step's padded shape
 	i32 := DevicePtr(4)
 	tokens := b.meta + i32*DevicePtr(m.OffTokens)
@@ -247,8 +253,6 @@ func (b *Backend) forwardDevice(m *batchMeta) error {
 	}
 	layerBytes := DevicePtr(b.numBlocks*b.blockSize*KVD) * DevicePtr(b.dt.size)
 	stride := m.MaxBlocks
-	attBlock := [3]uint32{uint32(attentionThreads(D)), 1, 1}
-	attShared := uint32(attentionShared(D, b.dt.size))
 
 	a := &b.args
 	if b.prof != nil {
@@ -286,8 +290,7 @@ func (b *Backend) forwardDevice(m *batchMeta) error {
 			return fmt.Errorf("cuda: layer %d: %w", l, err)
 		}
 		// Causal paged attention.
-		if err := b.launch(b.fn.attention, [3]uint32{uint32(N), uint32(NH), 1}, attBlock, attShared,
-			a.reset().ptr(b.att).ptr(b.q).ptr(kc).ptr(vc).ptr(pos).ptr(seq).ptr(bt).i32(stride).i32(b.blockSize).i32(QD).i32(KVD).i32(D).i32(c.GroupSize()).f32(float32(scale))); err != nil {
+		if err := b.attend(m, kc, vc, float32(scale)); err != nil {
 			return fmt.Errorf("cuda: layer %d: %w", l, err)
 		}
 		// The output projection, + bias into the residual stream, then the
@@ -382,6 +385,137 @@ func (b *Backend) linear(out, in DevicePtr, p *devLinear, M int) error {
 	}
 	return err
 }
+
+// attend queues one layer's causal attention over the step's rows, which
+// qkv_store has just written into the paged cache:
+//
+//   - flash_prefill for the rows of sequences with two or more rows in the
+//     step (prefill chunks), a block per query tile of up to flashRows rows
+//     and head, where the head size allows (flashHeadDim); a grid of
+//     TilesCap tile slots, the unused ones exiting at once;
+//   - the row kernels for the other rows (decodes), or for every row where
+//     flash_prefill does not apply: one block per (row, head), and, where
+//     the context bound is long and the rows few (attentionSplits), split
+//     over the context (attention_split, then attention_combine). The
+//     original kernel, attention, runs where nothing is split and every
+//     row goes to the row kernel (head sizes flash_prefill does not take,
+//     and decode-only steps, the kernel the H200 checked): attention_split
+//     with one split computes the same thing through a row list, for the
+//     decode rows of a step that also has prefill chunks.
+func (b *Backend) attend(m *batchMeta, kc, vc DevicePtr, scale float32) error {
+	c := b.cfg
+	D, NH, QD, KVD := c.HeadDim, c.Heads, c.QDim(), c.KVDim()
+	i32 := DevicePtr(4)
+	pos := b.meta + i32*DevicePtr(m.OffPos)
+	seq := b.meta + i32*DevicePtr(m.OffSeq)
+	bt := b.meta + i32*DevicePtr(m.OffBlocks)
+	a := &b.args
+	flash := flashHeadDim(D) && !b.oldAttention
+	// A padded graph step launches over the bounds whatever its rows are
+	// (tile slots and decode-row slots past the real ones exit at once),
+	// so that every step of its shape replays the same launches.
+	if flash && (m.Tiles > 0 || m.Padded) {
+		tiles := b.meta + i32*DevicePtr(m.OffTiles)
+		if err := b.launch(b.fn.flashPrefill, [3]uint32{uint32(m.TilesCap), uint32(NH), 1}, [3]uint32{flashThreads, 1, 1}, uint32(flashShared(D)),
+			a.reset().ptr(b.att).ptr(b.q).ptr(kc).ptr(vc).ptr(pos).ptr(seq).ptr(bt).ptr(tiles).i32(m.MaxBlocks).i32(b.blockSize).i32(QD).i32(KVD).i32(D).i32(c.GroupSize()).f32(scale)); err != nil {
+			return err
+		}
+	}
+	rows, n := DevicePtr(0), m.NP
+	if flash {
+		rows, n = b.meta+i32*DevicePtr(m.OffDec), m.Dec
+		if m.Padded {
+			n = m.SP
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	T := attentionThreads(D)
+	block := [3]uint32{uint32(T), 1, 1}
+	shared := uint32(attentionShared(D, b.dt.size))
+	splits, splitLen := attentionSplits(n, NH, m.SplitCtx, T)
+	if b.oldAttention {
+		splits = 1
+	}
+	if splits == 1 && (!flash || m.Dec == m.N && !m.Padded) {
+		// Every row is a row-kernel row (rows would be the identity).
+		return b.launch(b.fn.attention, [3]uint32{uint32(n), uint32(NH), 1}, block, shared,
+			a.reset().ptr(b.att).ptr(b.q).ptr(kc).ptr(vc).ptr(pos).ptr(seq).ptr(bt).i32(m.MaxBlocks).i32(b.blockSize).i32(QD).i32(KVD).i32(D).i32(c.GroupSize()).f32(scale))
+	}
+	if err := b.launch(b.fn.attentionSplit, [3]uint32{uint32(n), uint32(NH), uint32(splits)}, block, shared,
+		a.reset().ptr(b.att).ptr(b.split).ptr(b.q).ptr(kc).ptr(vc).ptr(pos).ptr(seq).ptr(bt).ptr(rows).i32(m.MaxBlocks).i32(b.blockSize).i32(QD).i32(KVD).i32(D).i32(c.GroupSize()).f32(scale).i32(splitLen)); err != nil {
+		return err
+	}
+	if splits == 1 {
+		return nil
+	}
+	return b.launch(b.fn.attentionCombine, [3]uint32{uint32(n), uint32(NH), 1}, [3]uint32{uint32(min((D+31)/32*32, 256)), 1, 1}, 0,
+		a.reset().ptr(b.att).ptr(b.split).ptr(rows).i32(QD).i32(D).i32(splits))
+}
+
+// flash_prefill's shape (FLASH_ROWS, FLASH_KEYS, FLASH_THREADS in
+// decoder.cu). 16 query rows a block is the most whose tiles fit the
+// 48 KiB of shared memory at head size 128 with float32 staging (queries
+// 16×128, keys and values 32×128 each: 43,904 bytes; 32 rows would need
+// 52 KiB), and keeps a short chunk's grid wide (a 64-token chunk of 14
+// heads is 56 blocks, where 64-row tiles would give 14). Each key and
+// value tile is then read from the cache once per 16 rows instead of once
+// per row.
+const (
+	flashRows    = 16
+	flashKeys    = 32
+	flashThreads = 128
+)
+
+// flashHeadDim reports whether flash_prefill takes head size D: a multiple
+// of 4 (its shared-memory rows are read 16 bytes at a time) up to 128 (a
+// thread keeps 4 dimensions of 4 rows).
+func flashHeadDim(D int) bool { return D%4 == 0 && D <= 128 }
+
+// flashShared is flash_prefill's dynamic shared memory for head size D:
+// queries [16][D], keys [32][D+4], values [32][D], weights [16][33], and
+// 16 rescales, 16 sums, 16 positions and 32 slots.
+func flashShared(D int) int {
+	return (flashRows*D + flashKeys*(D+4) + flashKeys*D + flashRows*(flashKeys+1) + 3*flashRows + flashKeys) * 4
+}
+
+// Split-context decode attention (attention_split + attention_combine).
+// A decode row's context is split so that the step has about
+// splitTargetBlocks blocks (two per SM of a 132-SM H100/H200: a batch of 4
+// rows of 14 heads has 56 blocks unsplit, 280 in 5 splits), each split at
+// least splitMinPositions long (shorter splits would spend more on the
+// combine than they save) and at most maxSplits. A constant target rather
+// than the device's SM count keeps the results the same on every GPU.
+const (
+	splitTargetBlocks = 264
+	maxSplits         = 32
+)
+
+// splitMinPositions is a variable so that tests can split short contexts.
+var splitMinPositions = 512
+
+// attentionSplits is the number of splits and the positions per split for
+// n decode rows of heads query heads whose contexts are at most ctx
+// positions, with the row kernel's tile of tile positions: 1 split (and
+// ctx rounded up to tiles) where splitting does not pay. splitLen is a multiple of tile, so
+// that each split takes the unsplit kernel's tiles. It depends only on its
+// arguments: a CUDA graph's step derives ctx from its block-table stride.
+func attentionSplits(n, heads, ctx, tile int) (splits, splitLen int) {
+	most := min(ctx/splitMinPositions, maxSplits)
+	want := (splitTargetBlocks + n*heads - 1) / (n * heads)
+	s := min(want, most)
+	if s < 2 {
+		return 1, (ctx + tile - 1) / tile * tile
+	}
+	splitLen = ((ctx+s-1)/s + tile - 1) / tile * tile
+	return (ctx + splitLen - 1) / splitLen, splitLen
+}
+
+// splitPartBytes is the float32 scratch of the split partials for head
+// size D: rows·heads·splits·(D+2) floats, and rows·heads·splits < 2 ×
+// splitTargetBlocks whenever there is more than one split.
+func splitPartBytes(D int) int { return 2 * splitTargetBlocks * (D + 2) * 4 }
 
 // attentionThreads is the attention kernel's blockDim for head size D:
 // max(1, 256/D) times D threads, rounded up to whole warps, because the

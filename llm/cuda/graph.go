@@ -55,7 +55,7 @@ var graphBuckets = [...]int{1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 3
 var maxGraphTokens = graphBuckets[len(graphBuckets)-1]
 
 // maxGraphs bounds the graphs kept. The keys are bounded anyway (64 exact
-// decode shapes and 135 padded ones, 9 of them the same, per stride: 190
+// decode shapes and 135 padded ones per stride: 199
 // for each power of two of the context from 256 positions on), but a long
 // context passes through several strides; when a capture would exceed
 // this, the graph launched least recently is destroyed first. (A variable so that a test
@@ -67,8 +67,15 @@ var maxGraphs = 256
 const minGraphStride = 16
 
 // graphKey names a captured step: the token rows and sampled rows it is
-// launched for and the stride its block tables are packed with.
-type graphKey struct{ rows, sample, stride int }
+// launched for, the stride its block tables are packed with, and whether
+// it is padded (a bucket's shape) rather than an exact decode-only step:
+// the two launch attention differently (forward.go's attend), so a decode
+// of 4 and a mixed step padded to 4 rows and 4 sampled rows never share a
+// graph.
+type graphKey struct {
+	rows, sample, stride int
+	padded               bool
+}
 
 // graphExec is a captured step and when it was last launched (for
 // maxGraphs' eviction).
@@ -133,14 +140,14 @@ func (b *Backend) graphShape(batch *engine.Batch) (graphKey, bool) {
 	}
 	stride := graphStride(need, (b.cfg.MaxPositions+b.blockSize-1)/b.blockSize)
 	if decode && n <= maxGraphBatch {
-		return graphKey{n, r, stride}, true
+		return graphKey{n, r, stride, false}, true
 	}
 	rows, ok := graphBucket(n)
 	if !ok {
 		return graphKey{}, false
 	}
 	sample, _ := graphBucket(r)
-	return graphKey{rows, sample, stride}, true
+	return graphKey{rows, sample, stride, true}, true
 }
 
 // forwardGraph runs a step packed to a graph's shape. The first step of a
@@ -150,7 +157,7 @@ func (b *Backend) graphShape(batch *engine.Batch) (graphKey, bool) {
 // and the results copy queued after stay outside the graph. A failed capture
 // turns graphs off for the backend's lifetime and runs the step eagerly.
 func (b *Backend) forwardGraph(m *batchMeta) error {
-	key := graphKey{m.NP, m.RP, m.MaxBlocks}
+	key := graphKey{m.NP, m.RP, m.MaxBlocks, m.Padded}
 	b.graphClock++
 	if g, ok := b.graphs[key]; ok {
 		g.used = b.graphClock

@@ -57,15 +57,15 @@ func TestGraphShape(t *testing.T) {
 		want graphKey
 		ok   bool
 	}{
-		{"decode 3", decodes(3, 10), graphKey{3, 3, 16}, true},
-		{"decode 64 at 300", decodes(64, 300), graphKey{64, 64, 32}, true},
-		{"decode 65", decodes(65, 0), graphKey{96, 96, 16}, true},
-		{"prefill 20 unsampled", []engine.SeqBatch{seq(20, 0, false, false)}, graphKey{24, 0, 16}, true},
-		{"prefill 20 sampled", []engine.SeqBatch{seq(20, 0, true, false)}, graphKey{24, 1, 16}, true},
-		{"mixed", append(decodes(5, 40), seq(12, 0, true, false)), graphKey{24, 8, 16}, true},
-		{"prompt logits", append(decodes(2, 40), seq(30, 0, false, true)), graphKey{32, 32, 16}, true},
-		{"decode with a prompt-logits row", []engine.SeqBatch{seq(1, 5, true, true)}, graphKey{1, 1, 16}, true},
-		{"prefill 512", []engine.SeqBatch{seq(512, 0, true, false)}, graphKey{512, 1, 32}, true},
+		{"decode 3", decodes(3, 10), graphKey{3, 3, 16, false}, true},
+		{"decode 64 at 300", decodes(64, 300), graphKey{64, 64, 32, false}, true},
+		{"decode 65", decodes(65, 0), graphKey{96, 96, 16, true}, true},
+		{"prefill 20 unsampled", []engine.SeqBatch{seq(20, 0, false, false)}, graphKey{24, 0, 16, true}, true},
+		{"prefill 20 sampled", []engine.SeqBatch{seq(20, 0, true, false)}, graphKey{24, 1, 16, true}, true},
+		{"mixed", append(decodes(5, 40), seq(12, 0, true, false)), graphKey{24, 8, 16, true}, true},
+		{"prompt logits", append(decodes(2, 40), seq(30, 0, false, true)), graphKey{32, 32, 16, true}, true},
+		{"decode with a prompt-logits row", []engine.SeqBatch{seq(1, 5, true, true)}, graphKey{1, 1, 16, true}, true},
+		{"prefill 512", []engine.SeqBatch{seq(512, 0, true, false)}, graphKey{512, 1, 32, true}, true},
 		{"prefill 513", []engine.SeqBatch{seq(513, 0, true, false)}, graphKey{}, false},
 	}
 	for _, c := range cases {
@@ -110,9 +110,9 @@ var (
 		{{1, 0}, {2, 0}, {3, 0}, {4, 0}, {5, 0}, {6, 0}, {7, 0}}, // (7, 7) captured
 		{{1, 0}, {2, 0}, {3, 0}, {4, 0}, {5, 0}, {6, 0}, {7, 0}}, // (7, 7) replayed
 	}
-	// graphScheduleReplays are the shapes (rows, sampled rows) the
-	// schedule replays; the stride is the model's.
-	graphScheduleReplays = [][2]int{{24, 0}, {16, 1}, {24, 4}, {16, 16}, {7, 7}}
+	// graphScheduleReplays are the shapes (rows, sampled rows, 1 for a
+	// padded shape) the schedule replays; the stride is the model's.
+	graphScheduleReplays = [][3]int{{24, 0, 1}, {16, 1, 1}, {24, 4, 1}, {16, 16, 1}, {7, 7, 0}}
 )
 
 // checkStepGraphsMatchEager runs graphSchedule on an eager backend and on
@@ -188,7 +188,7 @@ func checkStepGraphsMatchEager(t *testing.T, newDev newDevice, m *model.Model, d
 		worstKV = max(worstKV, d)
 	}
 	for _, rs := range graphScheduleReplays {
-		k := graphKey{rs[0], rs[1], graphStride(1, (m.Config.MaxPositions+15)/16)}
+		k := graphKey{rs[0], rs[1], graphStride(1, (m.Config.MaxPositions+15)/16), rs[2] == 1}
 		if replayed[k] == 0 {
 			t.Errorf("key %v never replayed (replays %v)", k, replayed)
 		}

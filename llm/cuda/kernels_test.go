@@ -99,5 +99,5 @@ func kernelNames() []string {
 }
 
 // templateKernels are the kernels instantiated per storage type.
-var templateKernels = []string{"embed", "norm", "add_norm", "qkv_store", "attention", "bias_act", "silu_mul", "residual",
+var templateKernels = []string{"embed", "norm", "add_norm", "qkv_store", "attention", "attention_split", "attention_combine", "flash_prefill", "bias_act", "silu_mul", "residual",
 	"embed_q8", "q8_gemv1", "q8_gemv2", "q8_gemv4", "q8_gemv8", "q8_dequant"}

@@ -11,31 +11,55 @@ import (
 // copy. Offsets are in int32 elements from the start of the buffer.
 //
 // Layout: tokens[NP] | pos[NP] | seq[NP] | sampleRows[RP] |
-// blockTables[S*MaxBlocks]. Row i < N of the flattened batch is token j of
-// sequence s in batch order. sampleRows lists the token rows whose results
-// go back: the last token's row of each sampled sequence, and every row of
-// a sequence with PromptLogits set. Rows that need logits come first (their
-// logits rows are then the first L rows of the LM head's output, so the one
+// tiles[2*TilesCap] | decodeRows[SP] | blockTables[S*MaxBlocks]. Row i < N
+// of the flattened batch is token j of sequence s in batch order.
+// sampleRows lists the token rows whose results go back: the last token's
+// row of each sampled sequence, and every row of a sequence with
+// PromptLogits set. Rows that need logits come first (their logits rows
+// are then the first L rows of the LM head's output, so the one
 // device-to-host copy of the results takes a prefix); Order maps each
 // sampled row back to its place in the engine's result order.
 //
+// tiles and decodeRows split the rows between the attention kernels
+// (forward.go): every sequence with two or more rows in the step is cut
+// into query tiles of up to flashRows consecutive rows, each a pair (first
+// row, row count) for flash_prefill; the rows of one-token sequences (the
+// decodes) are listed in decodeRows for the row kernels. Both are padded
+// to bounds that depend only on NP and SP — TilesCap pairs, the padding
+// (0, 0), and SP rows, the padding -1 — so that a launch over the bounds
+// is the same for every step of that shape.
+//
 // A CUDA-graph step is padded to its graph's shape (graph.go): NP ≥ N token
-// rows and RP ≥ R sampled rows are launched. A padding row i ≥ N has token
-// 0, position 0 and sequence -1, which qkv_store and attention take as "no
-// row": they return at once, so it writes no KV cache and reads none; the
-// other kernels and the GEMMs compute it like any row, and since every one
-// of them computes each row from that row alone, it changes no real row. A
-// padding sampled row k ≥ R is row 0 again, its argmax and logits written
-// past the R (and L) that are copied back. The offsets of every array the
-// forward pass reads depend only on NP and RP; the block tables come last
-// so that the number of sequences changes only the copy's length.
+// rows and RP ≥ R sampled rows are launched, and SP = NP bounds the
+// sequences (a step never has more sequences than rows). A padding row
+// i ≥ N has token 0, position 0 and sequence -1, which qkv_store and the
+// attention kernels take as "no row": they return at once, so it writes no
+// KV cache and reads none; the other kernels and the GEMMs compute it like
+// any row, and since every one of them computes each row from that row
+// alone, it changes no real row. A padding sampled row k ≥ R is row 0
+// again, its argmax and logits written past the R (and L) that are copied
+// back. The offsets of every array the forward pass reads depend only on
+// NP, RP and SP; the block tables come last so that the number of
+// sequences changes only the copy's length.
 type batchMeta struct {
 	N, S, R, L int // token rows, sequences, sampled rows, rows needing logits
 	NP, RP     int // token rows and sampled rows launched: N and R, or a graph's padded shape
-	MaxBlocks  int // block-table stride: the longest table this step needs
+	MaxBlocks  int // block-table stride: the longest table this step needs, or a graph's stride
+	Need       int // the longest table this step needs, in blocks
 	MaxPos     int // largest position in the batch
 
 	OffTokens, OffPos, OffSeq, OffBlocks, OffSample int
+	// Tiles is the number of query tiles, TilesCap their bound
+	// (flashTilesCap(NP, SP)); Dec the number of decode rows, SP their
+	// bound (S, or NP in a padded graph step).
+	Tiles, TilesCap, Dec, SP int
+	// Padded is set for a step packed to a padded graph shape: the
+	// attention launches then cover the bounds, whatever the rows are.
+	Padded           bool
+	OffTiles, OffDec int
+	// SplitCtx is the context bound decode rows' splits are cut from
+	// (attentionSplits); Forward sets it after packing.
+	SplitCtx int
 	// Len is the packed length in int32 elements.
 	Len int
 	// Order[k] is the result index (among sampled sequences, in batch
@@ -46,7 +70,10 @@ type batchMeta struct {
 // stepPad is the shape a step is packed to: at least rows token rows and
 // sample sampled rows, block tables of at least stride blocks. The zero
 // value packs the batch as it is (an eager step).
-type stepPad struct{ rows, sample, stride int }
+type stepPad struct {
+	rows, sample, stride int
+	padded               bool // a bucket's shape (graphKey.padded)
+}
 
 // metaLimits are the model and pool bounds a batch is checked against.
 type metaLimits struct {
@@ -60,7 +87,7 @@ type metaLimits struct {
 // Nothing of b is kept: the batch is valid only during Forward.
 func packBatch(buf []int32, m *batchMeta, b *engine.Batch, lim metaLimits, pad stepPad) ([]int32, error) {
 	bs := lim.blockSize
-	n, maxBlocks, r, l, maxPos := 0, max(1, pad.stride), 0, 0, 0
+	n, maxBlocks, longest, r, l, maxPos := 0, max(1, pad.stride), 1, 0, 0, 0
 	for i := range b.Seqs {
 		s := &b.Seqs[i]
 		if len(s.Tokens) == 0 {
@@ -85,6 +112,7 @@ func packBatch(buf []int32, m *batchMeta, b *engine.Batch, lim metaLimits, pad s
 			}
 		}
 		maxBlocks = max(maxBlocks, need)
+		longest = max(longest, need)
 		maxPos = max(maxPos, end-1)
 		n += len(s.Tokens)
 		k, logits := resultRows(s)
@@ -98,12 +126,19 @@ func packBatch(buf []int32, m *batchMeta, b *engine.Batch, lim metaLimits, pad s
 	}
 	S := len(b.Seqs)
 	np, rp := max(n, pad.rows), max(r, pad.sample)
-	*m = batchMeta{N: n, S: S, R: r, L: l, NP: np, RP: rp, MaxBlocks: maxBlocks, MaxPos: maxPos, Order: m.Order[:0]}
+	*m = batchMeta{N: n, S: S, R: r, L: l, NP: np, RP: rp, MaxBlocks: maxBlocks, Need: longest, MaxPos: maxPos, Order: m.Order[:0]}
 	m.OffTokens = 0
 	m.OffPos = np
 	m.OffSeq = 2 * np
 	m.OffSample = 3 * np
-	m.OffBlocks = m.OffSample + rp
+	m.SP = S
+	if pad.padded {
+		m.SP, m.Padded = np, true
+	}
+	m.TilesCap = flashTilesCap(np, m.SP)
+	m.OffTiles = m.OffSample + rp
+	m.OffDec = m.OffTiles + 2*m.TilesCap
+	m.OffBlocks = m.OffDec + m.SP
 	m.Len = m.OffBlocks + S*maxBlocks
 	if cap(buf) < m.Len {
 		buf = make([]int32, m.Len, m.Len+m.Len/2)
@@ -140,6 +175,27 @@ func packBatch(buf []int32, m *batchMeta, b *engine.Batch, lim metaLimits, pad s
 			*k++
 		}
 	}
+	// Query tiles of the multi-row sequences, decode rows of the others.
+	tiles, dec := buf[m.OffTiles:m.OffDec], buf[m.OffDec:m.OffBlocks]
+	clear(tiles)
+	row = 0
+	for i := range b.Seqs {
+		k := len(b.Seqs[i].Tokens)
+		if k == 1 {
+			dec[m.Dec] = int32(row)
+			m.Dec++
+		} else {
+			for r0 := 0; r0 < k; r0 += flashRows {
+				tiles[2*m.Tiles] = int32(row + r0)
+				tiles[2*m.Tiles+1] = int32(min(flashRows, k-r0))
+				m.Tiles++
+			}
+		}
+		row += k
+	}
+	for j := m.Dec; j < m.SP; j++ {
+		dec[j] = -1
+	}
 	// Order: the same walk, recording each sampled row's result index.
 	kLogits, kArgmax = 0, l
 	res := 0
@@ -173,3 +229,7 @@ func resultRows(s *engine.SeqBatch) (n int, logits bool) {
 	}
 	return 0, false
 }
+
+// flashTilesCap bounds the query tiles of a step of n rows in s sequences:
+// a sequence of k rows has ceil(k/flashRows) <= k/flashRows + 1 tiles.
+func flashTilesCap(n, s int) int { return (n+flashRows-1)/flashRows + s }

@@ -42,7 +42,9 @@ func newProfiler(b *Backend, hold time.Duration) *profiler {
 	names := map[Function]string{
 		f.embed: "embed", f.norm: "norm", f.addNorm: "residual+norm",
 		f.qkvStore: "qkv bias+rope+KV write", f.attention: "attention", f.biasAct: "bias+gelu",
-		f.siluMul: "silu·up", f.residual: "residual", f.argmax: "argmax",
+		f.attentionSplit: "attention (decode rows)", f.attentionCombine: "attention split combine",
+		f.flashPrefill: "attention (prefill tiles)",
+		f.siluMul:      "silu·up", f.residual: "residual", f.argmax: "argmax",
 		f.embedQ8: "embed", f.q8Dequant: "q8 dequantize",
 	}
 	for k, g := range f.q8Gemv {

@@ -382,9 +382,13 @@ func checkStepProfile(t *testing.T, newDev newDevice, m *model.Model, dt string,
 	if c.MLP == model.MLPGated {
 		act, up = "silu·up", 2*I
 	}
+	att := "attention" // decode rows, unsplit at these contexts
+	if prefill && flashHeadDim(c.HeadDim) {
+		att = "attention (prefill tiles)"
+	}
 	perStep := map[string]int{
 		"embed": 1, "norm": 2, "residual+norm": 2*L - 1, "residual": 1,
-		"qkv bias+rope+KV write": L, "attention": L, act: L, "argmax": 1, "gemm LM head": 1,
+		"qkv bias+rope+KV write": L, att: L, act: L, "argmax": 1, "gemm LM head": 1,
 		fmt.Sprintf("gemm %d→%d", C, c.QDim()+2*c.KVDim()): L, fmt.Sprintf("gemm %d→%d", c.QDim(), C): L,
 		fmt.Sprintf("gemm %d→%d", C, up): L, fmt.Sprintf("gemm %d→%d", I, C): L,
 	}

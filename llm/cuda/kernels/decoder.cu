@@ -23,6 +23,10 @@
 // The KV cache of one layer is [numBlocks*bs][KVH*D]: a slot holds the
 // KVH key (or value) heads of one position, KV head k at k*D. Queries are
 // [N][H*D]; query head h reads KV head h/(H/KVH) (grouped-query attention).
+// Attention also reads a tile table (pairs: first row, row count; a count
+// of 0 is padding) for flash_prefill, whose tiles are consecutive rows of
+// one sequence, and a list of decode rows (-1 is padding) for the row
+// kernels (meta.go's batchMeta).
 //
 // The tests also run this file on the host (llm/cuda/testdata/emu compiles
 // it as C++ with a small CUDA shim); the emulator defines TS_EMULATOR and
@@ -287,20 +291,24 @@ struct alignas(W * sizeof(T)) Pack {
 // weights are added. Shared memory is thus fixed by the block, whatever the
 // context length; a context within one tile computes exactly what the
 // two-pass softmax did (the scale of the empty start is 0).
+//
+// Row i (query head blockIdx.y) takes the positions lo..hi-1 (lo < hi,
+// lo a multiple of blockDim.x): the whole context 0..pos[i] for the
+// attention kernel, one split of it for attention_split. With partial
+// null it writes the normalised output to out; otherwise it writes the
+// split's unnormalised weighted values (D floats), its running maximum and
+// its sum to partial[0..D+1] (attention_combine merges the splits).
 template <typename S, int W>
-__device__ void attentionRows(typename S::T* out, const float* q, const typename S::T* kc,
-                              const typename S::T* vc, const int* pos, const int* seq, const int* bt,
-                              int maxBlocks, int bs, int QD, int KVD, int D, int group, float scale, float* sh,
-                              float* scratch) {
+__device__ void attentionRows(typename S::T* out, float* partial, const float* q, const typename S::T* kc,
+                              const typename S::T* vc, int i, int lo, int hi, const int* table, int bs, int QD,
+                              int KVD, int D, int group, float scale, float* sh, float* scratch) {
   typedef Pack<typename S::T, W> P;
   int tile = blockDim.x;            // positions per tile
   float* sc = sh;                   // [tile] this tile's weights
   int* slots = (int*)(sh + tile);   // [tile] this tile's cache slots
   float* qs = sh + 2 * tile;        // [D] this head's query, scaled
   float* part = qs + D;             // [G*D] partial outputs, G*D <= blockDim*W
-  int i = blockIdx.x, h = blockIdx.y;
-  int p = pos[i];
-  const int* table = bt + seq[i] * maxBlocks;
+  int h = blockIdx.y;
   long long head = (long long)(h / group) * D;  // the KV head's offset in a slot
   for (int d = threadIdx.x; d < D; d += blockDim.x) qs[d] = q[(long long)i * QD + h * D + d] * scale;
   __syncthreads();
@@ -313,12 +321,12 @@ __device__ void attentionRows(typename S::T* out, const float* q, const typename
 #pragma unroll
   for (int e = 0; e < W; e++) acc[e] = 0.f;
   float m = -3.0e38f, l = 0.f;
-  for (int t0 = 0; t0 <= p; t0 += tile) {
+  for (int t0 = lo; t0 < hi; t0 += tile) {
     // Scores: one position per thread, its key row read in L packs, all
     // issued before the first is used.
     int j = t0 + threadIdx.x;
     float dot = -3.0e38f;
-    if (j <= p) {
+    if (j < hi) {
       int slot = table[j / bs] * bs + j % bs;
       slots[threadIdx.x] = slot;
       const P* k = (const P*)(kc + (long long)slot * KVD + head);
@@ -332,12 +340,12 @@ __device__ void attentionRows(typename S::T* out, const float* q, const typename
     }
     float mt = blockMax(dot, scratch);  // also orders the writes to slots before the reads below
     float mn = fmaxf(m, mt);
-    float w = j <= p ? expf(dot - mn) : 0.f;  // not __expf: the float32 mode is compared at 1e-5
+    float w = j < hi ? expf(dot - mn) : 0.f;  // not __expf: the float32 mode is compared at 1e-5
     sc[threadIdx.x] = w;
     float corr = expf(m - mn);  // 0 for the first tile
     l = l * corr + blockSum(w, scratch);  // also orders the writes to sc before the reads below
     m = mn;
-    int n = p + 1 - t0 < tile ? p + 1 - t0 : tile;  // positions in this tile
+    int n = hi - t0 < tile ? hi - t0 : tile;  // positions in this tile
     if (g < G) {
 #pragma unroll
       for (int e = 0; e < W; e++) acc[e] *= corr;
@@ -359,7 +367,15 @@ __device__ void attentionRows(typename S::T* out, const float* q, const typename
   for (int d = threadIdx.x; d < D; d += blockDim.x) {
     float t = 0.f;
     for (int k = 0; k < G; k++) t += part[k * D + d];
-    out[(long long)i * QD + h * D + d] = S::st(t / l);
+    if (partial) {
+      partial[d] = t;
+    } else {
+      out[(long long)i * QD + h * D + d] = S::st(t / l);
+    }
+  }
+  if (partial && threadIdx.x == 0) {
+    partial[D] = m;
+    partial[D + 1] = l;
   }
 }
 
@@ -379,10 +395,274 @@ __device__ void attention(typename S::T* out, const float* q, const typename S::
   __shared__ float scratch[32];
   if (seq[blockIdx.x] < 0) return;  // a padding row of a CUDA-graph step (the whole block)
   const int W = 16 / sizeof(typename S::T);
+  int i = blockIdx.x;
+  const int* table = bt + seq[i] * maxBlocks;
   if (D % W == 0) {
-    attentionRows<S, W>(out, q, kc, vc, pos, seq, bt, maxBlocks, bs, QD, KVD, D, group, scale, sh, scratch);
+    attentionRows<S, W>(out, 0, q, kc, vc, i, 0, pos[i] + 1, table, bs, QD, KVD, D, group, scale, sh, scratch);
   } else {
-    attentionRows<S, 1>(out, q, kc, vc, pos, seq, bt, maxBlocks, bs, QD, KVD, D, group, scale, sh, scratch);
+    attentionRows<S, 1>(out, 0, q, kc, vc, i, 0, pos[i] + 1, table, bs, QD, KVD, D, group, scale, sh, scratch);
+  }
+}
+
+// attention_split: split-context attention for decode rows (flash-decoding).
+// Grid (rows, H, splits): block (r, h, z) takes row i = rows[r] (rows null:
+// i = r; a negative entry, or a row of sequence -1, is padding and exits;
+// the combine then writes that row from partials nobody wrote, and since
+// every later kernel computes a row from itself alone, nothing reads it)
+// and the positions
+// z*splitLen .. min((z+1)*splitLen, pos[i]+1) - 1; splitLen is a multiple
+// of blockDim.x, so a split's tiles are the attention kernel's tiles. With
+// one split (gridDim.z 1) it writes the output as the attention kernel
+// does, bit for bit. Otherwise each block writes its partial — D
+// unnormalised weighted values, its maximum m and its sum l — to
+// part[((r*H + h)*splits + z)*(D+2)], float32; a split past the row's
+// context writes an empty one (m −inf, l 0), which attention_combine
+// ignores. The launch thus depends on the rows and the context bound the
+// splits are cut from, never on a row's own context (CUDA graphs). Block
+// and dynamic shared memory as the attention kernel's.
+template <typename S>
+__device__ void attention_split(typename S::T* out, float* part, const float* q, const typename S::T* kc,
+                                const typename S::T* vc, const int* pos, const int* seq, const int* bt,
+                                const int* rows, int maxBlocks, int bs, int QD, int KVD, int D, int group,
+                                float scale, int splitLen) {
+  TS_DYNAMIC_SHARED(float, sh);
+  __shared__ float scratch[32];
+  const int W = 16 / sizeof(typename S::T);
+  int r = blockIdx.x;
+  int i = rows ? rows[r] : r;
+  if (i < 0 || seq[i] < 0) return;  // a padding slot, or a CUDA-graph step's padding row
+  int lo = blockIdx.z * splitLen, hi = pos[i] + 1;
+  if (hi > lo + splitLen) hi = lo + splitLen;
+  float* partial = 0;
+  if (gridDim.z > 1) {
+    partial = part + ((long long)(r * gridDim.y + blockIdx.y) * gridDim.z + blockIdx.z) * (D + 2);
+    if (lo >= hi) {
+      for (int d = threadIdx.x; d < D; d += blockDim.x) partial[d] = 0.f;
+      if (threadIdx.x == 0) {
+        partial[D] = __uint_as_float(0xff800000u);  // -inf
+        partial[D + 1] = 0.f;
+      }
+      return;
+    }
+  }
+  const int* table = bt + seq[i] * maxBlocks;
+  if (D % W == 0) {
+    attentionRows<S, W>(out, partial, q, kc, vc, i, lo, hi, table, bs, QD, KVD, D, group, scale, sh, scratch);
+  } else {
+    attentionRows<S, 1>(out, partial, q, kc, vc, i, lo, hi, table, bs, QD, KVD, D, group, scale, sh, scratch);
+  }
+}
+
+// attention_combine merges attention_split's partials: grid (rows, H),
+// row i = rows[r] (rows null: r; negative: padding), out[i][h] =
+// Σ_z e^(m_z − M)·acc_z / Σ_z e^(m_z − M)·l_z with M the largest m_z.
+// Empty splits (m −inf) weigh 0; with a single non-empty split the result
+// is acc/l, what the unsplit kernel writes.
+template <typename S>
+__device__ void attention_combine(typename S::T* out, const float* part, const int* rows, int QD, int D,
+                                  int splits) {
+  int r = blockIdx.x, h = blockIdx.y;
+  int i = rows ? rows[r] : r;
+  if (i < 0) return;
+  const float* pp = part + (long long)(r * gridDim.y + h) * splits * (D + 2);
+  float M = __uint_as_float(0xff800000u);
+  for (int z = 0; z < splits; z++) M = fmaxf(M, pp[z * (D + 2) + D]);
+  for (int d = threadIdx.x; d < D; d += blockDim.x) {
+    float num = 0.f, den = 0.f;
+    for (int z = 0; z < splits; z++) {
+      const float* pz = pp + z * (D + 2);
+      float w = expf(pz[D] - M);
+      num += w * pz[d];
+      den += w * pz[D + 1];
+    }
+    out[(long long)i * QD + h * D + d] = S::st(num / den);
+  }
+}
+
+// FLASH_ROWS, FLASH_KEYS and FLASH_THREADS are flash_prefill's query rows
+// per block, keys per tile and blockDim (flashRows, flashKeys,
+// flashThreads in forward.go); the kernel's thread mapping assumes these
+// values: 4 warps of 4 rows each for the scores and the weighted values,
+// 8 threads per row for the softmax.
+#define FLASH_ROWS 16
+#define FLASH_KEYS 32
+#define FLASH_THREADS 128
+
+// flashRows is flash_prefill with W storage elements per global load.
+template <typename S, int W>
+__device__ void flashRows(typename S::T* out, const float* q, const typename S::T* kc, const typename S::T* vc,
+                          const int* pos, const int* seq, const int* bt, const int* tiles, int maxBlocks, int bs,
+                          int QD, int KVD, int D, int group, float scale, float* sh) {
+  typedef Pack<typename S::T, W> P;
+  typedef Pack<float, 4> F4;
+  const int QT = FLASH_ROWS, KT = FLASH_KEYS;
+  int row0 = tiles[2 * blockIdx.x], n = tiles[2 * blockIdx.x + 1];
+  if (n <= 0) return;  // past the step's tiles (the grid is an upper bound)
+  int h = blockIdx.y;
+  int KS = D + 4;                  // a key row's stride: 16-byte aligned, conflict-free
+  float* Qs = sh;                  // [QT][D] the tile's queries, scaled
+  float* Ks = Qs + QT * D;         // [KT][KS] a tile of keys, float32
+  float* Vs = Ks + KT * KS;        // [KT][D] the same positions' values
+  float* Ps = Vs + KT * D;         // [QT][KT+1] scores, then weights
+  float* corrS = Ps + QT * (KT + 1);  // [QT] each row's rescale for this tile
+  float* lS = corrS + QT;          // [QT] each row's final sum
+  int* rp = (int*)(lS + QT);       // [QT] each row's position (-1 past n)
+  int* slots = rp + QT;            // [KT] the key tile's cache slots (-1 past the last row's position)
+  int t = threadIdx.x, lane = t & 31, warp = t >> 5;
+  const int* table = bt + seq[row0] * maxBlocks;
+  long long head = (long long)(h / group) * D;
+  for (int e = t; e < QT * D; e += blockDim.x) {
+    int r = e / D, d = e - r * D;
+    Qs[e] = r < n ? q[(long long)(row0 + r) * QD + h * D + d] * scale : 0.f;
+  }
+  if (t < QT) rp[t] = t < n ? pos[row0 + t] : -1;
+  __syncthreads();
+  int plast = rp[n - 1];
+  int sr = t >> 3, sj = t & 7;  // softmax: row sr, keys sj + 8k
+  float m = -3.0e38f, l = 0.f;
+  float acc[4][4];  // rows warp + 4k, dimensions lane + 32u
+#pragma unroll
+  for (int k = 0; k < 4; k++)
+#pragma unroll
+    for (int u = 0; u < 4; u++) acc[k][u] = 0.f;
+  int L = D / W;
+  for (int t0 = 0; t0 <= plast; t0 += KT) {
+    if (t < KT) {
+      int j = t0 + t;
+      slots[t] = j <= plast ? table[j / bs] * bs + j % bs : -1;
+    }
+    __syncthreads();
+    // The key and value tile, in W-element loads, to float32.
+    for (int e = t; e < KT * L; e += blockDim.x) {
+      int j = e / L, u = e - j * L;
+      int slot = slots[j];
+      float* kd = Ks + j * KS + u * W;
+      float* vd = Vs + j * D + u * W;
+      if (slot >= 0) {
+        P kx = ((const P*)(kc + (long long)slot * KVD + head))[u];
+        P vx = ((const P*)(vc + (long long)slot * KVD + head))[u];
+#pragma unroll
+        for (int w = 0; w < W; w++) {
+          kd[w] = S::ld(kx.v[w]);
+          vd[w] = S::ld(vx.v[w]);
+        }
+      } else {
+#pragma unroll
+        for (int w = 0; w < W; w++) kd[w] = vd[w] = 0.f;
+      }
+    }
+    __syncthreads();
+    // Scores: key lane against rows warp + 4k; a key after a row's
+    // position (or a row past n) is marked -3e38.
+    {
+      float s[4] = {0.f, 0.f, 0.f, 0.f};
+      const F4* kr = (const F4*)(Ks + lane * KS);
+      for (int d4 = 0; d4 < D / 4; d4++) {
+        F4 kx = kr[d4];
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+          F4 qx = ((const F4*)(Qs + (warp + 4 * k) * D))[d4];
+#pragma unroll
+          for (int e = 0; e < 4; e++) s[k] += qx.v[e] * kx.v[e];
+        }
+      }
+      int j = t0 + lane;
+#pragma unroll
+      for (int k = 0; k < 4; k++) {
+        int r = warp + 4 * k;
+        Ps[r * (KT + 1) + lane] = j <= rp[r] ? s[k] : -3.0e38f;
+      }
+    }
+    __syncthreads();
+    // Online softmax of row sr: 8 threads, 4 keys each.
+    {
+      float* pr = Ps + sr * (KT + 1);
+      int rpos = rp[sr];
+      float v[4];
+      float mt = -3.0e38f;
+#pragma unroll
+      for (int k = 0; k < 4; k++) {
+        v[k] = pr[sj + 8 * k];
+        mt = fmaxf(mt, v[k]);
+      }
+      for (int o = 4; o > 0; o >>= 1) mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, o));
+      float mn = fmaxf(m, mt);
+      float sum = 0.f;
+#pragma unroll
+      for (int k = 0; k < 4; k++) {
+        float w = t0 + sj + 8 * k <= rpos ? expf(v[k] - mn) : 0.f;
+        pr[sj + 8 * k] = w;
+        sum += w;
+      }
+      for (int o = 4; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+      float corr = expf(m - mn);  // 0 on the first tile
+      l = l * corr + sum;
+      m = mn;
+      if (sj == 0) corrS[sr] = corr;
+    }
+    __syncthreads();
+    // Weighted values: rows warp + 4k, dimensions lane + 32u.
+    int jn = plast + 1 - t0 < KT ? plast + 1 - t0 : KT;
+    float c[4];
+#pragma unroll
+    for (int k = 0; k < 4; k++) c[k] = corrS[warp + 4 * k];
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+#pragma unroll
+      for (int u = 0; u < 4; u++) acc[k][u] *= c[k];
+    for (int jj = 0; jj < jn; jj++) {
+      float pk[4];
+#pragma unroll
+      for (int k = 0; k < 4; k++) pk[k] = Ps[(warp + 4 * k) * (KT + 1) + jj];
+#pragma unroll
+      for (int u = 0; u < 4; u++) {
+        int d = lane + 32 * u;
+        if (d < D) {
+          float vv = Vs[jj * D + d];
+#pragma unroll
+          for (int k = 0; k < 4; k++) acc[k][u] += pk[k] * vv;
+        }
+      }
+    }
+    __syncthreads();  // the next tile rewrites slots, Ks, Vs and Ps
+  }
+  if (sj == 0) lS[sr] = l;
+  __syncthreads();
+#pragma unroll
+  for (int k = 0; k < 4; k++) {
+    int r = warp + 4 * k;
+    if (r < n) {
+#pragma unroll
+      for (int u = 0; u < 4; u++) {
+        int d = lane + 32 * u;
+        if (d < D) out[(long long)(row0 + r) * QD + h * D + d] = S::st(acc[k][u] / lS[r]);
+      }
+    }
+  }
+}
+
+// flash_prefill: causal attention for the rows of prefill chunks, a tile
+// of up to FLASH_ROWS consecutive rows of one sequence per block against
+// the sequence's keys FLASH_KEYS positions at a time (flash attention):
+// each key and value tile is read from the paged cache once per query tile
+// into shared memory (as float32), every row keeps its own online softmax,
+// and a key after a row's position is masked. Grid (tile slots, H),
+// FLASH_THREADS threads; tiles[2k], tiles[2k+1] are tile k's first row and
+// row count, a count of 0 marking a slot past the step's tiles (the grid
+// may be an upper bound: ceil(N/FLASH_ROWS) + sequences). A tile's rows
+// hold consecutive positions of one sequence. D <= 128 and a multiple of 4;
+// dynamic shared memory (80·D + 736)·4 bytes (flashShared in forward.go),
+// 43,904 at D = 128.
+template <typename S>
+__device__ void flash_prefill(typename S::T* out, const float* q, const typename S::T* kc, const typename S::T* vc,
+                              const int* pos, const int* seq, const int* bt, const int* tiles, int maxBlocks, int bs,
+                              int QD, int KVD, int D, int group, float scale) {
+  TS_DYNAMIC_SHARED(float, sh);
+  const int W = 16 / sizeof(typename S::T);
+  if (D % W == 0) {
+    flashRows<S, W>(out, q, kc, vc, pos, seq, bt, tiles, maxBlocks, bs, QD, KVD, D, group, scale, sh);
+  } else {
+    flashRows<S, 1>(out, q, kc, vc, pos, seq, bt, tiles, maxBlocks, bs, QD, KVD, D, group, scale, sh);
   }
 }
 
@@ -628,6 +908,25 @@ __device__ void q8_dequant(typename S::T* out, const unsigned char* __restrict__
                                              const int* bt, int maxBlocks, int bs, int QD, int KVD,     \
                                              int D, int group, float scale) {                           \
     attention<S>(out, q, kc, vc, pos, seq, bt, maxBlocks, bs, QD, KVD, D, group, scale);                \
+  }                                                                                                     \
+  extern "C" __global__ void attention_split_##SUF(S::T* out, float* part, const float* q,              \
+                                                   const S::T* kc, const S::T* vc, const int* pos,      \
+                                                   const int* seq, const int* bt, const int* rows,      \
+                                                   int maxBlocks, int bs, int QD, int KVD, int D,       \
+                                                   int group, float scale, int splitLen) {              \
+    attention_split<S>(out, part, q, kc, vc, pos, seq, bt, rows, maxBlocks, bs, QD, KVD, D, group, scale, \
+                       splitLen);                                                                       \
+  }                                                                                                     \
+  extern "C" __global__ void attention_combine_##SUF(S::T* out, const float* part, const int* rows,     \
+                                                     int QD, int D, int splits) {                       \
+    attention_combine<S>(out, part, rows, QD, D, splits);                                               \
+  }                                                                                                     \
+  extern "C" __global__ void flash_prefill_##SUF(S::T* out, const float* q, const S::T* kc,            \
+                                                 const S::T* vc, const int* pos, const int* seq,        \
+                                                 const int* bt, const int* tiles, int maxBlocks,        \
+                                                 int bs, int QD, int KVD, int D, int group,             \
+                                                 float scale) {                                         \
+    flash_prefill<S>(out, q, kc, vc, pos, seq, bt, tiles, maxBlocks, bs, QD, KVD, D, group, scale);     \
   }                                                                                                     \
   extern "C" __global__ void bias_act_##SUF(S::T* out, const float* in, const S::T* bias, int rows,    \
                                             int cols, int useErf) {                                     \
