@@ -6,8 +6,10 @@ package cuda
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/tinyserve/tinyserve/llm/engine"
@@ -347,6 +349,42 @@ func TestEmuSplitDecodeMatchesCPU(t *testing.T) {
 					last[i] = res[0][i].Argmax
 					pos[i]++
 				}
+			}
+			// Mixed steps: the decodes beside a new 20-token prompt chunk
+			// (unsampled), three times with one padded graph key (24 rows,
+			// 4 sampled rows): eager, captured, replayed, the decodes
+			// split, flash_prefill over every tile slot.
+			for step := range 3 {
+				var parts []part
+				for i := range prompts {
+					parts = append(parts, part{id: kv.SeqID(i + 1), tokens: []int{last[i]}, start: pos[i], sample: true, needLogits: true})
+				}
+				parts = append(parts, part{id: kv.SeqID(10 + step), tokens: smallPrompts(m.Config.VocabSize, 20)[0]})
+				res := make([][]engine.SampleRow, len(backends))
+				for k, s := range steppers {
+					res[k] = s.step(parts...)
+				}
+				for i := range prompts {
+					for k := 1; k < len(backends); k++ {
+						if res[k][i].Argmax != res[0][i].Argmax {
+							t.Fatalf("mixed step %d seq %d: argmax %d, eager %d (backend %d)", step, i, res[k][i].Argmax, res[0][i].Argmax, k)
+						}
+						for v := range res[0][i].Logits {
+							worst[k] = max(worst[k], math.Abs(float64(res[k][i].Logits[v]-res[0][i].Logits[v])))
+						}
+					}
+					last[i] = res[0][i].Argmax
+					pos[i]++
+				}
+			}
+			padded := 0
+			for k := range graphs.graphs {
+				if k.padded {
+					padded++
+				}
+			}
+			if padded == 0 {
+				t.Errorf("no padded graph captured: %v", slices.Collect(maps.Keys(graphs.graphs)))
 			}
 			if ge.byName["attention_combine_f32"] == 0 || gg.byName["attention_combine_f32"] == 0 {
 				t.Fatalf("no split ran: %v", ge.byName)

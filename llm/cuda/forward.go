@@ -153,6 +153,13 @@ func (b *Backend) Forward(batch *engine.Batch) ([]engine.SampleRow, error) {
 	// runs from a graph, so that a graph and an eager step split alike and
 	// agree bit for bit.
 	m.SplitCtx = graphStride(m.Need, (b.cfg.MaxPositions+b.blockSize-1)/b.blockSize) * b.blockSize
+	// And their number from the decode rows' bound of the step's shape: a
+	// padded graph launches its padded rows' worth, so an eager step of
+	// that shape counts them too.
+	m.SplitRows = m.Dec
+	if shape, ok := b.stepShape(batch); ok && shape.padded {
+		m.SplitRows = shape.rows
+	}
 	if m.N == 0 {
 		return b.rows[:0], nil
 	}
@@ -434,7 +441,11 @@ func (b *Backend) attend(m *batchMeta, kc, vc DevicePtr, scale float32) error {
 	T := attentionThreads(D)
 	block := [3]uint32{uint32(T), 1, 1}
 	shared := uint32(attentionShared(D, b.dt.size))
-	splits, splitLen := attentionSplits(n, NH, m.SplitCtx, T)
+	splitRows := n
+	if flash {
+		splitRows = max(m.SplitRows, 1)
+	}
+	splits, splitLen := attentionSplits(splitRows, NH, m.SplitCtx, T)
 	if b.oldAttention {
 		splits = 1
 	}

@@ -124,6 +124,14 @@ func (b *Backend) graphShape(batch *engine.Batch) (graphKey, bool) {
 	if !b.opts.CUDAGraphs || b.graphsOff || b.prof != nil || len(batch.Seqs) == 0 {
 		return graphKey{}, false
 	}
+	return b.stepShape(batch)
+}
+
+// stepShape is the graph key a step would run under with graphs on, and
+// whether it has one: graphShape without the backend's state, which an
+// eager step also uses so that it launches attention as its graph would
+// (forward.go's attend).
+func (b *Backend) stepShape(batch *engine.Batch) (graphKey, bool) {
 	n, r, need, decode := 0, 0, 1, true
 	for i := range batch.Seqs {
 		s := &batch.Seqs[i]

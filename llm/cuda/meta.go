@@ -60,6 +60,9 @@ type batchMeta struct {
 	// SplitCtx is the context bound decode rows' splits are cut from
 	// (attentionSplits); Forward sets it after packing.
 	SplitCtx int
+	// SplitRows is the decode rows the split count is cut for: the step's
+	// own, or its padded graph shape's rows (Forward sets it).
+	SplitRows int
 	// Len is the packed length in int32 elements.
 	Len int
 	// Order[k] is the result index (among sampled sequences, in batch
