@@ -328,11 +328,15 @@ func TestEmuSplitDecodeMatchesCPU(t *testing.T) {
 				last[i], pos[i] = ref[0].Argmax, len(p)
 			}
 			worst := make([]float64, len(backends))
-			for step := range 16 {
+			// decodeStep decodes one token of every prompt's sequence on
+			// every backend, beside extra (a prompt chunk, or nothing), and
+			// compares each backend's rows with the eager split step's.
+			decodeStep := func(label string, extra ...part) {
 				var parts []part
 				for i := range prompts {
 					parts = append(parts, part{id: kv.SeqID(i + 1), tokens: []int{last[i]}, start: pos[i], sample: true, needLogits: true})
 				}
+				parts = append(parts, extra...)
 				res := make([][]engine.SampleRow, len(backends))
 				for k, s := range steppers {
 					res[k] = s.step(parts...)
@@ -340,7 +344,7 @@ func TestEmuSplitDecodeMatchesCPU(t *testing.T) {
 				for i := range prompts {
 					for k := 1; k < len(backends); k++ {
 						if res[k][i].Argmax != res[0][i].Argmax {
-							t.Fatalf("step %d seq %d (position %d): argmax %d, eager split %d (backend %d)", step, i, pos[i], res[k][i].Argmax, res[0][i].Argmax, k)
+							t.Fatalf("%s seq %d (position %d): argmax %d, eager split %d (backend %d)", label, i, pos[i], res[k][i].Argmax, res[0][i].Argmax, k)
 						}
 						for v := range res[0][i].Logits {
 							worst[k] = max(worst[k], math.Abs(float64(res[k][i].Logits[v]-res[0][i].Logits[v])))
@@ -350,32 +354,15 @@ func TestEmuSplitDecodeMatchesCPU(t *testing.T) {
 					pos[i]++
 				}
 			}
+			for step := range 16 {
+				decodeStep(fmt.Sprintf("step %d", step))
+			}
 			// Mixed steps: the decodes beside a new 20-token prompt chunk
 			// (unsampled), three times with one padded graph key (24 rows,
 			// 4 sampled rows): eager, captured, replayed, the decodes
 			// split, flash_prefill over every tile slot.
 			for step := range 3 {
-				var parts []part
-				for i := range prompts {
-					parts = append(parts, part{id: kv.SeqID(i + 1), tokens: []int{last[i]}, start: pos[i], sample: true, needLogits: true})
-				}
-				parts = append(parts, part{id: kv.SeqID(10 + step), tokens: smallPrompts(m.Config.VocabSize, 20)[0]})
-				res := make([][]engine.SampleRow, len(backends))
-				for k, s := range steppers {
-					res[k] = s.step(parts...)
-				}
-				for i := range prompts {
-					for k := 1; k < len(backends); k++ {
-						if res[k][i].Argmax != res[0][i].Argmax {
-							t.Fatalf("mixed step %d seq %d: argmax %d, eager %d (backend %d)", step, i, res[k][i].Argmax, res[0][i].Argmax, k)
-						}
-						for v := range res[0][i].Logits {
-							worst[k] = max(worst[k], math.Abs(float64(res[k][i].Logits[v]-res[0][i].Logits[v])))
-						}
-					}
-					last[i] = res[0][i].Argmax
-					pos[i]++
-				}
+				decodeStep(fmt.Sprintf("mixed step %d", step), part{id: kv.SeqID(10 + step), tokens: smallPrompts(m.Config.VocabSize, 20)[0]})
 			}
 			padded := 0
 			for k := range graphs.graphs {
