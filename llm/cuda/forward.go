@@ -156,7 +156,7 @@ func (b *Backend) Forward(batch *engine.Batch) ([]engine.SampleRow, error) {
 	// And their number from the decode rows' bound of the step's shape: a
 	// padded graph launches its padded rows' worth, so an eager step of
 	// that shape counts them too.
-	m.SplitRows = m.Dec
+	m.SplitRows = 0
 	if shape, ok := b.stepShape(batch); ok && shape.padded {
 		m.SplitRows = shape.rows
 	}
@@ -442,8 +442,8 @@ func (b *Backend) attend(m *batchMeta, kc, vc DevicePtr, scale float32) error {
 	block := [3]uint32{uint32(T), 1, 1}
 	shared := uint32(attentionShared(D, b.dt.size))
 	splitRows := n
-	if flash {
-		splitRows = max(m.SplitRows, 1)
+	if m.SplitRows > 0 {
+		splitRows = m.SplitRows
 	}
 	splits, splitLen := attentionSplits(splitRows, NH, m.SplitCtx, T)
 	if b.oldAttention {

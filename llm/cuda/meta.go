@@ -60,8 +60,9 @@ type batchMeta struct {
 	// SplitCtx is the context bound decode rows' splits are cut from
 	// (attentionSplits); Forward sets it after packing.
 	SplitCtx int
-	// SplitRows is the decode rows the split count is cut for: the step's
-	// own, or its padded graph shape's rows (Forward sets it).
+	// SplitRows, when set, is the rows the decode split count is cut for:
+	// a padded graph shape's rows, whether or not the step runs from its
+	// graph (Forward sets it); otherwise the rows attention launches.
 	SplitRows int
 	// Len is the packed length in int32 elements.
 	Len int
